@@ -1,0 +1,85 @@
+//! The one error type of the HTTP API. Every failure becomes `{"ok":false,"status","msg"}`
+//! with its status code; internal causes are logged, never sent.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("not authorized")]
+    Unauthorized,
+    #[error("{0}")]
+    NotFound(String),
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    Unprocessable(String),
+    #[error("storage is full: the job was not stored; retry later")]
+    InsufficientStorage,
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn queue_not_found() -> Self {
+        Self::NotFound("queue not found".into())
+    }
+
+    pub fn job_not_found() -> Self {
+        Self::NotFound("job not found".into())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::QueueNotFound => Self::queue_not_found(),
+            StoreError::QueueExists => Self::Conflict("queue already exists".into()),
+            StoreError::JobNotFound => Self::job_not_found(),
+            StoreError::JobConflict(msg) => Self::Conflict(msg.into()),
+            StoreError::StorageFull => Self::InsufficientStorage,
+            StoreError::Closed => Self::Unavailable("the server is shutting down".into()),
+            other => Self::Internal(other.into()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if let Self::Internal(cause) = &self {
+            tracing::error!(error = format!("{cause:#}"), "request failed");
+        }
+        let body = json!({ "ok": false, "status": status.as_u16(), "msg": self.to_string() });
+        (status, Json(body)).into_response()
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

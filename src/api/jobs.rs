@@ -1,0 +1,192 @@
+//! Job routes of the hyper Queue API: list a queue's READY or ERROR jobs (paginated),
+//! get one job, cancel a READY job, retry an ERROR job.
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::{ApiError, ApiResult};
+use super::queues::existing_queue_name;
+use crate::model::{JobId, JobStatus, QueueName, now_millis};
+use crate::store::{JobRecord, JobState};
+
+pub const DEFAULT_PAGE: usize = 100;
+pub const MAX_PAGE: usize = 1000;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/queue/{name}/{id}", get(get_job))
+        .route("/queue/{name}/{id}/_cancel", post(cancel_job))
+        .route("/queue/{name}/{id}/_retry", post(retry_job))
+}
+
+/// A job as the API shows it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    id: String,
+    status: &'static str,
+    job: Box<RawValue>,
+    queue: String,
+    attempts: u32,
+    created_at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_attempt_at: Option<i64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    in_flight: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_status: Option<u16>,
+}
+
+impl TryFrom<JobRecord> for JobView {
+    type Error = ApiError;
+
+    fn try_from(record: JobRecord) -> ApiResult<Self> {
+        let job = RawValue::from_string(record.payload).map_err(|e| {
+            ApiError::Internal(anyhow::anyhow!("stored payload of job {} is not JSON: {e}", record.id))
+        })?;
+        let status = match record.state {
+            JobState::Dead => JobStatus::Error,
+            JobState::Ready | JobState::InFlight => JobStatus::Ready,
+        };
+        Ok(Self {
+            id: record.id.to_string(),
+            status: status.as_str(),
+            job,
+            queue: record.queue.to_string(),
+            attempts: record.attempts,
+            created_at: record.created_at,
+            next_attempt_at: (record.state == JobState::Ready).then_some(record.run_at),
+            in_flight: record.state == JobState::InFlight,
+            error: record.last_error,
+            last_status: record.last_status,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ListParams {
+    status: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+pub async fn list_jobs(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<ListParams>, QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let name = existing_queue_name(path)?;
+    let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let status = params
+        .status
+        .as_deref()
+        .ok_or_else(|| ApiError::Unprocessable("status is required: READY or ERROR".into()))
+        .and_then(|s| JobStatus::parse(s).map_err(|e| ApiError::Unprocessable(e.0)))?;
+    let limit = parse_limit(params.limit.as_deref())?;
+    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let mut records = state
+        .store
+        .list_jobs(name, status == JobStatus::Error, after, limit + 1)
+        .await?;
+    let next = if records.len() > limit {
+        records.truncate(limit);
+        records.last().map(|r| encode_cursor(r.id))
+    } else {
+        None
+    };
+    let jobs = records
+        .into_iter()
+        .map(JobView::try_from)
+        .collect::<ApiResult<Vec<_>>>()?;
+    let mut body = json!({ "ok": true, "jobs": jobs });
+    if let Some(next) = next {
+        body["next"] = Value::String(next);
+    }
+    Ok(Json(body))
+}
+
+fn parse_limit(raw: Option<&str>) -> ApiResult<usize> {
+    let Some(raw) = raw else {
+        return Ok(DEFAULT_PAGE);
+    };
+    match raw.trim().parse::<u64>() {
+        Ok(0) | Err(_) => Err(ApiError::Unprocessable(
+            "limit must be a whole number of at least 1".into(),
+        )),
+        Ok(n) => Ok((n.min(MAX_PAGE as u64)) as usize),
+    }
+}
+
+/// Cursors are opaque to clients: the last id of the page, base64url-encoded.
+fn encode_cursor(id: JobId) -> String {
+    URL_SAFE_NO_PAD.encode(id.as_bytes())
+}
+
+fn decode_cursor(raw: &str) -> ApiResult<JobId> {
+    URL_SAFE_NO_PAD
+        .decode(raw)
+        .ok()
+        .and_then(|bytes| JobId::from_slice(&bytes))
+        .ok_or_else(|| ApiError::BadRequest("invalid cursor: pass back the `next` value of a previous page".into()))
+}
+
+/// The queue and job named in the path. Ids that cannot be valid cannot exist either.
+fn job_path(path: Result<Path<(String, String)>, PathRejection>) -> ApiResult<(QueueName, JobId)> {
+    let Path((queue, id)) = path.map_err(|_| ApiError::job_not_found())?;
+    let queue = QueueName::parse(&queue).map_err(|_| ApiError::queue_not_found())?;
+    let id = JobId::parse(&id).map_err(|_| ApiError::job_not_found())?;
+    Ok((queue, id))
+}
+
+fn require_queue(state: &AppState, queue: &QueueName) -> ApiResult<()> {
+    if state.store.registry().contains(queue) {
+        Ok(())
+    } else {
+        Err(ApiError::queue_not_found())
+    }
+}
+
+async fn get_job(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult<Json<JobView>> {
+    let (queue, id) = job_path(path)?;
+    require_queue(&state, &queue)?;
+    let record = state.store.get_job(queue, id).await?;
+    Ok(Json(JobView::try_from(record)?))
+}
+
+async fn cancel_job(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let (queue, id) = job_path(path)?;
+    require_queue(&state, &queue)?;
+    state.store.cancel(queue, id).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "ok": true, "id": id.to_string() }))))
+}
+
+async fn retry_job(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let (queue, id) = job_path(path)?;
+    require_queue(&state, &queue)?;
+    let now = now_millis();
+    state.store.retry_dead(queue.clone(), id, now).await?;
+    if state.config.dispatch {
+        state.wakeups.mark_due(&queue, now);
+    }
+    Ok((StatusCode::CREATED, Json(json!({ "ok": true, "id": id.to_string() }))))
+}

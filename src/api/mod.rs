@@ -1,0 +1,45 @@
+//! The HTTP API: one router per resource, merged here, behind the API-key check.
+//! Responses are always JSON; failures use [`error::ApiError`]'s `{ok:false,status,msg}`.
+
+pub mod auth;
+pub mod body;
+pub mod error;
+pub mod jobs;
+pub mod queues;
+pub mod system;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::middleware;
+
+use crate::config::Config;
+use crate::dispatch::Wakeups;
+use crate::store::Store;
+use error::ApiError;
+
+/// What every handler gets: a cheap `Clone` of handles.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub config: Arc<Config>,
+    /// Marks a queue due when a job is enqueued, waking the dispatcher at once.
+    pub wakeups: Wakeups,
+}
+
+pub fn router(state: AppState) -> Router {
+    let protected = Router::new()
+        .merge(system::router())
+        .merge(queues::router())
+        .merge(jobs::router())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_api_key,
+        ));
+    Router::new()
+        .merge(system::public_router())
+        .merge(protected)
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .with_state(state)
+}

@@ -1,0 +1,127 @@
+//! Queue routes of the hyper Queue API: list, create (`PUT`), delete, and enqueue (`POST`).
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::body::{parse_json, read_limited};
+use super::error::{ApiError, ApiResult};
+use crate::json;
+use crate::model::{JobId, QueueName, Secret, Target, now_millis};
+use crate::store::Queue;
+
+/// Queue definitions are small; this bounds what a client can make us read.
+const MAX_QUEUE_BODY: usize = 16 * 1024;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/queue", get(list_queues)).route(
+        "/queue/{name}",
+        put(create_queue)
+            .delete(delete_queue)
+            .post(enqueue)
+            .get(super::jobs::list_jobs),
+    )
+}
+
+/// A queue named in the path: a name that cannot be valid cannot exist either.
+pub(super) fn existing_queue_name(path: Result<Path<String>, PathRejection>) -> ApiResult<QueueName> {
+    let Path(raw) = path.map_err(|_| ApiError::queue_not_found())?;
+    QueueName::parse(&raw).map_err(|_| ApiError::queue_not_found())
+}
+
+async fn list_queues(State(state): State<AppState>) -> Json<Value> {
+    let names: Vec<String> = state
+        .store
+        .registry()
+        .all()
+        .iter()
+        .map(|q| q.name.to_string())
+        .collect();
+    Json(json!({ "ok": true, "name": "queue", "queues": names }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateQueue {
+    target: String,
+    #[serde(default)]
+    secret: Option<String>,
+}
+
+async fn create_queue(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Body,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let Path(raw_name) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let bytes = read_limited(body, MAX_QUEUE_BODY).await?;
+    let request: CreateQueue = parse_json(&bytes)?;
+    let name = QueueName::parse(&raw_name).map_err(|e| ApiError::Unprocessable(e.0))?;
+    let target = Target::parse(&request.target).map_err(|e| ApiError::Unprocessable(e.0))?;
+    let secret = request
+        .secret
+        .as_deref()
+        .map(Secret::parse)
+        .transpose()
+        .map_err(|e| ApiError::Unprocessable(e.0))?;
+    state
+        .store
+        .create_queue(Queue {
+            name: name.clone(),
+            target,
+            secret,
+            created_at: now_millis(),
+        })
+        .await?;
+    tracing::info!(queue = %name, "queue created");
+    Ok((StatusCode::CREATED, Json(json!({ "ok": true }))))
+}
+
+async fn delete_queue(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<Value>> {
+    let name = existing_queue_name(path)?;
+    state.store.delete_queue(name.clone()).await?;
+    state.wakeups.forget(&name);
+    tracing::info!(queue = %name, "queue deleted with all its jobs");
+    Ok(Json(json!({ "ok": true })))
+}
+
+#[tracing::instrument(skip_all, fields(queue))]
+async fn enqueue(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Body,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let name = existing_queue_name(path)?;
+    tracing::Span::current().record("queue", name.as_str());
+    if !state.store.registry().contains(&name) {
+        return Err(ApiError::queue_not_found());
+    }
+    let bytes = read_limited(body, state.config.max_job_bytes).await?;
+    let payload = json::canonicalize(&bytes)
+        .map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))?;
+    if !payload.is_object() {
+        return Err(ApiError::Unprocessable("a job must be a JSON object".into()));
+    }
+    let id = JobId::new();
+    let now = now_millis();
+    state
+        .store
+        .enqueue(name.clone(), id, payload.into_string(), now)
+        .await?;
+    if state.config.dispatch {
+        state.wakeups.mark_due(&name, now);
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "ok": true, "id": id.to_string() })),
+    ))
+}

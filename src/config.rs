@@ -1,0 +1,293 @@
+//! Typed server configuration: command-line flags with `HOOKQ_*` environment equivalents,
+//! parsed and validated once at start-up so the rest of the server trusts it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+/// Flags of `hookq serve` (also the default command). Every flag has a `HOOKQ_*` variable.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Without an API key only loopback addresses are allowed.
+    #[arg(long, env = "HOOKQ_LISTEN", default_value = "127.0.0.1:6363")]
+    pub listen: SocketAddr,
+
+    /// SQLite database file, created if missing
+    /// [default: the OS data directory, e.g. ~/.local/share/hookq/hookq.db]
+    #[arg(long, env = "HOOKQ_DB")]
+    pub db: Option<PathBuf>,
+
+    /// API key required on every route but /healthz (as `Authorization: Bearer <key>`,
+    /// `X-API-Key: <key>` or an HS256 JWT signed with it). Without it the server is open
+    /// and refuses to listen on a non-loopback address.
+    #[arg(long, env = "HOOKQ_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Delivery attempts before a job is dead-lettered (status ERROR).
+    #[arg(long, env = "HOOKQ_MAX_ATTEMPTS", default_value_t = 5)]
+    pub max_attempts: u32,
+
+    /// Delay before retry n, comma-separated; the last one repeats.
+    #[arg(long, env = "HOOKQ_BACKOFF", default_value = "1s,5s,15s,30s,60s")]
+    pub backoff: String,
+
+    /// Time allowed for one delivery attempt (connect, send, response).
+    #[arg(long, env = "HOOKQ_DELIVERY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub delivery_timeout: Duration,
+
+    /// How long a claimed job stays leased before it is considered interrupted and
+    /// returns to READY. Must exceed the delivery timeout.
+    #[arg(long, env = "HOOKQ_LEASE_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    pub lease_timeout: Duration,
+
+    /// Concurrent deliveries across all queues.
+    #[arg(long, env = "HOOKQ_MAX_IN_FLIGHT", default_value_t = 256)]
+    pub max_in_flight: usize,
+
+    /// Concurrent deliveries to one queue's target [default: the global bound].
+    #[arg(long, env = "HOOKQ_MAX_IN_FLIGHT_PER_QUEUE")]
+    pub max_in_flight_per_queue: Option<usize>,
+
+    /// Largest accepted job body in bytes.
+    #[arg(long, env = "HOOKQ_MAX_JOB_BYTES", default_value_t = 262_144)]
+    pub max_job_bytes: usize,
+
+    /// `on` runs the dispatcher; `off` makes an enqueue-only node (jobs wait in the database).
+    #[arg(long, env = "HOOKQ_DISPATCH", default_value = "on", value_parser = parse_on_off)]
+    pub dispatch: bool,
+
+    /// SQLite `synchronous` setting: FULL survives power loss; NORMAL survives process
+    /// crashes only, and is faster.
+    #[arg(long, env = "HOOKQ_SYNCHRONOUS", default_value = "full", value_parser = ["full", "normal"], ignore_case = true)]
+    pub synchronous: String,
+
+    /// Time in-flight deliveries get to finish on shutdown before their leases are left
+    /// to expire (and the jobs are delivered again on restart).
+    #[arg(long, env = "HOOKQ_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+/// The validated configuration the server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub db_path: PathBuf,
+    pub api_key: Option<ApiKey>,
+    pub max_attempts: u32,
+    pub backoff: Vec<Duration>,
+    pub delivery_timeout: Duration,
+    pub lease_timeout: Duration,
+    pub max_in_flight: usize,
+    pub max_in_flight_per_queue: usize,
+    pub max_job_bytes: usize,
+    pub dispatch: bool,
+    pub synchronous: Synchronous,
+    pub shutdown_grace: Duration,
+}
+
+/// SQLite's durability level for commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synchronous {
+    Full,
+    Normal,
+}
+
+impl Synchronous {
+    pub fn pragma_value(self) -> &'static str {
+        match self {
+            Self::Full => "FULL",
+            Self::Normal => "NORMAL",
+        }
+    }
+}
+
+/// The server's API key. Does not print.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: String) -> Self {
+        Self(key)
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+impl Config {
+    /// Defaults for everything but the database path: handy for tests and embedding.
+    pub fn with_db(db_path: PathBuf) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 6363)),
+            db_path,
+            api_key: None,
+            max_attempts: 5,
+            backoff: parse_backoff("1s,5s,15s,30s,60s").unwrap_or_default(),
+            delivery_timeout: Duration::from_secs(30),
+            lease_timeout: Duration::from_secs(300),
+            max_in_flight: 256,
+            max_in_flight_per_queue: 256,
+            max_job_bytes: 262_144,
+            dispatch: true,
+            synchronous: Synchronous::Full,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+
+    /// Check the flags and turn them into a configuration, with messages that say what to fix.
+    pub fn from_args(args: ServeArgs) -> anyhow::Result<Self> {
+        let db_path = match args.db {
+            Some(path) => path,
+            None => default_db_path()?,
+        };
+        let config = Self {
+            listen: args.listen,
+            db_path,
+            api_key: args.api_key.map(ApiKey::new),
+            max_attempts: args.max_attempts,
+            backoff: parse_backoff(&args.backoff).context("invalid HOOKQ_BACKOFF / --backoff")?,
+            delivery_timeout: args.delivery_timeout,
+            lease_timeout: args.lease_timeout,
+            max_in_flight: args.max_in_flight,
+            max_in_flight_per_queue: args
+                .max_in_flight_per_queue
+                .unwrap_or(args.max_in_flight),
+            max_job_bytes: args.max_job_bytes,
+            dispatch: args.dispatch,
+            synchronous: if args.synchronous.eq_ignore_ascii_case("normal") {
+                Synchronous::Normal
+            } else {
+                Synchronous::Full
+            },
+            shutdown_grace: args.shutdown_grace,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Cross-field rules. Called by `from_args`; call it yourself after building a `Config` by hand.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(key) = &self.api_key {
+            if key.expose().trim().is_empty() {
+                bail!("HOOKQ_API_KEY / --api-key must not be empty");
+            }
+        } else if !self.listen.ip().is_loopback() {
+            bail!(
+                "refusing to listen on {} without an API key: set HOOKQ_API_KEY / --api-key, \
+                 or listen on a loopback address such as 127.0.0.1",
+                self.listen
+            );
+        }
+        if self.max_attempts == 0 {
+            bail!("HOOKQ_MAX_ATTEMPTS / --max-attempts must be at least 1");
+        }
+        if self.backoff.is_empty() {
+            bail!("HOOKQ_BACKOFF / --backoff must list at least one delay");
+        }
+        if self.delivery_timeout.is_zero() {
+            bail!("HOOKQ_DELIVERY_TIMEOUT / --delivery-timeout must be greater than zero");
+        }
+        if self.lease_timeout <= self.delivery_timeout {
+            bail!(
+                "HOOKQ_LEASE_TIMEOUT ({}) must exceed HOOKQ_DELIVERY_TIMEOUT ({}), \
+                 or jobs still being delivered would be handed out again",
+                humantime::format_duration(self.lease_timeout),
+                humantime::format_duration(self.delivery_timeout)
+            );
+        }
+        if self.max_in_flight == 0 || self.max_in_flight_per_queue == 0 {
+            bail!("HOOKQ_MAX_IN_FLIGHT and HOOKQ_MAX_IN_FLIGHT_PER_QUEUE must be at least 1");
+        }
+        if self.max_job_bytes < 2 {
+            bail!("HOOKQ_MAX_JOB_BYTES / --max-job-bytes must be at least 2 (the body `{{}}`)");
+        }
+        Ok(())
+    }
+}
+
+/// `500ms`, `5s`, `2m`, `1h` (and combinations such as `1m30s`).
+pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    humantime::parse_duration(raw.trim())
+        .map_err(|e| format!("`{raw}` is not a duration such as 500ms, 5s, 2m or 1h ({e})"))
+}
+
+fn parse_on_off(raw: &str) -> Result<bool, String> {
+    match raw.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("`{raw}` is neither on nor off")),
+    }
+}
+
+/// A comma-separated list of durations, e.g. `1s,5s,15s`.
+pub fn parse_backoff(raw: &str) -> anyhow::Result<Vec<Duration>> {
+    raw.split(',')
+        .map(|part| parse_duration(part).map_err(anyhow::Error::msg))
+        .collect()
+}
+
+/// `$XDG_DATA_HOME/hookq/hookq.db` (or the platform's equivalent).
+fn default_db_path() -> anyhow::Result<PathBuf> {
+    let dir = dirs::data_dir().context(
+        "cannot find the OS data directory (no HOME?); pass --db or set HOOKQ_DB",
+    )?;
+    Ok(dir.join("hookq").join("hookq.db"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        Config::with_db(PathBuf::from("unused.db"))
+    }
+
+    #[test]
+    fn durations_accept_the_documented_units() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("5s").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn backoff_is_a_list_of_durations() {
+        let schedule = parse_backoff("1s, 5s,15s").unwrap();
+        assert_eq!(schedule.len(), 3);
+        assert_eq!(schedule[1], Duration::from_secs(5));
+        assert!(parse_backoff("1s,,2s").is_err());
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        config().validate().unwrap();
+    }
+
+    #[test]
+    fn an_open_server_refuses_a_public_address() {
+        let mut c = config();
+        c.listen = "0.0.0.0:6363".parse().unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("without an API key"), "{err}");
+        c.api_key = Some(ApiKey::new("k".repeat(32)));
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn the_lease_must_outlast_a_delivery() {
+        let mut c = config();
+        c.lease_timeout = c.delivery_timeout;
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,169 @@
+//! One delivery attempt: POST the job's canonical JSON to the queue's target, signed when
+//! the queue has a secret, and classify the answer.
+
+use std::time::{Duration, Instant};
+
+use reqwest::header::{CONTENT_TYPE, HeaderValue, LOCATION, RETRY_AFTER, USER_AGENT};
+
+use crate::model::{JobId, UnixMillis};
+use crate::signature;
+use crate::store::Queue;
+
+/// The most of a worker's response body kept as the error text.
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
+
+pub const JOB_ID_HEADER: &str = "X-Hookq-Job-Id";
+pub const ATTEMPT_HEADER: &str = "X-Hookq-Attempt";
+
+/// What one attempt ended in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptResult {
+    /// The worker answered 2xx.
+    Delivered { status: u16 },
+    /// Anything else: a non-2xx answer (its body as `error`) or a transport failure.
+    Failed {
+        error: String,
+        status: Option<u16>,
+        /// The worker's `Retry-After`, when it sent one with a 429 or 503.
+        retry_after: Option<Duration>,
+    },
+}
+
+/// The HTTP client shared by every delivery (connection pooling and keep-alive).
+#[derive(Clone)]
+pub struct Deliverer {
+    client: reqwest::Client,
+}
+
+impl Deliverer {
+    pub fn new(timeout: Duration) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            // A redirect is an answer like any other non-2xx: following it could send a
+            // signed job somewhere its queue never named.
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(256)
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(Self { client })
+    }
+
+    /// POST one job. `payload` is its canonical JSON; `now` stamps the signature.
+    pub async fn deliver(
+        &self,
+        queue: &Queue,
+        id: JobId,
+        attempt: u32,
+        payload: String,
+        now: UnixMillis,
+    ) -> AttemptResult {
+        let mut request = self
+            .client
+            .post(queue.target.url().clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(USER_AGENT, concat!("hookq/", env!("CARGO_PKG_VERSION")))
+            .header(JOB_ID_HEADER, id.to_string())
+            .header(ATTEMPT_HEADER, attempt.to_string());
+        if let Some(secret) = &queue.secret {
+            let timestamp = u64::try_from(now).unwrap_or_default();
+            request = request.header(
+                signature::HEADER,
+                signature::header_value(secret.expose().as_bytes(), timestamp, payload.as_bytes()),
+            );
+        }
+        let started = Instant::now();
+        let response = match request.body(payload).send().await {
+            Ok(response) => response,
+            Err(err) => return transport_failure(&err, started),
+        };
+        let status = response.status();
+        let location = header_text(&response, LOCATION);
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = read_capped(response, MAX_ERROR_BODY).await;
+        if status.is_success() {
+            return AttemptResult::Delivered {
+                status: status.as_u16(),
+            };
+        }
+        let mut error = match body {
+            Ok(body) if !body.is_empty() => String::from_utf8_lossy(&body).into_owned(),
+            Ok(_) => format!("HTTP {status} with an empty body"),
+            Err(err) => format!("HTTP {status}; reading the body failed: {}", error_chain(&err)),
+        };
+        if status.is_redirection() {
+            error = format!(
+                "redirect to {} not followed (HTTP {status}): {error}",
+                location.as_deref().unwrap_or("<no Location>")
+            );
+        }
+        AttemptResult::Failed {
+            error,
+            status: Some(status.as_u16()),
+            retry_after: retry_after.filter(|_| status.as_u16() == 429 || status.as_u16() == 503),
+        }
+    }
+
+}
+
+fn transport_failure(err: &reqwest::Error, started: Instant) -> AttemptResult {
+        let error = if err.is_timeout() {
+            format!(
+                "timed out after {} waiting for the worker ({})",
+                humantime::format_duration(Duration::from_millis(
+                    started.elapsed().as_millis() as u64
+                )),
+                error_chain(err)
+            )
+        } else if err.is_connect() {
+            format!("connection failed: {}", error_chain(err))
+        } else {
+            format!("request failed: {}", error_chain(err))
+        };
+        AttemptResult::Failed {
+            error,
+            status: None,
+            retry_after: None,
+        }
+}
+
+fn header_text(response: &reqwest::Response, name: reqwest::header::HeaderName) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Read at most `cap` bytes of the body; the rest is never read (or held in memory).
+async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<u8>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = cap - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= cap {
+            break;
+        }
+    }
+    Ok(body)
+}
+
+/// An error with its causes, `a: b: c`, which is where reqwest keeps the useful part.
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,346 @@
+//! The dispatcher: claims due jobs, delivers them concurrently within the in-flight bounds,
+//! and records each outcome (delivered, retry later, dead-letter) through the store.
+//!
+//! No polling on the hot path: an enqueue marks its queue due and wakes the loop at once
+//! ([`Wakeups`]); a timer wakes it when the next retry is due; a slow sweep re-checks every
+//! queue in case anything was missed.
+
+pub mod deliver;
+pub mod retry;
+pub mod wakeups;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use deliver::{AttemptResult, Deliverer};
+pub use retry::RetryPolicy;
+pub use wakeups::Wakeups;
+
+use crate::model::{QueueName, UnixMillis, now_millis};
+use crate::store::{ClaimedJob, Outcome, Queue, Store};
+
+/// How often every queue is re-checked even without a wake-up (a safety net, not the hot path).
+const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct DispatchConfig {
+    pub max_in_flight: usize,
+    pub max_in_flight_per_queue: usize,
+    pub lease_timeout: Duration,
+    pub shutdown_grace: Duration,
+    pub retry: RetryPolicy,
+}
+
+/// What one claim round did, for the loop (and for tests driving it step by step).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RoundReport {
+    pub claimed: usize,
+    /// Some queue may still have due jobs beyond what this round could take.
+    pub more_due: bool,
+}
+
+pub struct Dispatcher {
+    store: Store,
+    deliverer: Deliverer,
+    config: DispatchConfig,
+    wakeups: Wakeups,
+    slots: Arc<Semaphore>,
+    per_queue: Arc<Mutex<HashMap<QueueName, usize>>>,
+    deliveries: JoinSet<()>,
+    /// Due queues that had no free slot (theirs or the global ones) at their last round.
+    parked: HashSet<QueueName>,
+    rotation: usize,
+}
+
+impl Dispatcher {
+    pub fn new(
+        store: Store,
+        deliverer: Deliverer,
+        config: DispatchConfig,
+        wakeups: Wakeups,
+    ) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(config.max_in_flight)),
+            store,
+            deliverer,
+            config,
+            wakeups,
+            per_queue: Arc::default(),
+            deliveries: JoinSet::new(),
+            parked: HashSet::new(),
+            rotation: 0,
+        }
+    }
+
+    /// Run until `shutdown`, then give in-flight deliveries the grace period to finish.
+    /// Deliveries still running after it are abandoned: their leases make the jobs come back.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        self.mark_all_due();
+        let mut next_sweep = tokio::time::Instant::now() + SWEEP_INTERVAL;
+        loop {
+            while self.deliveries.try_join_next().is_some() {}
+            let report = self.dispatch_once().await;
+            if report.more_due && self.slots.available_permits() > 0 {
+                continue;
+            }
+            let now = now_millis();
+            let wake_at = self
+                .wakeups
+                .next_due()
+                .filter(|_| self.slots.available_permits() > 0)
+                .map(|at| {
+                    tokio::time::Instant::now()
+                        + Duration::from_millis(at.saturating_sub(now).max(0) as u64)
+                })
+                .map_or(next_sweep, |at| at.min(next_sweep));
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = self.wakeups.notified() => {}
+                () = tokio::time::sleep_until(wake_at) => {}
+            }
+            if tokio::time::Instant::now() >= next_sweep {
+                self.mark_all_due();
+                next_sweep = tokio::time::Instant::now() + SWEEP_INTERVAL;
+            }
+        }
+        self.drain().await;
+    }
+
+    /// One claim round: claim from every due queue as many jobs as there are free slots
+    /// (shared fairly between the queues), and start their deliveries.
+    pub async fn dispatch_once(&mut self) -> RoundReport {
+        let now = now_millis();
+        self.unpark(now);
+        let mut due = self.wakeups.take_due(now);
+        if due.is_empty() {
+            return RoundReport::default();
+        }
+        // Start each round at a different queue so none is always served last.
+        self.rotation = self.rotation.wrapping_add(1);
+        let offset = self.rotation % due.len();
+        due.rotate_left(offset);
+
+        let mut report = RoundReport::default();
+        let mut free = self.slots.available_permits();
+        let queue_count = due.len();
+        for (index, name) in due.into_iter().enumerate() {
+            let Some(queue) = self.store.registry().get(&name) else {
+                continue; // deleted since it was marked
+            };
+            let queue_free = self
+                .config
+                .max_in_flight_per_queue
+                .saturating_sub(self.in_flight(&name));
+            // A fair share of the free slots for each queue still to be served this round.
+            let share = free.div_ceil(queue_count - index);
+            let want = share.min(queue_free);
+            if want == 0 {
+                // No room: park it until a delivery finishes and frees a slot.
+                self.parked.insert(name);
+                continue;
+            }
+            let leased_until = now + self.config.lease_timeout.as_millis() as i64;
+            let claimed = match self.store.claim(name.clone(), now, leased_until, want).await {
+                Ok(jobs) => jobs,
+                Err(err) => {
+                    tracing::error!(queue = %name, error = %err, "claim failed; will retry");
+                    self.wakeups.mark_due(&name, now + 1000);
+                    continue;
+                }
+            };
+            let got = claimed.len();
+            free -= got.min(free);
+            report.claimed += got;
+            if got == want {
+                // There may be more: look again as soon as there is room.
+                self.wakeups.mark_due(&name, now);
+                report.more_due = true;
+            } else {
+                self.remember_next_due(&name).await;
+            }
+            for job in claimed {
+                self.start_delivery(queue.clone(), job);
+            }
+        }
+        report
+    }
+
+    /// Parked queues that have room again become due again.
+    fn unpark(&mut self, now: UnixMillis) {
+        if self.parked.is_empty() || self.slots.available_permits() == 0 {
+            return;
+        }
+        let limit = self.config.max_in_flight_per_queue;
+        let per_queue = lock(&self.per_queue);
+        let wakeups = &self.wakeups;
+        self.parked.retain(|name| {
+            let has_room = per_queue.get(name).copied().unwrap_or(0) < limit;
+            if has_room {
+                wakeups.mark_due(name, now);
+            }
+            !has_room
+        });
+    }
+
+    /// Read when `queue` next has a job due and keep it as its wake-up time.
+    async fn remember_next_due(&self, name: &QueueName) {
+        match self.store.next_due(name.clone()).await {
+            Ok(Some(at)) => self.wakeups.mark_due(name, at),
+            Ok(None) => {}
+            Err(err) => {
+                tracing::error!(queue = %name, error = %err, "cannot read next due time");
+                self.wakeups.mark_due(name, now_millis() + 1000);
+            }
+        }
+    }
+
+    fn mark_all_due(&self) {
+        let now = now_millis();
+        for queue in self.store.registry().all() {
+            self.wakeups.mark_due(&queue.name, now);
+        }
+    }
+
+    fn in_flight(&self, queue: &QueueName) -> usize {
+        lock(&self.per_queue).get(queue).copied().unwrap_or(0)
+    }
+
+    fn start_delivery(&mut self, queue: Arc<Queue>, job: ClaimedJob) {
+        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+            // Cannot happen (we claim no more than the free slots), but if it did the
+            // lease would expire and the job come back: never lost.
+            tracing::error!(job_id = %job.id, "no free delivery slot for a claimed job");
+            return;
+        };
+        *lock(&self.per_queue).entry(queue.name.clone()).or_insert(0) += 1;
+        let delivery = Delivery {
+            store: self.store.clone(),
+            deliverer: self.deliverer.clone(),
+            retry: self.config.retry.clone(),
+            wakeups: self.wakeups.clone(),
+            per_queue: self.per_queue.clone(),
+            _permit: permit,
+        };
+        self.deliveries.spawn(delivery.run(queue, job));
+    }
+
+    async fn drain(&mut self) {
+        let pending = self.deliveries.len();
+        if pending > 0 {
+            tracing::info!(deliveries = pending, "waiting for in-flight deliveries to finish");
+        }
+        let finished = tokio::time::timeout(self.config.shutdown_grace, async {
+            while self.deliveries.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            tracing::warn!(
+                deliveries = self.deliveries.len(),
+                "grace period over; abandoning deliveries (they will be retried after restart)"
+            );
+            self.deliveries.shutdown().await;
+        }
+    }
+}
+
+/// One job's attempt, from POST to recorded outcome. Owns its delivery slot.
+struct Delivery {
+    store: Store,
+    deliverer: Deliverer,
+    retry: RetryPolicy,
+    wakeups: Wakeups,
+    per_queue: Arc<Mutex<HashMap<QueueName, usize>>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Delivery {
+    #[tracing::instrument(skip_all, fields(queue = %queue.name, job_id = %job.id, attempt = job.attempt))]
+    async fn run(self, queue: Arc<Queue>, job: ClaimedJob) {
+        let result = self
+            .deliverer
+            .deliver(&queue, job.id, job.attempt, job.payload, now_millis())
+            .await;
+        let now = now_millis();
+        let outcome = outcome_of(&self.retry, result, job.attempt, now);
+        match &outcome {
+            Outcome::Delivered => tracing::debug!("delivered"),
+            Outcome::Retry { run_at, error, status } => {
+                tracing::info!(?status, error = %truncate(error), retry_in_ms = run_at - now, "attempt failed; will retry");
+            }
+            Outcome::Dead { error, status, .. } => {
+                tracing::warn!(?status, error = %truncate(error), "attempts spent; job dead-lettered");
+            }
+        }
+        let retry_at = match &outcome {
+            Outcome::Retry { run_at, .. } => Some(*run_at),
+            _ => None,
+        };
+        match self.store.record_outcome(job.id, job.attempt, outcome).await {
+            Ok(true) => {
+                if let Some(at) = retry_at {
+                    self.wakeups.mark_due(&queue.name, at);
+                }
+            }
+            Ok(false) => tracing::info!("lease lost before the outcome was recorded; ignored"),
+            Err(err) => tracing::error!(
+                error = %err,
+                "cannot record the outcome; the lease will expire and the job be delivered again"
+            ),
+        }
+        let mut per_queue = lock(&self.per_queue);
+        if let Some(count) = per_queue.get_mut(&queue.name) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                per_queue.remove(&queue.name);
+            }
+        }
+        drop(per_queue);
+        drop(self._permit);
+        self.wakeups.poke();
+    }
+}
+
+/// Turn an attempt's result into what the store records.
+pub fn outcome_of(
+    retry: &RetryPolicy,
+    result: AttemptResult,
+    attempt: u32,
+    now: UnixMillis,
+) -> Outcome {
+    match result {
+        AttemptResult::Delivered { .. } => Outcome::Delivered,
+        AttemptResult::Failed {
+            error,
+            status,
+            retry_after,
+        } => match retry.next_attempt_at(attempt, now, retry_after) {
+            Some(run_at) => Outcome::Retry {
+                run_at,
+                error,
+                status,
+            },
+            None => Outcome::Dead {
+                error,
+                status,
+                failed_at: now,
+            },
+        },
+    }
+}
+
+fn truncate(text: &str) -> &str {
+    let end = text
+        .char_indices()
+        .nth(200)
+        .map_or(text.len(), |(index, _)| index);
+    &text[..end]
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,133 @@
+//! hookq: a single-binary, webhook-dispatching job queue on embedded SQLite, compatible with
+//! the hyper Queue API.
+//!
+//! The path of one job, module by module:
+//! - [`api`]: HTTP routes (hyper Queue API), auth, JSON errors. An enqueue canonicalizes the
+//!   body ([`json`]), stores it through the [`store`] and wakes the dispatcher.
+//! - [`store`]: SQLite in WAL mode; one writer thread with group commit, a read-only pool.
+//! - [`dispatch`]: claims due jobs, POSTs them to the queue's target signed with
+//!   [`signature`], records delivered / retry / dead-letter outcomes.
+//! - [`maintenance`]: periodic sweeps (stale leases, `PRAGMA optimize`).
+//! - [`config`] and [`model`]: validated configuration and domain types parsed at the edge.
+//!
+//! [`Server::build`] opens everything on a bound listener; [`Server::run`] serves until the
+//! shutdown token fires, then drains deliveries and flushes the writer.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod config;
+pub mod dispatch;
+pub mod json;
+pub mod maintenance;
+pub mod model;
+pub mod signature;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use api::AppState;
+use config::Config;
+use dispatch::{DispatchConfig, Dispatcher, Deliverer, RetryPolicy, Wakeups};
+use maintenance::Maintenance;
+use store::{Store, WriterDone};
+
+/// A hookq server, opened and bound but not yet serving.
+pub struct Server {
+    listener: TcpListener,
+    state: AppState,
+    writer_done: WriterDone,
+}
+
+impl Server {
+    /// Open (or create) the database and prepare to serve on `listener`.
+    pub async fn build(config: Config, listener: TcpListener) -> anyhow::Result<Self> {
+        config.validate()?;
+        let db_path = config.db_path.clone();
+        let synchronous = config.synchronous;
+        let (store, writer_done) = tokio::task::spawn_blocking(move || {
+            Store::open(&db_path, synchronous, model::now_millis(), |_| {})
+        })
+        .await
+        .context("store start-up task failed")??;
+        tracing::info!(db = %store.path().display(), "database open");
+        Ok(Self {
+            listener,
+            state: AppState {
+                store,
+                config: Arc::new(config),
+                wakeups: Wakeups::default(),
+            },
+            writer_done,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve until `shutdown` fires: stop accepting, let in-flight requests and deliveries
+    /// finish (within the grace period), commit the last writes and close the database.
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let Self {
+            listener,
+            state,
+            writer_done,
+        } = self;
+        let config = state.config.clone();
+        let background = CancellationToken::new();
+
+        let dispatcher = if config.dispatch {
+            let dispatcher = Dispatcher::new(
+                state.store.clone(),
+                Deliverer::new(config.delivery_timeout)?,
+                DispatchConfig {
+                    max_in_flight: config.max_in_flight,
+                    max_in_flight_per_queue: config.max_in_flight_per_queue,
+                    lease_timeout: config.lease_timeout,
+                    shutdown_grace: config.shutdown_grace,
+                    retry: RetryPolicy::new(config.max_attempts, config.backoff.clone()),
+                },
+                state.wakeups.clone(),
+            );
+            Some(tokio::spawn(dispatcher.run(background.clone())))
+        } else {
+            tracing::info!("dispatch is off: jobs are stored but not delivered by this node");
+            None
+        };
+        let maintenance = tokio::spawn(
+            Maintenance {
+                store: state.store.clone(),
+                wakeups: state.wakeups.clone(),
+                lease_timeout: config.lease_timeout,
+                max_attempts: config.max_attempts,
+            }
+            .run(background.clone()),
+        );
+
+        tracing::info!(addr = %listener.local_addr()?, "hookq listening");
+        let app = api::router(state.clone());
+        let serve_shutdown = shutdown.clone();
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { serve_shutdown.cancelled().await })
+            .await
+            .context("HTTP server failed");
+
+        tracing::info!("shutting down: no new jobs accepted, finishing deliveries");
+        background.cancel();
+        if let Some(dispatcher) = dispatcher {
+            dispatcher.await.context("dispatcher task failed")?;
+        }
+        maintenance.await.context("maintenance task failed")?;
+        drop(state);
+        tokio::task::spawn_blocking(move || writer_done.wait())
+            .await
+            .context("waiting for the writer failed")?;
+        tracing::info!("database closed; bye");
+        served
+    }
+}

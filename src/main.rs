@@ -1,0 +1,103 @@
+//! The `hookq` binary: parse the command line, set up logging, run the server until a signal.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+use hookq::Server;
+use hookq::config::{Config, ServeArgs};
+
+/// hookq: a webhook-dispatching job queue in one binary, on one SQLite file.
+/// Compatible with the hyper Queue API.
+#[derive(Parser)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Running `hookq` without a subcommand is `hookq serve`.
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (the default).
+    Serve(ServeArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let args = match cli.command {
+        Some(Command::Serve(args)) => args,
+        None => cli.serve,
+    };
+    match serve(args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("hookq: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[tokio::main]
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = Config::from_args(args)?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let server = Server::build(config, listener).await?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(watch_signals(shutdown.clone()));
+    server.run(shutdown).await
+}
+
+/// The first SIGINT/SIGTERM starts a graceful shutdown; a second one exits at once
+/// (leases make that safe: interrupted jobs are delivered again after restart).
+async fn watch_signals(shutdown: CancellationToken) {
+    wait_for_signal().await;
+    tracing::info!("signal received; shutting down gracefully (send again to exit now)");
+    shutdown.cancel();
+    wait_for_signal().await;
+    tracing::warn!("second signal; exiting now");
+    std::process::exit(130);
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `HOOKQ_LOG` sets the filter (default `info`); `HOOKQ_LOG_FORMAT=json` logs JSON lines.
+fn init_tracing() {
+    let filter = EnvFilter::try_from_env("HOOKQ_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let json = std::env::var("HOOKQ_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

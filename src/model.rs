@@ -1,0 +1,257 @@
+//! Domain types parsed once at the edge (queue names, targets, secrets, job ids, statuses);
+//! the rest of the code trusts them and never re-checks.
+
+use std::fmt;
+
+use uuid::Uuid;
+
+/// Why a value given by a client was refused; the message is safe to show to that client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidInput(pub String);
+
+fn invalid(msg: impl Into<String>) -> InvalidInput {
+    InvalidInput(msg.into())
+}
+
+/// A queue name: lower-cased, 1–100 characters of `[a-z0-9~_-]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueName(String);
+
+impl QueueName {
+    pub const MAX_LEN: usize = 100;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        let name = raw.to_ascii_lowercase();
+        if name.is_empty() || name.len() > Self::MAX_LEN {
+            return Err(invalid(format!(
+                "queue name must be 1 to {} characters long",
+                Self::MAX_LEN
+            )));
+        }
+        let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "~_-".contains(c);
+        if !name.chars().all(allowed) {
+            return Err(invalid(
+                "queue name may only contain a-z, 0-9, '~', '_' and '-'",
+            ));
+        }
+        Ok(Self(name))
+    }
+
+    /// A name read back from our own database, already validated when it was stored.
+    pub(crate) fn from_stored(name: String) -> Self {
+        Self(name)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A queue's target: an absolute `http` or `https` URL with a host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target(reqwest::Url);
+
+impl Target {
+    pub const MAX_LEN: usize = 2048;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        if raw.len() > Self::MAX_LEN {
+            return Err(invalid(format!(
+                "target must be at most {} characters long",
+                Self::MAX_LEN
+            )));
+        }
+        let url = reqwest::Url::parse(raw)
+            .map_err(|e| invalid(format!("target must be an absolute http(s) URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid("target must use the http or https scheme"));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(invalid("target must name a host"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid(
+                "target must not carry credentials; use the queue secret to authenticate deliveries",
+            ));
+        }
+        Ok(Self(url))
+    }
+
+    pub(crate) fn from_stored(raw: &str) -> Result<Self, InvalidInput> {
+        Self::parse(raw)
+    }
+
+    pub fn url(&self) -> &reqwest::Url {
+        &self.0
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+/// A queue's signing secret. It never prints, so it cannot leak through `Debug` or logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub const MAX_LEN: usize = 100;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        if raw.is_empty() {
+            return Err(invalid("secret must not be empty; omit it to send unsigned jobs"));
+        }
+        if raw.chars().count() > Self::MAX_LEN {
+            return Err(invalid(format!(
+                "secret must be at most {} characters long",
+                Self::MAX_LEN
+            )));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// A job id: a UUIDv7, so ids sort by creation time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(Uuid);
+
+impl JobId {
+    pub fn new() -> Self {
+        Self(Uuid::now_v7())
+    }
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        Uuid::parse_str(raw)
+            .map(Self)
+            .map_err(|_| invalid("job id must be a UUID"))
+    }
+
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(Uuid::from_bytes(bytes))
+    }
+
+    pub fn from_slice(bytes: &[u8]) -> Option<Self> {
+        Uuid::from_slice(bytes).ok().map(Self)
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        self.0.as_bytes()
+    }
+}
+
+impl Default for JobId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+/// The two states the hyper API shows: `READY` (waiting, scheduled for retry or in flight)
+/// and `ERROR` (dead-lettered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    Ready,
+    Error,
+}
+
+impl JobStatus {
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        match raw.to_ascii_uppercase().as_str() {
+            "READY" => Ok(Self::Ready),
+            "ERROR" => Ok(Self::Error),
+            _ => Err(invalid("status must be READY or ERROR")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "READY",
+            Self::Error => "ERROR",
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, the time unit of the API and the database.
+pub type UnixMillis = i64;
+
+pub fn now_millis() -> UnixMillis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_are_lower_cased_and_checked() {
+        assert_eq!(QueueName::parse("Emails-1").unwrap().as_str(), "emails-1");
+        assert!(QueueName::parse("a~b_c-d").is_ok());
+        assert!(QueueName::parse("").is_err());
+        assert!(QueueName::parse("has space").is_err());
+        assert!(QueueName::parse("slash/").is_err());
+        assert!(QueueName::parse("é").is_err());
+        assert!(QueueName::parse(&"a".repeat(100)).is_ok());
+        assert!(QueueName::parse(&"a".repeat(101)).is_err());
+    }
+
+    #[test]
+    fn targets_must_be_absolute_http_urls() {
+        assert!(Target::parse("http://127.0.0.1:8080/hook").is_ok());
+        assert!(Target::parse("https://example.com").is_ok());
+        assert!(Target::parse("/relative").is_err());
+        assert!(Target::parse("ftp://example.com").is_err());
+        assert!(Target::parse("mailto:a@example.com").is_err());
+        assert!(Target::parse("http://user:pw@example.com").is_err());
+    }
+
+    #[test]
+    fn secrets_are_bounded_and_never_printed() {
+        assert!(Secret::parse(&"x".repeat(100)).is_ok());
+        assert!(Secret::parse(&"x".repeat(101)).is_err());
+        assert!(Secret::parse("").is_err());
+        let shown = format!("{:?}", Secret::parse("hunter2").unwrap());
+        assert!(!shown.contains("hunter2"));
+    }
+
+    #[test]
+    fn job_ids_round_trip_and_sort_by_time() {
+        let a = JobId::new();
+        let b = JobId::new();
+        assert!(a < b);
+        assert_eq!(JobId::parse(&a.to_string()).unwrap(), a);
+        assert_eq!(JobId::from_slice(a.as_bytes()), Some(a));
+        assert!(JobId::parse("nope").is_err());
+    }
+
+    #[test]
+    fn statuses_parse_case_insensitively() {
+        assert_eq!(JobStatus::parse("ready").unwrap(), JobStatus::Ready);
+        assert_eq!(JobStatus::parse("ERROR").unwrap(), JobStatus::Error);
+        assert!(JobStatus::parse("DONE").is_err());
+    }
+}

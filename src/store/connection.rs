@@ -1,0 +1,155 @@
+//! Opening SQLite connections with hookq's pragmas, and the schema migrations embedded in
+//! the binary (tracked by `PRAGMA user_version`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use rusqlite::{Connection, OpenFlags};
+
+use crate::config::Synchronous;
+
+/// Migrations in order; migration N (1-based) moves `user_version` from N-1 to N.
+const MIGRATIONS: &[(&str, &str)] = &[(
+    "0001_init",
+    include_str!("../../migrations/0001_init.sql"),
+)];
+
+/// The schema version this binary expects.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Open the read-write connection the writer thread owns, creating the file if needed.
+pub fn open_writer(path: &Path, synchronous: Synchronous) -> anyhow::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("cannot open database at {}", path.display()))?;
+    check_is_hookq_database(&conn, path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .with_context(|| format!("cannot switch {} to WAL mode", path.display()))?;
+    apply_common_pragmas(&conn)?;
+    conn.pragma_update(None, "synchronous", synchronous.pragma_value())?;
+    Ok(conn)
+}
+
+/// Open one read-only connection for the reader pool.
+pub fn open_reader(path: &Path) -> anyhow::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("cannot open database at {} for reading", path.display()))?;
+    apply_common_pragmas(&conn)?;
+    Ok(conn)
+}
+
+fn apply_common_pragmas(conn: &Connection) -> anyhow::Result<()> {
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    Ok(())
+}
+
+/// Refuse a file that is not SQLite, or an SQLite database some other program owns,
+/// before anything writes to it.
+fn check_is_hookq_database(conn: &Connection, path: &Path) -> anyhow::Result<()> {
+    // Reading the schema forces SQLite to parse the header: a foreign file fails here.
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table'")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |row| row.get::<_, String>(0))?
+                .collect::<Result<_, _>>()
+        })
+        .with_context(|| {
+            format!(
+                "{} is not a usable SQLite database (corrupt, or another kind of file); \
+                 refusing to touch it",
+                path.display()
+            )
+        })?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    let ours = tables.iter().any(|t| t == "jobs") && tables.iter().any(|t| t == "queues");
+    if !tables.is_empty() && (version == 0 || !ours) {
+        bail!(
+            "{} is an SQLite database that hookq did not create (tables: {}); \
+             refusing to touch it: point --db at a new file",
+            path.display(),
+            tables.join(", ")
+        );
+    }
+    if version > SCHEMA_VERSION {
+        bail!(
+            "{} has schema version {version}, newer than this hookq understands ({SCHEMA_VERSION}); \
+             upgrade hookq",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Apply the migrations the database has not seen yet, each in its own transaction.
+pub fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
+    let current: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    for (index, (name, sql)) in MIGRATIONS.iter().enumerate() {
+        let version = index as i64 + 1;
+        if version <= current {
+            continue;
+        }
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)
+            .with_context(|| format!("migration {name} failed"))?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()
+            .with_context(|| format!("cannot commit migration {name}"))?;
+        tracing::info!(migration = name, "applied database migration");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_bring_a_new_file_to_the_current_version_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let mut conn = open_writer(&path, Synchronous::Full).unwrap();
+        migrate(&mut conn).unwrap();
+        migrate(&mut conn).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[test]
+    fn a_foreign_file_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.db");
+        let content = b"these are my notes, not a database".repeat(200);
+        std::fs::write(&path, &content).unwrap();
+        let err = open_writer(&path, Synchronous::Full).unwrap_err();
+        assert!(format!("{err:#}").contains("refusing to touch it"), "{err:#}");
+        assert_eq!(std::fs::read(&path).unwrap(), content);
+    }
+
+    #[test]
+    fn another_programs_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("other.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE users(id INTEGER PRIMARY KEY)")
+            .unwrap();
+        let err = open_writer(&path, Synchronous::Full).unwrap_err();
+        assert!(format!("{err:#}").contains("did not create"), "{err:#}");
+    }
+}

@@ -1,0 +1,247 @@
+//! Durable storage on one SQLite file: a single writer thread with group commit
+//! ([`writer`]), a pool of read-only connections ([`reader`]), the SQL of each table
+//! ([`queues`], [`jobs`]) and the schema migrations ([`connection`]).
+//!
+//! [`Store`] is the one entry point: a cheap `Clone` of handles.
+
+pub mod connection;
+pub mod error;
+pub mod jobs;
+pub mod queues;
+pub mod reader;
+pub mod writer;
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc as std_mpsc;
+
+use anyhow::{Context, bail};
+
+pub use error::{StoreError, StoreResult};
+pub use jobs::{ClaimedJob, JobRecord, JobState, Outcome};
+pub use queues::{Queue, Registry};
+pub use writer::BatchStats;
+
+use crate::config::Synchronous;
+use crate::model::{JobId, QueueName, UnixMillis};
+use reader::ReadPool;
+use writer::Writer;
+
+const READ_POOL_SIZE: usize = 4;
+
+#[derive(Clone)]
+pub struct Store {
+    writer: Writer,
+    reader: ReadPool,
+    registry: Registry,
+    path: Arc<PathBuf>,
+    /// Held for the store's lifetime: one process per database file.
+    _lock: Arc<File>,
+}
+
+/// Signalled when the writer thread has committed its last batch and closed the database.
+pub struct WriterDone(std_mpsc::Receiver<()>);
+
+impl WriterDone {
+    /// Block until the writer is done (call after dropping every `Store` clone).
+    pub fn wait(self) {
+        let _ = self.0.recv();
+    }
+}
+
+impl Store {
+    /// Open (or create) the database at `path`, migrate it, release leases left by a previous
+    /// process, and start the writer thread.
+    pub fn open(
+        path: &Path,
+        synchronous: Synchronous,
+        now: UnixMillis,
+        on_batch: impl Fn(BatchStats) + Send + 'static,
+    ) -> anyhow::Result<(Self, WriterDone)> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the directory {}", dir.display()))?;
+        }
+        let lock = lock_database(path)?;
+        let mut conn = connection::open_writer(path, synchronous)?;
+        connection::migrate(&mut conn)?;
+        let released = jobs::release_all_leases(&conn, now)
+            .context("cannot release the leases of the previous run")?;
+        if released > 0 {
+            tracing::warn!(
+                jobs = released,
+                "found jobs in flight from a previous run; they will be delivered again"
+            );
+        }
+        let registry = Registry::new(queues::load_all(&conn).context("cannot load queues")?);
+        conn.execute_batch("PRAGMA optimize=0x10002")?;
+        let reader = ReadPool::open(path, READ_POOL_SIZE)?;
+        let (writer, done) = Writer::spawn(conn, on_batch).context("cannot start the writer")?;
+        Ok((
+            Self {
+                writer,
+                reader,
+                registry,
+                path: Arc::new(path.to_owned()),
+                _lock: Arc::new(lock),
+            },
+            WriterDone(done),
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The queues, mirrored in memory.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
+        let registry = self.registry.clone();
+        let stored = queue.clone();
+        self.writer
+            .write_then(
+                move |conn| queues::insert(conn, &queue),
+                Some(Box::new(move |_: &()| registry.insert(stored))),
+            )
+            .await
+    }
+
+    /// Delete a queue and all its jobs, READY and ERROR alike.
+    pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
+        let registry = self.registry.clone();
+        let removed = name.clone();
+        self.writer
+            .write_then(
+                move |conn| queues::delete(conn, &name),
+                Some(Box::new(move |_: &()| registry.remove(&removed))),
+            )
+            .await
+    }
+
+    /// Store a job; returns once it is committed to disk.
+    pub async fn enqueue(
+        &self,
+        queue: QueueName,
+        id: JobId,
+        payload: String,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| jobs::insert(conn, &queue, id, &payload, now))
+            .await
+    }
+
+    pub async fn claim(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<ClaimedJob>> {
+        self.writer
+            .write(move |conn| jobs::claim(conn, &queue, now, leased_until, limit))
+            .await
+    }
+
+    pub async fn record_outcome(
+        &self,
+        id: JobId,
+        attempt: u32,
+        outcome: Outcome,
+    ) -> StoreResult<bool> {
+        self.writer
+            .write(move |conn| jobs::record_outcome(conn, id, attempt, &outcome))
+            .await
+    }
+
+    pub async fn cancel(&self, queue: QueueName, id: JobId) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| jobs::cancel(conn, &queue, id))
+            .await
+    }
+
+    pub async fn retry_dead(&self, queue: QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| jobs::retry_dead(conn, &queue, id, now))
+            .await
+    }
+
+    pub async fn recover_stale_leases(&self, now: UnixMillis, max_attempts: u32) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| jobs::recover_stale_leases(conn, now, max_attempts))
+            .await
+    }
+
+    /// Let SQLite refresh the statistics its query planner uses, if they are stale.
+    pub async fn optimize(&self) -> StoreResult<()> {
+        self.writer
+            .write(|conn| Ok(conn.execute_batch("PRAGMA optimize")?))
+            .await
+    }
+
+    pub async fn list_jobs(
+        &self,
+        queue: QueueName,
+        dead: bool,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>> {
+        self.reader
+            .read(move |conn| {
+                if !queues::exists(conn, &queue)? {
+                    return Err(StoreError::QueueNotFound);
+                }
+                jobs::list(conn, &queue, dead, after, limit)
+            })
+            .await
+    }
+
+    pub async fn get_job(&self, queue: QueueName, id: JobId) -> StoreResult<JobRecord> {
+        self.reader
+            .read(move |conn| jobs::get(conn, &queue, id))
+            .await
+    }
+
+    /// The earliest `run_at` among the ready jobs of `queue`.
+    pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
+        self.reader
+            .read(move |conn| jobs::next_due(conn, &queue))
+            .await
+    }
+
+    /// A read that proves the database answers.
+    pub async fn ping(&self) -> StoreResult<()> {
+        self.reader
+            .read(|conn| Ok(conn.query_row("SELECT 1", [], |_| Ok(()))?))
+            .await
+    }
+}
+
+/// One hookq process per database: a second one would hand out the same jobs and release
+/// the first one's leases at start-up.
+fn lock_database(path: &Path) -> anyhow::Result<File> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_path = PathBuf::from(lock_path);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open the lock file {}", lock_path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => bail!(
+            "{} is in use by another hookq process (lock file {} is held)",
+            path.display(),
+            lock_path.display()
+        ),
+        Err(fs::TryLockError::Error(err)) => {
+            Err(err).with_context(|| format!("cannot lock {}", lock_path.display()))
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The single writer: one thread owns the read-write connection and applies every write.
+//!
+//! Callers send operations over a channel. The thread takes every operation waiting (up to
+//! [`MAX_BATCH`]) into one transaction, each inside its own savepoint so one failing
+//! operation cannot undo its neighbours, commits once, and only then answers each caller.
+//! This is group commit: the fsync is paid once per batch, not once per job, and a reply
+//! still means "on disk". With one writer there is never an `SQLITE_BUSY` between writes.
+
+use std::sync::mpsc as std_mpsc;
+use std::thread;
+use std::time::Instant;
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use super::error::{StoreError, StoreResult};
+
+/// Most operations committed in one transaction; bounds how long one commit holds callers.
+pub const MAX_BATCH: usize = 1024;
+
+/// One write, type-erased so the channel can carry every kind.
+trait WriteOp: Send {
+    /// Run the operation's statements. Returns false if it failed (its savepoint is rolled back).
+    fn apply(&mut self, conn: &Connection) -> bool;
+    /// Deliver the result once the batch's fate is known.
+    fn finish(self: Box<Self>, commit: Result<(), StoreError>);
+}
+
+struct Op<T, F> {
+    run: Option<F>,
+    on_commit: Option<Box<dyn FnOnce(&T) + Send>>,
+    result: Option<StoreResult<T>>,
+    reply: oneshot::Sender<StoreResult<T>>,
+}
+
+impl<T, F> WriteOp for Op<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> StoreResult<T> + Send,
+{
+    fn apply(&mut self, conn: &Connection) -> bool {
+        let Some(run) = self.run.take() else {
+            return false;
+        };
+        let result = run(conn);
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
+    }
+
+    fn finish(self: Box<Self>, commit: Result<(), StoreError>) {
+        let this = *self;
+        let outcome = match (commit, this.result) {
+            (Ok(()), Some(Ok(value))) => {
+                if let Some(hook) = this.on_commit {
+                    hook(&value);
+                }
+                Ok(value)
+            }
+            (Ok(()), Some(Err(err))) => Err(err),
+            (Ok(()), None) => Err(StoreError::Closed),
+            (Err(err), _) => Err(err),
+        };
+        // The caller may have gone away (request cancelled); the write stands regardless.
+        let _ = this.reply.send(outcome);
+    }
+}
+
+/// Figures of one committed batch, for metrics and logs.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchStats {
+    pub ops: usize,
+    pub commit_micros: u64,
+}
+
+/// A cheap, cloneable handle to the writer thread.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::UnboundedSender<Box<dyn WriteOp>>,
+}
+
+impl Writer {
+    /// Start the writer thread on `conn`. The thread ends when every handle is dropped,
+    /// after committing what it was sent; `done` is signalled then.
+    pub fn spawn(
+        conn: Connection,
+        on_batch: impl Fn(BatchStats) + Send + 'static,
+    ) -> std::io::Result<(Self, std_mpsc::Receiver<()>)> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (done_tx, done_rx) = std_mpsc::channel();
+        thread::Builder::new()
+            .name("hookq-writer".into())
+            .spawn(move || {
+                run(conn, rx, on_batch);
+                let _ = done_tx.send(());
+            })?;
+        Ok((Self { tx }, done_rx))
+    }
+
+    /// Run `op` in the next batch and return its result once the batch is committed.
+    pub async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        self.write_then(op, None).await
+    }
+
+    /// Like [`write`](Self::write), running `on_commit` on the writer thread right after the
+    /// commit and before any later batch: in-memory state that mirrors the database is
+    /// updated in exactly commit order.
+    pub async fn write_then<T, F>(
+        &self,
+        op: F,
+        on_commit: Option<Box<dyn FnOnce(&T) + Send>>,
+    ) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let op = Op {
+            run: Some(op),
+            on_commit,
+            result: None,
+            reply,
+        };
+        self.tx
+            .send(Box::new(op))
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+fn run(
+    conn: Connection,
+    mut rx: mpsc::UnboundedReceiver<Box<dyn WriteOp>>,
+    on_batch: impl Fn(BatchStats),
+) {
+    let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let started = Instant::now();
+        let commit = apply_batch(&conn, &mut batch);
+        if let Err(err) = &commit {
+            tracing::error!(error = %err, ops = batch.len(), "write batch failed; rolled back");
+        }
+        on_batch(BatchStats {
+            ops: batch.len(),
+            commit_micros: started.elapsed().as_micros() as u64,
+        });
+        for op in batch.drain(..) {
+            op.finish(commit.clone());
+        }
+    }
+    if let Err(err) = conn.execute_batch("PRAGMA optimize") {
+        tracing::warn!(error = %err, "PRAGMA optimize at shutdown failed");
+    }
+    tracing::debug!("writer stopped");
+}
+
+/// Apply every operation inside one transaction, each in its own savepoint, and commit.
+fn apply_batch(conn: &Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), StoreError> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| {
+        for op in batch.iter_mut() {
+            conn.execute_batch("SAVEPOINT op")?;
+            if op.apply(conn) {
+                conn.execute_batch("RELEASE op")?;
+            } else {
+                conn.execute_batch("ROLLBACK TO op; RELEASE op")?;
+            }
+        }
+        conn.execute_batch("COMMIT")?;
+        Ok::<_, StoreError>(())
+    })();
+    if result.is_err() && !conn.is_autocommit() {
+        if let Err(err) = conn.execute_batch("ROLLBACK") {
+            tracing::error!(error = %err, "rollback after a failed batch failed");
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer() -> (Writer, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("w.db")).unwrap();
+        conn.execute_batch("CREATE TABLE t(v INTEGER NOT NULL UNIQUE)")
+            .unwrap();
+        let (writer, _done) = Writer::spawn(conn, |_| {}).unwrap();
+        (writer, dir)
+    }
+
+    #[tokio::test]
+    async fn a_failing_operation_does_not_undo_its_neighbours() {
+        let (writer, _dir) = writer();
+        let insert = |v: i64| {
+            let w = writer.clone();
+            async move {
+                w.write(move |c| Ok(c.execute("INSERT INTO t(v) VALUES (?1)", [v])?))
+                    .await
+            }
+        };
+        let (a, b, c) = tokio::join!(insert(1), insert(1), insert(2));
+        let oks = [&a, &b, &c].iter().filter(|r| r.is_ok()).count();
+        assert_eq!(oks, 2, "{a:?} {b:?} {c:?}");
+        let count: i64 = writer
+            .write(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(count, 2);
+    }
+
+    #[tokio::test]
+    async fn on_commit_runs_only_for_committed_operations() {
+        let (writer, _dir) = writer();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        for v in [7, 7] {
+            let s = seen.clone();
+            let _ = writer
+                .write_then(
+                    move |c| Ok(c.execute("INSERT INTO t(v) VALUES (?1)", [v])?),
+                    Some(Box::new(move |_: &usize| s.lock().unwrap().push(v))),
+                )
+                .await;
+        }
+        assert_eq!(*seen.lock().unwrap(), vec![7]);
+    }
+}
