@@ -320,3 +320,50 @@ pub fn recover_stale_leases(
         .execute(params![now, ERROR])?;
     Ok(dead + retried)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Synchronous;
+    use crate::store::connection::{migrate, open_writer};
+
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let rows = stmt
+            .query_map([], |row| row.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        rows.join("\n")
+    }
+
+    /// The plans are recorded in docs/architecture.md; this keeps them from silently
+    /// degrading into table scans.
+    #[test]
+    fn hot_queries_use_their_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open_writer(&dir.path().join("p.db"), Synchronous::Normal).unwrap();
+        migrate(&mut conn).unwrap();
+        let claim = plan(
+            &conn,
+            "SELECT rowid FROM jobs WHERE queue = 'q' AND status = 0 AND run_at <= 5 ORDER BY run_at LIMIT 10",
+        );
+        assert!(claim.contains("USING COVERING INDEX jobs_ready"), "{claim}");
+        assert!(!claim.contains("TEMP B-TREE"), "{claim}");
+        let next_due = plan(&conn, "SELECT min(run_at) FROM jobs WHERE queue = 'q' AND status = 0");
+        assert!(next_due.contains("jobs_ready"), "{next_due}");
+        let list = plan(
+            &conn,
+            "SELECT * FROM jobs WHERE queue = 'q' AND (status = 2) = 0 AND id > x'' ORDER BY id LIMIT 10",
+        );
+        assert!(list.contains("USING INDEX jobs_listing"), "{list}");
+        assert!(!list.contains("TEMP B-TREE"), "{list}");
+        let stale = plan(&conn, "SELECT id FROM jobs WHERE status = 1 AND leased_until < 5");
+        assert!(stale.contains("jobs_leased"), "{stale}");
+        let by_id = plan(&conn, "SELECT * FROM jobs WHERE id = x'00' AND queue = 'q'");
+        assert!(by_id.contains("sqlite_autoindex_jobs_1"), "{by_id}");
+        for (name, p) in [("claim", &claim), ("next_due", &next_due), ("list", &list), ("stale", &stale), ("by_id", &by_id)] {
+            println!("{name}:\n{p}\n");
+        }
+    }
+}
