@@ -154,6 +154,15 @@ impl JobId {
     pub fn as_bytes(&self) -> &[u8; 16] {
         self.0.as_bytes()
     }
+
+    /// The smallest id any job created at `millis` or later can have: a bound for range
+    /// queries by creation time (UUIDv7 puts the creation time in the first 48 bits).
+    pub fn first_of_millis(millis: UnixMillis) -> Self {
+        let mut bytes = [0u8; 16];
+        let millis = u64::try_from(millis).unwrap_or(0);
+        bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+        Self(Uuid::from_bytes(bytes))
+    }
 }
 
 impl Default for JobId {
@@ -191,6 +200,14 @@ impl JobStatus {
             Self::Error => "ERROR",
         }
     }
+}
+
+/// Serialize a value by its `Display` form (ids and names in JSON responses).
+pub fn serialize_display<T: fmt::Display, S: serde::Serializer>(
+    value: &T,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
 }
 
 /// Milliseconds since the Unix epoch, the time unit of the API and the database.
@@ -246,6 +263,14 @@ mod tests {
         assert_eq!(JobId::parse(&a.to_string()).unwrap(), a);
         assert_eq!(JobId::from_slice(a.as_bytes()), Some(a));
         assert!(JobId::parse("nope").is_err());
+    }
+
+    #[test]
+    fn the_creation_time_bound_splits_ids_by_time() {
+        let id = JobId::new();
+        let created = now_millis();
+        assert!(JobId::first_of_millis(created - 5) < id);
+        assert!(JobId::first_of_millis(created + 5) > id);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::AppState;
 use super::error::{ApiError, ApiResult};
 use super::queues::existing_queue_name;
 use crate::model::{JobId, JobStatus, QueueName, now_millis};
-use crate::store::{JobRecord, JobState};
+use crate::store::{AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, Position, Selection};
 
 pub const DEFAULT_PAGE: usize = 100;
 pub const MAX_PAGE: usize = 1000;
@@ -46,6 +46,9 @@ pub struct JobView {
     error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_status: Option<u16>,
+    /// Failed attempts, oldest first (only on the single-job route).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    history: Option<Vec<AttemptRecord>>,
 }
 
 impl TryFrom<JobRecord> for JobView {
@@ -70,6 +73,7 @@ impl TryFrom<JobRecord> for JobView {
             in_flight: record.state == JobState::InFlight,
             error: record.last_error,
             last_status: record.last_status,
+            history: None,
         })
     }
 }
@@ -94,14 +98,43 @@ pub async fn list_jobs(
         .ok_or_else(|| ApiError::Unprocessable("status is required: READY or ERROR".into()))
         .and_then(|s| JobStatus::parse(s).map_err(|e| ApiError::Unprocessable(e.0)))?;
     let limit = parse_limit(params.limit.as_deref())?;
-    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
-    let mut records = state
-        .store
-        .list_jobs(name, status == JobStatus::Error, after, limit + 1)
-        .await?;
+    let cursor = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let (mut records, position_of): (Vec<JobRecord>, fn(&JobRecord) -> Cursor) = match status {
+        JobStatus::Ready => {
+            let after = match cursor {
+                None => None,
+                Some(Cursor::Ready(id)) => Some(id),
+                Some(Cursor::Error(_)) => return Err(invalid_cursor()),
+            };
+            let records = state.store.list_ready(name, after, limit + 1).await?;
+            (records, |r| Cursor::Ready(r.id))
+        }
+        JobStatus::Error => {
+            let after = match cursor {
+                None => None,
+                Some(Cursor::Error(position)) => Some(position),
+                Some(Cursor::Ready(_)) => return Err(invalid_cursor()),
+            };
+            let filter = Filter {
+                queue: Some(name),
+                state: Some(DlqState::Pending),
+            };
+            let (letters, _) = state
+                .store
+                .list_dead_letters(filter, after, limit + 1, false, true)
+                .await?;
+            let records = letters.into_iter().map(DeadLetter::into_job_record).collect();
+            (records, |r| {
+                Cursor::Error(Position {
+                    failed_at: r.run_at,
+                    id: r.id,
+                })
+            })
+        }
+    };
     let next = if records.len() > limit {
         records.truncate(limit);
-        records.last().map(|r| encode_cursor(r.id))
+        records.last().map(|r| encode_cursor(position_of(r)))
     } else {
         None
     };
@@ -128,17 +161,41 @@ fn parse_limit(raw: Option<&str>) -> ApiResult<usize> {
     }
 }
 
-/// Cursors are opaque to clients: the last id of the page, base64url-encoded.
-fn encode_cursor(id: JobId) -> String {
-    URL_SAFE_NO_PAD.encode(id.as_bytes())
+/// Where a page ended. Opaque to clients: base64url of the id (READY pages) or of the
+/// failure time and id (ERROR pages, ordered by failure time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cursor {
+    Ready(JobId),
+    Error(Position),
 }
 
-fn decode_cursor(raw: &str) -> ApiResult<JobId> {
-    URL_SAFE_NO_PAD
-        .decode(raw)
-        .ok()
-        .and_then(|bytes| JobId::from_slice(&bytes))
-        .ok_or_else(|| ApiError::BadRequest("invalid cursor: pass back the `next` value of a previous page".into()))
+fn encode_cursor(cursor: Cursor) -> String {
+    match cursor {
+        Cursor::Ready(id) => URL_SAFE_NO_PAD.encode(id.as_bytes()),
+        Cursor::Error(position) => {
+            let mut bytes = position.failed_at.to_be_bytes().to_vec();
+            bytes.extend_from_slice(position.id.as_bytes());
+            URL_SAFE_NO_PAD.encode(bytes)
+        }
+    }
+}
+
+fn decode_cursor(raw: &str) -> ApiResult<Cursor> {
+    let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid_cursor())?;
+    match bytes.len() {
+        16 => JobId::from_slice(&bytes).map(Cursor::Ready),
+        24 => {
+            let (time, id) = bytes.split_at(8);
+            let failed_at = i64::from_be_bytes(time.try_into().map_err(|_| invalid_cursor())?);
+            JobId::from_slice(id).map(|id| Cursor::Error(Position { failed_at, id }))
+        }
+        _ => None,
+    }
+    .ok_or_else(invalid_cursor)
+}
+
+fn invalid_cursor() -> ApiError {
+    ApiError::BadRequest("invalid cursor: pass back the `next` value of a previous page".into())
 }
 
 /// The queue and job named in the path. Ids that cannot be valid cannot exist either.
@@ -163,8 +220,10 @@ async fn get_job(
 ) -> ApiResult<Json<JobView>> {
     let (queue, id) = job_path(path)?;
     require_queue(&state, &queue)?;
-    let record = state.store.get_job(queue, id).await?;
-    Ok(Json(JobView::try_from(record)?))
+    let (record, history) = state.store.get_job(queue, id).await?;
+    let mut view = JobView::try_from(record)?;
+    view.history = Some(history);
+    Ok(Json(view))
 }
 
 async fn cancel_job(
@@ -183,8 +242,27 @@ async fn retry_job(
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let (queue, id) = job_path(path)?;
     require_queue(&state, &queue)?;
+    let (record, _) = state.store.get_job(queue.clone(), id).await?;
+    if record.state != JobState::Dead {
+        return Err(ApiError::Conflict(
+            "job is not in ERROR: only dead-lettered jobs can be retried".into(),
+        ));
+    }
     let now = now_millis();
-    state.store.retry_dead(queue.clone(), id, now).await?;
+    let (claimed, report) = state
+        .store
+        .replay(Selection::Ids(vec![id]), now, now)
+        .await?;
+    if claimed == 0 {
+        return Err(ApiError::Conflict(
+            "dead letter is not pending (already replayed or acknowledged)".into(),
+        ));
+    }
+    if report.replayed.is_empty() {
+        return Err(ApiError::Conflict(
+            "the job could not be put back on its queue; the dead letter stays pending".into(),
+        ));
+    }
     if state.config.dispatch {
         state.wakeups.mark_due(&queue, now);
     }

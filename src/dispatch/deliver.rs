@@ -19,13 +19,14 @@ pub const ATTEMPT_HEADER: &str = "X-Hookq-Attempt";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AttemptResult {
     /// The worker answered 2xx.
-    Delivered { status: u16 },
+    Delivered { status: u16, latency_ms: u64 },
     /// Anything else: a non-2xx answer (its body as `error`) or a transport failure.
     Failed {
         error: String,
         status: Option<u16>,
         /// The worker's `Retry-After`, when it sent one with a 429 or 503.
         retry_after: Option<Duration>,
+        latency_ms: u64,
     },
 }
 
@@ -86,9 +87,11 @@ impl Deliverer {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         let body = read_capped(response, MAX_ERROR_BODY).await;
+        let latency_ms = elapsed_ms(started);
         if status.is_success() {
             return AttemptResult::Delivered {
                 status: status.as_u16(),
+                latency_ms,
             };
         }
         let mut error = match body {
@@ -106,6 +109,7 @@ impl Deliverer {
             error,
             status: Some(status.as_u16()),
             retry_after: retry_after.filter(|_| status.as_u16() == 429 || status.as_u16() == 503),
+            latency_ms,
         }
     }
 
@@ -115,9 +119,7 @@ fn transport_failure(err: &reqwest::Error, started: Instant) -> AttemptResult {
         let error = if err.is_timeout() {
             format!(
                 "timed out after {} waiting for the worker ({})",
-                humantime::format_duration(Duration::from_millis(
-                    started.elapsed().as_millis() as u64
-                )),
+                humantime::format_duration(Duration::from_millis(elapsed_ms(started))),
                 error_chain(err)
             )
         } else if err.is_connect() {
@@ -129,7 +131,12 @@ fn transport_failure(err: &reqwest::Error, started: Instant) -> AttemptResult {
             error,
             status: None,
             retry_after: None,
+            latency_ms: elapsed_ms(started),
         }
+}
+
+fn elapsed_ms(started: Instant) -> u64 {
+    started.elapsed().as_millis().try_into().unwrap_or(u64::MAX)
 }
 
 fn header_text(response: &reqwest::Response, name: reqwest::header::HeaderName) -> Option<String> {

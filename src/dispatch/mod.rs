@@ -22,7 +22,7 @@ pub use retry::RetryPolicy;
 pub use wakeups::Wakeups;
 
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::{ClaimedJob, Outcome, Queue, Store};
+use crate::store::{ClaimedJob, Failure, Outcome, Queue, Store};
 
 /// How often every queue is re-checked even without a wake-up (a safety net, not the hot path).
 const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -269,11 +269,11 @@ impl Delivery {
         let outcome = outcome_of(&self.retry, result, job.attempt, now);
         match &outcome {
             Outcome::Delivered => tracing::debug!("delivered"),
-            Outcome::Retry { run_at, error, status } => {
-                tracing::info!(?status, error = %truncate(error), retry_in_ms = run_at - now, "attempt failed; will retry");
+            Outcome::Retry { run_at, failure } => {
+                tracing::info!(status = ?failure.status, error = %truncate(&failure.error), retry_in_ms = run_at - now, "attempt failed; will retry");
             }
-            Outcome::Dead { error, status, .. } => {
-                tracing::warn!(?status, error = %truncate(error), "attempts spent; job dead-lettered");
+            Outcome::Dead { failure } => {
+                tracing::warn!(status = ?failure.status, error = %truncate(&failure.error), "attempts spent; job dead-lettered");
             }
         }
         let retry_at = match &outcome {
@@ -318,18 +318,19 @@ pub fn outcome_of(
             error,
             status,
             retry_after,
-        } => match retry.next_attempt_at(attempt, now, retry_after) {
-            Some(run_at) => Outcome::Retry {
-                run_at,
+            latency_ms,
+        } => {
+            let failure = Failure {
                 error,
                 status,
-            },
-            None => Outcome::Dead {
-                error,
-                status,
-                failed_at: now,
-            },
-        },
+                latency_ms,
+                at: now,
+            };
+            match retry.next_attempt_at(attempt, now, retry_after) {
+                Some(run_at) => Outcome::Retry { run_at, failure },
+                None => Outcome::Dead { failure },
+            }
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use super::dead_letters::{self, FailureReason};
 use super::error::{StoreError, StoreResult};
 use crate::model::{JobId, QueueName, UnixMillis};
 
@@ -59,23 +60,25 @@ pub struct ClaimedJob {
     pub created_at: UnixMillis,
 }
 
+/// Why an attempt failed, as recorded in the job's history.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The worker's response body (capped) or the transport error.
+    pub error: String,
+    pub status: Option<u16>,
+    pub latency_ms: u64,
+    pub at: UnixMillis,
+}
+
 /// What a delivery attempt ended in.
 #[derive(Debug, Clone)]
 pub enum Outcome {
     /// 2xx: the job is done and removed.
     Delivered,
     /// Failed, attempts remain: back to ready at `run_at`.
-    Retry {
-        run_at: UnixMillis,
-        error: String,
-        status: Option<u16>,
-    },
-    /// Failed for the last time: dead-lettered.
-    Dead {
-        error: String,
-        status: Option<u16>,
-        failed_at: UnixMillis,
-    },
+    Retry { run_at: UnixMillis, failure: Failure },
+    /// Failed for the last time: moved to the dead letters.
+    Dead { failure: Failure },
 }
 
 fn id_from_row(row: &Row<'_>, index: usize) -> rusqlite::Result<JobId> {
@@ -141,43 +144,112 @@ pub fn claim(
     Ok(claimed)
 }
 
-/// Record the outcome of attempt `attempt` of job `id`. A no-op if the lease was lost in
-/// the meantime (the job was recovered, cancelled or its queue deleted).
+/// Record the outcome of attempt `attempt` of job `id`. Returns false (and changes nothing)
+/// if the lease was lost in the meantime: the job was recovered, cancelled or its queue
+/// deleted. The attempt number is the lease's fencing token.
 pub fn record_outcome(
     conn: &Connection,
     id: JobId,
     attempt: u32,
     outcome: &Outcome,
 ) -> StoreResult<bool> {
-    let id = &id.as_bytes()[..];
-    let changed = match outcome {
-        Outcome::Delivered => conn
-            .prepare_cached("DELETE FROM jobs WHERE id = ?1 AND status = 1 AND attempts = ?2")?
-            .execute(params![id, attempt])?,
-        Outcome::Retry {
-            run_at,
-            error,
-            status,
-        } => conn
-            .prepare_cached(
-                "UPDATE jobs SET status = 0, run_at = ?3, leased_until = NULL,
-                        last_error = ?4, last_status = ?5
-                 WHERE id = ?1 AND status = 1 AND attempts = ?2",
-            )?
-            .execute(params![id, attempt, run_at, error, status])?,
-        Outcome::Dead {
-            error,
-            status,
-            failed_at,
-        } => conn
-            .prepare_cached(
-                "UPDATE jobs SET status = 2, run_at = ?3, leased_until = NULL,
-                        last_error = ?4, last_status = ?5
-                 WHERE id = ?1 AND status = 1 AND attempts = ?2",
-            )?
-            .execute(params![id, attempt, failed_at, error, status])?,
-    };
-    Ok(changed == 1)
+    let key = &id.as_bytes()[..];
+    match outcome {
+        Outcome::Delivered => {
+            let had_failures: Option<bool> = conn
+                .prepare_cached(
+                    "DELETE FROM jobs WHERE id = ?1 AND status = 1 AND attempts = ?2
+                     RETURNING last_error IS NOT NULL",
+                )?
+                .query_row(params![key, attempt], |row| row.get(0))
+                .optional()?;
+            // Only a job that failed before has history to drop: a first-time success
+            // writes nothing beyond its claim and this delete.
+            if had_failures == Some(true) {
+                delete_history(conn, id)?;
+            }
+            Ok(had_failures.is_some())
+        }
+        Outcome::Retry { run_at, failure } => {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE jobs SET status = 0, run_at = ?3, leased_until = NULL,
+                            last_error = ?4, last_status = ?5
+                     WHERE id = ?1 AND status = 1 AND attempts = ?2",
+                )?
+                .execute(params![key, attempt, run_at, failure.error, failure.status])?;
+            if changed == 1 {
+                record_attempt(conn, id, attempt, failure)?;
+            }
+            Ok(changed == 1)
+        }
+        Outcome::Dead { failure } => {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE jobs SET last_error = ?3, last_status = ?4
+                     WHERE id = ?1 AND status = 1 AND attempts = ?2",
+                )?
+                .execute(params![key, attempt, failure.error, failure.status])?;
+            if changed == 1 {
+                record_attempt(conn, id, attempt, failure)?;
+                dead_letters::bury(conn, id, FailureReason::MaxAttemptsReached, failure.at)?;
+            }
+            Ok(changed == 1)
+        }
+    }
+}
+
+/// Append a failed attempt to the job's history.
+fn record_attempt(conn: &Connection, id: JobId, attempt: u32, failure: &Failure) -> StoreResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO job_attempts(job_id, queue, attempt, at, status, latency_ms, error)
+         SELECT id, queue, ?2, ?3, ?4, ?5, ?6 FROM jobs WHERE id = ?1",
+    )?
+    .execute(params![
+        &id.as_bytes()[..],
+        attempt,
+        failure.at,
+        failure.status,
+        failure.latency_ms as i64,
+        failure.error
+    ])?;
+    Ok(())
+}
+
+pub fn delete_history(conn: &Connection, id: JobId) -> StoreResult<()> {
+    conn.prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?
+        .execute([&id.as_bytes()[..]])?;
+    Ok(())
+}
+
+/// One failed attempt, as the job's history shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub at: UnixMillis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    pub latency_ms: u64,
+    pub error: String,
+}
+
+/// The failed attempts of a job, oldest first.
+pub fn history(conn: &Connection, id: JobId) -> StoreResult<Vec<AttemptRecord>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT attempt, at, status, latency_ms, error FROM job_attempts
+         WHERE job_id = ?1 ORDER BY rowid",
+    )?;
+    let rows = stmt.query_map([&id.as_bytes()[..]], |row| {
+        Ok(AttemptRecord {
+            attempt: row.get(0)?,
+            at: row.get(1)?,
+            status: row.get(2)?,
+            latency_ms: row.get::<_, i64>(3)?.max(0) as u64,
+            error: row.get(4)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// The earliest `run_at` among the ready jobs of `queue`.
@@ -204,84 +276,59 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     })
 }
 
-/// One page of a queue's jobs, in id (creation) order, after `after` (exclusive).
-/// `dead` selects dead-lettered jobs; otherwise ready and in-flight ones.
+/// One page of a queue's live (READY) jobs, in id (creation) order, after `after`.
 pub fn list(
     conn: &Connection,
     queue: &QueueName,
-    dead: bool,
     after: Option<JobId>,
     limit: usize,
 ) -> StoreResult<Vec<JobRecord>> {
     let after: &[u8] = after.as_ref().map_or(&[], |id| &id.as_bytes()[..]);
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {RECORD_COLUMNS} FROM jobs
-         WHERE queue = ?1 AND (status = 2) = ?2 AND id > ?3
-         ORDER BY id LIMIT ?4"
+         WHERE queue = ?1 AND id > ?2
+         ORDER BY id LIMIT ?3"
     ))?;
-    let rows = stmt.query_map(
-        params![queue.as_str(), dead, after, limit as i64],
-        record_from_row,
-    )?;
+    let rows = stmt.query_map(params![queue.as_str(), after, limit as i64], record_from_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<JobRecord> {
-    conn.prepare_cached(&format!(
-        "SELECT {RECORD_COLUMNS} FROM jobs WHERE id = ?1 AND queue = ?2"
-    ))?
-    .query_row(params![&id.as_bytes()[..], queue.as_str()], record_from_row)
-    .optional()?
-    .ok_or(StoreError::JobNotFound)
+/// A live job of `queue`, if there is one with that id.
+pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {RECORD_COLUMNS} FROM jobs WHERE id = ?1 AND queue = ?2"
+        ))?
+        .query_row(params![&id.as_bytes()[..], queue.as_str()], record_from_row)
+        .optional()?)
 }
 
-fn state_of(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<JobState> {
-    let code: i64 = conn
+fn state_of(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Option<JobState>> {
+    let code: Option<i64> = conn
         .prepare_cached("SELECT status FROM jobs WHERE id = ?1 AND queue = ?2")?
-        .query_row(params![&id.as_bytes()[..], queue.as_str()], |row| {
-            row.get(0)
-        })
-        .optional()?
-        .ok_or(StoreError::JobNotFound)?;
-    Ok(JobState::from_code(code)?)
+        .query_row(params![&id.as_bytes()[..], queue.as_str()], |row| row.get(0))
+        .optional()?;
+    Ok(code.map(JobState::from_code).transpose()?)
 }
 
 /// Remove a ready job that is not being delivered.
 pub fn cancel(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<()> {
     match state_of(conn, queue, id)? {
-        JobState::Ready => {
+        Some(JobState::Ready) => {
             conn.prepare_cached("DELETE FROM jobs WHERE id = ?1")?
                 .execute([&id.as_bytes()[..]])?;
+            delete_history(conn, id)?;
             Ok(())
         }
-        JobState::InFlight => Err(StoreError::JobConflict(
+        Some(JobState::InFlight) => Err(StoreError::JobConflict(
             "job is being delivered right now and cannot be cancelled",
         )),
-        JobState::Dead => Err(StoreError::JobConflict(
-            "job is dead-lettered (ERROR), not READY: retry it or delete its queue",
-        )),
-    }
-}
-
-/// Put a dead-lettered job back to ready, due now, with fresh attempts.
-pub fn retry_dead(
-    conn: &Connection,
-    queue: &QueueName,
-    id: JobId,
-    now: UnixMillis,
-) -> StoreResult<()> {
-    match state_of(conn, queue, id)? {
-        JobState::Dead => {
-            conn.prepare_cached(
-                "UPDATE jobs SET status = 0, attempts = 0, run_at = ?2, leased_until = NULL
-                 WHERE id = ?1",
-            )?
-            .execute(params![&id.as_bytes()[..], now])?;
-            Ok(())
+        Some(JobState::Dead) | None if dead_letters::exists(conn, queue, id)? => {
+            Err(StoreError::JobConflict(
+                "job is dead-lettered (ERROR), not READY: replay or acknowledge it instead",
+            ))
         }
-        JobState::Ready | JobState::InFlight => Err(StoreError::JobConflict(
-            "job is not in ERROR: only dead-lettered jobs can be retried",
-        )),
+        _ => Err(StoreError::JobNotFound),
     }
 }
 
@@ -304,21 +351,49 @@ pub fn recover_stale_leases(
     max_attempts: u32,
 ) -> StoreResult<usize> {
     const ERROR: &str = "delivery interrupted: the lease expired before an outcome was recorded";
-    let dead = conn
-        .prepare_cached(
-            "UPDATE jobs SET status = 2, run_at = ?1, leased_until = NULL,
-                    last_error = ?3, last_status = NULL
-             WHERE status = 1 AND leased_until < ?1 AND attempts >= ?2",
+    let stale: Vec<(JobId, u32)> = conn
+        .prepare_cached("SELECT id, attempts FROM jobs WHERE status = 1 AND leased_until < ?1")?
+        .query_map([now], |row| Ok((id_from_row(row, 0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (id, attempt) in &stale {
+        let failure = Failure {
+            error: ERROR.to_owned(),
+            status: None,
+            latency_ms: 0,
+            at: now,
+        };
+        let outcome = if *attempt >= max_attempts {
+            Outcome::Dead { failure }
+        } else {
+            Outcome::Retry {
+                run_at: now,
+                failure,
+            }
+        };
+        record_outcome(conn, *id, *attempt, &outcome)?;
+    }
+    Ok(stale.len())
+}
+
+/// Dead-letter (reason `expired`) up to `limit` ready jobs created before `cutoff`: a job
+/// not delivered within its time to live is never silently dropped. Returns how many.
+pub fn expire(conn: &Connection, cutoff: UnixMillis, now: UnixMillis, limit: usize) -> StoreResult<usize> {
+    // Ids are UUIDv7: every id below the first possible id of `cutoff` was created before it,
+    // so the unique index on id finds them without a scan.
+    let bound = JobId::first_of_millis(cutoff);
+    let expired: Vec<JobId> = conn
+        .prepare_cached("SELECT id FROM jobs WHERE id < ?1 AND status = 0 LIMIT ?2")?
+        .query_map(params![&bound.as_bytes()[..], limit as i64], |row| id_from_row(row, 0))?
+        .collect::<Result<_, _>>()?;
+    for id in &expired {
+        conn.prepare_cached(
+            "UPDATE jobs SET last_error = coalesce(last_error, 'expired: not delivered within the job TTL')
+             WHERE id = ?1",
         )?
-        .execute(params![now, max_attempts, ERROR])?;
-    let retried = conn
-        .prepare_cached(
-            "UPDATE jobs SET status = 0, run_at = ?1, leased_until = NULL,
-                    last_error = ?2, last_status = NULL
-             WHERE status = 1 AND leased_until < ?1",
-        )?
-        .execute(params![now, ERROR])?;
-    Ok(dead + retried)
+        .execute([&id.as_bytes()[..]])?;
+        dead_letters::bury(conn, *id, FailureReason::Expired, now)?;
+    }
+    Ok(expired.len())
 }
 
 #[cfg(test)]
@@ -354,15 +429,44 @@ mod tests {
         assert!(next_due.contains("jobs_ready"), "{next_due}");
         let list = plan(
             &conn,
-            "SELECT * FROM jobs WHERE queue = 'q' AND (status = 2) = 0 AND id > x'' ORDER BY id LIMIT 10",
+            "SELECT * FROM jobs WHERE queue = 'q' AND id > x'' ORDER BY id LIMIT 10",
         );
-        assert!(list.contains("USING INDEX jobs_listing"), "{list}");
+        assert!(list.contains("USING INDEX jobs_by_queue"), "{list}");
         assert!(!list.contains("TEMP B-TREE"), "{list}");
         let stale = plan(&conn, "SELECT id FROM jobs WHERE status = 1 AND leased_until < 5");
         assert!(stale.contains("jobs_leased"), "{stale}");
         let by_id = plan(&conn, "SELECT * FROM jobs WHERE id = x'00' AND queue = 'q'");
         assert!(by_id.contains("sqlite_autoindex_jobs_1"), "{by_id}");
-        for (name, p) in [("claim", &claim), ("next_due", &next_due), ("list", &list), ("stale", &stale), ("by_id", &by_id)] {
+        let expire = plan(&conn, "SELECT id FROM jobs WHERE id < x'01' AND status = 0 LIMIT 10");
+        assert!(expire.contains("sqlite_autoindex_jobs_1 (id<?)"), "{expire}");
+        let dlq_pending = plan(
+            &conn,
+            "SELECT * FROM dead_letters WHERE queue = 'q' AND state = 'pending' AND (failed_at, id) > (1, x'00') ORDER BY failed_at, id LIMIT 10",
+        );
+        assert!(dlq_pending.contains("dead_letters_by_queue"), "{dlq_pending}");
+        assert!(!dlq_pending.contains("TEMP B-TREE"), "{dlq_pending}");
+        let dlq_all = plan(
+            &conn,
+            "SELECT * FROM dead_letters WHERE state = 'pending' ORDER BY failed_at DESC, id DESC LIMIT 10",
+        );
+        assert!(dlq_all.contains("dead_letters_by_state"), "{dlq_all}");
+        assert!(!dlq_all.contains("TEMP B-TREE"), "{dlq_all}");
+        let retention = plan(
+            &conn,
+            "SELECT rowid FROM dead_letters WHERE state IN ('replayed', 'acknowledged') AND updated_at < 5 LIMIT 10",
+        );
+        assert!(retention.contains("dead_letters_by_age (state=? AND updated_at<?)"), "{retention}");
+        for (name, p) in [
+            ("claim", &claim),
+            ("next_due", &next_due),
+            ("list", &list),
+            ("stale", &stale),
+            ("by_id", &by_id),
+            ("expire", &expire),
+            ("dlq_pending", &dlq_pending),
+            ("dlq_all", &dlq_all),
+            ("retention", &retention),
+        ] {
             println!("{name}:\n{p}\n");
         }
     }

@@ -5,6 +5,7 @@
 //! [`Store`] is the one entry point: a cheap `Clone` of handles.
 
 pub mod connection;
+pub mod dead_letters;
 pub mod error;
 pub mod jobs;
 pub mod queues;
@@ -19,7 +20,8 @@ use std::sync::mpsc as std_mpsc;
 use anyhow::{Context, bail};
 
 pub use error::{StoreError, StoreResult};
-pub use jobs::{ClaimedJob, JobRecord, JobState, Outcome};
+pub use dead_letters::{DeadLetter, DlqState, DlqStats, Filter, Position, ReplayReport, Selection};
+pub use jobs::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, Outcome};
 pub use queues::{Queue, Registry};
 pub use writer::BatchStats;
 
@@ -73,6 +75,11 @@ impl Store {
                 jobs = released,
                 "found jobs in flight from a previous run; they will be delivered again"
             );
+        }
+        let reset = dead_letters::reset_interrupted_replays(&conn, now)
+            .context("cannot reset interrupted replays")?;
+        if reset > 0 {
+            tracing::warn!(records = reset, "a replay was interrupted; its records are pending again");
         }
         let registry = Registry::new(queues::load_all(&conn).context("cannot load queues")?);
         conn.execute_batch("PRAGMA optimize=0x10002")?;
@@ -164,12 +171,6 @@ impl Store {
             .await
     }
 
-    pub async fn retry_dead(&self, queue: QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
-        self.writer
-            .write(move |conn| jobs::retry_dead(conn, &queue, id, now))
-            .await
-    }
-
     pub async fn recover_stale_leases(&self, now: UnixMillis, max_attempts: u32) -> StoreResult<usize> {
         self.writer
             .write(move |conn| jobs::recover_stale_leases(conn, now, max_attempts))
@@ -183,10 +184,10 @@ impl Store {
             .await
     }
 
-    pub async fn list_jobs(
+    /// One page of a queue's READY jobs (live), oldest first.
+    pub async fn list_ready(
         &self,
         queue: QueueName,
-        dead: bool,
         after: Option<JobId>,
         limit: usize,
     ) -> StoreResult<Vec<JobRecord>> {
@@ -195,14 +196,133 @@ impl Store {
                 if !queues::exists(conn, &queue)? {
                     return Err(StoreError::QueueNotFound);
                 }
-                jobs::list(conn, &queue, dead, after, limit)
+                jobs::list(conn, &queue, after, limit)
             })
             .await
     }
 
-    pub async fn get_job(&self, queue: QueueName, id: JobId) -> StoreResult<JobRecord> {
+    /// One page of dead letters (with payloads when asked) and the total matching `filter`.
+    pub async fn list_dead_letters(
+        &self,
+        filter: Filter,
+        after: Option<Position>,
+        limit: usize,
+        newest_first: bool,
+        with_payload: bool,
+    ) -> StoreResult<(Vec<DeadLetter>, u64)> {
         self.reader
-            .read(move |conn| jobs::get(conn, &queue, id))
+            .read(move |conn| {
+                if let Some(queue) = &filter.queue {
+                    if !queues::exists(conn, queue)? {
+                        return Err(StoreError::QueueNotFound);
+                    }
+                }
+                dead_letters::list(conn, &filter, after, limit, newest_first, with_payload)
+            })
+            .await
+    }
+
+    /// A job of `queue`, live or dead-lettered, with its attempt history.
+    pub async fn get_job(
+        &self,
+        queue: QueueName,
+        id: JobId,
+    ) -> StoreResult<(JobRecord, Vec<AttemptRecord>)> {
+        self.reader
+            .read(move |conn| {
+                let record = match jobs::get(conn, &queue, id)? {
+                    Some(record) => record,
+                    None => dead_letters::get(conn, Some(&queue), id)?
+                        .ok_or(StoreError::JobNotFound)?
+                        .into_job_record(),
+                };
+                Ok((record, jobs::history(conn, id)?))
+            })
+            .await
+    }
+
+    pub async fn dlq_stats(&self, now: UnixMillis) -> StoreResult<DlqStats> {
+        self.reader.read(move |conn| dead_letters::stats(conn, now)).await
+    }
+
+    /// Replay dead letters: claim `pending` records (so concurrent replays never send a job
+    /// twice), put their jobs back as READY due at `run_at`, mark them `replayed`; failures
+    /// roll back to `pending`. Works in chunks so the writer is never held long.
+    pub async fn replay(
+        &self,
+        selection: Selection,
+        now: UnixMillis,
+        run_at: UnixMillis,
+    ) -> StoreResult<(usize, ReplayReport)> {
+        const CHUNK: usize = 500;
+        let mut claimed_total = 0;
+        let mut report = ReplayReport::default();
+        let mut remaining_ids = match &selection {
+            Selection::Ids(ids) => Some(ids.clone()),
+            Selection::Queue(_) => None,
+        };
+        loop {
+            let chunk_selection = match (&selection, remaining_ids.as_mut()) {
+                (_, Some(ids)) => {
+                    if ids.is_empty() {
+                        break;
+                    }
+                    let rest = ids.split_off(ids.len().min(CHUNK));
+                    Selection::Ids(std::mem::replace(ids, rest))
+                }
+                (queue, None) => queue.clone(),
+            };
+            let claimed = self
+                .writer
+                .write(move |conn| dead_letters::claim_for_replay(conn, &chunk_selection, now, CHUNK))
+                .await?;
+            if claimed.is_empty() && remaining_ids.is_none() {
+                break;
+            }
+            claimed_total += claimed.len();
+            let chunk = self
+                .writer
+                .write(move |conn| dead_letters::replay_claimed(conn, &claimed, now, run_at))
+                .await?;
+            let failed_in_chunk = !chunk.failed.is_empty();
+            report.replayed.extend(chunk.replayed);
+            report.failed.extend(chunk.failed);
+            // By queue, failed records are pending again: stop rather than claim them anew.
+            if remaining_ids.is_none() && failed_in_chunk {
+                break;
+            }
+        }
+        Ok((claimed_total, report))
+    }
+
+    pub async fn acknowledge(&self, selection: Selection, now: UnixMillis) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| dead_letters::acknowledge(conn, &selection, now))
+            .await
+    }
+
+    pub async fn delete_dead_letters(&self, selection: Selection) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| dead_letters::delete(conn, &selection))
+            .await
+    }
+
+    /// Dead-letter (reason `expired`) up to `limit` ready jobs created before `cutoff`.
+    pub async fn expire_jobs(
+        &self,
+        cutoff: UnixMillis,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| jobs::expire(conn, cutoff, now, limit))
+            .await
+    }
+
+    /// Delete up to `limit` replayed/acknowledged dead letters last changed before `before`.
+    pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| dead_letters::purge_closed(conn, before, limit))
             .await
     }
 
