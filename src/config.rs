@@ -26,6 +26,23 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 
+    /// Key for the /admin routes [default: the API key]. Accepted the same ways as the API key.
+    #[arg(long, env = "HOOKQ_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+
+    /// A job not delivered within this time is dead-lettered with reason `expired`.
+    #[arg(long, env = "HOOKQ_JOB_TTL", default_value = "7d", value_parser = parse_duration)]
+    pub job_ttl: Duration,
+
+    /// Replayed and acknowledged dead letters are deleted this long after their last change.
+    /// Pending dead letters are never deleted automatically.
+    #[arg(long, env = "HOOKQ_DLQ_RETENTION", default_value = "30d", value_parser = parse_duration)]
+    pub dlq_retention: Duration,
+
+    /// Log a warning (and raise the metric) when more dead letters than this are pending.
+    #[arg(long, env = "HOOKQ_DLQ_ALERT_PENDING", default_value_t = 100)]
+    pub dlq_alert_pending: u64,
+
     /// Delivery attempts before a job is dead-lettered (status ERROR).
     #[arg(long, env = "HOOKQ_MAX_ATTEMPTS", default_value_t = 5)]
     pub max_attempts: u32,
@@ -76,6 +93,10 @@ pub struct Config {
     pub listen: SocketAddr,
     pub db_path: PathBuf,
     pub api_key: Option<ApiKey>,
+    pub admin_key: Option<ApiKey>,
+    pub job_ttl: Duration,
+    pub dlq_retention: Duration,
+    pub dlq_alert_pending: u64,
     pub max_attempts: u32,
     pub backoff: Vec<Duration>,
     pub delivery_timeout: Duration,
@@ -124,12 +145,21 @@ impl std::fmt::Debug for ApiKey {
 }
 
 impl Config {
+    /// The key the /admin routes require, if any: the admin key, else the API key.
+    pub fn admin_key(&self) -> Option<&ApiKey> {
+        self.admin_key.as_ref().or(self.api_key.as_ref())
+    }
+
     /// Defaults for everything but the database path: handy for tests and embedding.
     pub fn with_db(db_path: PathBuf) -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 6363)),
             db_path,
             api_key: None,
+            admin_key: None,
+            job_ttl: Duration::from_secs(7 * 24 * 3600),
+            dlq_retention: Duration::from_secs(30 * 24 * 3600),
+            dlq_alert_pending: 100,
             max_attempts: 5,
             backoff: parse_backoff("1s,5s,15s,30s,60s").unwrap_or_default(),
             delivery_timeout: Duration::from_secs(30),
@@ -153,6 +183,10 @@ impl Config {
             listen: args.listen,
             db_path,
             api_key: args.api_key.map(ApiKey::new),
+            admin_key: args.admin_key.map(ApiKey::new),
+            job_ttl: args.job_ttl,
+            dlq_retention: args.dlq_retention,
+            dlq_alert_pending: args.dlq_alert_pending,
             max_attempts: args.max_attempts,
             backoff: parse_backoff(&args.backoff).context("invalid HOOKQ_BACKOFF / --backoff")?,
             delivery_timeout: args.delivery_timeout,
@@ -186,6 +220,19 @@ impl Config {
                  or listen on a loopback address such as 127.0.0.1",
                 self.listen
             );
+        }
+        if self.admin_key.as_ref().is_some_and(|k| k.expose().trim().is_empty()) {
+            bail!("HOOKQ_ADMIN_KEY / --admin-key must not be empty");
+        }
+        if self.admin_key.is_some() && self.api_key.is_none() && !self.listen.ip().is_loopback() {
+            bail!(
+                "refusing to listen on {} with only an admin key: the queue API would be open; \
+                 set HOOKQ_API_KEY too",
+                self.listen
+            );
+        }
+        if self.job_ttl.is_zero() || self.dlq_retention.is_zero() {
+            bail!("HOOKQ_JOB_TTL and HOOKQ_DLQ_RETENTION must be greater than zero");
         }
         if self.max_attempts == 0 {
             bail!("HOOKQ_MAX_ATTEMPTS / --max-attempts must be at least 1");

@@ -61,6 +61,7 @@ impl Server {
                 store,
                 config: Arc::new(config),
                 wakeups: Wakeups::default(),
+                alerts: Arc::default(),
             },
             writer_done,
         })
@@ -105,6 +106,10 @@ impl Server {
                 wakeups: state.wakeups.clone(),
                 lease_timeout: config.lease_timeout,
                 max_attempts: config.max_attempts,
+                job_ttl: config.job_ttl,
+                dlq_retention: config.dlq_retention,
+                dlq_alert_pending: config.dlq_alert_pending,
+                alerts: state.alerts.clone(),
             }
             .run(background.clone()),
         );

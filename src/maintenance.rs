@@ -1,42 +1,79 @@
-//! Periodic sweeps through the single writer: stale leases back to READY (or dead-lettered if
-//! that was their last attempt), and `PRAGMA optimize` to keep query plans fresh.
+//! Periodic sweeps, each through the single writer in small batches and at its own
+//! interval so they never hold the writer long or fire together:
+//! stale leases back to READY (or dead-lettered if that was their last attempt), TTL expiry
+//! (undelivered jobs dead-lettered as `expired`), dead-letter retention (closed records
+//! deleted), dead-letter alert signals, and `PRAGMA optimize`.
+//!
+//! Every sweep takes `now` as an argument, so tests drive them with any clock.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::Wakeups;
-use crate::model::now_millis;
+use crate::model::{UnixMillis, now_millis};
 use crate::store::Store;
 
+const TTL_INTERVAL: Duration = Duration::from_secs(60);
+const RETENTION_INTERVAL: Duration = Duration::from_secs(600);
+const ALERT_INTERVAL: Duration = Duration::from_secs(60);
 const OPTIMIZE_INTERVAL: Duration = Duration::from_secs(3600);
+/// Rows one sweep statement may touch, so the writer is never held long.
+pub const SWEEP_BATCH: usize = 1000;
+/// A pending dead letter older than this raises the `oldest_pending_stale` alert.
+pub const STALE_PENDING_AGE_MS: i64 = 24 * 3600 * 1000;
+/// Replays beyond which a pending dead letter counts as a repeat failure.
+pub const REPEAT_FAILURE_REPLAYS: u32 = 2;
 
+/// The dead-letter alert signals: logged once per change, readable by metrics.
+#[derive(Debug, Default)]
+pub struct DlqAlerts {
+    pub too_many_pending: AtomicBool,
+    pub oldest_pending_stale: AtomicBool,
+    pub repeat_failures: AtomicBool,
+}
+
+#[derive(Clone)]
 pub struct Maintenance {
     pub store: Store,
     pub wakeups: Wakeups,
     pub lease_timeout: Duration,
     pub max_attempts: u32,
+    pub job_ttl: Duration,
+    pub dlq_retention: Duration,
+    pub dlq_alert_pending: u64,
+    pub alerts: Arc<DlqAlerts>,
 }
 
 impl Maintenance {
-    /// How often leases are checked: often enough that a stale one waits at most a quarter of
-    /// the lease timeout more, never more often than once a second.
+    /// How often leases are checked: a stale one waits at most a quarter of the lease
+    /// timeout more, and the check runs at most once a second.
     fn lease_check_interval(&self) -> Duration {
         (self.lease_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(30))
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
-        let mut leases = tokio::time::interval(self.lease_check_interval());
-        let mut optimize = tokio::time::interval(OPTIMIZE_INTERVAL);
-        leases.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        optimize.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The first tick of an interval is immediate; start-up already did both jobs.
-        leases.tick().await;
-        optimize.tick().await;
+        let start = tokio::time::Instant::now();
+        // Staggered first runs so the sweeps do not all queue at the writer together.
+        let every = |period: Duration, offset: Duration| {
+            let mut interval = tokio::time::interval_at(start + offset, period);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            interval
+        };
+        let mut leases = every(self.lease_check_interval(), self.lease_check_interval());
+        let mut ttl = every(TTL_INTERVAL, Duration::from_secs(7));
+        let mut alerts = every(ALERT_INTERVAL, Duration::from_secs(3));
+        let mut retention = every(RETENTION_INTERVAL, Duration::from_secs(17));
+        let mut optimize = every(OPTIMIZE_INTERVAL, OPTIMIZE_INTERVAL);
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                _ = leases.tick() => self.recover_stale_leases().await,
+                _ = leases.tick() => { self.recover_stale_leases(now_millis()).await; }
+                _ = ttl.tick() => { self.expire_jobs(now_millis()).await; }
+                _ = alerts.tick() => { self.check_alerts(now_millis()).await; }
+                _ = retention.tick() => { self.purge_dead_letters(now_millis()).await; }
                 _ = optimize.tick() => {
                     if let Err(err) = self.store.optimize().await {
                         tracing::warn!(error = %err, "PRAGMA optimize failed");
@@ -46,18 +83,115 @@ impl Maintenance {
         }
     }
 
-    /// One sweep of expired leases.
-    pub async fn recover_stale_leases(&self) {
-        let now = now_millis();
+    /// Expired leases back to READY (or dead-lettered). Returns how many were recovered.
+    pub async fn recover_stale_leases(&self, now: UnixMillis) -> usize {
         match self.store.recover_stale_leases(now, self.max_attempts).await {
-            Ok(0) => {}
+            Ok(0) => 0,
             Ok(count) => {
                 tracing::warn!(jobs = count, "recovered jobs whose delivery lease expired");
-                for queue in self.store.registry().all() {
-                    self.wakeups.mark_due(&queue.name, now);
+                self.wake_all(now);
+                count
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "stale-lease sweep failed");
+                0
+            }
+        }
+    }
+
+    /// Dead-letter every READY job older than the TTL, in batches. Returns how many.
+    pub async fn expire_jobs(&self, now: UnixMillis) -> usize {
+        let cutoff = now.saturating_sub(self.job_ttl.as_millis() as i64);
+        let mut total = 0;
+        loop {
+            match self.store.expire_jobs(cutoff, now, SWEEP_BATCH).await {
+                Ok(count) => {
+                    total += count;
+                    if count < SWEEP_BATCH {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "TTL sweep failed");
+                    break;
                 }
             }
-            Err(err) => tracing::error!(error = %err, "stale-lease sweep failed"),
         }
+        if total > 0 {
+            tracing::warn!(jobs = total, "jobs not delivered within their TTL were dead-lettered (reason: expired)");
+        }
+        total
+    }
+
+    /// Delete replayed/acknowledged dead letters past retention, in batches. Returns how many.
+    pub async fn purge_dead_letters(&self, now: UnixMillis) -> usize {
+        let before = now.saturating_sub(self.dlq_retention.as_millis() as i64);
+        let mut total = 0;
+        loop {
+            match self.store.purge_dead_letters(before, SWEEP_BATCH).await {
+                Ok(count) => {
+                    total += count;
+                    if count < SWEEP_BATCH {
+                        break;
+                    }
+                    // Let other writes through between batches.
+                    tokio::task::yield_now().await;
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "dead-letter retention sweep failed");
+                    break;
+                }
+            }
+        }
+        if total > 0 {
+            tracing::info!(records = total, "deleted closed dead letters past retention");
+        }
+        total
+    }
+
+    /// Evaluate the alert conditions; log each one when it starts and when it clears.
+    pub async fn check_alerts(&self, now: UnixMillis) {
+        let stats = match self.store.dlq_stats(now).await {
+            Ok(stats) => stats,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot read dead-letter stats for alerts");
+                return;
+            }
+        };
+        let pending = stats.by_status.get("pending").copied().unwrap_or(0);
+        let oldest_age = stats.oldest_pending_age_ms.unwrap_or(0);
+        update_alert(
+            &self.alerts.too_many_pending,
+            pending > self.dlq_alert_pending,
+            || format!("{pending} dead letters pending (threshold {})", self.dlq_alert_pending),
+        );
+        update_alert(
+            &self.alerts.oldest_pending_stale,
+            oldest_age > STALE_PENDING_AGE_MS,
+            || format!("the oldest pending dead letter is {} h old", oldest_age / 3_600_000),
+        );
+        update_alert(
+            &self.alerts.repeat_failures,
+            stats.repeat_failures > 0,
+            || format!(
+                "{} pending dead letters failed again after more than {REPEAT_FAILURE_REPLAYS} replays",
+                stats.repeat_failures
+            ),
+        );
+    }
+
+    fn wake_all(&self, now: UnixMillis) {
+        for queue in self.store.registry().all() {
+            self.wakeups.mark_due(&queue.name, now);
+        }
+    }
+}
+
+fn update_alert(flag: &AtomicBool, raised: bool, describe: impl FnOnce() -> String) {
+    let was = flag.swap(raised, Ordering::Relaxed);
+    match (was, raised) {
+        (false, true) => tracing::warn!(alert = %describe(), "dead-letter alert raised"),
+        (true, false) => tracing::info!("dead-letter alert cleared"),
+        _ => {}
     }
 }

@@ -28,6 +28,18 @@ pub async fn require_api_key(
     }
 }
 
+/// The /admin routes: the admin key when one is set, else the API key.
+pub async fn require_admin_key(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    match state.config.admin_key() {
+        Some(key) if !is_authorized(request.headers(), key) => Err(ApiError::Unauthorized),
+        _ => Ok(next.run(request).await),
+    }
+}
+
 pub fn is_authorized(headers: &HeaderMap, key: &ApiKey) -> bool {
     let key = key.expose().as_bytes();
     if let Some(given) = headers.get("x-api-key") {

@@ -6,13 +6,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::cursor::{Cursor, invalid_cursor};
 use super::error::{ApiError, ApiResult};
 use super::queues::existing_queue_name;
 use crate::model::{JobId, JobStatus, QueueName, now_millis};
@@ -98,7 +97,7 @@ pub async fn list_jobs(
         .ok_or_else(|| ApiError::Unprocessable("status is required: READY or ERROR".into()))
         .and_then(|s| JobStatus::parse(s).map_err(|e| ApiError::Unprocessable(e.0)))?;
     let limit = parse_limit(params.limit.as_deref())?;
-    let cursor = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let cursor = params.cursor.as_deref().map(Cursor::decode).transpose()?;
     let (mut records, position_of): (Vec<JobRecord>, fn(&JobRecord) -> Cursor) = match status {
         JobStatus::Ready => {
             let after = match cursor {
@@ -134,7 +133,7 @@ pub async fn list_jobs(
     };
     let next = if records.len() > limit {
         records.truncate(limit);
-        records.last().map(|r| encode_cursor(position_of(r)))
+        records.last().map(|r| position_of(r).encode())
     } else {
         None
     };
@@ -159,43 +158,6 @@ fn parse_limit(raw: Option<&str>) -> ApiResult<usize> {
         )),
         Ok(n) => Ok((n.min(MAX_PAGE as u64)) as usize),
     }
-}
-
-/// Where a page ended. Opaque to clients: base64url of the id (READY pages) or of the
-/// failure time and id (ERROR pages, ordered by failure time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cursor {
-    Ready(JobId),
-    Error(Position),
-}
-
-fn encode_cursor(cursor: Cursor) -> String {
-    match cursor {
-        Cursor::Ready(id) => URL_SAFE_NO_PAD.encode(id.as_bytes()),
-        Cursor::Error(position) => {
-            let mut bytes = position.failed_at.to_be_bytes().to_vec();
-            bytes.extend_from_slice(position.id.as_bytes());
-            URL_SAFE_NO_PAD.encode(bytes)
-        }
-    }
-}
-
-fn decode_cursor(raw: &str) -> ApiResult<Cursor> {
-    let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid_cursor())?;
-    match bytes.len() {
-        16 => JobId::from_slice(&bytes).map(Cursor::Ready),
-        24 => {
-            let (time, id) = bytes.split_at(8);
-            let failed_at = i64::from_be_bytes(time.try_into().map_err(|_| invalid_cursor())?);
-            JobId::from_slice(id).map(|id| Cursor::Error(Position { failed_at, id }))
-        }
-        _ => None,
-    }
-    .ok_or_else(invalid_cursor)
-}
-
-fn invalid_cursor() -> ApiError {
-    ApiError::BadRequest("invalid cursor: pass back the `next` value of a previous page".into())
 }
 
 /// The queue and job named in the path. Ids that cannot be valid cannot exist either.

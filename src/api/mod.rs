@@ -3,6 +3,8 @@
 
 pub mod auth;
 pub mod body;
+pub mod cursor;
+pub mod dlq;
 pub mod error;
 pub mod jobs;
 pub mod queues;
@@ -15,6 +17,7 @@ use axum::middleware;
 
 use crate::config::Config;
 use crate::dispatch::Wakeups;
+use crate::maintenance::DlqAlerts;
 use crate::store::Store;
 use error::ApiError;
 
@@ -25,6 +28,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Marks a queue due when a job is enqueued, waking the dispatcher at once.
     pub wakeups: Wakeups,
+    /// Dead-letter alert signals, raised by maintenance.
+    pub alerts: Arc<DlqAlerts>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -36,9 +41,14 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::require_api_key,
         ));
+    let admin = dlq::router().route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_admin_key,
+    ));
     Router::new()
         .merge(system::public_router())
         .merge(protected)
+        .merge(admin)
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)
