@@ -73,7 +73,7 @@ pub struct ServeArgs {
     pub max_job_bytes: usize,
 
     /// `on` runs the dispatcher; `off` makes an enqueue-only node (jobs wait in the database).
-    #[arg(long, env = "HOOKQ_DISPATCH", default_value = "on", value_parser = parse_on_off)]
+    #[arg(long, env = "HOOKQ_DISPATCH", default_value = "on", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub dispatch: bool,
 
     /// SQLite `synchronous` setting: FULL survives power loss; NORMAL survives process
@@ -329,6 +329,34 @@ mod tests {
         assert!(err.contains("without an API key"), "{err}");
         c.api_key = Some(ApiKey::new("k".repeat(32)));
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn flags_and_environment_parse_into_a_config() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let cli = Cli::try_parse_from([
+            "hookq",
+            "--db",
+            "x.db",
+            "--dispatch",
+            "off",
+            "--backoff",
+            "500ms,2s",
+            "--synchronous",
+            "NORMAL",
+        ])
+        .unwrap();
+        let config = Config::from_args(cli.serve).unwrap();
+        assert!(!config.dispatch);
+        assert_eq!(config.backoff, vec![Duration::from_millis(500), Duration::from_secs(2)]);
+        assert_eq!(config.synchronous, Synchronous::Normal);
+        assert_eq!(config.job_ttl, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(config.max_in_flight_per_queue, 256);
     }
 
     #[test]
