@@ -46,8 +46,8 @@ async fn list_queues(State(state): State<AppState>) -> Json<Value> {
     Json(json!({ "ok": true, "name": "queue", "queues": names }))
 }
 
+/// Unknown fields are ignored, as hyper does, so clients that send extra fields still work.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct CreateQueue {
     target: String,
     #[serde(default)]
