@@ -22,6 +22,7 @@ pub mod maintenance;
 pub mod model;
 pub mod signature;
 pub mod store;
+pub mod telemetry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,8 +50,14 @@ impl Server {
         config.validate()?;
         let db_path = config.db_path.clone();
         let synchronous = config.synchronous;
+        telemetry::handle();
         let (store, writer_done) = tokio::task::spawn_blocking(move || {
-            Store::open(&db_path, synchronous, model::now_millis(), |_| {})
+            Store::open(&db_path, synchronous, model::now_millis(), |batch| {
+                telemetry::writer_batch(
+                    batch.ops,
+                    std::time::Duration::from_micros(batch.commit_micros),
+                );
+            })
         })
         .await
         .context("store start-up task failed")??;
@@ -62,6 +69,7 @@ impl Server {
                 config: Arc::new(config),
                 wakeups: Wakeups::default(),
                 alerts: Arc::default(),
+                shutdown: CancellationToken::new(),
             },
             writer_done,
         })
@@ -117,8 +125,12 @@ impl Server {
         tracing::info!(addr = %listener.local_addr()?, "hookq listening");
         let app = api::router(state.clone());
         let serve_shutdown = shutdown.clone();
+        let ready_flag = state.shutdown.clone();
         let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { serve_shutdown.cancelled().await })
+            .with_graceful_shutdown(async move {
+                serve_shutdown.cancelled().await;
+                ready_flag.cancel();
+            })
             .await
             .context("HTTP server failed");
 

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::dispatch::Wakeups;
 use crate::model::{UnixMillis, now_millis};
 use crate::store::Store;
+use crate::telemetry;
 
 const TTL_INTERVAL: Duration = Duration::from_secs(60);
 const RETENTION_INTERVAL: Duration = Duration::from_secs(600);
@@ -105,7 +106,11 @@ impl Maintenance {
         let mut total = 0;
         loop {
             match self.store.expire_jobs(cutoff, now, SWEEP_BATCH).await {
-                Ok(count) => {
+                Ok(queues) => {
+                    let count = queues.len();
+                    for queue in &queues {
+                        telemetry::job_dead_lettered(queue, "expired");
+                    }
                     total += count;
                     if count < SWEEP_BATCH {
                         break;
@@ -161,16 +166,19 @@ impl Maintenance {
         let pending = stats.by_status.get("pending").copied().unwrap_or(0);
         let oldest_age = stats.oldest_pending_age_ms.unwrap_or(0);
         update_alert(
+            "too_many_pending",
             &self.alerts.too_many_pending,
             pending > self.dlq_alert_pending,
             || format!("{pending} dead letters pending (threshold {})", self.dlq_alert_pending),
         );
         update_alert(
+            "oldest_pending_stale",
             &self.alerts.oldest_pending_stale,
             oldest_age > STALE_PENDING_AGE_MS,
             || format!("the oldest pending dead letter is {} h old", oldest_age / 3_600_000),
         );
         update_alert(
+            "repeat_failures",
             &self.alerts.repeat_failures,
             stats.repeat_failures > 0,
             || format!(
@@ -187,7 +195,13 @@ impl Maintenance {
     }
 }
 
-fn update_alert(flag: &AtomicBool, raised: bool, describe: impl FnOnce() -> String) {
+fn update_alert(
+    name: &'static str,
+    flag: &AtomicBool,
+    raised: bool,
+    describe: impl FnOnce() -> String,
+) {
+    telemetry::dlq_alert(name, raised);
     let was = flag.swap(raised, Ordering::Relaxed);
     match (was, raised) {
         (false, true) => tracing::warn!(alert = %describe(), "dead-letter alert raised"),

@@ -20,6 +20,7 @@ use crate::dispatch::Wakeups;
 use crate::maintenance::DlqAlerts;
 use crate::store::Store;
 use error::ApiError;
+use tokio_util::sync::CancellationToken;
 
 /// What every handler gets: a cheap `Clone` of handles.
 #[derive(Clone)]
@@ -30,6 +31,8 @@ pub struct AppState {
     pub wakeups: Wakeups,
     /// Dead-letter alert signals, raised by maintenance.
     pub alerts: Arc<DlqAlerts>,
+    /// Fires when the server starts shutting down (`/readyz` turns 503).
+    pub shutdown: CancellationToken,
 }
 
 pub fn router(state: AppState) -> Router {

@@ -15,6 +15,7 @@ use super::error::{ApiError, ApiResult};
 use crate::json;
 use crate::model::{JobId, QueueName, Secret, Target, now_millis};
 use crate::store::Queue;
+use crate::telemetry;
 
 /// Queue definitions are small; this bounds what a client can make us read.
 const MAX_QUEUE_BODY: usize = 16 * 1024;
@@ -117,6 +118,7 @@ async fn enqueue(
         .store
         .enqueue(name.clone(), id, payload.into_string(), now)
         .await?;
+    telemetry::job_enqueued(&name);
     if state.config.dispatch {
         state.wakeups.mark_due(&name, now);
     }

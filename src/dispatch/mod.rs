@@ -23,6 +23,7 @@ pub use wakeups::Wakeups;
 
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::{ClaimedJob, Failure, Outcome, Queue, Store};
+use crate::telemetry;
 
 /// How often every queue is re-checked even without a wake-up (a safety net, not the hot path).
 const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -224,8 +225,11 @@ impl Dispatcher {
             retry: self.config.retry.clone(),
             wakeups: self.wakeups.clone(),
             per_queue: self.per_queue.clone(),
+            slots: self.slots.clone(),
+            max_in_flight: self.config.max_in_flight,
             _permit: permit,
         };
+        telemetry::in_flight(self.config.max_in_flight - self.slots.available_permits());
         self.deliveries.spawn(delivery.run(queue, job));
     }
 
@@ -255,6 +259,8 @@ struct Delivery {
     retry: RetryPolicy,
     wakeups: Wakeups,
     per_queue: Arc<Mutex<HashMap<QueueName, usize>>>,
+    slots: Arc<Semaphore>,
+    max_in_flight: usize,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -266,6 +272,14 @@ impl Delivery {
             .deliver(&queue, job.id, job.attempt, job.payload, now_millis())
             .await;
         let now = now_millis();
+        record_metrics(
+            &queue.name,
+            &result,
+            job.created_at,
+            now,
+            self.retry.max_attempts(),
+            job.attempt,
+        );
         let outcome = outcome_of(&self.retry, result, job.attempt, now);
         match &outcome {
             Outcome::Delivered => tracing::debug!("delivered"),
@@ -301,7 +315,33 @@ impl Delivery {
         }
         drop(per_queue);
         drop(self._permit);
+        telemetry::in_flight(self.max_in_flight - self.slots.available_permits());
         self.wakeups.poke();
+    }
+}
+
+fn record_metrics(
+    queue: &QueueName,
+    result: &AttemptResult,
+    created_at: UnixMillis,
+    now: UnixMillis,
+    max_attempts: u32,
+    attempt: u32,
+) {
+    match result {
+        AttemptResult::Delivered { latency_ms, .. } => telemetry::job_delivered(
+            queue,
+            Duration::from_millis(*latency_ms),
+            Duration::from_millis(now.saturating_sub(created_at).max(0) as u64),
+        ),
+        AttemptResult::Failed {
+            status, latency_ms, ..
+        } => {
+            telemetry::attempt_failed(queue, *status, Duration::from_millis(*latency_ms));
+            if attempt >= max_attempts {
+                telemetry::job_dead_lettered(queue, "max_attempts_reached");
+            }
+        }
     }
 }
 

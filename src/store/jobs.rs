@@ -376,16 +376,19 @@ pub fn recover_stale_leases(
 }
 
 /// Dead-letter (reason `expired`) up to `limit` ready jobs created before `cutoff`: a job
-/// not delivered within its time to live is never silently dropped. Returns how many.
-pub fn expire(conn: &Connection, cutoff: UnixMillis, now: UnixMillis, limit: usize) -> StoreResult<usize> {
+/// not delivered within its time to live is never silently dropped. Returns the queue of
+/// each expired job.
+pub fn expire(conn: &Connection, cutoff: UnixMillis, now: UnixMillis, limit: usize) -> StoreResult<Vec<QueueName>> {
     // Ids are UUIDv7: every id below the first possible id of `cutoff` was created before it,
     // so the unique index on id finds them without a scan.
     let bound = JobId::first_of_millis(cutoff);
-    let expired: Vec<JobId> = conn
-        .prepare_cached("SELECT id FROM jobs WHERE id < ?1 AND status = 0 LIMIT ?2")?
-        .query_map(params![&bound.as_bytes()[..], limit as i64], |row| id_from_row(row, 0))?
+    let expired: Vec<(JobId, QueueName)> = conn
+        .prepare_cached("SELECT id, queue FROM jobs WHERE id < ?1 AND status = 0 LIMIT ?2")?
+        .query_map(params![&bound.as_bytes()[..], limit as i64], |row| {
+            Ok((id_from_row(row, 0)?, QueueName::from_stored(row.get(1)?)))
+        })?
         .collect::<Result<_, _>>()?;
-    for id in &expired {
+    for (id, _) in &expired {
         conn.prepare_cached(
             "UPDATE jobs SET last_error = coalesce(last_error, 'expired: not delivered within the job TTL')
              WHERE id = ?1",
@@ -393,7 +396,7 @@ pub fn expire(conn: &Connection, cutoff: UnixMillis, now: UnixMillis, limit: usi
         .execute([&id.as_bytes()[..]])?;
         dead_letters::bury(conn, *id, FailureReason::Expired, now)?;
     }
-    Ok(expired.len())
+    Ok(expired.into_iter().map(|(_, queue)| queue).collect())
 }
 
 #[cfg(test)]

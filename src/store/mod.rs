@@ -313,7 +313,7 @@ impl Store {
         cutoff: UnixMillis,
         now: UnixMillis,
         limit: usize,
-    ) -> StoreResult<usize> {
+    ) -> StoreResult<Vec<QueueName>> {
         self.writer
             .write(move |conn| jobs::expire(conn, cutoff, now, limit))
             .await
@@ -330,6 +330,33 @@ impl Store {
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
         self.reader
             .read(move |conn| jobs::next_due(conn, &queue))
+            .await
+    }
+
+    /// READY jobs and pending dead letters per queue (for the metrics' depth gauges).
+    pub async fn queue_depths(
+        &self,
+    ) -> StoreResult<(Vec<(QueueName, u64)>, Vec<(QueueName, u64)>)> {
+        self.reader
+            .read(|conn| {
+                let count_by_queue = |sql: &str| -> StoreResult<Vec<(QueueName, u64)>> {
+                    let mut stmt = conn.prepare_cached(sql)?;
+                    let rows = stmt.query_map([], |row| {
+                        Ok((QueueName::from_stored(row.get(0)?), row.get::<_, i64>(1)?.max(0) as u64))
+                    })?;
+                    Ok(rows.collect::<Result<_, _>>()?)
+                };
+                Ok((
+                    count_by_queue(
+                        "SELECT q.name, (SELECT count(*) FROM jobs j WHERE j.queue = q.name) FROM queues q",
+                    )?,
+                    count_by_queue(
+                        "SELECT q.name, (SELECT count(*) FROM dead_letters d
+                                         WHERE d.queue = q.name AND d.state = 'pending')
+                         FROM queues q",
+                    )?,
+                ))
+            })
             .await
     }
 

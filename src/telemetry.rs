@@ -1,0 +1,169 @@
+//! Prometheus metrics: the names hookq records, the recorder behind `GET /metrics`, and the
+//! bound on queue-name label values (queue names are user input: their number is capped).
+
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::model::QueueName;
+
+pub const JOBS_ENQUEUED: &str = "hookq_jobs_enqueued_total";
+pub const JOBS_DELIVERED: &str = "hookq_jobs_delivered_total";
+pub const ATTEMPTS_FAILED: &str = "hookq_delivery_attempts_failed_total";
+pub const JOBS_DEAD_LETTERED: &str = "hookq_jobs_dead_lettered_total";
+pub const DELIVERY_DURATION: &str = "hookq_delivery_duration_seconds";
+pub const DELIVERY_LAG: &str = "hookq_enqueue_to_delivery_seconds";
+pub const IN_FLIGHT: &str = "hookq_deliveries_in_flight";
+pub const QUEUE_READY: &str = "hookq_queue_ready_jobs";
+pub const QUEUE_DEAD: &str = "hookq_queue_dead_letters_pending";
+pub const WRITER_BATCH: &str = "hookq_writer_batch_size";
+pub const WRITER_COMMIT: &str = "hookq_writer_commit_seconds";
+pub const DLQ_ALERT: &str = "hookq_dlq_alert";
+
+/// Distinct queue names that get their own label value; the rest share `_other`.
+pub const MAX_QUEUE_LABELS: usize = 200;
+
+/// The process-wide recorder (the `metrics` facade has one global recorder), installed on
+/// first use. Several servers in one process (tests) share it.
+pub fn handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let seconds = [
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            60.0, 300.0, 3600.0,
+        ];
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
+            .and_then(|b| {
+                b.set_buckets_for_metric(
+                    Matcher::Full(WRITER_BATCH.into()),
+                    &[
+                        1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+                    ],
+                )
+            })
+            .map(PrometheusBuilder::build_recorder);
+        match recorder {
+            Ok(recorder) => {
+                let handle = recorder.handle();
+                // Fails only if another recorder was installed first; ours still renders.
+                let _ = metrics::set_global_recorder(recorder);
+                handle
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot configure metric buckets; using defaults");
+                let recorder = PrometheusBuilder::new().build_recorder();
+                let handle = recorder.handle();
+                let _ = metrics::set_global_recorder(recorder);
+                handle
+            }
+        }
+    })
+}
+
+/// The label value for a queue: its name, for the first [`MAX_QUEUE_LABELS`] names seen.
+pub fn queue_label(queue: &QueueName) -> String {
+    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let mut seen = SEEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if seen.contains(queue.as_str()) {
+        return queue.to_string();
+    }
+    if seen.len() < MAX_QUEUE_LABELS {
+        seen.insert(queue.to_string());
+        return queue.to_string();
+    }
+    "_other".to_owned()
+}
+
+/// `2xx`…`5xx` for an HTTP status, `transport` for none.
+pub fn status_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(100..=199) => "1xx",
+        Some(200..=299) => "2xx",
+        Some(300..=399) => "3xx",
+        Some(400..=499) => "4xx",
+        Some(_) => "5xx",
+        None => "transport",
+    }
+}
+
+pub fn job_enqueued(queue: &QueueName) {
+    counter!(JOBS_ENQUEUED, "queue" => queue_label(queue)).increment(1);
+}
+
+pub fn job_delivered(queue: &QueueName, latency: Duration, lag: Duration) {
+    let label = queue_label(queue);
+    counter!(JOBS_DELIVERED, "queue" => label.clone()).increment(1);
+    histogram!(DELIVERY_DURATION, "queue" => label.clone()).record(latency.as_secs_f64());
+    histogram!(DELIVERY_LAG, "queue" => label).record(lag.as_secs_f64());
+}
+
+pub fn attempt_failed(queue: &QueueName, status: Option<u16>, latency: Duration) {
+    let label = queue_label(queue);
+    counter!(ATTEMPTS_FAILED, "queue" => label.clone(), "status_class" => status_class(status))
+        .increment(1);
+    histogram!(DELIVERY_DURATION, "queue" => label).record(latency.as_secs_f64());
+}
+
+pub fn job_dead_lettered(queue: &QueueName, reason: &'static str) {
+    counter!(JOBS_DEAD_LETTERED, "queue" => queue_label(queue), "reason" => reason).increment(1);
+}
+
+pub fn in_flight(count: usize) {
+    gauge!(IN_FLIGHT).set(count as f64);
+}
+
+pub fn writer_batch(ops: usize, commit: Duration) {
+    histogram!(WRITER_BATCH).record(ops as f64);
+    histogram!(WRITER_COMMIT).record(commit.as_secs_f64());
+}
+
+pub fn queue_depths(ready: &[(QueueName, u64)], dead: &[(QueueName, u64)]) {
+    for (queue, count) in ready {
+        gauge!(QUEUE_READY, "queue" => queue_label(queue)).set(*count as f64);
+    }
+    for (queue, count) in dead {
+        gauge!(QUEUE_DEAD, "queue" => queue_label(queue)).set(*count as f64);
+    }
+}
+
+pub fn dlq_alert(alert: &'static str, raised: bool) {
+    gauge!(DLQ_ALERT, "alert" => alert).set(if raised { 1.0 } else { 0.0 });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_classes() {
+        assert_eq!(status_class(Some(503)), "5xx");
+        assert_eq!(status_class(Some(404)), "4xx");
+        assert_eq!(status_class(Some(302)), "3xx");
+        assert_eq!(status_class(None), "transport");
+    }
+
+    #[test]
+    fn recorded_metrics_render_in_prometheus_text() {
+        let handle = handle();
+        let queue = QueueName::parse("telemetry-test").unwrap();
+        job_enqueued(&queue);
+        attempt_failed(&queue, Some(500), Duration::from_millis(3));
+        let text = handle.render();
+        assert!(
+            text.contains("hookq_jobs_enqueued_total{queue=\"telemetry-test\"}"),
+            "{text}"
+        );
+        assert!(text.contains("status_class=\"5xx\""), "{text}");
+        assert!(
+            text.contains("hookq_delivery_duration_seconds_bucket"),
+            "{text}"
+        );
+    }
+}
