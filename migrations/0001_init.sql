@@ -23,7 +23,9 @@ CREATE TABLE jobs (
     created_at   INTEGER NOT NULL,
     last_error   TEXT,
     last_status  INTEGER,
-    replay_count INTEGER NOT NULL DEFAULT 0
+    replay_count INTEGER NOT NULL DEFAULT 0,
+    -- When a replayed job's time to live starts (its replay); NULL: at creation (the id).
+    ttl_from     INTEGER
 );
 
 -- Claiming: the due ready jobs of one queue, oldest first. Partial, so it holds only what
@@ -32,6 +34,10 @@ CREATE INDEX jobs_ready ON jobs(queue, run_at) WHERE status = 0;
 
 -- Stale-lease recovery: in-flight jobs by lease expiry.
 CREATE INDEX jobs_leased ON jobs(leased_until) WHERE status = 1;
+
+-- TTL expiry of replayed jobs (fresh jobs expire by id, which encodes their creation time).
+-- Partial: a job that was never replayed costs nothing here.
+CREATE INDEX jobs_ttl_replayed ON jobs(ttl_from) WHERE ttl_from IS NOT NULL;
 
 -- Listing a queue's READY jobs in id (= creation) order.
 CREATE INDEX jobs_by_queue ON jobs(queue, id);

@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 
+use crate::dispatch::guard::AddressPolicy;
+
 /// Flags of `hookq serve` (also the default command). Every flag has a `HOOKQ_*` variable.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -42,6 +44,16 @@ pub struct ServeArgs {
     /// Log a warning (and raise the metric) when more dead letters than this are pending.
     #[arg(long, env = "HOOKQ_DLQ_ALERT_PENDING", default_value_t = 100)]
     pub dlq_alert_pending: u64,
+
+    /// CIDRs that deliveries may reach even though they are not public addresses
+    /// (comma-separated, e.g. `10.0.0.0/8,fd00::/8`). Only matters with an API key: an open
+    /// loopback server may deliver anywhere.
+    #[arg(long, env = "HOOKQ_TARGET_ALLOWLIST", value_delimiter = ',')]
+    pub target_allowlist: Vec<ipnet::IpNet>,
+
+    /// Refuse plain-http targets (at queue creation and at delivery).
+    #[arg(long, env = "HOOKQ_HTTPS_ONLY", default_value = "off", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub https_only: bool,
 
     /// Delivery attempts before a job is dead-lettered (status ERROR).
     #[arg(long, env = "HOOKQ_MAX_ATTEMPTS", default_value_t = 5)]
@@ -97,6 +109,8 @@ pub struct Config {
     pub job_ttl: Duration,
     pub dlq_retention: Duration,
     pub dlq_alert_pending: u64,
+    pub target_allowlist: Vec<ipnet::IpNet>,
+    pub https_only: bool,
     pub max_attempts: u32,
     pub backoff: Vec<Duration>,
     pub delivery_timeout: Duration,
@@ -145,6 +159,15 @@ impl std::fmt::Debug for ApiKey {
 }
 
 impl Config {
+    /// Which addresses deliveries may reach: everything on an open loopback server (local
+    /// development), only public addresses and the allowlist once an API key is set.
+    pub fn address_policy(&self) -> AddressPolicy {
+        AddressPolicy {
+            block_private: self.api_key.is_some(),
+            allowlist: self.target_allowlist.clone(),
+        }
+    }
+
     /// The key the /admin routes require, if any: the admin key, else the API key.
     pub fn admin_key(&self) -> Option<&ApiKey> {
         self.admin_key.as_ref().or(self.api_key.as_ref())
@@ -160,6 +183,8 @@ impl Config {
             job_ttl: Duration::from_secs(7 * 24 * 3600),
             dlq_retention: Duration::from_secs(30 * 24 * 3600),
             dlq_alert_pending: 100,
+            target_allowlist: Vec::new(),
+            https_only: false,
             max_attempts: 5,
             backoff: parse_backoff("1s,5s,15s,30s,60s").unwrap_or_default(),
             delivery_timeout: Duration::from_secs(30),
@@ -187,14 +212,14 @@ impl Config {
             job_ttl: args.job_ttl,
             dlq_retention: args.dlq_retention,
             dlq_alert_pending: args.dlq_alert_pending,
+            target_allowlist: args.target_allowlist,
+            https_only: args.https_only,
             max_attempts: args.max_attempts,
             backoff: parse_backoff(&args.backoff).context("invalid HOOKQ_BACKOFF / --backoff")?,
             delivery_timeout: args.delivery_timeout,
             lease_timeout: args.lease_timeout,
             max_in_flight: args.max_in_flight,
-            max_in_flight_per_queue: args
-                .max_in_flight_per_queue
-                .unwrap_or(args.max_in_flight),
+            max_in_flight_per_queue: args.max_in_flight_per_queue.unwrap_or(args.max_in_flight),
             max_job_bytes: args.max_job_bytes,
             dispatch: args.dispatch,
             synchronous: if args.synchronous.eq_ignore_ascii_case("normal") {
@@ -221,7 +246,11 @@ impl Config {
                 self.listen
             );
         }
-        if self.admin_key.as_ref().is_some_and(|k| k.expose().trim().is_empty()) {
+        if self
+            .admin_key
+            .as_ref()
+            .is_some_and(|k| k.expose().trim().is_empty())
+        {
             bail!("HOOKQ_ADMIN_KEY / --admin-key must not be empty");
         }
         if self.admin_key.is_some() && self.api_key.is_none() && !self.listen.ip().is_loopback() {
@@ -284,9 +313,8 @@ pub fn parse_backoff(raw: &str) -> anyhow::Result<Vec<Duration>> {
 
 /// `$XDG_DATA_HOME/hookq/hookq.db` (or the platform's equivalent).
 fn default_db_path() -> anyhow::Result<PathBuf> {
-    let dir = dirs::data_dir().context(
-        "cannot find the OS data directory (no HOME?); pass --db or set HOOKQ_DB",
-    )?;
+    let dir = dirs::data_dir()
+        .context("cannot find the OS data directory (no HOME?); pass --db or set HOOKQ_DB")?;
     Ok(dir.join("hookq").join("hookq.db"))
 }
 
@@ -353,7 +381,10 @@ mod tests {
         .unwrap();
         let config = Config::from_args(cli.serve).unwrap();
         assert!(!config.dispatch);
-        assert_eq!(config.backoff, vec![Duration::from_millis(500), Duration::from_secs(2)]);
+        assert_eq!(
+            config.backoff,
+            vec![Duration::from_millis(500), Duration::from_secs(2)]
+        );
         assert_eq!(config.synchronous, Synchronous::Normal);
         assert_eq!(config.job_ttl, Duration::from_secs(7 * 24 * 3600));
         assert_eq!(config.max_in_flight_per_queue, 256);

@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use api::AppState;
 use config::Config;
-use dispatch::{DispatchConfig, Dispatcher, Deliverer, RetryPolicy, Wakeups};
+use dispatch::{Deliverer, DispatchConfig, Dispatcher, RetryPolicy, Wakeups};
 use maintenance::Maintenance;
 use store::{Store, WriterDone};
 
@@ -93,7 +93,11 @@ impl Server {
         let dispatcher = if config.dispatch {
             let dispatcher = Dispatcher::new(
                 state.store.clone(),
-                Deliverer::new(config.delivery_timeout)?,
+                Deliverer::new(
+                    config.delivery_timeout,
+                    config.address_policy(),
+                    config.https_only,
+                )?,
                 DispatchConfig {
                     max_in_flight: config.max_in_flight,
                     max_in_flight_per_queue: config.max_in_flight_per_queue,

@@ -86,7 +86,11 @@ impl Maintenance {
 
     /// Expired leases back to READY (or dead-lettered). Returns how many were recovered.
     pub async fn recover_stale_leases(&self, now: UnixMillis) -> usize {
-        match self.store.recover_stale_leases(now, self.max_attempts).await {
+        match self
+            .store
+            .recover_stale_leases(now, self.max_attempts)
+            .await
+        {
             Ok(0) => 0,
             Ok(count) => {
                 tracing::warn!(jobs = count, "recovered jobs whose delivery lease expired");
@@ -123,7 +127,10 @@ impl Maintenance {
             }
         }
         if total > 0 {
-            tracing::warn!(jobs = total, "jobs not delivered within their TTL were dead-lettered (reason: expired)");
+            tracing::warn!(
+                jobs = total,
+                "jobs not delivered within their TTL were dead-lettered (reason: expired)"
+            );
         }
         total
     }
@@ -149,7 +156,10 @@ impl Maintenance {
             }
         }
         if total > 0 {
-            tracing::info!(records = total, "deleted closed dead letters past retention");
+            tracing::info!(
+                records = total,
+                "deleted closed dead letters past retention"
+            );
         }
         total
     }
@@ -169,22 +179,34 @@ impl Maintenance {
             "too_many_pending",
             &self.alerts.too_many_pending,
             pending > self.dlq_alert_pending,
-            || format!("{pending} dead letters pending (threshold {})", self.dlq_alert_pending),
+            || {
+                format!(
+                    "{pending} dead letters pending (threshold {})",
+                    self.dlq_alert_pending
+                )
+            },
         );
         update_alert(
             "oldest_pending_stale",
             &self.alerts.oldest_pending_stale,
             oldest_age > STALE_PENDING_AGE_MS,
-            || format!("the oldest pending dead letter is {} h old", oldest_age / 3_600_000),
+            || {
+                format!(
+                    "the oldest pending dead letter is {} h old",
+                    oldest_age / 3_600_000
+                )
+            },
         );
         update_alert(
             "repeat_failures",
             &self.alerts.repeat_failures,
             stats.repeat_failures > 0,
-            || format!(
-                "{} pending dead letters failed again after more than {REPEAT_FAILURE_REPLAYS} replays",
-                stats.repeat_failures
-            ),
+            || {
+                format!(
+                    "{} pending dead letters failed again after more than {REPEAT_FAILURE_REPLAYS} replays",
+                    stats.repeat_failures
+                )
+            },
         );
     }
 

@@ -88,6 +88,15 @@ impl Target {
         Self::parse(raw)
     }
 
+    /// The target's host when it is a literal IP address.
+    pub fn ip(&self) -> Option<std::net::IpAddr> {
+        match self.0.host()? {
+            url::Host::Ipv4(ip) => Some(ip.into()),
+            url::Host::Ipv6(ip) => Some(ip.into()),
+            url::Host::Domain(_) => None,
+        }
+    }
+
     pub fn url(&self) -> &reqwest::Url {
         &self.0
     }
@@ -106,7 +115,9 @@ impl Secret {
 
     pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
         if raw.is_empty() {
-            return Err(invalid("secret must not be empty; omit it to send unsigned jobs"));
+            return Err(invalid(
+                "secret must not be empty; omit it to send unsigned jobs",
+            ));
         }
         if raw.chars().count() > Self::MAX_LEN {
             return Err(invalid(format!(

@@ -109,8 +109,14 @@ mod tests {
     #[test]
     fn accepts_the_key_as_bearer_or_x_api_key() {
         let key = ApiKey::new(KEY.into());
-        assert!(is_authorized(&headers("authorization", &format!("Bearer {KEY}")), &key));
-        assert!(is_authorized(&headers("authorization", &format!("bearer {KEY}")), &key));
+        assert!(is_authorized(
+            &headers("authorization", &format!("Bearer {KEY}")),
+            &key
+        ));
+        assert!(is_authorized(
+            &headers("authorization", &format!("bearer {KEY}")),
+            &key
+        ));
         assert!(is_authorized(&headers("x-api-key", KEY), &key));
         assert!(!is_authorized(&headers("x-api-key", "wrong"), &key));
         assert!(!is_authorized(&headers("authorization", KEY), &key));
@@ -121,9 +127,15 @@ mod tests {
     fn accepts_a_fresh_hs256_jwt_signed_with_the_key() {
         let key = ApiKey::new(KEY.into());
         let ok = jwt(Algorithm::HS256, KEY, 300);
-        assert!(is_authorized(&headers("authorization", &format!("Bearer {ok}")), &key));
+        assert!(is_authorized(
+            &headers("authorization", &format!("Bearer {ok}")),
+            &key
+        ));
         let skewed = jwt(Algorithm::HS256, KEY, -30);
-        assert!(is_authorized(&headers("authorization", &format!("Bearer {skewed}")), &key));
+        assert!(is_authorized(
+            &headers("authorization", &format!("Bearer {skewed}")),
+            &key
+        ));
     }
 
     #[test]
@@ -134,11 +146,17 @@ mod tests {
             jwt(Algorithm::HS256, "another-key-entirely", 300),
             jwt(Algorithm::HS512, KEY, 300),
         ] {
-            assert!(!is_authorized(&headers("authorization", &format!("Bearer {token}")), &key));
+            assert!(!is_authorized(
+                &headers("authorization", &format!("Bearer {token}")),
+                &key
+            ));
         }
         // alg "none": header {"alg":"none"}, no signature.
         let none = "eyJhbGciOiJub25lIn0.eyJleHAiOjQxMDI0NDQ4MDB9.";
-        assert!(!is_authorized(&headers("authorization", &format!("Bearer {none}")), &key));
+        assert!(!is_authorized(
+            &headers("authorization", &format!("Bearer {none}")),
+            &key
+        ));
         // A token without exp.
         let no_exp = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
@@ -146,6 +164,9 @@ mod tests {
             &EncodingKey::from_secret(KEY.as_bytes()),
         )
         .unwrap();
-        assert!(!is_authorized(&headers("authorization", &format!("Bearer {no_exp}")), &key));
+        assert!(!is_authorized(
+            &headers("authorization", &format!("Bearer {no_exp}")),
+            &key
+        ));
     }
 }

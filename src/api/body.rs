@@ -13,8 +13,8 @@ pub async fn read_limited(body: Body, limit: usize) -> ApiResult<Vec<u8>> {
     let mut stream = body.into_data_stream();
     let mut bytes = Vec::new();
     while let Some(chunk) = stream.next().await {
-        let chunk =
-            chunk.map_err(|e| ApiError::BadRequest(format!("cannot read the request body: {e}")))?;
+        let chunk = chunk
+            .map_err(|e| ApiError::BadRequest(format!("cannot read the request body: {e}")))?;
         if bytes.len() + chunk.len() > limit {
             return Err(too_large());
         }

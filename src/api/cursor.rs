@@ -63,7 +63,10 @@ mod tests {
         let id = JobId::new();
         for cursor in [
             Cursor::Ready(id),
-            Cursor::Error(Position { failed_at: 1_700_000_000_000, id }),
+            Cursor::Error(Position {
+                failed_at: 1_700_000_000_000,
+                id,
+            }),
         ] {
             assert_eq!(Cursor::decode(&cursor.encode()).unwrap(), cursor);
         }

@@ -99,18 +99,22 @@ async fn list(
         .await?;
     let has_more = letters.len() > limit;
     letters.truncate(limit);
-    let next_cursor = has_more
-        .then(|| letters.last())
-        .flatten()
-        .map(|l| Cursor::Error(crate::store::Position { failed_at: l.failed_at, id: l.id }).encode());
+    let next_cursor = has_more.then(|| letters.last()).flatten().map(|l| {
+        Cursor::Error(crate::store::Position {
+            failed_at: l.failed_at,
+            id: l.id,
+        })
+        .encode()
+    });
     let messages = letters
         .into_iter()
         .map(|letter| {
             let payload = letter.payload.clone();
-            let mut message = serde_json::to_value(&letter)
-                .map_err(|e| ApiError::Internal(e.into()))?;
+            let mut message =
+                serde_json::to_value(&letter).map_err(|e| ApiError::Internal(e.into()))?;
             if let Some(payload) = payload {
-                let raw = RawValue::from_string(payload).map_err(|e| ApiError::Internal(e.into()))?;
+                let raw =
+                    RawValue::from_string(payload).map_err(|e| ApiError::Internal(e.into()))?;
                 message["payload"] =
                     serde_json::to_value(raw).map_err(|e| ApiError::Internal(e.into()))?;
             }
@@ -160,8 +164,9 @@ impl SelectionBody {
                 let mut parsed = ids
                     .iter()
                     .map(|raw| {
-                        JobId::parse(raw)
-                            .map_err(|_| ApiError::Unprocessable(format!("`{raw}` is not a job id")))
+                        JobId::parse(raw).map_err(|_| {
+                            ApiError::Unprocessable(format!("`{raw}` is not a job id"))
+                        })
                     })
                     .collect::<ApiResult<Vec<_>>>()?;
                 parsed.sort();
@@ -212,7 +217,11 @@ async fn replay(State(state): State<AppState>, body: Body) -> ApiResult<Json<Val
                 queue: Some(queue.clone()),
                 state: Some(DlqState::Pending),
             };
-            state.store.list_dead_letters(filter, None, 1, true, false).await?.1
+            state
+                .store
+                .list_dead_letters(filter, None, 1, true, false)
+                .await?
+                .1
         }
     };
     let now = now_millis();

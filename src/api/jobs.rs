@@ -15,7 +15,9 @@ use super::cursor::{Cursor, invalid_cursor};
 use super::error::{ApiError, ApiResult};
 use super::queues::existing_queue_name;
 use crate::model::{JobId, JobStatus, QueueName, now_millis};
-use crate::store::{AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, Position, Selection};
+use crate::store::{
+    AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, Position, Selection,
+};
 
 pub const DEFAULT_PAGE: usize = 100;
 pub const MAX_PAGE: usize = 1000;
@@ -55,7 +57,10 @@ impl TryFrom<JobRecord> for JobView {
 
     fn try_from(record: JobRecord) -> ApiResult<Self> {
         let job = RawValue::from_string(record.payload).map_err(|e| {
-            ApiError::Internal(anyhow::anyhow!("stored payload of job {} is not JSON: {e}", record.id))
+            ApiError::Internal(anyhow::anyhow!(
+                "stored payload of job {} is not JSON: {e}",
+                record.id
+            ))
         })?;
         let status = match record.state {
             JobState::Dead => JobStatus::Error,
@@ -122,7 +127,10 @@ pub async fn list_jobs(
                 .store
                 .list_dead_letters(filter, after, limit + 1, false, true)
                 .await?;
-            let records = letters.into_iter().map(DeadLetter::into_job_record).collect();
+            let records = letters
+                .into_iter()
+                .map(DeadLetter::into_job_record)
+                .collect();
             (records, |r| {
                 Cursor::Error(Position {
                     failed_at: r.run_at,
@@ -195,7 +203,10 @@ async fn cancel_job(
     let (queue, id) = job_path(path)?;
     require_queue(&state, &queue)?;
     state.store.cancel(queue, id).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "ok": true, "id": id.to_string() }))))
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "ok": true, "id": id.to_string() })),
+    ))
 }
 
 async fn retry_job(
@@ -228,5 +239,8 @@ async fn retry_job(
     if state.config.dispatch {
         state.wakeups.mark_due(&queue, now);
     }
-    Ok((StatusCode::CREATED, Json(json!({ "ok": true, "id": id.to_string() }))))
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "ok": true, "id": id.to_string() })),
+    ))
 }

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiResult};
+use crate::dispatch::guard::AddressPolicy;
 use crate::json;
 use crate::model::{JobId, QueueName, Secret, Target, now_millis};
 use crate::store::Queue;
@@ -31,7 +32,9 @@ pub fn router() -> Router<AppState> {
 }
 
 /// A queue named in the path: a name that cannot be valid cannot exist either.
-pub(super) fn existing_queue_name(path: Result<Path<String>, PathRejection>) -> ApiResult<QueueName> {
+pub(super) fn existing_queue_name(
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<QueueName> {
     let Path(raw) = path.map_err(|_| ApiError::queue_not_found())?;
     QueueName::parse(&raw).map_err(|_| ApiError::queue_not_found())
 }
@@ -65,6 +68,7 @@ async fn create_queue(
     let request: CreateQueue = parse_json(&bytes)?;
     let name = QueueName::parse(&raw_name).map_err(|e| ApiError::Unprocessable(e.0))?;
     let target = Target::parse(&request.target).map_err(|e| ApiError::Unprocessable(e.0))?;
+    check_target_allowed(&state, &target)?;
     let secret = request
         .secret
         .as_deref()
@@ -82,6 +86,22 @@ async fn create_queue(
         .await?;
     tracing::info!(queue = %name, "queue created");
     Ok((StatusCode::CREATED, Json(json!({ "ok": true }))))
+}
+
+/// Refuse at creation what delivery would refuse anyway: plain http under HOOKQ_HTTPS_ONLY,
+/// and a literal IP address the SSRF guard blocks. (Names are checked at connect time.)
+fn check_target_allowed(state: &AppState, target: &Target) -> ApiResult<()> {
+    if state.config.https_only && target.url().scheme() != "https" {
+        return Err(ApiError::Unprocessable(
+            "target must use https (HOOKQ_HTTPS_ONLY is on)".into(),
+        ));
+    }
+    if let Some(ip) = target.ip() {
+        if !state.config.address_policy().allows(ip) {
+            return Err(ApiError::Unprocessable(AddressPolicy::refusal(ip)));
+        }
+    }
+    Ok(())
 }
 
 async fn delete_queue(
@@ -110,7 +130,9 @@ async fn enqueue(
     let payload = json::canonicalize(&bytes)
         .map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))?;
     if !payload.is_object() {
-        return Err(ApiError::Unprocessable("a job must be a JSON object".into()));
+        return Err(ApiError::Unprocessable(
+            "a job must be a JSON object".into(),
+        ));
     }
     let id = JobId::new();
     let now = now_millis();

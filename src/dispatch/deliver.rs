@@ -5,6 +5,9 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_TYPE, HeaderValue, LOCATION, RETRY_AFTER, USER_AGENT};
 
+use std::sync::Arc;
+
+use super::guard::{AddressPolicy, GuardedResolver};
 use crate::model::{JobId, UnixMillis};
 use crate::signature;
 use crate::store::Queue;
@@ -34,10 +37,15 @@ pub enum AttemptResult {
 #[derive(Clone)]
 pub struct Deliverer {
     client: reqwest::Client,
+    policy: Arc<AddressPolicy>,
+    https_only: bool,
 }
 
 impl Deliverer {
-    pub fn new(timeout: Duration) -> anyhow::Result<Self> {
+    /// `policy` is enforced at connect time (see [`guard`](super::guard)); `https_only`
+    /// refuses plain-HTTP targets.
+    pub fn new(timeout: Duration, policy: AddressPolicy, https_only: bool) -> anyhow::Result<Self> {
+        let policy = Arc::new(policy);
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
@@ -46,8 +54,15 @@ impl Deliverer {
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(256)
             .tcp_nodelay(true)
+            .dns_resolver(Arc::new(GuardedResolver {
+                policy: policy.clone(),
+            }))
             .build()?;
-        Ok(Self { client })
+        Ok(Self {
+            client,
+            policy,
+            https_only,
+        })
     }
 
     /// POST one job. `payload` is its canonical JSON; `now` stamps the signature.
@@ -59,6 +74,14 @@ impl Deliverer {
         payload: String,
         now: UnixMillis,
     ) -> AttemptResult {
+        if let Err(error) = self.check_target(queue) {
+            return AttemptResult::Failed {
+                error,
+                status: None,
+                retry_after: None,
+                latency_ms: 0,
+            };
+        }
         let mut request = self
             .client
             .post(queue.target.url().clone())
@@ -97,7 +120,10 @@ impl Deliverer {
         let mut error = match body {
             Ok(body) if !body.is_empty() => String::from_utf8_lossy(&body).into_owned(),
             Ok(_) => format!("HTTP {status} with an empty body"),
-            Err(err) => format!("HTTP {status}; reading the body failed: {}", error_chain(&err)),
+            Err(err) => format!(
+                "HTTP {status}; reading the body failed: {}",
+                error_chain(&err)
+            ),
         };
         if status.is_redirection() {
             error = format!(
@@ -112,31 +138,43 @@ impl Deliverer {
             latency_ms,
         }
     }
-
 }
 
 fn transport_failure(err: &reqwest::Error, started: Instant) -> AttemptResult {
-        let error = if err.is_timeout() {
-            format!(
-                "timed out after {} waiting for the worker ({})",
-                humantime::format_duration(Duration::from_millis(elapsed_ms(started))),
-                error_chain(err)
-            )
-        } else if err.is_connect() {
-            format!("connection failed: {}", error_chain(err))
-        } else {
-            format!("request failed: {}", error_chain(err))
-        };
-        AttemptResult::Failed {
-            error,
-            status: None,
-            retry_after: None,
-            latency_ms: elapsed_ms(started),
-        }
+    let error = if err.is_timeout() {
+        format!(
+            "timed out after {} waiting for the worker ({})",
+            humantime::format_duration(Duration::from_millis(elapsed_ms(started))),
+            error_chain(err)
+        )
+    } else if err.is_connect() {
+        format!("connection failed: {}", error_chain(err))
+    } else {
+        format!("request failed: {}", error_chain(err))
+    };
+    AttemptResult::Failed {
+        error,
+        status: None,
+        retry_after: None,
+        latency_ms: elapsed_ms(started),
+    }
 }
 
 fn elapsed_ms(started: Instant) -> u64 {
     started.elapsed().as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+impl Deliverer {
+    /// What the resolver cannot see: literal IP targets (no DNS lookup) and the scheme.
+    fn check_target(&self, queue: &Queue) -> Result<(), String> {
+        if self.https_only && queue.target.url().scheme() != "https" {
+            return Err("plain-http target refused: HOOKQ_HTTPS_ONLY is on".into());
+        }
+        match queue.target.ip() {
+            Some(ip) if !self.policy.allows(ip) => Err(AddressPolicy::refusal(ip)),
+            _ => Ok(()),
+        }
+    }
 }
 
 fn header_text(response: &reqwest::Response, name: reqwest::header::HeaderName) -> Option<String> {
@@ -148,7 +186,10 @@ fn header_text(response: &reqwest::Response, name: reqwest::header::HeaderName) 
 }
 
 /// Read at most `cap` bytes of the body; the rest is never read (or held in memory).
-async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<u8>, reqwest::Error> {
+async fn read_capped(
+    mut response: reqwest::Response,
+    cap: usize,
+) -> Result<Vec<u8>, reqwest::Error> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         let room = cap - body.len();

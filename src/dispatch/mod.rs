@@ -6,6 +6,7 @@
 //! queue in case anything was missed.
 
 pub mod deliver;
+pub mod guard;
 pub mod retry;
 pub mod wakeups;
 
@@ -146,7 +147,11 @@ impl Dispatcher {
                 continue;
             }
             let leased_until = now + self.config.lease_timeout.as_millis() as i64;
-            let claimed = match self.store.claim(name.clone(), now, leased_until, want).await {
+            let claimed = match self
+                .store
+                .claim(name.clone(), now, leased_until, want)
+                .await
+            {
                 Ok(jobs) => jobs,
                 Err(err) => {
                     tracing::error!(queue = %name, error = %err, "claim failed; will retry");
@@ -236,7 +241,10 @@ impl Dispatcher {
     async fn drain(&mut self) {
         let pending = self.deliveries.len();
         if pending > 0 {
-            tracing::info!(deliveries = pending, "waiting for in-flight deliveries to finish");
+            tracing::info!(
+                deliveries = pending,
+                "waiting for in-flight deliveries to finish"
+            );
         }
         let finished = tokio::time::timeout(self.config.shutdown_grace, async {
             while self.deliveries.join_next().await.is_some() {}
@@ -294,7 +302,11 @@ impl Delivery {
             Outcome::Retry { run_at, .. } => Some(*run_at),
             _ => None,
         };
-        match self.store.record_outcome(job.id, job.attempt, outcome).await {
+        match self
+            .store
+            .record_outcome(job.id, job.attempt, outcome)
+            .await
+        {
             Ok(true) => {
                 if let Some(at) = retry_at {
                     self.wakeups.mark_due(&queue.name, at);

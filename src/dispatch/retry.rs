@@ -62,10 +62,7 @@ mod tests {
     use super::*;
 
     fn policy() -> RetryPolicy {
-        RetryPolicy::new(
-            4,
-            vec![Duration::from_secs(1), Duration::from_secs(5)],
-        )
+        RetryPolicy::new(4, vec![Duration::from_secs(1), Duration::from_secs(5)])
     }
 
     #[test]
@@ -87,8 +84,14 @@ mod tests {
     #[test]
     fn retry_after_only_delays_and_is_capped() {
         let p = policy();
-        assert_eq!(p.next_attempt_at(1, 0, Some(Duration::from_millis(10))), Some(1000));
-        assert_eq!(p.next_attempt_at(1, 0, Some(Duration::from_secs(30))), Some(30_000));
+        assert_eq!(
+            p.next_attempt_at(1, 0, Some(Duration::from_millis(10))),
+            Some(1000)
+        );
+        assert_eq!(
+            p.next_attempt_at(1, 0, Some(Duration::from_secs(30))),
+            Some(30_000)
+        );
         assert_eq!(
             p.next_attempt_at(1, 0, Some(Duration::from_secs(86_400))),
             Some(3_600_000)

@@ -10,10 +10,8 @@ use rusqlite::{Connection, OpenFlags};
 use crate::config::Synchronous;
 
 /// Migrations in order; migration N (1-based) moves `user_version` from N-1 to N.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "0001_init",
-    include_str!("../../migrations/0001_init.sql"),
-)];
+const MIGRATIONS: &[(&str, &str)] =
+    &[("0001_init", include_str!("../../migrations/0001_init.sql"))];
 
 /// The schema version this binary expects.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -137,7 +135,10 @@ mod tests {
         let content = b"these are my notes, not a database".repeat(200);
         std::fs::write(&path, &content).unwrap();
         let err = open_writer(&path, Synchronous::Full).unwrap_err();
-        assert!(format!("{err:#}").contains("refusing to touch it"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("refusing to touch it"),
+            "{err:#}"
+        );
         assert_eq!(std::fs::read(&path).unwrap(), content);
     }
 

@@ -353,9 +353,9 @@ pub fn replay_claimed(
             let inserted = conn
                 .prepare_cached(
                     "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
-                            last_error, last_status, replay_count)
+                            last_error, last_status, replay_count, ttl_from)
                      SELECT id, queue, 0, payload, 0, ?2, created_at, last_error, last_status,
-                            replay_count + 1
+                            replay_count + 1, ?2
                      FROM dead_letters WHERE id = ?1 AND state = 'replaying'",
                 )?
                 .execute(params![key, run_at])?;
@@ -523,8 +523,11 @@ pub fn stats(conn: &Connection, now: UnixMillis) -> StoreResult<DlqStats> {
     for state in DlqState::ALL {
         stats.by_status.insert(state.as_str(), 0);
     }
-    let mut stmt = conn.prepare_cached("SELECT state, count(*) FROM dead_letters GROUP BY state")?;
-    for row in stmt.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))? {
+    let mut stmt =
+        conn.prepare_cached("SELECT state, count(*) FROM dead_letters GROUP BY state")?;
+    for row in stmt.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+    })? {
         let (state, count) = row?;
         if let Some(state) = DlqState::parse(&state) {
             stats.by_status.insert(state.as_str(), count as u64);
@@ -534,7 +537,9 @@ pub fn stats(conn: &Connection, now: UnixMillis) -> StoreResult<DlqStats> {
         "SELECT queue, count(*) AS n FROM dead_letters WHERE state = 'pending'
          GROUP BY queue ORDER BY n DESC, queue",
     )?;
-    for row in stmt.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))? {
+    for row in stmt.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+    })? {
         let (queue, count) = row?;
         if stats.top_failing_queues.len() < 10 {
             stats.top_failing_queues.push(CountOf {
@@ -552,7 +557,9 @@ pub fn stats(conn: &Connection, now: UnixMillis) -> StoreResult<DlqStats> {
         "SELECT last_status, count(*) AS n FROM dead_letters WHERE state = 'pending'
          GROUP BY last_status ORDER BY n DESC LIMIT 10",
     )?;
-    for row in stmt.query_map([], |row| Ok((row.get::<_, Option<u16>>(0)?, row.get::<_, i64>(1)?)))? {
+    for row in stmt.query_map([], |row| {
+        Ok((row.get::<_, Option<u16>>(0)?, row.get::<_, i64>(1)?))
+    })? {
         let (status, count) = row?;
         stats.top_status_codes.push(CountOf {
             key: status,
@@ -569,7 +576,9 @@ pub fn stats(conn: &Connection, now: UnixMillis) -> StoreResult<DlqStats> {
                  coalesce(sum(acknowledged_at >= ?1), 0)
              FROM dead_letters",
         )?
-        .query_row([day_ago], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
+        .query_row([day_ago], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })?;
     stats.repeat_failures = repeat as u64;
     stats.last_24h = Last24h {
         new_failures: new_failures as u64,

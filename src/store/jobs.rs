@@ -76,7 +76,10 @@ pub enum Outcome {
     /// 2xx: the job is done and removed.
     Delivered,
     /// Failed, attempts remain: back to ready at `run_at`.
-    Retry { run_at: UnixMillis, failure: Failure },
+    Retry {
+        run_at: UnixMillis,
+        failure: Failure,
+    },
     /// Failed for the last time: moved to the dead letters.
     Dead { failure: Failure },
 }
@@ -200,7 +203,12 @@ pub fn record_outcome(
 }
 
 /// Append a failed attempt to the job's history.
-fn record_attempt(conn: &Connection, id: JobId, attempt: u32, failure: &Failure) -> StoreResult<()> {
+fn record_attempt(
+    conn: &Connection,
+    id: JobId,
+    attempt: u32,
+    failure: &Failure,
+) -> StoreResult<()> {
     conn.prepare_cached(
         "INSERT INTO job_attempts(job_id, queue, attempt, at, status, latency_ms, error)
          SELECT id, queue, ?2, ?3, ?4, ?5, ?6 FROM jobs WHERE id = ?1",
@@ -289,7 +297,10 @@ pub fn list(
          WHERE queue = ?1 AND id > ?2
          ORDER BY id LIMIT ?3"
     ))?;
-    let rows = stmt.query_map(params![queue.as_str(), after, limit as i64], record_from_row)?;
+    let rows = stmt.query_map(
+        params![queue.as_str(), after, limit as i64],
+        record_from_row,
+    )?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -306,7 +317,9 @@ pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Optio
 fn state_of(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Option<JobState>> {
     let code: Option<i64> = conn
         .prepare_cached("SELECT status FROM jobs WHERE id = ?1 AND queue = ?2")?
-        .query_row(params![&id.as_bytes()[..], queue.as_str()], |row| row.get(0))
+        .query_row(params![&id.as_bytes()[..], queue.as_str()], |row| {
+            row.get(0)
+        })
         .optional()?;
     Ok(code.map(JobState::from_code).transpose()?)
 }
@@ -378,16 +391,35 @@ pub fn recover_stale_leases(
 /// Dead-letter (reason `expired`) up to `limit` ready jobs created before `cutoff`: a job
 /// not delivered within its time to live is never silently dropped. Returns the queue of
 /// each expired job.
-pub fn expire(conn: &Connection, cutoff: UnixMillis, now: UnixMillis, limit: usize) -> StoreResult<Vec<QueueName>> {
+pub fn expire(
+    conn: &Connection,
+    cutoff: UnixMillis,
+    now: UnixMillis,
+    limit: usize,
+) -> StoreResult<Vec<QueueName>> {
     // Ids are UUIDv7: every id below the first possible id of `cutoff` was created before it,
     // so the unique index on id finds them without a scan.
+    // A replayed job's time to live starts at its replay (`ttl_from`), found through its own
+    // small partial index.
     let bound = JobId::first_of_millis(cutoff);
-    let expired: Vec<(JobId, QueueName)> = conn
-        .prepare_cached("SELECT id, queue FROM jobs WHERE id < ?1 AND status = 0 LIMIT ?2")?
-        .query_map(params![&bound.as_bytes()[..], limit as i64], |row| {
-            Ok((id_from_row(row, 0)?, QueueName::from_stored(row.get(1)?)))
-        })?
+    let row = |row: &Row<'_>| Ok((id_from_row(row, 0)?, QueueName::from_stored(row.get(1)?)));
+    let mut expired: Vec<(JobId, QueueName)> = conn
+        .prepare_cached(
+            "SELECT id, queue FROM jobs
+             WHERE id < ?1 AND status = 0 AND ttl_from IS NULL LIMIT ?2",
+        )?
+        .query_map(params![&bound.as_bytes()[..], limit as i64], row)?
         .collect::<Result<_, _>>()?;
+    let room = limit.saturating_sub(expired.len());
+    if room > 0 {
+        let replayed = conn
+            .prepare_cached(
+                "SELECT id, queue FROM jobs WHERE ttl_from < ?1 AND status = 0 LIMIT ?2",
+            )?
+            .query_map(params![cutoff, room as i64], row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        expired.extend(replayed);
+    }
     for (id, _) in &expired {
         conn.prepare_cached(
             "UPDATE jobs SET last_error = coalesce(last_error, 'expired: not delivered within the job TTL')
@@ -428,7 +460,10 @@ mod tests {
         );
         assert!(claim.contains("USING COVERING INDEX jobs_ready"), "{claim}");
         assert!(!claim.contains("TEMP B-TREE"), "{claim}");
-        let next_due = plan(&conn, "SELECT min(run_at) FROM jobs WHERE queue = 'q' AND status = 0");
+        let next_due = plan(
+            &conn,
+            "SELECT min(run_at) FROM jobs WHERE queue = 'q' AND status = 0",
+        );
         assert!(next_due.contains("jobs_ready"), "{next_due}");
         let list = plan(
             &conn,
@@ -436,17 +471,37 @@ mod tests {
         );
         assert!(list.contains("USING INDEX jobs_by_queue"), "{list}");
         assert!(!list.contains("TEMP B-TREE"), "{list}");
-        let stale = plan(&conn, "SELECT id FROM jobs WHERE status = 1 AND leased_until < 5");
+        let stale = plan(
+            &conn,
+            "SELECT id FROM jobs WHERE status = 1 AND leased_until < 5",
+        );
         assert!(stale.contains("jobs_leased"), "{stale}");
         let by_id = plan(&conn, "SELECT * FROM jobs WHERE id = x'00' AND queue = 'q'");
         assert!(by_id.contains("sqlite_autoindex_jobs_1"), "{by_id}");
-        let expire = plan(&conn, "SELECT id FROM jobs WHERE id < x'01' AND status = 0 LIMIT 10");
-        assert!(expire.contains("sqlite_autoindex_jobs_1 (id<?)"), "{expire}");
+        let expire = plan(
+            &conn,
+            "SELECT id FROM jobs WHERE id < x'01' AND status = 0 AND ttl_from IS NULL LIMIT 10",
+        );
+        assert!(
+            expire.contains("sqlite_autoindex_jobs_1 (id<?)"),
+            "{expire}"
+        );
+        let expire_replayed = plan(
+            &conn,
+            "SELECT id FROM jobs WHERE ttl_from < 5 AND status = 0 LIMIT 10",
+        );
+        assert!(
+            expire_replayed.contains("jobs_ttl_replayed"),
+            "{expire_replayed}"
+        );
         let dlq_pending = plan(
             &conn,
             "SELECT * FROM dead_letters WHERE queue = 'q' AND state = 'pending' AND (failed_at, id) > (1, x'00') ORDER BY failed_at, id LIMIT 10",
         );
-        assert!(dlq_pending.contains("dead_letters_by_queue"), "{dlq_pending}");
+        assert!(
+            dlq_pending.contains("dead_letters_by_queue"),
+            "{dlq_pending}"
+        );
         assert!(!dlq_pending.contains("TEMP B-TREE"), "{dlq_pending}");
         let dlq_all = plan(
             &conn,
@@ -458,7 +513,10 @@ mod tests {
             &conn,
             "SELECT rowid FROM dead_letters WHERE state IN ('replayed', 'acknowledged') AND updated_at < 5 LIMIT 10",
         );
-        assert!(retention.contains("dead_letters_by_age (state=? AND updated_at<?)"), "{retention}");
+        assert!(
+            retention.contains("dead_letters_by_age (state=? AND updated_at<?)"),
+            "{retention}"
+        );
         for (name, p) in [
             ("claim", &claim),
             ("next_due", &next_due),

@@ -19,8 +19,8 @@ use std::sync::mpsc as std_mpsc;
 
 use anyhow::{Context, bail};
 
-pub use error::{StoreError, StoreResult};
 pub use dead_letters::{DeadLetter, DlqState, DlqStats, Filter, Position, ReplayReport, Selection};
+pub use error::{StoreError, StoreResult};
 pub use jobs::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, Outcome};
 pub use queues::{Queue, Registry};
 pub use writer::BatchStats;
@@ -79,7 +79,10 @@ impl Store {
         let reset = dead_letters::reset_interrupted_replays(&conn, now)
             .context("cannot reset interrupted replays")?;
         if reset > 0 {
-            tracing::warn!(records = reset, "a replay was interrupted; its records are pending again");
+            tracing::warn!(
+                records = reset,
+                "a replay was interrupted; its records are pending again"
+            );
         }
         let registry = Registry::new(queues::load_all(&conn).context("cannot load queues")?);
         conn.execute_batch("PRAGMA optimize=0x10002")?;
@@ -171,7 +174,11 @@ impl Store {
             .await
     }
 
-    pub async fn recover_stale_leases(&self, now: UnixMillis, max_attempts: u32) -> StoreResult<usize> {
+    pub async fn recover_stale_leases(
+        &self,
+        now: UnixMillis,
+        max_attempts: u32,
+    ) -> StoreResult<usize> {
         self.writer
             .write(move |conn| jobs::recover_stale_leases(conn, now, max_attempts))
             .await
@@ -232,7 +239,10 @@ impl Store {
             .read(move |conn| {
                 let record = match jobs::get(conn, &queue, id)? {
                     Some(record) => record,
+                    // A `replayed` record is only audit: its job is live again (found
+                    // above) or delivered since.
                     None => dead_letters::get(conn, Some(&queue), id)?
+                        .filter(|letter| letter.status != DlqState::Replayed)
                         .ok_or(StoreError::JobNotFound)?
                         .into_job_record(),
                 };
@@ -242,7 +252,9 @@ impl Store {
     }
 
     pub async fn dlq_stats(&self, now: UnixMillis) -> StoreResult<DlqStats> {
-        self.reader.read(move |conn| dead_letters::stats(conn, now)).await
+        self.reader
+            .read(move |conn| dead_letters::stats(conn, now))
+            .await
     }
 
     /// Replay dead letters: claim `pending` records (so concurrent replays never send a job
@@ -274,7 +286,9 @@ impl Store {
             };
             let claimed = self
                 .writer
-                .write(move |conn| dead_letters::claim_for_replay(conn, &chunk_selection, now, CHUNK))
+                .write(move |conn| {
+                    dead_letters::claim_for_replay(conn, &chunk_selection, now, CHUNK)
+                })
                 .await?;
             if claimed.is_empty() && remaining_ids.is_none() {
                 break;

@@ -125,9 +125,7 @@ impl Writer {
             result: None,
             reply,
         };
-        self.tx
-            .send(Box::new(op))
-            .map_err(|_| StoreError::Closed)?;
+        self.tx.send(Box::new(op)).map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 }

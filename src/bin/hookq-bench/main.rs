@@ -1,0 +1,754 @@
+//! `hookq-bench`: the benchmark harness of issue 4. Starts the real release server as a
+//! child process on temp databases, an in-process sink standing in for the worker, and a
+//! load generator; measures enqueue and end-to-end throughput, latency, backlog drain,
+//! resources and the ceilings (raw SQLite, raw HTTP) in the same run; prints a table and
+//! writes JSON. See `docs/benchmarks.md`.
+//!
+//! `--quick` only checks that the harness runs (seconds, small counts); it never judges a
+//! target.
+
+mod ceilings;
+mod load;
+mod report;
+mod server;
+mod sink;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use reqwest::StatusCode;
+use tokio_util::sync::CancellationToken;
+
+use ceilings::QUEUE;
+use report::{
+    BacklogFigure, BacklogRatio, Ceilings, EndToEndFigure, EnqueueFigure, LatencyFigure, Ratio,
+    Report, SqliteCeiling, Stats, StoreCeiling, TargetCheck,
+};
+use server::{ScratchDir, ServerProcess, ServerSpec};
+use sink::Sink;
+
+/// Benchmark a release hookq server: throughput, latency, backlog drain, resources, ceilings.
+#[derive(Parser, Debug)]
+#[command(about)]
+struct Cli {
+    /// Small counts and one repetition: checks the harness runs (well under a minute).
+    #[arg(long)]
+    quick: bool,
+    /// Where to write the JSON results.
+    #[arg(long, default_value = "target/bench/bench.json")]
+    out: PathBuf,
+    /// The hookq binary [default: `hookq` next to this executable].
+    #[arg(long)]
+    server: Option<PathBuf>,
+    /// Run only these parts (comma-separated) [default: all].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Part>,
+    /// Repetitions of each measurement [default: 3, or 1 with --quick].
+    #[arg(long)]
+    repetitions: Option<usize>,
+    /// Backlog sizes to drain, comma-separated [default: 10000,100000,1000000; 10000 with --quick].
+    #[arg(long, value_delimiter = ',')]
+    backlog_sizes: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Part {
+    Enqueue,
+    E2e,
+    Latency,
+    Backlog,
+    Ceilings,
+}
+
+/// Counts and durations of one mode.
+struct Plan {
+    repetitions: usize,
+    enqueue_warmup: Duration,
+    enqueue_measure: Duration,
+    e2e_warmup_jobs: u64,
+    e2e_jobs: u64,
+    latency_warmup: Duration,
+    latency_measure: Duration,
+    backlog_sizes: Vec<u64>,
+    ceiling_measure: Duration,
+}
+
+impl Plan {
+    fn new(cli: &Cli) -> Self {
+        let mut plan = if cli.quick {
+            Self {
+                repetitions: 1,
+                enqueue_warmup: Duration::from_millis(300),
+                enqueue_measure: Duration::from_secs(1),
+                e2e_warmup_jobs: 500,
+                e2e_jobs: 5_000,
+                latency_warmup: Duration::from_millis(300),
+                latency_measure: Duration::from_secs(1),
+                backlog_sizes: vec![10_000],
+                ceiling_measure: Duration::from_millis(500),
+            }
+        } else {
+            Self {
+                repetitions: 3,
+                enqueue_warmup: Duration::from_secs(1),
+                enqueue_measure: Duration::from_secs(5),
+                e2e_warmup_jobs: 2_000,
+                e2e_jobs: 50_000,
+                latency_warmup: Duration::from_secs(1),
+                latency_measure: Duration::from_secs(10),
+                backlog_sizes: vec![10_000, 100_000, 1_000_000],
+                ceiling_measure: Duration::from_secs(3),
+            }
+        };
+        if let Some(n) = cli.repetitions {
+            plan.repetitions = n.max(1);
+        }
+        if !cli.backlog_sizes.is_empty() {
+            plan.backlog_sizes = cli.backlog_sizes.clone();
+        }
+        plan
+    }
+
+    /// The biggest backlogs are drained once: one run already takes minutes.
+    fn backlog_repetitions(&self, jobs: u64) -> usize {
+        if jobs >= 1_000_000 {
+            1
+        } else {
+            self.repetitions
+        }
+    }
+}
+
+const SMALL_PAYLOAD: usize = 200;
+const LARGE_PAYLOAD: usize = 4096;
+const MANY_PRODUCERS: usize = 64;
+/// Upper bound on any single wait for deliveries.
+const MAX_WAIT: Duration = Duration::from_secs(1800);
+
+/// Everything the phases share.
+struct Bench {
+    plan: Plan,
+    binary: PathBuf,
+    scratch: ScratchDir,
+    client: reqwest::Client,
+    sink: Sink,
+    clock: Instant,
+    next_db: usize,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let clock = Instant::now();
+    let binary = match &cli.server {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()
+            .context("cannot find this executable's path")?
+            .with_file_name("hookq"),
+    };
+    if !binary.is_file() {
+        bail!(
+            "no server binary at {}: run `cargo build --release` (or pass --server)",
+            binary.display()
+        );
+    }
+    let shutdown = CancellationToken::new();
+    let sink = Sink::start(clock, shutdown.clone()).await?;
+    let mut bench = Bench {
+        plan: Plan::new(&cli),
+        binary,
+        scratch: ScratchDir::new()?,
+        client: load::client()?,
+        sink,
+        clock,
+        next_db: 0,
+    };
+    let wanted = |part: Part| cli.only.is_empty() || cli.only.contains(&part);
+    let mut report = Report {
+        mode: if cli.quick { "quick" } else { "full" }.into(),
+        repetitions: bench.plan.repetitions,
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        server_binary: bench.binary.display().to_string(),
+        ..Report::default()
+    };
+    eprintln!(
+        "hookq-bench: server {}, scratch {}",
+        bench.binary.display(),
+        bench.scratch.path().display()
+    );
+
+    if wanted(Part::Ceilings) {
+        report.ceilings = Some(bench.ceilings().await.context("ceilings")?);
+    }
+    if wanted(Part::Enqueue) {
+        for (producers, size) in [
+            (1, SMALL_PAYLOAD),
+            (MANY_PRODUCERS, SMALL_PAYLOAD),
+            (1, LARGE_PAYLOAD),
+            (MANY_PRODUCERS, LARGE_PAYLOAD),
+        ] {
+            let figure = bench
+                .enqueue(producers, size)
+                .await
+                .with_context(|| format!("enqueue, {producers} producers, {size} B"))?;
+            report.enqueue.push(figure);
+        }
+    }
+    if wanted(Part::E2e) {
+        report.end_to_end = Some(bench.end_to_end().await.context("end-to-end")?);
+    }
+    if wanted(Part::Latency) {
+        let max = match &report.end_to_end {
+            Some(e2e) => e2e.jobs_per_second.median,
+            None => {
+                eprintln!("latency: measuring the end-to-end maximum first");
+                bench.end_to_end_once(bench.plan.e2e_jobs).await?.0
+            }
+        };
+        let loads = [
+            ("fixed 1 000 jobs/s".to_owned(), 1_000.0),
+            ("50% of measured max".to_owned(), (max * 0.5).max(1.0)),
+        ];
+        for (label, rate) in loads {
+            let figure = bench
+                .latency(label, rate)
+                .await
+                .with_context(|| format!("latency at {rate:.0} jobs/s"))?;
+            report.latency.push(figure);
+        }
+    }
+    if wanted(Part::Backlog) {
+        for jobs in bench.plan.backlog_sizes.clone() {
+            let figure = bench
+                .backlog(jobs)
+                .await
+                .with_context(|| format!("backlog of {jobs}"))?;
+            report.backlog.push(figure);
+        }
+        let smallest = report.backlog.iter().min_by_key(|f| f.jobs);
+        let largest = report.backlog.iter().max_by_key(|f| f.jobs);
+        if let (Some(small), Some(large)) = (smallest, largest)
+            && large.jobs > small.jobs
+        {
+            report.backlog_ratio = Some(BacklogRatio {
+                large_jobs: large.jobs,
+                small_jobs: small.jobs,
+                ratio: large.drain_jobs_per_second.median / small.drain_jobs_per_second.median,
+            });
+        }
+    }
+    derive_ratios_and_targets(&mut report);
+    report.elapsed_seconds = clock.elapsed().as_secs_f64();
+    report::print(&report);
+
+    if let Some(dir) = cli.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let json = serde_json::to_string_pretty(&report).context("cannot serialize the report")?;
+    std::fs::write(&cli.out, json + "\n")
+        .with_context(|| format!("cannot write {}", cli.out.display()))?;
+    println!("JSON written to {}", cli.out.display());
+    shutdown.cancel();
+    Ok(())
+}
+
+/// CPU seconds this bench process has used (producers + sink).
+fn bench_cpu_seconds() -> f64 {
+    server::process_cpu_seconds("/proc/self/stat").unwrap_or(0.0)
+}
+
+fn per_10k(cpu_seconds: f64, jobs: u64) -> f64 {
+    cpu_seconds / jobs.max(1) as f64 * 10_000.0
+}
+
+impl Bench {
+    fn fresh_db(&mut self, label: &str) -> PathBuf {
+        self.next_db += 1;
+        self.scratch.db(&format!("{label}-{}", self.next_db))
+    }
+
+    async fn start_server(&self, db: PathBuf, dispatch: bool) -> anyhow::Result<ServerProcess> {
+        let spec = ServerSpec {
+            binary: self.binary.clone(),
+            db,
+            dispatch,
+        };
+        tokio::task::spawn_blocking(move || ServerProcess::start(&spec))
+            .await
+            .context("server start task failed")?
+    }
+
+    async fn stop_server(server: ServerProcess) -> anyhow::Result<()> {
+        tokio::task::spawn_blocking(move || server.stop())
+            .await
+            .context("server stop task failed")?
+    }
+
+    /// A fresh server on a fresh database with the bench queue delivering to the sink.
+    async fn server_with_queue(
+        &mut self,
+        label: &str,
+        dispatch: bool,
+    ) -> anyhow::Result<(ServerProcess, PathBuf, String)> {
+        let db = self.fresh_db(label);
+        let server = self.start_server(db.clone(), dispatch).await?;
+        let base = server.base_url();
+        load::create_queue(&self.client, &base, QUEUE, &self.sink.url("deliver")).await?;
+        Ok((server, db, format!("{base}/queue/{QUEUE}")))
+    }
+
+    async fn enqueue(&mut self, producers: usize, size: usize) -> anyhow::Result<EnqueueFigure> {
+        let (mut rates, mut bytes, mut server_cpu, mut bench_cpu) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for rep in 0..self.plan.repetitions {
+            eprintln!(
+                "enqueue: {producers} producer(s), {size} B, run {}",
+                rep + 1
+            );
+            let (server, db, url) = self.server_with_queue("enqueue", false).await?;
+            let body = load::payload(size, 0);
+            let warm = load::closed_loop(
+                &self.client,
+                load::ClosedLoop {
+                    url: &url,
+                    producers,
+                    body: body.clone(),
+                    max_requests: u64::MAX,
+                    duration: self.plan.enqueue_warmup,
+                    expect: StatusCode::CREATED,
+                },
+            )
+            .await?;
+            let (cpu0, bench0) = (server.cpu_seconds()?, bench_cpu_seconds());
+            let run = load::closed_loop(
+                &self.client,
+                load::ClosedLoop {
+                    url: &url,
+                    producers,
+                    body,
+                    max_requests: u64::MAX,
+                    duration: self.plan.enqueue_measure,
+                    expect: StatusCode::CREATED,
+                },
+            )
+            .await
+            .map_err(|e| e.context(server.log()))?;
+            let (cpu1, bench1) = (server.cpu_seconds()?, bench_cpu_seconds());
+            rates.push(run.rate());
+            bytes.push(server::db_bytes(&db) as f64 / (warm.ok + run.ok).max(1) as f64);
+            server_cpu.push(per_10k(cpu1 - cpu0, run.ok));
+            bench_cpu.push(per_10k(bench1 - bench0, run.ok));
+            Self::stop_server(server).await?;
+            server::remove_db(&db);
+        }
+        Ok(EnqueueFigure {
+            producers,
+            payload_bytes: size,
+            jobs_per_second: Stats::of(rates),
+            db_bytes_per_job: Stats::of(bytes),
+            server_cpu_seconds_per_10k: Stats::of(server_cpu),
+            bench_cpu_seconds_per_10k: Stats::of(bench_cpu),
+        })
+    }
+
+    /// One end-to-end run: (jobs/s, server CPU-s per 10k, bench CPU-s per 10k, duplicates).
+    async fn end_to_end_once(&mut self, jobs: u64) -> anyhow::Result<(f64, f64, f64, u64)> {
+        let (server, db, url) = self.server_with_queue("e2e", true).await?;
+        let body = load::payload(SMALL_PAYLOAD, 0);
+        let closed = |max_requests| load::ClosedLoop {
+            url: &url,
+            producers: MANY_PRODUCERS,
+            body: body.clone(),
+            max_requests,
+            duration: MAX_WAIT,
+            expect: StatusCode::CREATED,
+        };
+        self.sink.reset(false);
+        let warm = load::closed_loop(&self.client, closed(self.plan.e2e_warmup_jobs)).await?;
+        self.sink.wait_for(warm.ok, MAX_WAIT).await?;
+        self.sink.reset(false);
+        let (cpu0, bench0) = (server.cpu_seconds()?, bench_cpu_seconds());
+        let started = self.clock.elapsed();
+        let run = load::closed_loop(&self.client, closed(jobs))
+            .await
+            .map_err(|e| e.context(server.log()))?;
+        self.sink
+            .wait_for(run.ok, MAX_WAIT)
+            .await
+            .map_err(|e| e.context(server.log()))?;
+        let (cpu1, bench1) = (server.cpu_seconds()?, bench_cpu_seconds());
+        let seen = self.sink.snapshot();
+        if seen.deliveries - seen.duplicates != run.ok {
+            bail!(
+                "{} jobs enqueued but {} delivered",
+                run.ok,
+                seen.deliveries - seen.duplicates
+            );
+        }
+        let last = seen.last.context("no delivery recorded")?;
+        let rate = run.ok as f64 / (last.saturating_sub(started)).as_secs_f64().max(1e-9);
+        Self::stop_server(server).await?;
+        server::remove_db(&db);
+        Ok((
+            rate,
+            per_10k(cpu1 - cpu0, run.ok),
+            per_10k(bench1 - bench0, run.ok),
+            seen.duplicates,
+        ))
+    }
+
+    async fn end_to_end(&mut self) -> anyhow::Result<EndToEndFigure> {
+        let (mut rates, mut server_cpu, mut bench_cpu, mut duplicates) =
+            (Vec::new(), Vec::new(), Vec::new(), 0);
+        for rep in 0..self.plan.repetitions {
+            eprintln!("end-to-end: {} jobs, run {}", self.plan.e2e_jobs, rep + 1);
+            let (rate, server, bench, dup) = self.end_to_end_once(self.plan.e2e_jobs).await?;
+            rates.push(rate);
+            server_cpu.push(server);
+            bench_cpu.push(bench);
+            duplicates += dup;
+        }
+        Ok(EndToEndFigure {
+            jobs: self.plan.e2e_jobs,
+            producers: MANY_PRODUCERS,
+            payload_bytes: SMALL_PAYLOAD,
+            jobs_per_second: Stats::of(rates),
+            server_cpu_seconds_per_10k: Stats::of(server_cpu),
+            bench_cpu_seconds_per_10k: Stats::of(bench_cpu),
+            duplicates,
+        })
+    }
+
+    async fn latency(&mut self, label: String, rate: f64) -> anyhow::Result<LatencyFigure> {
+        let mut figures: [Vec<f64>; 5] = Default::default();
+        let (mut samples, mut slips) = (0u64, 0u64);
+        for rep in 0..self.plan.repetitions {
+            eprintln!("latency: {label}, {rate:.0} jobs/s, run {}", rep + 1);
+            let (server, db, url) = self.server_with_queue("latency", true).await?;
+            let open = |duration| load::OpenLoop {
+                url: &url,
+                rate,
+                duration,
+                size: SMALL_PAYLOAD,
+                clock: self.clock,
+            };
+            self.sink.reset(false);
+            let warm = load::open_loop(&self.client, open(self.plan.latency_warmup)).await?;
+            self.sink.wait_for(warm.ok, MAX_WAIT).await?;
+            self.sink.reset(true);
+            let run = load::open_loop(&self.client, open(self.plan.latency_measure))
+                .await
+                .map_err(|e| e.context(server.log()))?;
+            if run.ok != run.sent {
+                bail!(
+                    "{} requests sent but only {} answered 201",
+                    run.sent,
+                    run.ok
+                );
+            }
+            self.sink.wait_for(run.ok, MAX_WAIT).await?;
+            let latencies = self.sink.take_latencies();
+            self.sink.reset(false);
+            let ms = |q: f64| percentile(&latencies, q) / 1000.0;
+            for (slot, value) in figures.iter_mut().zip([
+                run.ok as f64 / run.elapsed.as_secs_f64(),
+                ms(0.50),
+                ms(0.99),
+                ms(0.999),
+                ms(1.0),
+            ]) {
+                slot.push(value);
+            }
+            samples += latencies.len() as u64;
+            slips += run.slipped;
+            Self::stop_server(server).await?;
+            server::remove_db(&db);
+        }
+        let [achieved, p50, p99, p999, max] = figures;
+        Ok(LatencyFigure {
+            label,
+            offered_jobs_per_second: rate,
+            achieved_jobs_per_second: Stats::of(achieved),
+            p50_ms: Stats::of(p50),
+            p99_ms: Stats::of(p99),
+            p999_ms: Stats::of(p999),
+            max_ms: Stats::of(max),
+            samples,
+            schedule_slips: slips,
+        })
+    }
+
+    /// Fill a database with `jobs` ready jobs, then drain it with a dispatching server.
+    async fn backlog(&mut self, jobs: u64) -> anyhow::Result<BacklogFigure> {
+        eprintln!("backlog: pre-filling {jobs} jobs");
+        let template = self.fresh_db("backlog-template");
+        let prefill_started = Instant::now();
+        {
+            let (template, target) = (template.clone(), self.sink.url("deliver"));
+            let payload = String::from_utf8(load::payload(SMALL_PAYLOAD, 0).to_vec())?;
+            tokio::task::spawn_blocking(move || {
+                let (conn, queue) = ceilings::open_with_queue(&template, &target)?;
+                ceilings::insert_jobs(&conn, &queue, &payload, jobs, 10_000)?;
+                // Closing the last connection checkpoints the WAL into the database file.
+                conn.close().map_err(|(_, e)| e)?;
+                anyhow::Ok(())
+            })
+            .await
+            .context("prefill task failed")??;
+        }
+        let prefill_seconds = prefill_started.elapsed().as_secs_f64();
+        let db_bytes_per_job = server::db_bytes(&template) as f64 / jobs.max(1) as f64;
+
+        let mut figures: [Vec<f64>; 4] = Default::default();
+        let mut duplicates = 0;
+        for rep in 0..self.plan.backlog_repetitions(jobs) {
+            eprintln!("backlog: draining {jobs} jobs, run {}", rep + 1);
+            let db = self.fresh_db("backlog");
+            std::fs::copy(&template, &db).context("cannot copy the pre-filled database")?;
+            self.sink.reset(false);
+            let spawned = self.clock.elapsed();
+            let server = self.start_server(db.clone(), true).await?;
+            let cpu0 = server.cpu_seconds()?;
+            self.sink
+                .wait_for(jobs, MAX_WAIT)
+                .await
+                .map_err(|e| e.context(server.log()))?;
+            let cpu1 = server.cpu_seconds()?;
+            let rss = server.peak_rss_bytes()?;
+            let seen = self.sink.snapshot();
+            let (first, last) = (
+                seen.first.context("no delivery")?,
+                seen.last.context("no delivery")?,
+            );
+            let drain = (jobs.saturating_sub(1)).max(1) as f64
+                / last.saturating_sub(first).as_secs_f64().max(1e-9);
+            for (slot, value) in figures.iter_mut().zip([
+                first.saturating_sub(spawned).as_secs_f64(),
+                drain,
+                per_10k(cpu1 - cpu0, jobs),
+                rss as f64,
+            ]) {
+                slot.push(value);
+            }
+            duplicates += seen.duplicates;
+            Self::stop_server(server).await?;
+            server::remove_db(&db);
+        }
+        server::remove_db(&template);
+        let [startup, drain, cpu, rss] = figures;
+        Ok(BacklogFigure {
+            jobs,
+            prefill_seconds,
+            startup_seconds: Stats::of(startup),
+            drain_jobs_per_second: Stats::of(drain),
+            server_cpu_seconds_per_10k: Stats::of(cpu),
+            peak_rss_bytes: Stats::of(rss),
+            db_bytes_per_job,
+            duplicates,
+        })
+    }
+
+    async fn ceilings(&mut self) -> anyhow::Result<Ceilings> {
+        let payload = String::from_utf8(load::payload(SMALL_PAYLOAD, 0).to_vec())?;
+        let measure = self.plan.ceiling_measure;
+
+        let mut sqlite = Vec::new();
+        for (batch, savepoints) in [(1, false), (64, false), (64, true), (1024, false)] {
+            let mut rates = Vec::new();
+            for rep in 0..self.plan.repetitions {
+                eprintln!(
+                    "ceiling: SQLite batch {batch} savepoints {savepoints}, run {}",
+                    rep + 1
+                );
+                let db = self.fresh_db("sqlite");
+                let (path, payload) = (db.clone(), payload.clone());
+                let rate = tokio::task::spawn_blocking(move || {
+                    ceilings::sqlite_insert_rate(
+                        &path, &payload, batch, savepoints, measure, 5_000_000,
+                    )
+                })
+                .await
+                .context("SQLite ceiling task failed")??;
+                rates.push(rate);
+                server::remove_db(&db);
+            }
+            sqlite.push(SqliteCeiling {
+                batch,
+                savepoints,
+                rows_per_second: Stats::of(rates),
+            });
+        }
+
+        let mut store_runs: [Vec<f64>; 3] = Default::default();
+        for rep in 0..self.plan.repetitions {
+            eprintln!(
+                "ceiling: Store::enqueue, {MANY_PRODUCERS} callers, run {}",
+                rep + 1
+            );
+            let db = self.fresh_db("store");
+            let run =
+                ceilings::store_enqueue_rate(&db, &payload, MANY_PRODUCERS, measure, 5_000_000)
+                    .await?;
+            for (slot, value) in
+                store_runs
+                    .iter_mut()
+                    .zip([run.rate, run.mean_batch, run.mean_commit_micros])
+            {
+                slot.push(value);
+            }
+            server::remove_db(&db);
+        }
+        let [rate, batch, commit] = store_runs;
+
+        let mut http = Vec::new();
+        let url = self.sink.url("raw");
+        for rep in 0..self.plan.repetitions {
+            eprintln!(
+                "ceiling: raw HTTP POST, {MANY_PRODUCERS} concurrent, run {}",
+                rep + 1
+            );
+            let closed = |duration| load::ClosedLoop {
+                url: &url,
+                producers: MANY_PRODUCERS,
+                body: load::payload(SMALL_PAYLOAD, 0),
+                max_requests: u64::MAX,
+                duration,
+                expect: StatusCode::OK,
+            };
+            load::closed_loop(&self.client, closed(measure / 3)).await?;
+            http.push(
+                load::closed_loop(&self.client, closed(measure))
+                    .await?
+                    .rate(),
+            );
+        }
+        self.sink.reset(false);
+        Ok(Ceilings {
+            sqlite,
+            store_writer: StoreCeiling {
+                callers: MANY_PRODUCERS,
+                jobs_per_second: Stats::of(rate),
+                mean_batch: Stats::of(batch),
+                mean_commit_micros: Stats::of(commit),
+            },
+            http_post_per_second: Stats::of(http),
+            http_producers: MANY_PRODUCERS,
+        })
+    }
+}
+
+/// The `q` quantile (0..=1) of sorted samples, nearest-rank.
+fn percentile(sorted: &[u32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    f64::from(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+fn derive_ratios_and_targets(report: &mut Report) {
+    let enqueue_64 = report
+        .enqueue
+        .iter()
+        .find(|f| f.producers == MANY_PRODUCERS && f.payload_bytes == SMALL_PAYLOAD)
+        .map(|f| f.jobs_per_second.median);
+    let e2e = report.end_to_end.as_ref().map(|f| f.jobs_per_second.median);
+    let mut ratios = Vec::new();
+    if let Some(c) = &report.ceilings {
+        let sqlite = |batch| {
+            c.sqlite
+                .iter()
+                .find(|s| s.batch == batch && !s.savepoints)
+                .map(|s| s.rows_per_second.median)
+        };
+        let http = c.http_post_per_second.median;
+        let store = c.store_writer.jobs_per_second.median;
+        if let Some(enq) = enqueue_64 {
+            if let Some(raw) = sqlite(64) {
+                ratios.push((
+                    "enqueue (64 producers, 200 B) / SQLite insert, batch 64",
+                    enq / raw,
+                ));
+            }
+            ratios.push((
+                "enqueue (64 producers, 200 B) / Store::enqueue, no HTTP",
+                enq / store,
+            ));
+            ratios.push(("enqueue (64 producers, 200 B) / raw HTTP POST", enq / http));
+        }
+        if let Some(e2e) = e2e {
+            ratios.push(("end-to-end / raw HTTP POST", e2e / http));
+        }
+    }
+    report.ratios = ratios
+        .into_iter()
+        .map(|(name, value)| Ratio {
+            name: name.into(),
+            value,
+        })
+        .collect();
+
+    let mut targets = Vec::new();
+    let mut check = |target: &str, measured: String, met: bool| {
+        targets.push(TargetCheck {
+            target: target.into(),
+            measured,
+            met,
+        })
+    };
+    if let Some(enq) = enqueue_64 {
+        check(
+            "enqueue ≥ 20 000 jobs/s (64 producers, 200 B)",
+            format!("{enq:.0}"),
+            enq >= 20_000.0,
+        );
+    }
+    if let Some(e2e) = e2e {
+        check(
+            "end-to-end ≥ 10 000 jobs/s",
+            format!("{e2e:.0}"),
+            e2e >= 10_000.0,
+        );
+    }
+    if let Some(r) = report
+        .ratios
+        .iter()
+        .find(|r| r.name.starts_with("end-to-end"))
+    {
+        check(
+            "end-to-end ≥ 50% of raw HTTP POST",
+            format!("{:.0}%", r.value * 100.0),
+            r.value >= 0.5,
+        );
+    }
+    if let Some(l) = report.latency.first() {
+        check(
+            "latency at 1 000/s: p50 ≤ 3 ms",
+            format!("{:.2} ms", l.p50_ms.median),
+            l.p50_ms.median <= 3.0,
+        );
+        check(
+            "latency at 1 000/s: p99 ≤ 20 ms",
+            format!("{:.2} ms", l.p99_ms.median),
+            l.p99_ms.median <= 20.0,
+        );
+    }
+    if let Some(r) = &report.backlog_ratio {
+        check(
+            &format!("backlog {} ≥ 80% of {}", r.large_jobs, r.small_jobs),
+            format!("{:.0}%", r.ratio * 100.0),
+            r.ratio >= 0.8,
+        );
+    }
+    if let Some(large) = report.backlog.iter().max_by_key(|f| f.jobs) {
+        let mb = large.peak_rss_bytes.max / 1e6;
+        check(
+            &format!("peak RSS ≤ 150 MB ({} queued)", large.jobs),
+            format!("{mb:.1} MB"),
+            mb <= 150.0,
+        );
+    }
+    report.targets = targets;
+}

@@ -1,0 +1,307 @@
+//! The hookq server under test: a child process on a temp database, killed on drop, plus the
+//! `/proc` readings (CPU time, peak RSS) and file sizes the report needs.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// How long the server gets to print its listening line.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a graceful stop (SIGTERM) may take before the child is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+/// Lines of the server's log kept for error messages.
+const LOG_TAIL: usize = 40;
+
+/// A directory under the system temp dir, removed (with its content) on drop.
+pub struct ScratchDir {
+    path: PathBuf,
+}
+
+impl ScratchDir {
+    pub fn new() -> anyhow::Result<Self> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let path = std::env::temp_dir().join(format!("hookq-bench-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create scratch dir {}", path.display()))?;
+        Ok(Self { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A fresh database path inside the scratch dir (nothing is created).
+    pub fn db(&self, name: &str) -> PathBuf {
+        self.path.join(format!("{name}.db"))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Remove a database and its companion files.
+pub fn remove_db(db: &Path) {
+    for suffix in ["", "-wal", "-shm", ".lock"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(name));
+    }
+}
+
+/// Bytes of the database file plus its write-ahead log.
+pub fn db_bytes(db: &Path) -> u64 {
+    ["", "-wal"]
+        .iter()
+        .map(|suffix| {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::metadata(PathBuf::from(name)).map_or(0, |m| m.len())
+        })
+        .sum()
+}
+
+/// How to start one server.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    pub binary: PathBuf,
+    pub db: PathBuf,
+    pub dispatch: bool,
+}
+
+/// A running hookq child process. Dropping it kills the process.
+pub struct ServerProcess {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pid: u32,
+    log_tail: Arc<Mutex<Vec<String>>>,
+}
+
+impl ServerProcess {
+    /// Start the server and wait for its `hookq listening addr=…` line.
+    pub fn start(spec: &ServerSpec) -> anyhow::Result<Self> {
+        let mut child = Command::new(&spec.binary)
+            .arg("--db")
+            .arg(&spec.db)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .env("HOOKQ_DISPATCH", if spec.dispatch { "on" } else { "off" })
+            .env("HOOKQ_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env_remove("HOOKQ_LOG_FORMAT")
+            .env_remove("HOOKQ_API_KEY")
+            .env_remove("HOOKQ_SYNCHRONOUS")
+            .env_remove("HOOKQ_MAX_IN_FLIGHT")
+            .env_remove("HOOKQ_LISTEN")
+            .env_remove("HOOKQ_DB")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "cannot start the server {} (build it with `cargo build --release`)",
+                    spec.binary.display()
+                )
+            })?;
+        let pid = child.id();
+        let stderr = child.stderr.take().context("server stderr was not piped")?;
+        let log_tail = Arc::new(Mutex::new(Vec::new()));
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let tail = log_tail.clone();
+        // Keeps draining the pipe for the child's whole life so it never blocks on a full pipe.
+        std::thread::Builder::new()
+            .name("hookq-bench-server-log".into())
+            .spawn(move || {
+                let mut addr_tx = Some(addr_tx);
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    let line = strip_ansi(&line);
+                    if let Some(tx) = &addr_tx
+                        && let Some(addr) = listening_addr(&line)
+                    {
+                        let _ = tx.send(addr);
+                        addr_tx = None;
+                    }
+                    let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    if tail.len() == LOG_TAIL {
+                        tail.remove(0);
+                    }
+                    tail.push(line);
+                }
+            })
+            .context("cannot start the server log reader")?;
+        let mut server = Self {
+            child: Some(child),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            pid,
+            log_tail,
+        };
+        match addr_rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => server.addr = addr,
+            Err(_) => bail!(
+                "the server did not report its address within {START_TIMEOUT:?}; its log:\n{}",
+                server.log()
+            ),
+        }
+        Ok(server)
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The last lines the server logged.
+    pub fn log(&self) -> String {
+        self.log_tail
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .join("\n")
+    }
+
+    /// User + system CPU seconds the server has used so far.
+    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        process_cpu_seconds(&format!("/proc/{}/stat", self.pid))
+    }
+
+    /// Peak resident set size so far (`VmHWM`), in bytes.
+    pub fn peak_rss_bytes(&self) -> anyhow::Result<u64> {
+        let path = format!("/proc/{}/status", self.pid);
+        let status =
+            std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .context("no VmHWM in /proc/<pid>/status")?;
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .context("malformed VmHWM line")?
+            .parse()
+            .context("malformed VmHWM value")?;
+        Ok(kib * 1024)
+    }
+
+    /// Ask the server to shut down gracefully (SIGTERM), waiting for it; kill it if it hangs.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid.to_string())
+            .status();
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().context("cannot wait for the server")? {
+                if !status.success() {
+                    eprintln!("warning: server exited with {status}");
+                }
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("the server did not stop within {STOP_TIMEOUT:?}; killed it");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// CPU seconds (utime + stime) from a `/proc/<pid>/stat` file.
+pub fn process_cpu_seconds(stat_path: &str) -> anyhow::Result<f64> {
+    let stat =
+        std::fs::read_to_string(stat_path).with_context(|| format!("cannot read {stat_path}"))?;
+    // The command name (field 2) may contain spaces; fields after its closing paren are plain.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("malformed /proc stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the paren: field 3 (state) is index 0, so utime (14) is 11 and stime (15) is 12.
+    let ticks: u64 = fields
+        .get(11..13)
+        .context("short /proc stat")?
+        .iter()
+        .map(|f| f.parse::<u64>().unwrap_or(0))
+        .sum();
+    Ok(ticks as f64 / clock_ticks_per_second())
+}
+
+/// `sysconf(_SC_CLK_TCK)`, asked of `getconf` once; 100 on every Linux we know.
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // Skip `ESC [ … final-byte`.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The address in `… hookq listening addr=127.0.0.1:PORT`.
+fn listening_addr(line: &str) -> Option<SocketAddr> {
+    if !line.contains("hookq listening") {
+        return None;
+    }
+    let after = line.split("addr=").nth(1)?;
+    after.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listening_line_gives_the_address() {
+        let line = strip_ansi(
+            "\u{1b}[2m2025-01-01T00:00:00Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m hookq: hookq listening \u{1b}[3maddr\u{1b}[0m\u{1b}[2m=\u{1b}[0m127.0.0.1:4321",
+        );
+        assert_eq!(
+            listening_addr(&line),
+            Some(SocketAddr::from(([127, 0, 0, 1], 4321)))
+        );
+    }
+}
