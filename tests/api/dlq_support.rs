@@ -1,0 +1,255 @@
+//! Harness additions for the dead-letter tests: admin-route helpers over [`ApiClient`],
+//! producing real dead letters through a failing worker, reading the database file
+//! directly, and a [`Store`] opened on its own temporary database for the sweeps (driven
+//! with an injected clock, never with sleeps).
+
+use std::path::Path;
+use std::time::Duration;
+
+use axum::http::Method;
+use hookq::config::Synchronous;
+use hookq::dispatch::Wakeups;
+use hookq::maintenance::Maintenance;
+use hookq::model::{JobId, QueueName, Target, UnixMillis, now_millis};
+use hookq::store::{Failure, Outcome, Queue, Store, WriterDone};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::helpers::{ApiClient, ApiResponse, TestApp, eventually, payload};
+
+// ---------------------------------------------------------------------------------------
+// Over HTTP
+// ---------------------------------------------------------------------------------------
+
+/// `GET /admin/dlq?{query}`, insisting on 200.
+pub async fn dlq_list(api: &ApiClient, query: &str) -> Value {
+    api.get(&format!("/admin/dlq?{query}")).await.expect(200)
+}
+
+/// The ids of a listing's messages, in order.
+pub fn message_ids(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("messages is a list: {body}"))
+        .iter()
+        .map(|m| m["id"].as_str().expect("id is a string").to_owned())
+        .collect()
+}
+
+pub async fn post_admin(api: &ApiClient, path: &str, body: &Value) -> ApiResponse {
+    api.call(Method::POST, path, Some(&serde_json::to_vec(body).unwrap()))
+        .await
+}
+
+pub async fn replay(api: &ApiClient, body: &Value) -> Value {
+    post_admin(api, "/admin/dlq/replay", body).await.expect(200)
+}
+
+pub async fn acknowledge(api: &ApiClient, body: &Value) -> Value {
+    post_admin(api, "/admin/dlq/acknowledge", body)
+        .await
+        .expect(200)
+}
+
+pub async fn dlq_stats(api: &ApiClient) -> Value {
+    api.get("/admin/dlq/stats").await.expect(200)
+}
+
+/// The dead letter with `id`, whatever its status (from `status=all`).
+pub async fn dead_letter(api: &ApiClient, queue: &str, id: &str) -> Value {
+    let body = dlq_list(api, &format!("queue={queue}&status=all&limit=100")).await;
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no dead letter {id} in {body}"))
+}
+
+/// Enqueue `n` jobs on `queue` (whose worker fails them) and wait until each is ERROR, one
+/// after the other, so their failure times are ordered. Returns their ids, oldest first.
+pub async fn make_dead_letters(app: &TestApp, queue: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = app.enqueue_ok(queue, &payload(i)).await;
+        app.wait_until_error(queue, &id).await;
+        ids.push(id);
+    }
+    ids
+}
+
+/// Enqueue `n` jobs at once and wait until all are ERROR (failure order unspecified).
+pub async fn make_dead_letters_at_once(app: &TestApp, queue: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(app.enqueue_ok(queue, &payload(i)).await);
+    }
+    wait_for_pending(&app.api, queue, n).await;
+    ids
+}
+
+/// Wait until `queue` has exactly `n` pending dead letters.
+pub async fn wait_for_pending(api: &ApiClient, queue: &str, n: usize) {
+    eventually(&format!("{n} pending dead letters in {queue}"), || async {
+        let body = dlq_list(api, &format!("queue={queue}&limit=1")).await;
+        (body["total_count"] == n).then_some(())
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------------------
+// The database file, read directly
+// ---------------------------------------------------------------------------------------
+
+/// Run one `SELECT count(*) …` on the database file, opened read-only beside the server.
+pub fn count_rows(db: &Path, sql: &str) -> i64 {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open the database read-only");
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.query_row(sql, [], |row| row.get(0))
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+// ---------------------------------------------------------------------------------------
+// The store, without a server
+// ---------------------------------------------------------------------------------------
+
+pub const HOUR_MS: i64 = 3600 * 1000;
+pub const DAY_MS: i64 = 24 * HOUR_MS;
+
+/// A [`Store`] on its own temporary database, with a [`Maintenance`] over it configured
+/// like production (TTL 7 days, retention 30 days) and a max of 3 attempts.
+pub struct StoreFixture {
+    pub store: Store,
+    pub maintenance: Maintenance,
+    pub dir: TempDir,
+    done: Option<WriterDone>,
+}
+
+impl StoreFixture {
+    pub fn open() -> Self {
+        let dir = tempfile::tempdir().expect("create a temporary directory");
+        let (store, done) = Store::open(
+            &dir.path().join("store.db"),
+            Synchronous::Normal,
+            now_millis(),
+            |_| {},
+        )
+        .expect("open the store");
+        let maintenance = Maintenance {
+            store: store.clone(),
+            wakeups: Wakeups::default(),
+            lease_timeout: Duration::from_secs(300),
+            max_attempts: 3,
+            job_ttl: Duration::from_secs(7 * 24 * 3600),
+            dlq_retention: Duration::from_secs(30 * 24 * 3600),
+            dlq_alert_pending: 100,
+            alerts: Default::default(),
+        };
+        Self {
+            store,
+            maintenance,
+            dir,
+            done: Some(done),
+        }
+    }
+
+    pub fn db_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("store.db")
+    }
+
+    pub fn retention_ms(&self) -> i64 {
+        self.maintenance.dlq_retention.as_millis() as i64
+    }
+
+    pub fn ttl_ms(&self) -> i64 {
+        self.maintenance.job_ttl.as_millis() as i64
+    }
+
+    pub async fn create_queue(&self, name: &str) -> QueueName {
+        let queue = QueueName::parse(name).expect("a valid queue name");
+        self.store
+            .create_queue(Queue {
+                name: queue.clone(),
+                target: Target::parse("http://127.0.0.1:9/hook").unwrap(),
+                secret: None,
+                created_at: now_millis(),
+            })
+            .await
+            .expect("create the queue");
+        queue
+    }
+
+    /// Enqueue `n` jobs at `now`, concurrently (the writer commits them in groups).
+    pub async fn enqueue(&self, queue: &QueueName, n: usize, now: UnixMillis) -> Vec<JobId> {
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let id = JobId::new();
+            ids.push(id);
+            let store = self.store.clone();
+            let queue = queue.clone();
+            tasks.spawn(async move {
+                store
+                    .enqueue(queue, id, json!({ "n": i }).to_string(), now)
+                    .await
+            });
+        }
+        while let Some(result) = tasks.join_next().await {
+            result.unwrap().expect("enqueue");
+        }
+        ids.sort();
+        ids
+    }
+
+    /// Enqueue `n` jobs, claim them and record a final failure for each at `now`: `n`
+    /// pending dead letters (reason `max_attempts_reached`). Returns their ids.
+    pub async fn dead_letters(&self, queue: &QueueName, n: usize, now: UnixMillis) -> Vec<JobId> {
+        let ids = self.enqueue(queue, n, now).await;
+        let claimed = self
+            .store
+            .claim(queue.clone(), now, now + 60_000, n)
+            .await
+            .expect("claim");
+        assert_eq!(claimed.len(), n, "every job was claimed");
+        let mut tasks = tokio::task::JoinSet::new();
+        for job in claimed {
+            let store = self.store.clone();
+            tasks.spawn(async move {
+                store
+                    .record_outcome(
+                        job.id,
+                        job.attempt,
+                        Outcome::Dead {
+                            failure: Failure {
+                                error: "boom".into(),
+                                status: Some(500),
+                                latency_ms: 3,
+                                at: now,
+                            },
+                        },
+                    )
+                    .await
+            });
+        }
+        while let Some(result) = tasks.join_next().await {
+            assert!(
+                result.unwrap().expect("record the outcome"),
+                "the lease held"
+            );
+        }
+        ids
+    }
+
+    /// Close the store and wait for its writer to finish.
+    pub async fn close(mut self) {
+        let done = self.done.take().unwrap();
+        drop(self.maintenance);
+        drop(self.store);
+        tokio::task::spawn_blocking(move || done.wait())
+            .await
+            .unwrap();
+    }
+}

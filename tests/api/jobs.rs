@@ -1,0 +1,285 @@
+//! Job routes: listing (shape, order, pagination), getting one job, cancel and retry.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::helpers::{Reply, TestReceiver, payload, refused_url, spawn_app, without_history};
+
+const NOWHERE: &str = "http://127.0.0.1:9/hook";
+
+fn ids(jobs: &[Value]) -> Vec<String> {
+    jobs.iter()
+        .map(|j| j["id"].as_str().expect("id is a string").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn list_shows_ready_jobs_oldest_first_in_the_documented_shape() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", NOWHERE, None).await;
+    let before = hookq::model::now_millis();
+    let first = app.enqueue_ok("q", &json!({ "to": "a@example.com" })).await;
+    let second = app
+        .enqueue_ok("q", &json!({ "nested": { "x": [1, 2] } }))
+        .await;
+    let after = hookq::model::now_millis();
+
+    let body = app.list_raw("q", "status=READY").await.expect(200);
+    assert_eq!(body["ok"], true);
+    assert!(body.get("next").is_none(), "one page only: {body}");
+    let jobs = body["jobs"].as_array().unwrap();
+    assert_eq!(ids(jobs), [first.clone(), second]);
+
+    let job = &jobs[0];
+    assert_eq!(job["id"], Value::from(first));
+    assert_eq!(job["status"], "READY");
+    assert_eq!(job["job"], json!({ "to": "a@example.com" }));
+    assert_eq!(job["queue"], "q");
+    assert_eq!(job["attempts"], 0);
+    let created = job["createdAt"].as_i64().expect("createdAt is unix ms");
+    assert!((before..=after).contains(&created), "{created}");
+    let next_attempt = job["nextAttemptAt"]
+        .as_i64()
+        .expect("nextAttemptAt is unix ms");
+    assert!(next_attempt >= created);
+    assert!(job.get("error").is_none() && job.get("lastStatus").is_none());
+    assert_eq!(jobs[1]["job"], json!({ "nested": { "x": [1, 2] } }));
+
+    // Status is case-insensitive; nothing is dead.
+    assert_eq!(
+        app.list_raw("q", "status=ready").await.expect(200)["jobs"],
+        body["jobs"]
+    );
+    assert_eq!(app.list("q", "ERROR").await, Vec::<Value>::new());
+}
+
+#[tokio::test]
+async fn pagination_follows_next_cursors_through_every_job_in_order() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", NOWHERE, None).await;
+    let mut enqueued = Vec::new();
+    for n in 0..7 {
+        enqueued.push(app.enqueue_ok("q", &payload(n)).await);
+    }
+
+    let mut seen = Vec::new();
+    let mut pages = Vec::new();
+    let mut query = "status=READY&limit=3".to_owned();
+    loop {
+        let body = app.list_raw("q", &query).await.expect(200);
+        let page = ids(body["jobs"].as_array().unwrap());
+        pages.push(page.len());
+        seen.extend(page);
+        match body.get("next") {
+            Some(next) => {
+                let cursor = next.as_str().expect("next is an opaque string");
+                query = format!("status=READY&limit=3&cursor={cursor}");
+            }
+            None => break,
+        }
+        assert!(pages.len() < 10, "pagination does not end");
+    }
+    assert_eq!(pages, [3, 3, 1]);
+    assert_eq!(seen, enqueued, "every job once, oldest first");
+}
+
+#[tokio::test]
+async fn a_limit_above_1000_is_capped_at_1000() {
+    let app = spawn_app(|c| {
+        c.dispatch = false;
+        c.synchronous = hookq::config::Synchronous::Normal;
+    })
+    .await;
+    app.create_queue_ok("q", NOWHERE, None).await;
+    let mut enqueues = JoinSet::new();
+    for n in 0..1001 {
+        let api = app.api.clone();
+        enqueues.spawn(async move { api.enqueue_ok("q", &payload(n)).await });
+    }
+    let mut all = HashSet::new();
+    while let Some(id) = enqueues.join_next().await {
+        all.insert(id.expect("enqueue task"));
+    }
+    assert_eq!(all.len(), 1001);
+
+    let body = app
+        .list_raw("q", "status=READY&limit=5000")
+        .await
+        .expect(200);
+    let first = ids(body["jobs"].as_array().unwrap());
+    assert_eq!(first.len(), 1000);
+    let cursor = body["next"].as_str().expect("more remain");
+    let rest = app
+        .list_raw("q", &format!("status=READY&limit=5000&cursor={cursor}"))
+        .await
+        .expect(200);
+    let rest = ids(rest["jobs"].as_array().unwrap());
+    assert_eq!(rest.len(), 1);
+    let listed: HashSet<String> = first.into_iter().chain(rest).collect();
+    assert_eq!(listed, all);
+
+    // Without a limit a page holds 100.
+    let default = app.list_raw("q", "status=READY").await.expect(200);
+    assert_eq!(default["jobs"].as_array().unwrap().len(), 100);
+    assert!(default["next"].is_string());
+}
+
+#[tokio::test]
+async fn get_job_returns_the_job_as_the_list_shows_it() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", NOWHERE, None).await;
+    let id = app.enqueue_ok("q", &json!({ "a": 1 })).await;
+    let job = app.get_job("q", &id).await.expect(200);
+    assert_eq!(
+        without_history(job.clone()),
+        app.list("q", "READY").await[0]
+    );
+    assert_eq!(job["job"], json!({ "a": 1 }));
+}
+
+#[tokio::test]
+async fn get_job_returns_404_for_an_unknown_id_or_queue() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", NOWHERE, None).await;
+    app.create_queue_ok("other", NOWHERE, None).await;
+    let id = app.enqueue_ok("q", &payload(1)).await;
+    let unknown = "01890a5d-ac96-774b-bcce-b302099a8057";
+    app.get_job("q", unknown).await.expect_error(404);
+    app.get_job("q", "not-a-uuid").await.expect_error(404);
+    app.get_job("nope", &id).await.expect_error(404);
+    // A job is found only under its own queue.
+    app.get_job("other", &id).await.expect_error(404);
+}
+
+#[tokio::test]
+async fn cancel_removes_a_ready_job_and_a_second_cancel_is_404() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", NOWHERE, None).await;
+    let id = app.enqueue_ok("q", &payload(1)).await;
+    let keep = app.enqueue_ok("q", &payload(2)).await;
+
+    let body = app.cancel("q", &id).await.expect(201);
+    assert_eq!(body, json!({ "ok": true, "id": id }));
+    app.get_job("q", &id).await.expect_error(404);
+    assert_eq!(ids(&app.list("q", "READY").await), [keep]);
+
+    app.cancel("q", &id).await.expect_error(404);
+    app.cancel("nope", &id).await.expect_error(404);
+}
+
+#[tokio::test]
+async fn cancel_of_a_job_in_flight_is_409() {
+    let app = spawn_app(|_| {}).await;
+    let receiver = TestReceiver::always(Reply::Hang).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let id = app.enqueue_ok("q", &payload(1)).await;
+    receiver.wait_for(1).await;
+
+    app.cancel("q", &id).await.expect_error(409);
+    // In flight is still READY to the API, and still there.
+    let job = app.get_job("q", &id).await.expect(200);
+    assert_eq!(job["status"], "READY");
+    assert_eq!(job["attempts"], 1);
+}
+
+#[tokio::test]
+async fn cancel_of_an_error_job_is_409_and_keeps_it() {
+    let app = spawn_app(|c| c.max_attempts = 1).await;
+    app.create_queue_ok("q", &refused_url(), None).await;
+    let id = app.enqueue_ok("q", &payload(1)).await;
+    app.wait_until_error("q", &id).await;
+    app.cancel("q", &id).await.expect_error(409);
+    assert_eq!(ids(&app.list("q", "ERROR").await), [id]);
+}
+
+#[tokio::test]
+async fn retry_moves_an_error_job_back_to_ready_with_fresh_attempts_and_it_is_delivered() {
+    // Attempts: 2, both answered 500 → ERROR.
+    let receiver = TestReceiver::scripted(
+        vec![Reply::with_body(500, "boom"), Reply::with_body(500, "boom")],
+        Reply::ok(),
+    )
+    .await;
+    let app = spawn_app(|c| c.max_attempts = 2).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let id = app.enqueue_ok("q", &json!({ "k": "v" })).await;
+    let dead = app.wait_until_error("q", &id).await;
+    assert_eq!(dead["attempts"], 2);
+    assert_eq!(receiver.received().len(), 2);
+
+    // Without a dispatcher the retried job stays visible as READY with attempts 0.
+    let app = app.restart(|c| c.dispatch = false).await;
+    let body = app.retry("q", &id).await.expect(201);
+    assert_eq!(body, json!({ "ok": true, "id": id }));
+    let job = app.get_job("q", &id).await.expect(200);
+    assert_eq!(job["status"], "READY");
+    assert_eq!(job["attempts"], 0);
+    assert!(job["nextAttemptAt"].is_i64());
+    assert!(app.list("q", "ERROR").await.is_empty());
+    assert_eq!(
+        ids(&app.list("q", "READY").await),
+        std::slice::from_ref(&id)
+    );
+
+    // With one, it is delivered again, as attempt 1.
+    let app = app.restart(|c| c.max_attempts = 2).await;
+    let received = receiver.wait_for(3).await;
+    assert_eq!(received[2].job_id(), id);
+    assert_eq!(received[2].attempt(), 1);
+    assert_eq!(received[2].body_text(), r#"{"k":"v"}"#);
+    wait_until_empty(&app, "q").await;
+}
+
+/// Wait until `queue` lists no READY and no ERROR jobs.
+async fn wait_until_empty(app: &crate::helpers::TestApp, queue: &str) {
+    crate::helpers::eventually("the queue to be empty", || async {
+        let empty =
+            app.list(queue, "READY").await.is_empty() && app.list(queue, "ERROR").await.is_empty();
+        empty.then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn retry_is_delivered_at_once_on_a_running_server() {
+    let receiver = TestReceiver::scripted(vec![Reply::with_body(500, "no")], Reply::ok()).await;
+    let app = spawn_app(|c| c.max_attempts = 1).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let id = app.enqueue_ok("q", &payload(1)).await;
+    app.wait_until_error("q", &id).await;
+    app.retry("q", &id).await.expect(201);
+    let received = receiver.wait_for(2).await;
+    assert_eq!(received[1].job_id(), id);
+    assert_eq!(received[1].attempt(), 1, "attempts start afresh");
+    wait_until_empty(&app, "q").await;
+}
+
+#[tokio::test]
+async fn a_retried_job_is_gone_once_delivered() {
+    let receiver = TestReceiver::scripted(vec![Reply::with_body(500, "no")], Reply::ok()).await;
+    let app = spawn_app(|c| c.max_attempts = 1).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let id = app.enqueue_ok("q", &payload(1)).await;
+    app.wait_until_error("q", &id).await;
+    app.retry("q", &id).await.expect(201);
+    receiver.wait_for(2).await;
+    app.wait_until_gone("q", &id).await;
+}
+
+#[tokio::test]
+async fn retry_of_a_ready_job_is_409_and_of_an_unknown_job_404() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", NOWHERE, None).await;
+    let id = app.enqueue_ok("q", &payload(1)).await;
+    app.retry("q", &id).await.expect_error(409);
+    let job = app.get_job("q", &id).await.expect(200);
+    assert_eq!(job["status"], "READY");
+    assert_eq!(job["attempts"], 0);
+
+    app.retry("q", "01890a5d-ac96-774b-bcce-b302099a8057")
+        .await
+        .expect_error(404);
+    app.retry("nope", &id).await.expect_error(404);
+}

@@ -1,0 +1,14 @@
+//! hookq's integration tests: one test binary, real HTTP on port 0, real receiver servers
+//! standing in for workers. See `helpers` for the harness.
+
+mod auth;
+mod bad_inputs;
+mod cli;
+mod delivery;
+mod dlq;
+mod dlq_support;
+mod helpers;
+mod jobs;
+mod maintenance;
+mod queues;
+mod recovery;
