@@ -9,14 +9,17 @@
 //!   [`signature`], records delivered / retry / dead-letter outcomes.
 //! - [`maintenance`]: periodic sweeps (stale leases, `PRAGMA optimize`).
 //! - [`config`] and [`model`]: validated configuration and domain types parsed at the edge.
+//! - [`cli`]: the command line, with the operator subcommands (HTTP client, backup, check).
 //!
 //! [`Server::build`] opens everything on a bound listener; [`Server::run`] serves until the
 //! shutdown token fires, then drains deliveries and flushes the writer.
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod dispatch;
+pub mod http_server;
 pub mod json;
 pub mod maintenance;
 pub mod model;
@@ -128,15 +131,13 @@ impl Server {
 
         tracing::info!(addr = %listener.local_addr()?, "hookq listening");
         let app = api::router(state.clone());
-        let serve_shutdown = shutdown.clone();
         let ready_flag = state.shutdown.clone();
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                serve_shutdown.cancelled().await;
-                ready_flag.cancel();
-            })
-            .await
-            .context("HTTP server failed");
+        let watch_shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            watch_shutdown.cancelled().await;
+            ready_flag.cancel();
+        });
+        http_server::serve(listener, app, shutdown).await;
 
         tracing::info!("shutting down: no new jobs accepted, finishing deliveries");
         background.cancel();
@@ -149,6 +150,6 @@ impl Server {
             .await
             .context("waiting for the writer failed")?;
         tracing::info!("database closed; bye");
-        served
+        Ok(())
     }
 }

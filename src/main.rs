@@ -1,38 +1,27 @@
-//! The `hookq` binary: parse the command line, set up logging, run the server until a signal.
+//! The `hookq` binary: parse the command line ([`hookq::cli`]), then either run an operator
+//! command or set up logging and run the server until a signal.
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 use hookq::Server;
+use hookq::cli::{Cli, Command};
 use hookq::config::{Config, ServeArgs};
-
-/// hookq: a webhook-dispatching job queue in one binary, on one SQLite file.
-/// Compatible with the hyper Queue API.
-#[derive(Parser)]
-#[command(version, about, args_conflicts_with_subcommands = true)]
-struct Cli {
-    #[command(subcommand)]
-    command: Option<Command>,
-    /// Running `hookq` without a subcommand is `hookq serve`.
-    #[command(flatten)]
-    serve: ServeArgs,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the server (the default).
-    Serve(ServeArgs),
-}
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_tracing();
     let args = match cli.command {
         Some(Command::Serve(args)) => args,
         None => cli.serve,
+        Some(operator_command) => {
+            // The operator commands print their own results; logs only for warnings.
+            init_tracing("warn");
+            return hookq::cli::run(operator_command);
+        }
     };
+    init_tracing("info");
     match serve(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
@@ -88,9 +77,9 @@ async fn wait_for_signal() {
     }
 }
 
-/// `HOOKQ_LOG` sets the filter (default `info`); `HOOKQ_LOG_FORMAT=json` logs JSON lines.
-fn init_tracing() {
-    let filter = EnvFilter::try_from_env("HOOKQ_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+/// `HOOKQ_LOG` sets the filter (default `default`); `HOOKQ_LOG_FORMAT=json` logs JSON lines.
+fn init_tracing(default: &str) {
+    let filter = EnvFilter::try_from_env("HOOKQ_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let json = std::env::var("HOOKQ_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -1,14 +1,31 @@
 //! Reading request bodies under a size limit, and parsing JSON bodies into the API's error
 //! shape (malformed → 400, well-formed but wrong → 422, too large → 413).
 
+use std::time::Duration;
+
 use axum::body::Body;
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, ApiResult};
 
-/// Read the whole body, refusing more than `limit` bytes without reading the excess.
+/// A client must finish sending its body within this time (slow-loris producers).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Read the whole body, refusing more than `limit` bytes without reading the excess, and
+/// giving up after [`BODY_READ_TIMEOUT`].
 pub async fn read_limited(body: Body, limit: usize) -> ApiResult<Vec<u8>> {
+    tokio::time::timeout(BODY_READ_TIMEOUT, read_to_limit(body, limit))
+        .await
+        .map_err(|_| {
+            ApiError::RequestTimeout(format!(
+                "the request body was not received within {}s",
+                BODY_READ_TIMEOUT.as_secs()
+            ))
+        })?
+}
+
+async fn read_to_limit(body: Body, limit: usize) -> ApiResult<Vec<u8>> {
     let too_large = || ApiError::PayloadTooLarge(format!("body is larger than {limit} bytes"));
     let mut stream = body.into_data_stream();
     let mut bytes = Vec::new();

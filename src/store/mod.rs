@@ -384,7 +384,7 @@ impl Store {
 
 /// One hookq process per database: a second one would hand out the same jobs and release
 /// the first one's leases at start-up.
-fn lock_database(path: &Path) -> anyhow::Result<File> {
+pub fn lock_database(path: &Path) -> anyhow::Result<File> {
     let mut lock_path = path.as_os_str().to_owned();
     lock_path.push(".lock");
     let lock_path = PathBuf::from(lock_path);

@@ -7,6 +7,7 @@ mod cli;
 mod delivery;
 mod dlq;
 mod dlq_support;
+mod faults;
 mod helpers;
 mod jobs;
 mod maintenance;

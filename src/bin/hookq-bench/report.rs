@@ -19,7 +19,7 @@ impl Stats {
         let n = sorted.len();
         let median = match n {
             0 => f64::NAN,
-            _ if n % 2 == 1 => sorted[n / 2],
+            _ if !n.is_multiple_of(2) => sorted[n / 2],
             _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
         };
         Self {
@@ -157,7 +157,7 @@ pub struct TargetCheck {
 }
 
 fn kib(bytes: usize) -> String {
-    if bytes >= 1024 && bytes % 1024 == 0 {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
         format!("{} KiB", bytes / 1024)
     } else {
         format!("{bytes} B")

@@ -1,0 +1,391 @@
+//! A typed HTTP client of a running hookq server, for the operator subcommands. Every call
+//! returns the server's JSON as sent (for `--json`) beside the typed view the tables use;
+//! failures become [`CliError::Api`] (the server's `msg`) or [`CliError::Connection`].
+
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
+use reqwest::{Method, Url};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{CliError, CliResult, RemoteArgs};
+
+/// A bulk replay of a big queue is one request: give the server time.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An answer: the server's JSON as it came, and the typed view of it.
+#[derive(Debug)]
+pub struct Reply<T> {
+    pub json: Value,
+    pub data: T,
+}
+
+/// `GET /queue`.
+#[derive(Debug, Deserialize)]
+pub struct QueueList {
+    pub queues: Vec<String>,
+}
+
+/// `POST /queue/{name}`.
+#[derive(Debug, Deserialize)]
+pub struct Enqueued {
+    pub id: String,
+}
+
+/// One job of `GET /queue/{name}?status=…`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Job {
+    pub id: String,
+    pub status: String,
+    pub attempts: u32,
+    pub created_at: i64,
+    #[serde(default)]
+    pub next_attempt_at: Option<i64>,
+    #[serde(default)]
+    pub in_flight: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub last_status: Option<u16>,
+    pub job: Value,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct JobPage {
+    pub jobs: Vec<Job>,
+    #[serde(default)]
+    pub next: Option<String>,
+}
+
+/// One dead letter of `GET /admin/dlq`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeadLetter {
+    pub id: String,
+    pub queue: String,
+    pub failed_at: i64,
+    pub attempts: u32,
+    pub failure_reason: String,
+    #[serde(default)]
+    pub last_error: Option<String>,
+    #[serde(default)]
+    pub last_status: Option<u16>,
+    pub status: String,
+    pub replay_count: u32,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DlqPage {
+    pub messages: Vec<DeadLetter>,
+    pub total_count: u64,
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Counted<K> {
+    pub key: K,
+    pub count: u64,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DlqStats {
+    pub by_status: StatusCounts,
+    pub by_queue: serde_json::Map<String, Value>,
+    #[serde(default)]
+    pub oldest_pending_failed_at: Option<i64>,
+    #[serde(default)]
+    pub oldest_pending_age_ms: Option<i64>,
+    #[serde(default)]
+    pub top_status_codes: Vec<Counted<Option<u16>>>,
+    #[serde(default)]
+    pub repeat_failures: u64,
+    pub last_24h: Last24h,
+}
+
+/// Dead letters by lifecycle status.
+#[derive(Debug, Deserialize)]
+pub struct StatusCounts {
+    pub pending: u64,
+    pub replaying: u64,
+    pub replayed: u64,
+    pub acknowledged: u64,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Last24h {
+    pub new_failures: u64,
+    pub replayed: u64,
+    pub acknowledged: u64,
+}
+
+/// `POST /admin/dlq/replay`.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct Replayed {
+    pub requested: u64,
+    pub claimed: u64,
+    pub replayed: u64,
+    pub failed: u64,
+}
+
+/// `POST /admin/dlq/acknowledge`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Acknowledged {
+    pub acknowledged: u64,
+}
+
+/// Which dead letters a replay or acknowledge acts on.
+#[derive(Debug, Clone)]
+pub enum Selection {
+    Ids(Vec<String>),
+    Queue(String),
+}
+
+impl Selection {
+    fn body(&self) -> Value {
+        match self {
+            Self::Ids(ids) => json!({ "ids": ids }),
+            Self::Queue(queue) => json!({ "queue": queue, "all": true }),
+        }
+    }
+}
+
+/// Query parameters of `GET /admin/dlq`.
+#[derive(Debug, Clone, Default)]
+pub struct DlqQuery {
+    pub queue: Option<String>,
+    pub status: String,
+    pub limit: u32,
+    pub cursor: Option<String>,
+}
+
+/// The route family: admin routes take the admin key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Queue,
+    Admin,
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    api_key: Option<String>,
+    admin_key: Option<String>,
+}
+
+impl Client {
+    pub fn new(remote: &RemoteArgs) -> CliResult<Self> {
+        let base = Url::parse(&remote.url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--url / HOOKQ_URL `{}` is not an http(s) URL such as http://127.0.0.1:6363",
+                    remote.url
+                ))
+            })?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .user_agent(concat!("hookq-cli/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                CliError::Other(anyhow::Error::new(e).context("cannot build the HTTP client"))
+            })?;
+        let non_empty = |key: &Option<String>| key.clone().filter(|k| !k.trim().is_empty());
+        Ok(Self {
+            http,
+            base,
+            api_key: non_empty(&remote.api_key),
+            admin_key: non_empty(&remote.admin_key),
+        })
+    }
+
+    /// The base URL with `segments` appended, each percent-encoded.
+    fn url(&self, segments: &[&str], query: &[(&str, String)]) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(segments);
+        }
+        if !query.is_empty() {
+            url.query_pairs_mut()
+                .extend_pairs(query.iter().map(|(k, v)| (*k, v.as_str())));
+        }
+        url
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        route: Route,
+        url: Url,
+        body: Option<Vec<u8>>,
+    ) -> CliResult<Reply<T>> {
+        let mut request = self.http.request(method, url.clone());
+        let key = match route {
+            Route::Queue => self.api_key.as_ref(),
+            Route::Admin => self.admin_key.as_ref().or(self.api_key.as_ref()),
+        };
+        if let Some(key) = key {
+            request = request.header(AUTHORIZATION, format!("Bearer {key}"));
+        }
+        if let Some(body) = body {
+            request = request.header(CONTENT_TYPE, "application/json").body(body);
+        }
+        let unreachable = |err: reqwest::Error| CliError::Connection {
+            url: self.base.to_string(),
+            cause: error_chain(&err),
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(unreachable)?;
+        let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+        if !status.is_success() {
+            let msg = parsed
+                .as_ref()
+                .and_then(|v| v.get("msg"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| {
+                    let text = String::from_utf8_lossy(&bytes);
+                    let text = text.trim();
+                    if text.is_empty() {
+                        status
+                            .canonical_reason()
+                            .unwrap_or("request failed")
+                            .to_owned()
+                    } else {
+                        text.chars().take(200).collect()
+                    }
+                });
+            return Err(CliError::Api {
+                status: status.as_u16(),
+                msg,
+            });
+        }
+        let json = parsed.ok_or_else(|| {
+            CliError::Other(anyhow::anyhow!(
+                "{url} answered HTTP {status} with a body that is not JSON: is this a hookq server?"
+            ))
+        })?;
+        let data = serde_json::from_value(json.clone()).map_err(|e| {
+            CliError::Other(anyhow::anyhow!(
+                "unexpected answer from {url} ({e}): is this a hookq server of a matching version?"
+            ))
+        })?;
+        Ok(Reply { json, data })
+    }
+
+    pub async fn list_queues(&self) -> CliResult<Reply<QueueList>> {
+        let url = self.url(&["queue"], &[]);
+        self.call(Method::GET, Route::Queue, url, None).await
+    }
+
+    pub async fn create_queue(
+        &self,
+        name: &str,
+        target: &str,
+        secret: Option<&str>,
+    ) -> CliResult<Reply<Value>> {
+        let mut body = json!({ "target": target });
+        if let Some(secret) = secret {
+            body["secret"] = Value::from(secret);
+        }
+        let url = self.url(&["queue", name], &[]);
+        self.call(
+            Method::PUT,
+            Route::Queue,
+            url,
+            Some(body.to_string().into_bytes()),
+        )
+        .await
+    }
+
+    pub async fn delete_queue(&self, name: &str) -> CliResult<Reply<Value>> {
+        let url = self.url(&["queue", name], &[]);
+        self.call(Method::DELETE, Route::Queue, url, None).await
+    }
+
+    /// Enqueue `job` as it is: the server validates and canonicalizes it.
+    pub async fn enqueue(&self, queue: &str, job: Vec<u8>) -> CliResult<Reply<Enqueued>> {
+        let url = self.url(&["queue", queue], &[]);
+        self.call(Method::POST, Route::Queue, url, Some(job)).await
+    }
+
+    pub async fn list_jobs(
+        &self,
+        queue: &str,
+        status: &str,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> CliResult<Reply<JobPage>> {
+        let mut query = vec![("status", status.to_owned()), ("limit", limit.to_string())];
+        if let Some(cursor) = cursor {
+            query.push(("cursor", cursor.to_owned()));
+        }
+        let url = self.url(&["queue", queue], &query);
+        self.call(Method::GET, Route::Queue, url, None).await
+    }
+
+    pub async fn dlq_list(&self, params: &DlqQuery) -> CliResult<Reply<DlqPage>> {
+        let mut query = vec![
+            ("status", params.status.clone()),
+            ("limit", params.limit.to_string()),
+        ];
+        if let Some(queue) = &params.queue {
+            query.push(("queue", queue.clone()));
+        }
+        if let Some(cursor) = &params.cursor {
+            query.push(("cursor", cursor.clone()));
+        }
+        let url = self.url(&["admin", "dlq"], &query);
+        self.call(Method::GET, Route::Admin, url, None).await
+    }
+
+    pub async fn dlq_stats(&self) -> CliResult<Reply<DlqStats>> {
+        let url = self.url(&["admin", "dlq", "stats"], &[]);
+        self.call(Method::GET, Route::Admin, url, None).await
+    }
+
+    pub async fn dlq_replay(
+        &self,
+        selection: &Selection,
+        delay_seconds: Option<u64>,
+    ) -> CliResult<Reply<Replayed>> {
+        let mut body = selection.body();
+        if let Some(delay) = delay_seconds {
+            body["delay_seconds"] = Value::from(delay);
+        }
+        let url = self.url(&["admin", "dlq", "replay"], &[]);
+        self.call(
+            Method::POST,
+            Route::Admin,
+            url,
+            Some(body.to_string().into_bytes()),
+        )
+        .await
+    }
+
+    pub async fn dlq_acknowledge(&self, selection: &Selection) -> CliResult<Reply<Acknowledged>> {
+        let url = self.url(&["admin", "dlq", "acknowledge"], &[]);
+        let body = selection.body().to_string().into_bytes();
+        self.call(Method::POST, Route::Admin, url, Some(body)).await
+    }
+}
+
+/// `reqwest::Error`'s own message is terse ("error sending request"); the cause says why.
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![err.to_string()];
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,285 @@
+//! The command line: `hookq [serve]` runs the server; the other subcommands are operator
+//! tools, either talking to a running server over HTTP ([`remote`], through [`client`]) or
+//! working on the database file directly ([`local`]), plus signature checking ([`verify`]).
+//!
+//! Exit codes: 0 success, 1 failure (an API error, an invalid signature, a failed check),
+//! 2 usage error, 3 the server could not be reached.
+
+pub mod client;
+pub mod local;
+pub mod remote;
+pub mod table;
+pub mod verify;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{ServeArgs, parse_duration};
+
+/// hookq: a webhook-dispatching job queue in one binary, on one SQLite file.
+/// Compatible with the hyper Queue API.
+#[derive(Debug, Parser)]
+#[command(name = "hookq", version, about, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Running `hookq` without a subcommand is `hookq serve`.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server (the default).
+    Serve(ServeArgs),
+    /// Create, list or delete queues on a running server.
+    #[command(subcommand)]
+    Queue(QueueCommand),
+    /// Enqueue one job: JSON from the argument, or from stdin.
+    Enqueue(EnqueueArgs),
+    /// List a queue's READY or ERROR jobs.
+    Jobs(JobsArgs),
+    /// Dead letters: list, stats, replay, acknowledge.
+    #[command(subcommand)]
+    Dlq(DlqCommand),
+    /// Check an X-HYPER-SIGNATURE header against a body and secret (no server needed).
+    Verify(VerifyArgs),
+    /// Create or upgrade a database file to this binary's schema (the server must be stopped).
+    Migrate(DbArgs),
+    /// Copy a database with SQLite's online backup API (safe while the server runs).
+    Backup(BackupArgs),
+    /// Check a database file's integrity and foreign keys (safe while the server runs).
+    Check(DbArgs),
+}
+
+/// How to reach the server: shared by every HTTP subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct RemoteArgs {
+    /// Base URL of the hookq server.
+    #[arg(long, env = "HOOKQ_URL", default_value = "http://127.0.0.1:6363")]
+    pub url: String,
+    /// API key, sent as `Authorization: Bearer <key>`.
+    #[arg(long, env = "HOOKQ_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Key for the /admin routes (dead letters) [default: the API key].
+    #[arg(long, env = "HOOKQ_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
+    /// Print the server's JSON instead of a table (for scripts).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Create a queue delivering to a target URL.
+    Create {
+        name: String,
+        /// Absolute http(s) URL the jobs are POSTed to.
+        #[arg(long)]
+        target: String,
+        /// Sign every delivery with this secret (X-HYPER-SIGNATURE).
+        #[arg(long)]
+        secret: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// List the queues.
+    List {
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Delete a queue with all its jobs and dead letters (needs --yes).
+    Delete {
+        name: String,
+        /// Confirm: the queue's jobs and dead letters are deleted too.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    pub queue: String,
+    /// The job, a JSON object; `-` or nothing reads it from stdin.
+    pub job: Option<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    pub queue: String,
+    /// READY (waiting or in flight) or ERROR (dead-lettered).
+    #[arg(long, default_value = "READY", ignore_case = true, value_parser = ["READY", "ERROR"])]
+    pub status: String,
+    /// Jobs per page (the server caps it at 1000).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+    /// Start after this cursor (the `next` of a previous page).
+    #[arg(long, conflicts_with = "all")]
+    pub cursor: Option<String>,
+    /// Follow `next` cursors and list every job.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DlqCommand {
+    /// List dead letters, newest failure first.
+    List(DlqListArgs),
+    /// Dead-letter counts by status and queue, oldest pending, top failures.
+    Stats {
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Put dead letters back on their queues with fresh attempts.
+    Replay {
+        #[command(flatten)]
+        selection: SelectionArgs,
+        /// Deliver no earlier than this from now (e.g. 30s, 5m; at most 7 days).
+        #[arg(long, value_parser = parse_duration)]
+        delay: Option<Duration>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Acknowledge dead letters: mark them handled without delivering them.
+    Ack {
+        #[command(flatten)]
+        selection: SelectionArgs,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DlqListArgs {
+    /// Only this queue's dead letters.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// pending, replaying, replayed, acknowledged or all.
+    #[arg(long, default_value = "pending")]
+    pub status: String,
+    /// Dead letters per page (the server caps it at 100).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+    /// Start after this cursor (the `next_cursor` of a previous page).
+    #[arg(long)]
+    pub cursor: Option<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// Which dead letters: `--ids a,b` or `--queue q --all`.
+#[derive(Debug, Args)]
+pub struct SelectionArgs {
+    /// Dead-letter (job) ids, comma-separated.
+    #[arg(long, value_delimiter = ',', num_args = 1.., required_unless_present = "queue", conflicts_with_all = ["queue", "all"])]
+    pub ids: Vec<String>,
+    /// Every pending dead letter of this queue (needs --all).
+    #[arg(long, requires = "all")]
+    pub queue: Option<String>,
+    /// Confirm acting on the whole queue.
+    #[arg(long, requires = "queue")]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The queue's secret.
+    #[arg(long, env = "HOOKQ_SECRET", hide_env_values = true)]
+    pub secret: String,
+    /// The X-HYPER-SIGNATURE value, `t=<ms>,sig=<hex>` (a leading `X-HYPER-SIGNATURE:` is ignored).
+    #[arg(long)]
+    pub header: String,
+    /// The exact body bytes received [default: read stdin].
+    #[arg(long)]
+    pub body_file: Option<PathBuf>,
+    /// Accept timestamps this far from now, either way.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub tolerance: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct DbArgs {
+    /// The SQLite database file.
+    #[arg(long, env = "HOOKQ_DB")]
+    pub db: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The SQLite database file to copy.
+    #[arg(long, env = "HOOKQ_DB")]
+    pub db: PathBuf,
+    /// Where to write the copy; must not exist yet.
+    pub dest: PathBuf,
+}
+
+/// Why an operator command failed; each kind has its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The server answered with an error.
+    #[error("{msg} (HTTP {status})")]
+    Api { status: u16, msg: String },
+    /// The command line asks for something that cannot be done as asked.
+    #[error("{0}")]
+    Usage(String),
+    /// The server could not be reached (refused, timed out, DNS…).
+    #[error("cannot reach the server at {url}: {cause}")]
+    Connection { url: String, cause: String },
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Api { .. } | Self::Other(_) => 1,
+            Self::Usage(_) => 2,
+            Self::Connection { .. } => 3,
+        }
+    }
+}
+
+pub type CliResult<T> = Result<T, CliError>;
+
+/// What a command that ran to the end reports: success, or a negative answer (an invalid
+/// signature, a database with problems) that it has already explained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Failed,
+}
+
+/// Run an operator subcommand (anything but `serve`) and turn its result into an exit code,
+/// printing `error: …` on failure.
+pub fn run(command: Command) -> ExitCode {
+    match dispatch(command) {
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(1),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+fn dispatch(command: Command) -> CliResult<Outcome> {
+    match command {
+        Command::Serve(_) => Err(CliError::Usage(
+            "`serve` runs the server, not an operator command".into(),
+        )),
+        Command::Verify(args) => verify::run(&args),
+        Command::Migrate(args) => local::migrate(&args.db),
+        Command::Backup(args) => local::backup(&args.db, &args.dest),
+        Command::Check(args) => local::check(&args.db),
+        remote_command => remote::run(remote_command),
+    }
+}

@@ -1,0 +1,472 @@
+//! The subcommands that talk to a running server: `queue`, `enqueue`, `jobs`, `dlq`.
+//! Each prints a readable table, or the server's JSON with `--json`.
+
+use std::io::{IsTerminal, Read};
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use super::client::{Client, DlqQuery, Replayed, Selection};
+use super::table::{Table, age, relative, shorten, time};
+use super::{
+    CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, Outcome,
+    QueueCommand, RemoteArgs, SelectionArgs,
+};
+
+/// The most ids the server takes in one replay or acknowledge request; more are sent in
+/// batches of this size (with a progress bar).
+const MAX_IDS_PER_REQUEST: usize = 1000;
+
+/// The longest `--delay` the server accepts.
+const MAX_DELAY: Duration = Duration::from_secs(7 * 24 * 3600);
+
+pub fn run(command: Command) -> CliResult<Outcome> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(run_async(command))
+}
+
+async fn run_async(command: Command) -> CliResult<Outcome> {
+    match command {
+        Command::Queue(QueueCommand::Create {
+            name,
+            target,
+            secret,
+            remote,
+        }) => {
+            let client = Client::new(&remote)?;
+            let reply = client
+                .create_queue(&name, &target, secret.as_deref())
+                .await?;
+            print_or(&remote, &reply.json, || {
+                let signed = if secret.is_some() { " (signed)" } else { "" };
+                format!("created queue {name} -> {target}{signed}\n")
+            });
+        }
+        Command::Queue(QueueCommand::List { remote }) => {
+            let reply = Client::new(&remote)?.list_queues().await?;
+            print_or(&remote, &reply.json, || {
+                if reply.data.queues.is_empty() {
+                    return "no queues\n".into();
+                }
+                let mut table = Table::new(&["NAME"]);
+                for name in &reply.data.queues {
+                    table.row(vec![name.clone()]);
+                }
+                table.render()
+            });
+        }
+        Command::Queue(QueueCommand::Delete { name, yes, remote }) => {
+            if !yes {
+                return Err(CliError::Usage(format!(
+                    "deleting queue {name} also deletes all its jobs and dead letters; \
+                     pass --yes to confirm"
+                )));
+            }
+            let reply = Client::new(&remote)?.delete_queue(&name).await?;
+            print_or(&remote, &reply.json, || format!("deleted queue {name}\n"));
+        }
+        Command::Enqueue(args) => enqueue(args).await?,
+        Command::Jobs(args) => jobs(args).await?,
+        Command::Dlq(DlqCommand::List(args)) => dlq_list(args).await?,
+        Command::Dlq(DlqCommand::Stats { remote }) => dlq_stats(&remote).await?,
+        Command::Dlq(DlqCommand::Replay {
+            selection,
+            delay,
+            remote,
+        }) => return dlq_replay(&selection, delay, &remote).await,
+        Command::Dlq(DlqCommand::Ack { selection, remote }) => dlq_ack(&selection, &remote).await?,
+        Command::Serve(_)
+        | Command::Verify(_)
+        | Command::Migrate(_)
+        | Command::Backup(_)
+        | Command::Check(_) => {
+            return Err(CliError::Usage("not a server command".into()));
+        }
+    }
+    Ok(Outcome::Ok)
+}
+
+/// With `--json` the server's JSON (one line), else the readable text.
+fn print_or(remote: &RemoteArgs, json: &Value, readable: impl FnOnce() -> String) {
+    if remote.json {
+        println!("{json}");
+    } else {
+        print!("{}", readable());
+    }
+}
+
+async fn enqueue(args: EnqueueArgs) -> CliResult<()> {
+    let job = match args.job.as_deref() {
+        Some(job) if job != "-" => job.as_bytes().to_vec(),
+        _ => {
+            let mut stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                return Err(CliError::Usage(
+                    "give the job as an argument ('{\"to\":\"ada\"}') or pipe it on stdin".into(),
+                ));
+            }
+            let mut job = Vec::new();
+            stdin
+                .read_to_end(&mut job)
+                .context("cannot read the job from stdin")?;
+            job
+        }
+    };
+    let reply = Client::new(&args.remote)?.enqueue(&args.queue, job).await?;
+    print_or(&args.remote, &reply.json, || format!("{}\n", reply.data.id));
+    Ok(())
+}
+
+async fn jobs(args: JobsArgs) -> CliResult<()> {
+    let client = Client::new(&args.remote)?;
+    let status = args.status.to_ascii_uppercase();
+    let mut cursor = args.cursor.clone();
+    let mut jobs = Vec::new();
+    let mut raw_jobs = Vec::new();
+    let mut last_json;
+    loop {
+        let reply = client
+            .list_jobs(&args.queue, &status, args.limit, cursor.as_deref())
+            .await?;
+        if let Some(page) = reply.json.get("jobs").and_then(Value::as_array) {
+            raw_jobs.extend(page.iter().cloned());
+        }
+        jobs.extend(reply.data.jobs);
+        cursor = reply.data.next;
+        last_json = reply.json;
+        if !args.all || cursor.is_none() {
+            break;
+        }
+    }
+    // One page: the server's JSON as sent; every page: the jobs of all of them, one object.
+    let json = if args.all {
+        json!({ "ok": true, "jobs": raw_jobs })
+    } else {
+        last_json
+    };
+    print_or(&args.remote, &json, || {
+        if jobs.is_empty() {
+            return format!("no {status} jobs in {}\n", args.queue);
+        }
+        let mut table = Table::new(&[
+            "ID", "STATUS", "ATTEMPTS", "CREATED", "NEXT", "LAST", "ERROR",
+        ]);
+        for job in &jobs {
+            let next = if job.in_flight {
+                "in flight".to_owned()
+            } else {
+                job.next_attempt_at.map(relative).unwrap_or_default()
+            };
+            table.row(vec![
+                job.id.clone(),
+                job.status.clone(),
+                job.attempts.to_string(),
+                time(job.created_at),
+                next,
+                job.last_status.map(|s| s.to_string()).unwrap_or_default(),
+                job.error
+                    .as_deref()
+                    .map(|e| shorten(e, 60))
+                    .unwrap_or_default(),
+            ]);
+        }
+        table.render()
+    });
+    if let (Some(next), false) = (&cursor, args.remote.json) {
+        eprintln!("more jobs: --cursor {next} for the next page, or --all");
+    }
+    Ok(())
+}
+
+async fn dlq_list(args: DlqListArgs) -> CliResult<()> {
+    let client = Client::new(&args.remote)?;
+    let reply = client
+        .dlq_list(&DlqQuery {
+            queue: args.queue.clone(),
+            status: args.status.to_ascii_lowercase(),
+            limit: args.limit,
+            cursor: args.cursor.clone(),
+        })
+        .await?;
+    let page = &reply.data;
+    print_or(&args.remote, &reply.json, || {
+        if page.messages.is_empty() {
+            return format!("no {} dead letters\n", args.status);
+        }
+        let mut table = Table::new(&[
+            "ID", "QUEUE", "FAILED", "ATTEMPTS", "REASON", "STATUS", "REPLAYS", "LAST", "ERROR",
+        ]);
+        for letter in &page.messages {
+            table.row(vec![
+                letter.id.clone(),
+                letter.queue.clone(),
+                time(letter.failed_at),
+                letter.attempts.to_string(),
+                letter.failure_reason.clone(),
+                letter.status.clone(),
+                letter.replay_count.to_string(),
+                letter
+                    .last_status
+                    .map(|s| s.to_string())
+                    .unwrap_or_default(),
+                letter
+                    .last_error
+                    .as_deref()
+                    .map(|e| shorten(e, 50))
+                    .unwrap_or_default(),
+            ]);
+        }
+        format!(
+            "{}{} of {} shown\n",
+            table.render(),
+            page.messages.len(),
+            page.total_count
+        )
+    });
+    if let (Some(next), false) = (&page.next_cursor, args.remote.json) {
+        eprintln!("more dead letters: --cursor {next}");
+    }
+    Ok(())
+}
+
+async fn dlq_stats(remote: &RemoteArgs) -> CliResult<()> {
+    let reply = Client::new(remote)?.dlq_stats().await?;
+    let stats = &reply.data;
+    print_or(remote, &reply.json, || {
+        let mut by_status = Table::new(&["STATUS", "COUNT"]);
+        for (status, count) in [
+            ("pending", stats.by_status.pending),
+            ("replaying", stats.by_status.replaying),
+            ("replayed", stats.by_status.replayed),
+            ("acknowledged", stats.by_status.acknowledged),
+        ] {
+            by_status.row(vec![status.into(), count.to_string()]);
+        }
+        let mut out = by_status.render();
+        if !stats.by_queue.is_empty() {
+            let mut by_queue = Table::new(&["QUEUE", "PENDING"]);
+            for (queue, count) in &stats.by_queue {
+                by_queue.row(vec![queue.clone(), count.to_string()]);
+            }
+            out.push('\n');
+            out.push_str(&by_queue.render());
+        }
+        if !stats.top_status_codes.is_empty() {
+            let mut codes = Table::new(&["LAST STATUS", "PENDING"]);
+            for code in &stats.top_status_codes {
+                let key = code
+                    .key
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "transport error".into());
+                codes.row(vec![key, code.count.to_string()]);
+            }
+            out.push('\n');
+            out.push_str(&codes.render());
+        }
+        out.push('\n');
+        if let (Some(at), Some(age_ms)) =
+            (stats.oldest_pending_failed_at, stats.oldest_pending_age_ms)
+        {
+            let age_ms = u64::try_from(age_ms).unwrap_or(0);
+            out.push_str(&format!(
+                "oldest pending: {} ({} ago)\n",
+                time(at),
+                age(age_ms)
+            ));
+        }
+        out.push_str(&format!(
+            "replayed more than twice and failed again: {}\n",
+            stats.repeat_failures
+        ));
+        out.push_str(&format!(
+            "last 24h: {} new failures, {} replayed, {} acknowledged\n",
+            stats.last_24h.new_failures, stats.last_24h.replayed, stats.last_24h.acknowledged
+        ));
+        out
+    });
+    Ok(())
+}
+
+fn selection(args: &SelectionArgs) -> CliResult<Selection> {
+    match (&args.queue, args.all, args.ids.is_empty()) {
+        (Some(queue), true, true) => Ok(Selection::Queue(queue.clone())),
+        (None, false, false) => {
+            let mut ids: Vec<String> = args
+                .ids
+                .iter()
+                .map(|id| id.trim().to_owned())
+                .filter(|id| !id.is_empty())
+                .collect();
+            ids.dedup();
+            if ids.is_empty() {
+                return Err(CliError::Usage("--ids lists no ids".into()));
+            }
+            Ok(Selection::Ids(ids))
+        }
+        _ => Err(CliError::Usage(
+            "select dead letters with --ids a,b or with --queue q --all".into(),
+        )),
+    }
+}
+
+/// The requests one selection takes: a whole queue is one; ids go in batches.
+fn batches(selection: Selection) -> Vec<Selection> {
+    match selection {
+        Selection::Ids(ids) if ids.len() > MAX_IDS_PER_REQUEST => ids
+            .chunks(MAX_IDS_PER_REQUEST)
+            .map(|chunk| Selection::Ids(chunk.to_vec()))
+            .collect(),
+        other => vec![other],
+    }
+}
+
+/// A spinner (whole queue) or bar (id batches) on stderr, only if stderr is a terminal.
+fn progress(selection: &Selection, verb: &str, total_ids: usize) -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = match selection {
+        Selection::Queue(queue) => {
+            let spinner = ProgressBar::new_spinner();
+            spinner.set_message(format!("{verb} the dead letters of {queue}…"));
+            spinner.enable_steady_tick(Duration::from_millis(100));
+            spinner
+        }
+        Selection::Ids(_) => {
+            let bar = ProgressBar::new(total_ids as u64);
+            if let Ok(style) =
+                ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} ({elapsed})")
+            {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_message(verb.to_owned());
+            bar
+        }
+    };
+    Some(bar)
+}
+
+async fn dlq_replay(
+    args: &SelectionArgs,
+    delay: Option<Duration>,
+    remote: &RemoteArgs,
+) -> CliResult<Outcome> {
+    let selection = selection(args)?;
+    let delay_seconds = match delay {
+        Some(delay) if delay > MAX_DELAY => {
+            return Err(CliError::Usage("--delay may be at most 7 days".into()));
+        }
+        // Whole seconds on the wire: round up, so a delay is never shorter than asked.
+        Some(delay) => Some(delay.as_secs() + u64::from(delay.subsec_nanos() > 0)),
+        None => None,
+    };
+    let client = Client::new(remote)?;
+    let total_ids = match &selection {
+        Selection::Ids(ids) => ids.len(),
+        Selection::Queue(_) => 0,
+    };
+    let bar = progress(&selection, "replaying", total_ids);
+    let mut total = Replayed::default();
+    let mut replies = Vec::new();
+    for batch in batches(selection) {
+        let size = match &batch {
+            Selection::Ids(ids) => ids.len() as u64,
+            Selection::Queue(_) => 0,
+        };
+        let reply = client.dlq_replay(&batch, delay_seconds).await;
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(err) => {
+                if let Some(bar) = &bar {
+                    bar.abandon();
+                }
+                return Err(err);
+            }
+        };
+        total.requested += reply.data.requested;
+        total.claimed += reply.data.claimed;
+        total.replayed += reply.data.replayed;
+        total.failed += reply.data.failed;
+        replies.push(reply.json);
+        if let Some(bar) = &bar {
+            bar.inc(size);
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let json = match <[Value; 1]>::try_from(replies) {
+        Ok([one]) => one,
+        Err(_) => json!({
+            "ok": true,
+            "requested": total.requested,
+            "claimed": total.claimed,
+            "replayed": total.replayed,
+            "failed": total.failed,
+        }),
+    };
+    print_or(remote, &json, || {
+        let when = match delay_seconds {
+            Some(secs) if secs > 0 => format!(", delivered from {}", age(secs * 1000)),
+            _ => String::new(),
+        };
+        format!(
+            "replayed {} of {} requested (claimed {}, failed {}){when}\n",
+            total.replayed, total.requested, total.claimed, total.failed
+        )
+    });
+    if total.failed > 0 {
+        eprintln!(
+            "error: {} dead letter(s) could not be put back on their queue and stay pending",
+            total.failed
+        );
+        return Ok(Outcome::Failed);
+    }
+    Ok(Outcome::Ok)
+}
+
+async fn dlq_ack(args: &SelectionArgs, remote: &RemoteArgs) -> CliResult<()> {
+    let selection = selection(args)?;
+    let client = Client::new(remote)?;
+    let total_ids = match &selection {
+        Selection::Ids(ids) => ids.len(),
+        Selection::Queue(_) => 0,
+    };
+    let bar = progress(&selection, "acknowledging", total_ids);
+    let mut acknowledged = 0;
+    let mut replies = Vec::new();
+    for batch in batches(selection) {
+        let size = match &batch {
+            Selection::Ids(ids) => ids.len() as u64,
+            Selection::Queue(_) => 0,
+        };
+        let reply = match client.dlq_acknowledge(&batch).await {
+            Ok(reply) => reply,
+            Err(err) => {
+                if let Some(bar) = &bar {
+                    bar.abandon();
+                }
+                return Err(err);
+            }
+        };
+        acknowledged += reply.data.acknowledged;
+        replies.push(reply.json);
+        if let Some(bar) = &bar {
+            bar.inc(size);
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let json = match <[Value; 1]>::try_from(replies) {
+        Ok([one]) => one,
+        Err(_) => json!({ "ok": true, "acknowledged": acknowledged }),
+    };
+    print_or(remote, &json, || format!("acknowledged {acknowledged}\n"));
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! The HTTP accept loop: axum's router on hyper, with the connection-level limits that
+//! `axum::serve` does not set — a header read timeout (slow-loris), keep-alive — and a
+//! graceful shutdown that lets in-flight requests finish.
+
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// A client must send its request headers within this time, or the connection is closed.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// In-flight requests get this long to finish after shutdown starts.
+pub const REQUEST_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serve `app` on `listener` until `shutdown` fires, then stop accepting and wait for the
+/// open requests to finish (at most [`REQUEST_DRAIN_TIMEOUT`]).
+pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .keep_alive(true);
+    builder.http2().timer(TokioTimer::new());
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(err) => {
+                    // Out of file descriptors and the like: keep serving the open
+                    // connections and try again shortly, rather than spin or exit.
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
+        }
+        let service = TowerToHyperService::new(app.clone());
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(%peer, error = %err, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(REQUEST_DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("open requests did not finish in time; closing them");
+    }
+}
