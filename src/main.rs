@@ -77,7 +77,8 @@ async fn wait_for_signal() {
     }
 }
 
-/// `HOOKQ_LOG` sets the filter (default `default`); `HOOKQ_LOG_FORMAT=json` logs JSON lines.
+/// `HOOKQ_LOG` sets the filter (default: `info` serving, `warn` for operator commands);
+/// `HOOKQ_LOG_FORMAT=json` logs JSON lines.
 fn init_tracing(default: &str) {
     let filter = EnvFilter::try_from_env("HOOKQ_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let json = std::env::var("HOOKQ_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));

@@ -1,11 +1,11 @@
 //! Prometheus metrics: the names hookq records, the recorder behind `GET /metrics`, and the
 //! bound on queue-name label values (queue names are user input: their number is capped).
 
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram};
+use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::model::QueueName;
@@ -81,6 +81,38 @@ pub fn queue_label(queue: &QueueName) -> String {
     "_other".to_owned()
 }
 
+/// The metric handles of one queue, looked up once: recording then costs no label
+/// allocation or registry lookup on the hot path.
+struct QueueMetrics {
+    enqueued: Counter,
+    delivered: Counter,
+    delivery_duration: Histogram,
+    delivery_lag: Histogram,
+}
+
+fn queue_metrics(queue: &QueueName) -> Arc<QueueMetrics> {
+    static CACHE: OnceLock<Mutex<HashMap<QueueName, Arc<QueueMetrics>>>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(metrics) = cache.get(queue) {
+        return metrics.clone();
+    }
+    let label = queue_label(queue);
+    let metrics = Arc::new(QueueMetrics {
+        enqueued: counter!(JOBS_ENQUEUED, "queue" => label.clone()),
+        delivered: counter!(JOBS_DELIVERED, "queue" => label.clone()),
+        delivery_duration: histogram!(DELIVERY_DURATION, "queue" => label.clone()),
+        delivery_lag: histogram!(DELIVERY_LAG, "queue" => label),
+    });
+    // Bounded like the labels: past the cap, names share the `_other` handles uncached.
+    if cache.len() < MAX_QUEUE_LABELS {
+        cache.insert(queue.clone(), metrics.clone());
+    }
+    metrics
+}
+
 /// `2xx`…`5xx` for an HTTP status, `transport` for none.
 pub fn status_class(status: Option<u16>) -> &'static str {
     match status {
@@ -94,14 +126,14 @@ pub fn status_class(status: Option<u16>) -> &'static str {
 }
 
 pub fn job_enqueued(queue: &QueueName) {
-    counter!(JOBS_ENQUEUED, "queue" => queue_label(queue)).increment(1);
+    queue_metrics(queue).enqueued.increment(1);
 }
 
 pub fn job_delivered(queue: &QueueName, latency: Duration, lag: Duration) {
-    let label = queue_label(queue);
-    counter!(JOBS_DELIVERED, "queue" => label.clone()).increment(1);
-    histogram!(DELIVERY_DURATION, "queue" => label.clone()).record(latency.as_secs_f64());
-    histogram!(DELIVERY_LAG, "queue" => label).record(lag.as_secs_f64());
+    let metrics = queue_metrics(queue);
+    metrics.delivered.increment(1);
+    metrics.delivery_duration.record(latency.as_secs_f64());
+    metrics.delivery_lag.record(lag.as_secs_f64());
 }
 
 pub fn attempt_failed(queue: &QueueName, status: Option<u16>, latency: Duration) {

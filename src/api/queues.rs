@@ -115,7 +115,7 @@ async fn delete_queue(
     Ok(Json(json!({ "ok": true })))
 }
 
-#[tracing::instrument(skip_all, fields(queue))]
+#[tracing::instrument(level = "debug", skip_all, fields(queue))]
 async fn enqueue(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,

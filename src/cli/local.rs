@@ -26,7 +26,7 @@ pub fn migrate(db: &Path) -> CliResult<Outcome> {
             .with_context(|| format!("cannot create the directory {}", dir.display()))?;
     }
     let existed = db.exists();
-    let _lock = lock_database(db).context("stop the server before migrating")?;
+    let _lock = lock_database(db).context("cannot migrate while a server uses the database")?;
     let mut conn = connection::open_writer(db, Synchronous::Full)?;
     let before = user_version(&conn)?;
     connection::migrate(&mut conn)?;
@@ -145,8 +145,16 @@ pub fn check(db: &Path) -> CliResult<Outcome> {
             .collect::<Result<Vec<_>, _>>()?;
         Ok((integrity, foreign_keys, user_version(&conn)?))
     };
-    let (integrity, foreign_keys, version) =
-        checking().with_context(|| format!("cannot check {}", db.display()))?;
+    let (integrity, foreign_keys, version) = match checking() {
+        Ok(found) => found,
+        // A file too damaged for the checks to run is a finding, not a failure to check.
+        Err(err) if is_corruption(&err) => {
+            println!("{}: problems found", db.display());
+            println!("integrity: {err:#}");
+            return Ok(Outcome::Failed);
+        }
+        Err(err) => return Err(err.context(format!("cannot check {}", db.display())).into()),
+    };
     let integrity_ok = integrity.len() == 1 && integrity[0] == "ok";
     if integrity_ok && foreign_keys.is_empty() {
         println!(
@@ -168,6 +176,17 @@ pub fn check(db: &Path) -> CliResult<Outcome> {
         println!("{problem}");
     }
     Ok(Outcome::Failed)
+}
+
+fn is_corruption(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        matches!(
+            cause
+                .downcast_ref::<rusqlite::Error>()
+                .and_then(rusqlite::Error::sqlite_error_code),
+            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+        )
+    })
 }
 
 fn open_read_only(db: &Path) -> anyhow::Result<Connection> {

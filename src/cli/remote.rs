@@ -8,7 +8,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use super::client::{Client, DlqQuery, Replayed, Selection};
+use super::client::{Client, DlqQuery, Replayed, Reply, Selection};
 use super::table::{Table, age, relative, shorten, time};
 use super::{
     CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, Outcome,
@@ -196,7 +196,10 @@ async fn dlq_list(args: DlqListArgs) -> CliResult<()> {
     let page = &reply.data;
     print_or(&args.remote, &reply.json, || {
         if page.messages.is_empty() {
-            return format!("no {} dead letters\n", args.status);
+            return match args.status.as_str() {
+                "all" => "no dead letters\n".into(),
+                status => format!("no {status} dead letters\n"),
+            };
         }
         let mut table = Table::new(&[
             "ID", "QUEUE", "FAILED", "ATTEMPTS", "REASON", "STATUS", "REPLAYS", "LAST", "ERROR",
@@ -351,6 +354,47 @@ fn progress(selection: &Selection, verb: &str, total_ids: usize) -> Option<Progr
     Some(bar)
 }
 
+/// Send `selection` (in batches if it is a long list of ids) through `send`, with a
+/// progress indicator on a terminal. Returns every reply.
+async fn in_batches<T>(
+    selection: Selection,
+    verb: &str,
+    mut send: impl AsyncFnMut(&Selection) -> CliResult<Reply<T>>,
+) -> CliResult<Vec<Reply<T>>> {
+    let total_ids = match &selection {
+        Selection::Ids(ids) => ids.len(),
+        Selection::Queue(_) => 0,
+    };
+    let bar = progress(&selection, verb, total_ids);
+    let mut replies = Vec::new();
+    for batch in batches(selection) {
+        match send(&batch).await {
+            Ok(reply) => replies.push(reply),
+            Err(err) => {
+                if let Some(bar) = &bar {
+                    bar.abandon();
+                }
+                return Err(err);
+            }
+        }
+        if let (Some(bar), Selection::Ids(ids)) = (&bar, &batch) {
+            bar.inc(ids.len() as u64);
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(replies)
+}
+
+/// One reply: the server's JSON as sent; several batches: `combined`.
+fn one_or_combined<T>(replies: Vec<Reply<T>>, combined: Value) -> Value {
+    match <[Reply<T>; 1]>::try_from(replies) {
+        Ok([one]) => one.json,
+        Err(_) => combined,
+    }
+}
+
 async fn dlq_replay(
     args: &SelectionArgs,
     delay: Option<Duration>,
@@ -366,53 +410,30 @@ async fn dlq_replay(
         None => None,
     };
     let client = Client::new(remote)?;
-    let total_ids = match &selection {
-        Selection::Ids(ids) => ids.len(),
-        Selection::Queue(_) => 0,
-    };
-    let bar = progress(&selection, "replaying", total_ids);
+    let replies = in_batches(selection, "replaying", async |batch| {
+        client.dlq_replay(batch, delay_seconds).await
+    })
+    .await?;
     let mut total = Replayed::default();
-    let mut replies = Vec::new();
-    for batch in batches(selection) {
-        let size = match &batch {
-            Selection::Ids(ids) => ids.len() as u64,
-            Selection::Queue(_) => 0,
-        };
-        let reply = client.dlq_replay(&batch, delay_seconds).await;
-        let reply = match reply {
-            Ok(reply) => reply,
-            Err(err) => {
-                if let Some(bar) = &bar {
-                    bar.abandon();
-                }
-                return Err(err);
-            }
-        };
+    for reply in &replies {
         total.requested += reply.data.requested;
         total.claimed += reply.data.claimed;
         total.replayed += reply.data.replayed;
         total.failed += reply.data.failed;
-        replies.push(reply.json);
-        if let Some(bar) = &bar {
-            bar.inc(size);
-        }
     }
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    let json = match <[Value; 1]>::try_from(replies) {
-        Ok([one]) => one,
-        Err(_) => json!({
+    let json = one_or_combined(
+        replies,
+        json!({
             "ok": true,
             "requested": total.requested,
             "claimed": total.claimed,
             "replayed": total.replayed,
             "failed": total.failed,
         }),
-    };
+    );
     print_or(remote, &json, || {
         let when = match delay_seconds {
-            Some(secs) if secs > 0 => format!(", delivered from {}", age(secs * 1000)),
+            Some(secs) if secs > 0 => format!(", due in {}", age(secs * 1000)),
             _ => String::new(),
         };
         format!(
@@ -433,40 +454,12 @@ async fn dlq_replay(
 async fn dlq_ack(args: &SelectionArgs, remote: &RemoteArgs) -> CliResult<()> {
     let selection = selection(args)?;
     let client = Client::new(remote)?;
-    let total_ids = match &selection {
-        Selection::Ids(ids) => ids.len(),
-        Selection::Queue(_) => 0,
-    };
-    let bar = progress(&selection, "acknowledging", total_ids);
-    let mut acknowledged = 0;
-    let mut replies = Vec::new();
-    for batch in batches(selection) {
-        let size = match &batch {
-            Selection::Ids(ids) => ids.len() as u64,
-            Selection::Queue(_) => 0,
-        };
-        let reply = match client.dlq_acknowledge(&batch).await {
-            Ok(reply) => reply,
-            Err(err) => {
-                if let Some(bar) = &bar {
-                    bar.abandon();
-                }
-                return Err(err);
-            }
-        };
-        acknowledged += reply.data.acknowledged;
-        replies.push(reply.json);
-        if let Some(bar) = &bar {
-            bar.inc(size);
-        }
-    }
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    let json = match <[Value; 1]>::try_from(replies) {
-        Ok([one]) => one,
-        Err(_) => json!({ "ok": true, "acknowledged": acknowledged }),
-    };
+    let replies = in_batches(selection, "acknowledging", async |batch| {
+        client.dlq_acknowledge(batch).await
+    })
+    .await?;
+    let acknowledged: u64 = replies.iter().map(|r| r.data.acknowledged).sum();
+    let json = one_or_combined(replies, json!({ "ok": true, "acknowledged": acknowledged }));
     print_or(remote, &json, || format!("acknowledged {acknowledged}\n"));
     Ok(())
 }

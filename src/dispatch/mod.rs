@@ -26,6 +26,9 @@ use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::{ClaimedJob, Failure, Outcome, Queue, Store};
 use crate::telemetry;
 
+/// The most free slots the dispatcher waits for before claiming again under load.
+const MAX_CLAIM_BATCH: usize = 32;
+
 /// How often every queue is re-checked even without a wake-up (a safety net, not the hot path).
 const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -87,14 +90,14 @@ impl Dispatcher {
         loop {
             while self.deliveries.try_join_next().is_some() {}
             let report = self.dispatch_once().await;
-            if report.more_due && self.slots.available_permits() > 0 {
+            if report.more_due && self.may_claim() {
                 continue;
             }
             let now = now_millis();
             let wake_at = self
                 .wakeups
                 .next_due()
-                .filter(|_| self.slots.available_permits() > 0)
+                .filter(|_| self.may_claim())
                 .map(|at| {
                     tokio::time::Instant::now()
                         + Duration::from_millis(at.saturating_sub(now).max(0) as u64)
@@ -116,6 +119,9 @@ impl Dispatcher {
     /// One claim round: claim from every due queue as many jobs as there are free slots
     /// (shared fairly between the queues), and start their deliveries.
     pub async fn dispatch_once(&mut self) -> RoundReport {
+        if !self.may_claim() {
+            return RoundReport::default();
+        }
         let now = now_millis();
         self.unpark(now);
         let mut due = self.wakeups.take_due(now);
@@ -174,6 +180,20 @@ impl Dispatcher {
             }
         }
         report
+    }
+
+    /// Whether enough slots are free for a claim round. Under load, claiming for every single
+    /// slot that frees up would cost one write per job; waiting until a batch's worth is free
+    /// (while deliveries are still running, so nothing stalls) claims many jobs per write.
+    fn may_claim(&self) -> bool {
+        let free = self.slots.available_permits();
+        let busy = self.config.max_in_flight - free;
+        free > 0 && (busy == 0 || free >= self.claim_batch())
+    }
+
+    /// The free slots worth a claim round while deliveries are running.
+    fn claim_batch(&self) -> usize {
+        (self.config.max_in_flight / 8).clamp(1, MAX_CLAIM_BATCH)
     }
 
     /// Parked queues that have room again become due again.
@@ -273,7 +293,7 @@ struct Delivery {
 }
 
 impl Delivery {
-    #[tracing::instrument(skip_all, fields(queue = %queue.name, job_id = %job.id, attempt = job.attempt))]
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = %queue.name, job_id = %job.id, attempt = job.attempt))]
     async fn run(self, queue: Arc<Queue>, job: ClaimedJob) {
         let result = self
             .deliverer
@@ -292,10 +312,10 @@ impl Delivery {
         match &outcome {
             Outcome::Delivered => tracing::debug!("delivered"),
             Outcome::Retry { run_at, failure } => {
-                tracing::info!(status = ?failure.status, error = %truncate(&failure.error), retry_in_ms = run_at - now, "attempt failed; will retry");
+                tracing::info!(queue = %queue.name, job_id = %job.id, attempt = job.attempt, status = ?failure.status, error = %truncate(&failure.error), retry_in_ms = run_at - now, "attempt failed; will retry");
             }
             Outcome::Dead { failure } => {
-                tracing::warn!(status = ?failure.status, error = %truncate(&failure.error), "attempts spent; job dead-lettered");
+                tracing::warn!(queue = %queue.name, job_id = %job.id, attempt = job.attempt, status = ?failure.status, error = %truncate(&failure.error), "attempts spent; job dead-lettered");
             }
         }
         let retry_at = match &outcome {
@@ -312,8 +332,12 @@ impl Delivery {
                     self.wakeups.mark_due(&queue.name, at);
                 }
             }
-            Ok(false) => tracing::info!("lease lost before the outcome was recorded; ignored"),
+            Ok(false) => {
+                tracing::info!(queue = %queue.name, job_id = %job.id, "lease lost before the outcome was recorded; ignored")
+            }
             Err(err) => tracing::error!(
+                queue = %queue.name,
+                job_id = %job.id,
                 error = %err,
                 "cannot record the outcome; the lease will expire and the job be delivered again"
             ),

@@ -167,13 +167,13 @@ fn run(
 fn apply_batch(conn: &Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), StoreError> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = (|| {
+        // Cached statements: these run once or twice per operation, on the hot path.
         for op in batch.iter_mut() {
-            conn.execute_batch("SAVEPOINT op")?;
-            if op.apply(conn) {
-                conn.execute_batch("RELEASE op")?;
-            } else {
-                conn.execute_batch("ROLLBACK TO op; RELEASE op")?;
+            conn.prepare_cached("SAVEPOINT op")?.execute([])?;
+            if !op.apply(conn) {
+                conn.prepare_cached("ROLLBACK TO op")?.execute([])?;
             }
+            conn.prepare_cached("RELEASE op")?.execute([])?;
         }
         conn.execute_batch("COMMIT")?;
         Ok::<_, StoreError>(())
