@@ -252,7 +252,7 @@ impl Dispatcher {
             per_queue: self.per_queue.clone(),
             slots: self.slots.clone(),
             max_in_flight: self.config.max_in_flight,
-            _permit: permit,
+            permit: Some(permit),
         };
         telemetry::in_flight(self.config.max_in_flight - self.slots.available_permits());
         self.deliveries.spawn(delivery.run(queue, job));
@@ -289,16 +289,20 @@ struct Delivery {
     per_queue: Arc<Mutex<HashMap<QueueName, usize>>>,
     slots: Arc<Semaphore>,
     max_in_flight: usize,
-    _permit: OwnedSemaphorePermit,
+    /// Held while the worker is being called; `None` once released.
+    permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Delivery {
     #[tracing::instrument(level = "debug", skip_all, fields(queue = %queue.name, job_id = %job.id, attempt = job.attempt))]
-    async fn run(self, queue: Arc<Queue>, job: ClaimedJob) {
+    async fn run(mut self, queue: Arc<Queue>, job: ClaimedJob) {
         let result = self
             .deliverer
             .deliver(&queue, job.id, job.attempt, job.payload, now_millis())
             .await;
+        // The worker is done with us: its slot can serve the next job while the outcome
+        // commits (the attempt number fences a late outcome, so this is safe).
+        self.release_slot(&queue.name);
         let now = now_millis();
         record_metrics(
             &queue.name,
@@ -342,15 +346,23 @@ impl Delivery {
                 "cannot record the outcome; the lease will expire and the job be delivered again"
             ),
         }
-        let mut per_queue = lock(&self.per_queue);
-        if let Some(count) = per_queue.get_mut(&queue.name) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                per_queue.remove(&queue.name);
+    }
+
+    /// Give back the delivery slot (global and per queue) and wake the dispatcher.
+    fn release_slot(&mut self, queue: &QueueName) {
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        {
+            let mut per_queue = lock(&self.per_queue);
+            if let Some(count) = per_queue.get_mut(queue) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    per_queue.remove(queue);
+                }
             }
         }
-        drop(per_queue);
-        drop(self._permit);
+        drop(permit);
         telemetry::in_flight(self.max_in_flight - self.slots.available_permits());
         self.wakeups.poke();
     }

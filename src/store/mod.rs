@@ -87,7 +87,8 @@ impl Store {
         let registry = Registry::new(queues::load_all(&conn).context("cannot load queues")?);
         conn.execute_batch("PRAGMA optimize=0x10002")?;
         let reader = ReadPool::open(path, READ_POOL_SIZE)?;
-        let (writer, done) = Writer::spawn(conn, on_batch).context("cannot start the writer")?;
+        let (writer, done) =
+            Writer::spawn(conn, synchronous, on_batch).context("cannot start the writer")?;
         Ok((
             Self {
                 writer,
@@ -152,8 +153,9 @@ impl Store {
         leased_until: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<ClaimedJob>> {
+        // Relaxed: a claim lost to a power cut is released at the next start.
         self.writer
-            .write(move |conn| jobs::claim(conn, &queue, now, leased_until, limit))
+            .write_relaxed(move |conn| jobs::claim(conn, &queue, now, leased_until, limit))
             .await
     }
 
@@ -163,8 +165,10 @@ impl Store {
         attempt: u32,
         outcome: Outcome,
     ) -> StoreResult<bool> {
+        // Relaxed: an outcome lost to a power cut means the job is delivered again, which
+        // at-least-once allows.
         self.writer
-            .write(move |conn| jobs::record_outcome(conn, id, attempt, &outcome))
+            .write_relaxed(move |conn| jobs::record_outcome(conn, id, attempt, &outcome))
             .await
     }
 

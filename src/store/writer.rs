@@ -5,6 +5,11 @@
 //! operation cannot undo its neighbours, commits once, and only then answers each caller.
 //! This is group commit: the fsync is paid once per batch, not once per job, and a reply
 //! still means "on disk". With one writer there is never an `SQLITE_BUSY` between writes.
+//!
+//! Some writes need not survive a power loss: a lost claim is released at the next start,
+//! a lost outcome means the job is delivered again, both allowed by at-least-once. Those
+//! are sent as [`Durability::Relaxed`]; a batch made only of them commits without the
+//! fsync (`synchronous=NORMAL`), and the next durable commit's fsync covers them anyway.
 
 use std::sync::mpsc as std_mpsc;
 use std::thread;
@@ -14,12 +19,24 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::error::{StoreError, StoreResult};
+use crate::config::Synchronous;
 
 /// Most operations committed in one transaction; bounds how long one commit holds callers.
 pub const MAX_BATCH: usize = 1024;
 
+/// Whether a write must survive a power loss once it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Committed with the configured `synchronous` level (FULL by default): enqueues,
+    /// queue changes, admin actions.
+    Required,
+    /// May be lost on power loss without breaking a promise: claims and delivery outcomes.
+    Relaxed,
+}
+
 /// One write, type-erased so the channel can carry every kind.
 trait WriteOp: Send {
+    fn durability(&self) -> Durability;
     /// Run the operation's statements. Returns false if it failed (its savepoint is rolled back).
     fn apply(&mut self, conn: &Connection) -> bool;
     /// Deliver the result once the batch's fate is known.
@@ -27,6 +44,7 @@ trait WriteOp: Send {
 }
 
 struct Op<T, F> {
+    durability: Durability,
     run: Option<F>,
     on_commit: Option<Box<dyn FnOnce(&T) + Send>>,
     result: Option<StoreResult<T>>,
@@ -38,6 +56,10 @@ where
     T: Send + 'static,
     F: FnOnce(&Connection) -> StoreResult<T> + Send,
 {
+    fn durability(&self) -> Durability {
+        self.durability
+    }
+
     fn apply(&mut self, conn: &Connection) -> bool {
         let Some(run) = self.run.take() else {
             return false;
@@ -82,8 +104,10 @@ pub struct Writer {
 impl Writer {
     /// Start the writer thread on `conn`. The thread ends when every handle is dropped,
     /// after committing what it was sent; `done` is signalled then.
+    /// `synchronous` is the level durable batches commit with.
     pub fn spawn(
         conn: Connection,
+        synchronous: Synchronous,
         on_batch: impl Fn(BatchStats) + Send + 'static,
     ) -> std::io::Result<(Self, std_mpsc::Receiver<()>)> {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -91,7 +115,7 @@ impl Writer {
         thread::Builder::new()
             .name("hookq-writer".into())
             .spawn(move || {
-                run(conn, rx, on_batch);
+                run(conn, synchronous, rx, on_batch);
                 let _ = done_tx.send(());
             })?;
         Ok((Self { tx }, done_rx))
@@ -103,7 +127,17 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
-        self.write_then(op, None).await
+        self.send(Durability::Required, op, None).await
+    }
+
+    /// Like [`write`](Self::write) for a write that may be lost on power loss (see
+    /// [`Durability::Relaxed`]).
+    pub async fn write_relaxed<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        self.send(Durability::Relaxed, op, None).await
     }
 
     /// Like [`write`](Self::write), running `on_commit` on the writer thread right after the
@@ -118,8 +152,22 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
+        self.send(Durability::Required, op, on_commit).await
+    }
+
+    async fn send<T, F>(
+        &self,
+        durability: Durability,
+        op: F,
+        on_commit: Option<Box<dyn FnOnce(&T) + Send>>,
+    ) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         let op = Op {
+            durability,
             run: Some(op),
             on_commit,
             result: None,
@@ -132,10 +180,12 @@ impl Writer {
 
 fn run(
     conn: Connection,
+    synchronous: Synchronous,
     mut rx: mpsc::UnboundedReceiver<Box<dyn WriteOp>>,
     on_batch: impl Fn(BatchStats),
 ) {
     let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
+    let mut current = synchronous;
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -145,7 +195,16 @@ fn run(
             }
         }
         let started = Instant::now();
-        let commit = apply_batch(&conn, &mut batch);
+        let wanted = if batch
+            .iter()
+            .any(|op| op.durability() == Durability::Required)
+        {
+            synchronous
+        } else {
+            Synchronous::Normal
+        };
+        let commit = set_synchronous(&conn, &mut current, wanted)
+            .and_then(|()| apply_batch(&conn, &mut batch));
         if let Err(err) = &commit {
             tracing::error!(error = %err, ops = batch.len(), "write batch failed; rolled back");
         }
@@ -161,6 +220,19 @@ fn run(
         tracing::warn!(error = %err, "PRAGMA optimize at shutdown failed");
     }
     tracing::debug!("writer stopped");
+}
+
+/// Switch the connection's `synchronous` level between transactions, when it changes.
+fn set_synchronous(
+    conn: &Connection,
+    current: &mut Synchronous,
+    wanted: Synchronous,
+) -> Result<(), StoreError> {
+    if *current != wanted {
+        conn.pragma_update(None, "synchronous", wanted.pragma_value())?;
+        *current = wanted;
+    }
+    Ok(())
 }
 
 /// Apply every operation inside one transaction, each in its own savepoint, and commit.
@@ -195,7 +267,7 @@ mod tests {
         let conn = Connection::open(dir.path().join("w.db")).unwrap();
         conn.execute_batch("CREATE TABLE t(v INTEGER NOT NULL UNIQUE)")
             .unwrap();
-        let (writer, _done) = Writer::spawn(conn, |_| {}).unwrap();
+        let (writer, _done) = Writer::spawn(conn, Synchronous::Full, |_| {}).unwrap();
         (writer, dir)
     }
 
@@ -217,6 +289,17 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(count, 2);
+    }
+
+    #[tokio::test]
+    async fn only_batches_with_a_durable_write_pay_the_full_sync() {
+        let (writer, _dir) = writer();
+        let level =
+            |c: &Connection| Ok(c.query_row("PRAGMA synchronous", [], |r| r.get::<_, i64>(0))?);
+        // 2 = FULL, 1 = NORMAL. Each write here is alone in its batch (awaited in turn).
+        assert_eq!(writer.write(level).await.unwrap(), 2);
+        assert_eq!(writer.write_relaxed(level).await.unwrap(), 1);
+        assert_eq!(writer.write(level).await.unwrap(), 2);
     }
 
     #[tokio::test]
