@@ -376,16 +376,15 @@ impl Client {
     }
 }
 
-/// `reqwest::Error`'s own message is terse ("error sending request"); the cause says why.
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![err.to_string()];
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = cause.source();
+/// `reqwest::Error`'s own message wraps the cause in layers ("error sending request for
+/// url … client error (Connect) …"); the innermost cause is what the operator needs.
+fn error_chain(err: &reqwest::Error) -> String {
+    if err.is_timeout() {
+        return "timed out".into();
     }
-    parts.join(": ")
+    let mut innermost: &dyn std::error::Error = err;
+    while let Some(cause) = innermost.source() {
+        innermost = cause;
+    }
+    innermost.to_string()
 }

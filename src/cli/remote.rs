@@ -328,9 +328,11 @@ fn batches(selection: Selection) -> Vec<Selection> {
     }
 }
 
-/// A spinner (whole queue) or bar (id batches) on stderr, only if stderr is a terminal.
+/// A spinner (whole queue) or bar (several batches of ids) on stderr, only if stderr is a
+/// terminal: one quick request needs neither.
 fn progress(selection: &Selection, verb: &str, total_ids: usize) -> Option<ProgressBar> {
-    if !std::io::stderr().is_terminal() {
+    let one_batch = matches!(selection, Selection::Ids(_)) && total_ids <= MAX_IDS_PER_REQUEST;
+    if one_batch || !std::io::stderr().is_terminal() {
         return None;
     }
     let bar = match selection {

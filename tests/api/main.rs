@@ -11,5 +11,6 @@ mod faults;
 mod helpers;
 mod jobs;
 mod maintenance;
+mod operator_cli;
 mod queues;
 mod recovery;

@@ -1,0 +1,585 @@
+//! The operator subcommands, run as the real binary: against a live server (queues, jobs,
+//! dead letters, keys, exit codes), on the database file (migrate, backup, check) and
+//! signature verification.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use hookq::config::ApiKey;
+use hookq::model::now_millis;
+use hookq::signature;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::dlq_support::{count_rows, dlq_list, make_dead_letters, message_ids};
+use crate::helpers::{Reply, TestApp, TestReceiver, payload, refused_url, spawn_app};
+
+/// What one run of the binary did.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    #[track_caller]
+    fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "the command succeeds: {self:?}");
+        &self.stdout
+    }
+
+    #[track_caller]
+    fn json(&self) -> Value {
+        serde_json::from_str(self.ok()).unwrap_or_else(|e| panic!("stdout is JSON ({e}): {self:?}"))
+    }
+
+    #[track_caller]
+    fn fails_with(&self, code: i32, needle: &str) {
+        assert_eq!(self.code, code, "exit code {code}: {self:?}");
+        assert!(
+            self.stderr.contains(needle),
+            "stderr mentions {needle:?}: {self:?}"
+        );
+    }
+}
+
+/// Run `hookq args…` with a clean environment plus `env`, feeding `stdin` if given.
+async fn hookq(args: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Run {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hookq"));
+    command.args(args).env("NO_COLOR", "1");
+    for var in [
+        "HOOKQ_URL",
+        "HOOKQ_API_KEY",
+        "HOOKQ_ADMIN_KEY",
+        "HOOKQ_DB",
+        "HOOKQ_SECRET",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        command.env_remove(var);
+    }
+    command
+        .envs(env.iter().copied())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("start the hookq binary");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        pipe.write_all(input).await.expect("write stdin");
+        drop(pipe);
+    }
+    let output = tokio::time::timeout(crate::helpers::DEADLINE, child.wait_with_output())
+        .await
+        .expect("the command finishes within the deadline")
+        .expect("wait for the command");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// `hookq args…` against `app`.
+async fn at(app: &TestApp, args: &[&str]) -> Run {
+    hookq(args, &[("HOOKQ_URL", &app.base)], None).await
+}
+
+/// A server that stores jobs but does not deliver them: listings stay put.
+async fn storing_app() -> TestApp {
+    let app = spawn_app(|config| config.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    app
+}
+
+/// The lines of a table that contain `needle`.
+fn lines_with<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.contains(needle)).collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Queues and jobs
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn queue_create_list_and_delete_work_against_a_running_server() {
+    let app = spawn_app(|_| {}).await;
+    let out = at(
+        &app,
+        &[
+            "queue",
+            "create",
+            "emails",
+            "--target",
+            "https://worker.example.com/jobs",
+            "--secret",
+            "s3cret",
+        ],
+    )
+    .await;
+    assert!(out.ok().contains("created queue emails"), "{out:?}");
+    at(
+        &app,
+        &[
+            "queue",
+            "create",
+            "invoices",
+            "--target",
+            "http://127.0.0.1:9/x",
+        ],
+    )
+    .await
+    .ok();
+    assert_eq!(app.queues().await, ["emails", "invoices"]);
+
+    let table = at(&app, &["queue", "list"]).await;
+    assert_eq!(table.ok(), "NAME\nemails\ninvoices\n");
+    let json = at(&app, &["queue", "list", "--json"]).await.json();
+    assert_eq!(json, app.get("/queue").await.expect(200));
+
+    at(
+        &app,
+        &["queue", "create", "emails", "--target", "https://x.example"],
+    )
+    .await
+    .fails_with(1, "error: queue already exists (HTTP 409)");
+    at(
+        &app,
+        &[
+            "queue",
+            "create",
+            "Bad Name",
+            "--target",
+            "https://x.example",
+        ],
+    )
+    .await
+    .fails_with(1, "(HTTP 422)");
+
+    // Destructive: refused without --yes, and nothing happens.
+    at(&app, &["queue", "delete", "emails"])
+        .await
+        .fails_with(2, "--yes");
+    assert_eq!(app.queues().await, ["emails", "invoices"]);
+    let out = at(&app, &["queue", "delete", "emails", "--yes"]).await;
+    assert_eq!(out.ok(), "deleted queue emails\n");
+    assert_eq!(app.queues().await, ["invoices"]);
+    at(&app, &["queue", "delete", "emails", "--yes"])
+        .await
+        .fails_with(1, "error: queue not found (HTTP 404)");
+}
+
+#[tokio::test]
+async fn enqueue_takes_the_job_from_the_argument_or_stdin_and_prints_its_id() {
+    let app = storing_app().await;
+    let env = [("HOOKQ_URL", app.base.as_str())];
+    let from_arg = hookq(&["enqueue", "q", r#"{"n":1}"#], &env, None).await;
+    let from_dash = hookq(&["enqueue", "q", "-"], &env, Some(br#"{"n":2}"#)).await;
+    let from_pipe = hookq(&["enqueue", "q"], &env, Some(b"{\"n\": 3}\n")).await;
+    let ids: Vec<String> = [from_arg, from_dash, from_pipe]
+        .iter()
+        .map(|run| run.ok().trim().to_owned())
+        .collect();
+    let listed = app.list("q", "READY").await;
+    let listed_ids: Vec<&str> = listed.iter().map(|j| j["id"].as_str().unwrap()).collect();
+    assert_eq!(listed_ids, ids);
+    assert_eq!(listed[2]["job"], json!({ "n": 3 }));
+
+    let json = hookq(&["enqueue", "q", "{}", "--json"], &env, None)
+        .await
+        .json();
+    assert_eq!(json["ok"], true);
+    assert!(json["id"].is_string(), "{json}");
+
+    hookq(&["enqueue", "q", "{not json"], &env, None)
+        .await
+        .fails_with(1, "(HTTP 400)");
+    hookq(&["enqueue", "nope", "{}"], &env, None)
+        .await
+        .fails_with(1, "queue not found (HTTP 404)");
+}
+
+#[tokio::test]
+async fn jobs_prints_a_table_or_the_servers_json_and_follows_cursors_with_all() {
+    let app = storing_app().await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(app.enqueue_ok("q", &payload(n)).await);
+    }
+
+    let table = at(&app, &["jobs", "q"]).await;
+    let text = table.ok();
+    let header = text.lines().next().unwrap();
+    for column in ["ID", "STATUS", "ATTEMPTS", "CREATED", "NEXT", "ERROR"] {
+        assert!(header.contains(column), "{header}");
+    }
+    for id in &ids {
+        let rows = lines_with(text, id);
+        assert_eq!(rows.len(), 1, "{text}");
+        assert!(rows[0].contains("READY"), "{text}");
+    }
+
+    let json = at(&app, &["jobs", "q", "--json", "--status", "ready"])
+        .await
+        .json();
+    assert_eq!(json, app.list_raw("q", "status=READY").await.expect(200));
+
+    // One page of two, with a hint about the rest.
+    let page = at(&app, &["jobs", "q", "--limit", "2"]).await;
+    assert_eq!(page.ok().lines().count(), 3, "{page:?}");
+    assert!(page.stderr.contains("--cursor"), "{page:?}");
+
+    // Every page, as one JSON object.
+    let all = at(&app, &["jobs", "q", "--limit", "2", "--all", "--json"])
+        .await
+        .json();
+    let all_ids: Vec<&str> = all["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(all_ids, ids);
+    let all_table = at(&app, &["jobs", "q", "--limit", "2", "--all"]).await;
+    assert_eq!(all_table.ok().lines().count(), 6, "{all_table:?}");
+
+    let none = at(&app, &["jobs", "q", "--status", "ERROR"]).await;
+    assert_eq!(none.ok(), "no ERROR jobs in q\n");
+    at(&app, &["jobs", "q", "--status", "DONE"])
+        .await
+        .fails_with(2, "DONE");
+}
+
+// ---------------------------------------------------------------------------------------
+// Dead letters
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn dlq_list_stats_replay_and_ack_drive_the_admin_api() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "nope")).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let ids = make_dead_letters(&app, "q", 3).await;
+
+    let list = at(&app, &["dlq", "list", "--queue", "q"]).await;
+    let text = list.ok();
+    for id in &ids {
+        let rows = lines_with(text, id);
+        assert_eq!(rows.len(), 1, "{text}");
+        assert!(rows[0].contains("max_attempts_reached"), "{text}");
+        assert!(rows[0].contains("pending"), "{text}");
+        assert!(rows[0].contains("nope"), "{text}");
+    }
+    assert!(text.contains("3 of 3 shown"), "{text}");
+    let json = at(&app, &["dlq", "list", "--queue", "q", "--json"])
+        .await
+        .json();
+    assert_eq!(json["total_count"], 3);
+    let mut listed = message_ids(&json);
+    listed.reverse();
+    assert_eq!(listed, ids, "newest failure first");
+
+    let stats = at(&app, &["dlq", "stats"]).await;
+    let pending = lines_with(stats.ok(), "pending");
+    assert!(
+        pending[0].split_whitespace().eq(["pending", "3"]),
+        "{stats:?}"
+    );
+    let stats_json = at(&app, &["dlq", "stats", "--json"]).await.json();
+    assert_eq!(stats_json["by_status"]["pending"], 3);
+
+    // The worker recovers; replay one by id, then acknowledge the rest of the queue.
+    receiver.set_default(Reply::ok());
+    let replayed = at(&app, &["dlq", "replay", "--ids", &ids[0]]).await;
+    assert_eq!(
+        replayed.ok(),
+        "replayed 1 of 1 requested (claimed 1, failed 0)\n"
+    );
+    app.wait_until_gone("q", &ids[0]).await;
+    let acked = at(&app, &["dlq", "ack", "--queue", "q", "--all"]).await;
+    assert_eq!(acked.ok(), "acknowledged 2\n");
+    let body = dlq_list(&app, "queue=q&status=acknowledged").await;
+    assert_eq!(body["total_count"], 2);
+
+    // Nothing pending is left: a whole-queue replay claims nothing.
+    let json = at(
+        &app,
+        &[
+            "dlq", "replay", "--queue", "q", "--all", "--delay", "30s", "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(
+        json,
+        json!({"ok": true, "requested": 0, "claimed": 0, "replayed": 0, "failed": 0})
+    );
+
+    // Selections are checked before anything is sent.
+    at(&app, &["dlq", "replay", "--queue", "q"])
+        .await
+        .fails_with(2, "--all");
+    at(&app, &["dlq", "ack"]).await.fails_with(2, "--ids");
+    at(&app, &["dlq", "replay", "--ids", "not-an-id"])
+        .await
+        .fails_with(1, "(HTTP 422)");
+}
+
+#[tokio::test]
+async fn admin_commands_use_the_admin_key_and_queue_commands_the_api_key() {
+    let api_key = "k".repeat(32);
+    let admin_key = "a".repeat(32);
+    let app = spawn_app(|config| {
+        config.api_key = Some(ApiKey::new(api_key.clone()));
+        config.admin_key = Some(ApiKey::new(admin_key.clone()));
+    })
+    .await;
+    let base = app.base.as_str();
+    hookq(&["queue", "list"], &[("HOOKQ_URL", base)], None)
+        .await
+        .fails_with(1, "error: not authorized (HTTP 401)");
+    let with_key = [("HOOKQ_URL", base), ("HOOKQ_API_KEY", api_key.as_str())];
+    hookq(&["queue", "list"], &with_key, None).await.ok();
+    hookq(&["dlq", "stats"], &with_key, None)
+        .await
+        .fails_with(1, "(HTTP 401)");
+    hookq(
+        &["dlq", "stats", "--admin-key", &admin_key],
+        &with_key,
+        None,
+    )
+    .await
+    .ok();
+    let admin_env = [
+        ("HOOKQ_URL", base),
+        ("HOOKQ_API_KEY", api_key.as_str()),
+        ("HOOKQ_ADMIN_KEY", admin_key.as_str()),
+    ];
+    hookq(&["dlq", "list"], &admin_env, None).await.ok();
+}
+
+#[tokio::test]
+async fn an_unreachable_server_exits_3_and_a_bad_url_2() {
+    let url = refused_url();
+    let out = hookq(&["queue", "list", "--url", &url], &[], None).await;
+    out.fails_with(3, "error: cannot reach the server");
+    hookq(&["queue", "list", "--url", "not a url"], &[], None)
+        .await
+        .fails_with(2, "is not an http(s) URL");
+}
+
+// ---------------------------------------------------------------------------------------
+// Signatures
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn verify_accepts_a_good_signature_and_explains_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = br#"{"to":"ada@example.com","n":1.5}"#;
+    let body_file = dir.path().join("body.json");
+    std::fs::write(&body_file, body).unwrap();
+    let body_path = body_file.to_str().unwrap();
+    let now = u64::try_from(now_millis()).unwrap();
+    let header = signature::header_value(b"s3cret", now, body);
+
+    let good = hookq(
+        &[
+            "verify",
+            "--secret",
+            "s3cret",
+            "--header",
+            &header,
+            "--body-file",
+            body_path,
+        ],
+        &[],
+        None,
+    )
+    .await;
+    assert!(good.ok().starts_with("valid"), "{good:?}");
+    let line = format!("X-HYPER-SIGNATURE: {header}");
+    hookq(
+        &["verify", "--secret", "s3cret", "--header", &line],
+        &[],
+        Some(body),
+    )
+    .await
+    .ok();
+
+    hookq(
+        &[
+            "verify",
+            "--secret",
+            "other",
+            "--header",
+            &header,
+            "--body-file",
+            body_path,
+        ],
+        &[],
+        None,
+    )
+    .await
+    .fails_with(
+        1,
+        "invalid: X-HYPER-SIGNATURE signature does not match the body",
+    );
+
+    let mut with_newline = body.to_vec();
+    with_newline.push(b'\n');
+    let out = hookq(
+        &["verify", "--secret", "s3cret", "--header", &header],
+        &[],
+        Some(&with_newline),
+    )
+    .await;
+    out.fails_with(1, "does not match");
+    assert!(out.stderr.contains("final newline"), "{out:?}");
+
+    let old = signature::header_value(b"s3cret", now - 3_600_000, body);
+    let args = [
+        "verify",
+        "--secret",
+        "s3cret",
+        "--header",
+        &old,
+        "--body-file",
+        body_path,
+    ];
+    hookq(&args, &[], None).await.fails_with(1, "outside the");
+    let mut lenient = args.to_vec();
+    lenient.extend(["--tolerance", "2h"]);
+    hookq(&lenient, &[], None).await.ok();
+
+    hookq(
+        &[
+            "verify",
+            "--secret",
+            "s3cret",
+            "--header",
+            "sig=abc",
+            "--body-file",
+            body_path,
+        ],
+        &[],
+        None,
+    )
+    .await
+    .fails_with(1, "malformed");
+}
+
+// ---------------------------------------------------------------------------------------
+// The database file
+// ---------------------------------------------------------------------------------------
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("temporary paths are UTF-8")
+}
+
+#[tokio::test]
+async fn backup_copies_a_live_database_and_never_overwrites() {
+    let app = storing_app().await;
+    for n in 0..3 {
+        app.enqueue_ok("q", &payload(n)).await;
+    }
+    let out_dir = tempfile::tempdir().unwrap();
+    let dest = out_dir.path().join("backup.db");
+    let db = path_str(&app.db_path);
+
+    let out = hookq(&["backup", "--db", db, path_str(&dest)], &[], None).await;
+    assert!(out.ok().contains("backed up"), "{out:?}");
+    // The server keeps working, and the copy holds what was committed.
+    app.enqueue_ok("q", &payload(3)).await;
+    assert_eq!(count_rows(&dest, "SELECT count(*) FROM jobs"), 3);
+    assert_eq!(count_rows(&dest, "SELECT count(*) FROM queues"), 1);
+    assert!(
+        !Path::new(&format!("{}-wal", dest.display())).exists(),
+        "the copy is one self-contained file"
+    );
+    let check = hookq(&["check", "--db", path_str(&dest)], &[], None).await;
+    assert!(check.ok().contains(": ok"), "{check:?}");
+
+    let before = std::fs::read(&dest).unwrap();
+    hookq(&["backup", "--db", db, path_str(&dest)], &[], None)
+        .await
+        .fails_with(1, "refusing to overwrite");
+    assert_eq!(std::fs::read(&dest).unwrap(), before);
+
+    let missing = out_dir.path().join("missing.db");
+    let other = out_dir.path().join("other.db");
+    hookq(
+        &["backup", "--db", path_str(&missing), path_str(&other)],
+        &[],
+        None,
+    )
+    .await
+    .fails_with(1, "no database at");
+    assert!(!other.exists());
+}
+
+#[tokio::test]
+async fn check_passes_a_live_database_and_fails_a_corrupted_copy() {
+    let app = storing_app().await;
+    for n in 0..50 {
+        app.enqueue_ok("q", &json!({ "n": n, "pad": "x".repeat(500) }))
+            .await;
+    }
+    let out = hookq(&["check", "--db", path_str(&app.db_path)], &[], None).await;
+    assert!(out.ok().contains("integrity_check ok"), "{out:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.db");
+    hookq(
+        &["backup", "--db", path_str(&app.db_path), path_str(&copy)],
+        &[],
+        None,
+    )
+    .await
+    .ok();
+    // Scribble over everything after the first two pages (the header stays intact).
+    let mut bytes = std::fs::read(&copy).unwrap();
+    let page_size = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
+    assert!(bytes.len() > 4 * page_size, "the copy has several pages");
+    for (i, byte) in bytes.iter_mut().enumerate().skip(2 * page_size) {
+        *byte = (i % 251) as u8;
+    }
+    std::fs::write(&copy, &bytes).unwrap();
+    let out = hookq(&["check", "--db", path_str(&copy)], &[], None).await;
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.contains("problems found"), "{out:?}");
+}
+
+#[tokio::test]
+async fn migrate_refuses_a_database_a_server_holds_and_prepares_a_new_one() {
+    let app = storing_app().await;
+    hookq(&["migrate", "--db", path_str(&app.db_path)], &[], None)
+        .await
+        .fails_with(1, "in use by another hookq process");
+
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("sub").join("fresh.db");
+    let out = hookq(&["migrate", "--db", path_str(&fresh)], &[], None).await;
+    assert!(out.ok().contains("schema version 1 (created)"), "{out:?}");
+    let out = hookq(&["migrate"], &[("HOOKQ_DB", path_str(&fresh))], None).await;
+    assert!(out.ok().contains("(up to date)"), "{out:?}");
+    assert_eq!(count_rows(&fresh, "SELECT count(*) FROM queues"), 0);
+
+    let notes = dir.path().join("notes.db");
+    std::fs::write(&notes, b"not a database at all ".repeat(100)).unwrap();
+    hookq(&["migrate", "--db", path_str(&notes)], &[], None)
+        .await
+        .fails_with(1, "refusing to touch it");
+    assert_eq!(
+        std::fs::read(&notes).unwrap(),
+        b"not a database at all ".repeat(100)
+    );
+}
