@@ -30,6 +30,22 @@ pub fn open_writer(path: &Path, synchronous: Synchronous) -> anyhow::Result<Conn
         .with_context(|| format!("cannot switch {} to WAL mode", path.display()))?;
     apply_common_pragmas(&conn)?;
     conn.pragma_update(None, "synchronous", synchronous.pragma_value())?;
+    // Checkpoints run on their own thread (store::checkpointer), not inside a commit.
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    Ok(conn)
+}
+
+/// Open the connection the checkpoint thread uses (read-write: checkpoints write the
+/// database file).
+pub fn open_checkpointer(path: &Path, synchronous: Synchronous) -> anyhow::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("cannot open database at {} for checkpoints", path.display()))?;
+    apply_common_pragmas(&conn)?;
+    conn.pragma_update(None, "synchronous", synchronous.pragma_value())?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     Ok(conn)
 }
 

@@ -4,6 +4,7 @@
 //!
 //! [`Store`] is the one entry point: a cheap `Clone` of handles.
 
+pub mod checkpointer;
 pub mod connection;
 pub mod dead_letters;
 pub mod error;
@@ -38,6 +39,8 @@ pub struct Store {
     reader: ReadPool,
     registry: Registry,
     path: Arc<PathBuf>,
+    /// Runs WAL checkpoints until the last clone of the store is dropped.
+    _checkpointer: Arc<checkpointer::Checkpointer>,
     /// Held for the store's lifetime: one process per database file.
     _lock: Arc<File>,
 }
@@ -87,6 +90,7 @@ impl Store {
         let registry = Registry::new(queues::load_all(&conn).context("cannot load queues")?);
         conn.execute_batch("PRAGMA optimize=0x10002")?;
         let reader = ReadPool::open(path, READ_POOL_SIZE)?;
+        let checkpointer = checkpointer::Checkpointer::spawn(path, synchronous)?;
         let (writer, done) =
             Writer::spawn(conn, synchronous, on_batch).context("cannot start the writer")?;
         Ok((
@@ -95,6 +99,7 @@ impl Store {
                 reader,
                 registry,
                 path: Arc::new(path.to_owned()),
+                _checkpointer: Arc::new(checkpointer),
                 _lock: Arc::new(lock),
             },
             WriterDone(done),
