@@ -8,7 +8,6 @@ use hookq::config::ApiKey;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
 
 #[path = "fault_receivers.rs"]
 mod fault_receivers;
@@ -629,35 +628,45 @@ async fn an_oversized_job_is_413_without_reading_the_rest_and_others_are_served_
     assert_eq!(stored.len(), 2, "only the small jobs were stored");
 }
 
-#[tokio::test]
-async fn slow_loris_connections_do_not_keep_other_clients_waiting() {
-    let app = spawn_app(|c| c.dispatch = false).await;
-    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
-        .await;
-    let stop = CancellationToken::new();
-    let cut_off = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut lorises = Vec::new();
-    for n in 0..50 {
-        let mut socket = TcpStream::connect(addr_of(&app)).await.unwrap();
-        let (stop, cut_off) = (stop.clone(), cut_off.clone());
-        lorises.push(tokio::spawn(async move {
-            // Half send a request head one byte at a time, half send nothing at all.
-            let head = b"POST /queue/q HTTP/1.1\r\nHost: hookq\r\nX-Slow: ";
-            let mut ticks = tokio::time::interval(Duration::from_millis(100));
-            let mut sent = 0;
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    _ = ticks.tick() => {}
-                }
+/// How a slow-loris connection ended: cut off by the server after this long, or not.
+async fn crawl(socket: TcpStream, send_head: bool, give_up: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    let (mut reader, mut writer) = socket.into_split();
+    let head = b"POST /queue/q HTTP/1.1\r\nHost: hookq\r\nX-Slow: ";
+    let mut ticks = tokio::time::interval(Duration::from_millis(100));
+    let mut sent = 0;
+    let mut buf = [0u8; 512];
+    let crawling = async {
+        loop {
+            tokio::select! {
+                // The server closing (or answering) ends it.
+                _ = reader.read(&mut buf) => return started.elapsed(),
+                _ = ticks.tick() => {}
+            }
+            if send_head {
                 let byte = head.get(sent).copied().unwrap_or(b'a');
-                if n % 2 == 0 && socket.write_all(&[byte]).await.is_err() {
-                    cut_off.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return;
+                if writer.write_all(&[byte]).await.is_err() {
+                    return started.elapsed();
                 }
                 sent += 1;
             }
-        }));
+        }
+    };
+    tokio::time::timeout(give_up, crawling).await.ok()
+}
+
+#[tokio::test]
+async fn slow_loris_connections_do_not_keep_other_clients_waiting_and_are_cut_off() {
+    use hookq::http_server::HEADER_READ_TIMEOUT;
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    let give_up = HEADER_READ_TIMEOUT + Duration::from_secs(5);
+    let mut lorises = Vec::new();
+    for n in 0..50 {
+        // Half send a request head one byte every 100 ms, half send nothing at all.
+        let socket = TcpStream::connect(addr_of(&app)).await.unwrap();
+        lorises.push((n % 2 == 0, tokio::spawn(crawl(socket, n % 2 == 0, give_up))));
     }
 
     // While they crawl, ordinary clients get prompt answers.
@@ -674,46 +683,79 @@ async fn slow_loris_connections_do_not_keep_other_clients_waiting() {
     );
     assert_eq!(app.list("q", "READY").await.len(), 20);
 
-    stop.cancel();
-    for loris in lorises {
-        loris.await.unwrap();
+    // And the server hangs up on the dribbling ones once the header read timeout passed.
+    let mut silent = Vec::new();
+    for (dribbling, loris) in lorises {
+        if !dribbling {
+            silent.push(loris);
+            continue;
+        }
+        let after = loris
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("a dribbling connection is still open after {give_up:?}"));
+        assert!(
+            after >= HEADER_READ_TIMEOUT - Duration::from_millis(500),
+            "a dribbling connection was cut off early, after {after:?}"
+        );
     }
+    // The silent ones are still open (see the ignored test below); no need to wait longer.
+    let still_open = silent.iter().filter(|l| !l.is_finished()).count();
     eprintln!(
-        "slow-loris: slowest other client {slowest:?}; {} of 25 dribbling connections cut off by the server",
-        cut_off.load(std::sync::atomic::Ordering::Relaxed)
+        "slow-loris: slowest other client {slowest:?}; {still_open} of 25 silent connections still open"
     );
+    for loris in silent {
+        loris.abort();
+    }
 }
 
 #[tokio::test]
-#[ignore = "bug: no request head/body read timeout (axum::serve runs hyper without a timer), \
-            so a stalled request holds its connection and task forever"]
-async fn a_stalled_request_head_or_body_is_cut_off_by_a_timeout() {
+#[ignore = "bug: a connection that sends nothing is never closed: hyper-util's auto::Builder \
+            waits for the HTTP/2 preface (ReadVersion) without a timer, before the HTTP/1 \
+            header read timeout starts (src/http_server.rs)"]
+async fn a_connection_that_sends_nothing_is_cut_off_by_the_header_read_timeout() {
+    use hookq::http_server::HEADER_READ_TIMEOUT;
+    let app = spawn_app(|c| c.dispatch = false).await;
+    let give_up = HEADER_READ_TIMEOUT + Duration::from_secs(5);
+    for first_bytes in [&b""[..], b"P", b"PRI * HTTP/2.0"] {
+        let mut socket = TcpStream::connect(addr_of(&app)).await.unwrap();
+        socket.write_all(first_bytes).await.unwrap();
+        let cut_off = crawl(socket, false, give_up).await;
+        assert!(
+            cut_off.is_some(),
+            "a connection that sent {:?} is still open after {give_up:?}",
+            String::from_utf8_lossy(first_bytes)
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "slow: waits out the 30 s body read timeout; run with --ignored"]
+async fn a_stalled_request_body_is_408_after_the_body_read_timeout() {
+    use hookq::api::body::BODY_READ_TIMEOUT;
     let app = spawn_app(|c| c.dispatch = false).await;
     app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
         .await;
-    let mut head = TcpStream::connect(addr_of(&app)).await.unwrap();
-    head.write_all(b"POST /queue/q HTTP/1.1\r\nHost: hookq\r\n")
+    let mut socket = TcpStream::connect(addr_of(&app)).await.unwrap();
+    socket
+        .write_all(b"POST /queue/q HTTP/1.1\r\nHost: hookq\r\nContent-Length: 100\r\n\r\n{\"a\":")
         .await
         .unwrap();
-    let mut body = TcpStream::connect(addr_of(&app)).await.unwrap();
-    body.write_all(b"POST /queue/q HTTP/1.1\r\nHost: hookq\r\nContent-Length: 100\r\n\r\n{\"a\":")
-        .await
-        .unwrap();
-    // hyper's own default for the head is 30 s; either an answer (408) or a close will do.
-    let limit = Duration::from_secs(40);
     let started = Instant::now();
-    for (what, socket) in [("head", &mut head), ("body", &mut body)] {
-        let mut buf = [0u8; 1024];
-        let outcome = tokio::time::timeout(limit, socket.read(&mut buf)).await;
-        eprintln!(
-            "PROBE {what}: after {:?}: {:?} {:?}",
-            started.elapsed(),
-            outcome.as_ref().map(|r| r.as_ref().map_err(|e| e.to_string())),
-            String::from_utf8_lossy(&buf[..64])
-        );
-        assert!(
-            outcome.is_ok(),
-            "a request whose {what} stalls is still open after {limit:?}"
-        );
-    }
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(
+        BODY_READ_TIMEOUT + Duration::from_secs(10),
+        socket.read(&mut buf),
+    )
+    .await
+    .expect("the server answers a stalled body")
+    .unwrap();
+    let response = String::from_utf8_lossy(&buf[..n]);
+    assert!(response.starts_with("HTTP/1.1 408"), "{response}");
+    assert!(
+        response.contains("was not received within 30s"),
+        "{response}"
+    );
+    assert!(started.elapsed() >= BODY_READ_TIMEOUT - Duration::from_secs(1));
+    assert!(app.list("q", "READY").await.is_empty());
 }
