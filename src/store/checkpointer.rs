@@ -30,11 +30,9 @@ impl Checkpointer {
         thread::Builder::new()
             .name("hookq-checkpoint".into())
             .spawn(move || {
-                loop {
-                    match stopped.recv_timeout(CHECKPOINT_INTERVAL) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
-                    }
+                // Wakes every interval; ends when the store (the sender) is dropped.
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_INTERVAL)
+                {
                     if let Err(err) =
                         conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
                     {

@@ -228,10 +228,10 @@ impl Store {
     ) -> StoreResult<(Vec<DeadLetter>, u64)> {
         self.reader
             .read(move |conn| {
-                if let Some(queue) = &filter.queue {
-                    if !queues::exists(conn, queue)? {
-                        return Err(StoreError::QueueNotFound);
-                    }
+                if let Some(queue) = &filter.queue
+                    && !queues::exists(conn, queue)?
+                {
+                    return Err(StoreError::QueueNotFound);
                 }
                 dead_letters::list(conn, &filter, after, limit, newest_first, with_payload)
             })

@@ -43,10 +43,13 @@ trait WriteOp: Send {
     fn finish(self: Box<Self>, commit: Result<(), StoreError>);
 }
 
+/// Runs on the writer thread right after the commit of the operation that produced `T`.
+pub type OnCommit<T> = Box<dyn FnOnce(&T) + Send>;
+
 struct Op<T, F> {
     durability: Durability,
     run: Option<F>,
-    on_commit: Option<Box<dyn FnOnce(&T) + Send>>,
+    on_commit: Option<OnCommit<T>>,
     result: Option<StoreResult<T>>,
     reply: oneshot::Sender<StoreResult<T>>,
 }
@@ -143,11 +146,7 @@ impl Writer {
     /// Like [`write`](Self::write), running `on_commit` on the writer thread right after the
     /// commit and before any later batch: in-memory state that mirrors the database is
     /// updated in exactly commit order.
-    pub async fn write_then<T, F>(
-        &self,
-        op: F,
-        on_commit: Option<Box<dyn FnOnce(&T) + Send>>,
-    ) -> StoreResult<T>
+    pub async fn write_then<T, F>(&self, op: F, on_commit: Option<OnCommit<T>>) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
@@ -159,7 +158,7 @@ impl Writer {
         &self,
         durability: Durability,
         op: F,
-        on_commit: Option<Box<dyn FnOnce(&T) + Send>>,
+        on_commit: Option<OnCommit<T>>,
     ) -> StoreResult<T>
     where
         T: Send + 'static,
@@ -250,10 +249,11 @@ fn apply_batch(conn: &Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), 
         conn.execute_batch("COMMIT")?;
         Ok::<_, StoreError>(())
     })();
-    if result.is_err() && !conn.is_autocommit() {
-        if let Err(err) = conn.execute_batch("ROLLBACK") {
-            tracing::error!(error = %err, "rollback after a failed batch failed");
-        }
+    if result.is_err()
+        && !conn.is_autocommit()
+        && let Err(err) = conn.execute_batch("ROLLBACK")
+    {
+        tracing::error!(error = %err, "rollback after a failed batch failed");
     }
     result
 }
