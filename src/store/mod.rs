@@ -90,9 +90,10 @@ impl Store {
         let registry = Registry::new(queues::load_all(&conn).context("cannot load queues")?);
         conn.execute_batch("PRAGMA optimize=0x10002")?;
         let reader = ReadPool::open(path, READ_POOL_SIZE)?;
-        let checkpointer = checkpointer::Checkpointer::spawn(path, synchronous)?;
-        let (writer, done) =
-            Writer::spawn(conn, synchronous, on_batch).context("cannot start the writer")?;
+        let rewind = checkpointer::RewindFlag::default();
+        let checkpointer = checkpointer::Checkpointer::spawn(path, synchronous, rewind.clone())?;
+        let (writer, done) = Writer::spawn(conn, synchronous, rewind, on_batch)
+            .context("cannot start the writer")?;
         Ok((
             Self {
                 writer,

@@ -11,18 +11,24 @@
 //! are sent as [`Durability::Relaxed`]; a batch made only of them commits without the
 //! fsync (`synchronous=NORMAL`), and the next durable commit's fsync covers them anyway.
 
-use std::sync::mpsc as std_mpsc;
+use std::sync::mpsc::{self as std_mpsc, RecvTimeoutError};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
+use super::checkpointer::RewindFlag;
 use super::error::{StoreError, StoreResult};
 use crate::config::Synchronous;
 
 /// Most operations committed in one transaction; bounds how long one commit holds callers.
 pub const MAX_BATCH: usize = 1024;
+
+/// How long a batch that will pay an fsync waits for more operations, when callers are
+/// arriving concurrently. Callers answered by the previous commit are typically sending their
+/// next write right now; letting them join turns two half-full fsyncs into one full one.
+pub const LINGER: Duration = Duration::from_micros(400);
 
 /// Whether a write must survive a power loss once it is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +107,7 @@ pub struct BatchStats {
 /// A cheap, cloneable handle to the writer thread.
 #[derive(Clone)]
 pub struct Writer {
-    tx: mpsc::UnboundedSender<Box<dyn WriteOp>>,
+    tx: std_mpsc::Sender<Box<dyn WriteOp>>,
 }
 
 impl Writer {
@@ -111,14 +117,15 @@ impl Writer {
     pub fn spawn(
         conn: Connection,
         synchronous: Synchronous,
+        rewind: RewindFlag,
         on_batch: impl Fn(BatchStats) + Send + 'static,
     ) -> std::io::Result<(Self, std_mpsc::Receiver<()>)> {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = std_mpsc::channel();
         let (done_tx, done_rx) = std_mpsc::channel();
         thread::Builder::new()
             .name("hookq-writer".into())
             .spawn(move || {
-                run(conn, synchronous, rx, on_batch);
+                run(conn, synchronous, rewind, rx, on_batch);
                 let _ = done_tx.send(());
             })?;
         Ok((Self { tx }, done_rx))
@@ -180,28 +187,31 @@ impl Writer {
 fn run(
     conn: Connection,
     synchronous: Synchronous,
-    mut rx: mpsc::UnboundedReceiver<Box<dyn WriteOp>>,
+    rewind: RewindFlag,
+    rx: std_mpsc::Receiver<Box<dyn WriteOp>>,
     on_batch: impl Fn(BatchStats),
 ) {
     let mut batch: Vec<Box<dyn WriteOp>> = Vec::with_capacity(MAX_BATCH);
     let mut current = synchronous;
-    while let Some(first) = rx.blocking_recv() {
+    let mut last_synced_batch = 0;
+    while let Ok(first) = rx.recv() {
         batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
-            }
-        }
-        let started = Instant::now();
-        let wanted = if batch
+        take_waiting(&rx, &mut batch);
+        let durable = batch
             .iter()
-            .any(|op| op.durability() == Durability::Required)
-        {
+            .any(|op| op.durability() == Durability::Required);
+        let wanted = if durable {
             synchronous
         } else {
             Synchronous::Normal
         };
+        if wanted == Synchronous::Full && last_synced_batch > 1 {
+            linger(&rx, &mut batch);
+        }
+        if wanted == Synchronous::Full {
+            last_synced_batch = batch.len();
+        }
+        let started = Instant::now();
         let commit = set_synchronous(&conn, &mut current, wanted)
             .and_then(|()| apply_batch(&conn, &mut batch));
         if let Err(err) = &commit {
@@ -214,11 +224,40 @@ fn run(
         for op in batch.drain(..) {
             op.finish(commit.clone());
         }
+        // Between batches: nothing can race this checkpoint, so it completes.
+        rewind.rewind_if_raised(&conn);
     }
     if let Err(err) = conn.execute_batch("PRAGMA optimize") {
         tracing::warn!(error = %err, "PRAGMA optimize at shutdown failed");
     }
     tracing::debug!("writer stopped");
+}
+
+/// Add every operation already waiting, up to the batch bound.
+fn take_waiting(rx: &std_mpsc::Receiver<Box<dyn WriteOp>>, batch: &mut Vec<Box<dyn WriteOp>>) {
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(op) => batch.push(op),
+            Err(_) => break,
+        }
+    }
+}
+
+/// Wait up to [`LINGER`] for more operations to join the batch.
+fn linger(rx: &std_mpsc::Receiver<Box<dyn WriteOp>>, batch: &mut Vec<Box<dyn WriteOp>>) {
+    let deadline = Instant::now() + LINGER;
+    while batch.len() < MAX_BATCH {
+        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+            break;
+        };
+        match rx.recv_timeout(left) {
+            Ok(op) => {
+                batch.push(op);
+                take_waiting(rx, batch);
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+        }
+    }
 }
 
 /// Switch the connection's `synchronous` level between transactions, when it changes.
@@ -267,7 +306,8 @@ mod tests {
         let conn = Connection::open(dir.path().join("w.db")).unwrap();
         conn.execute_batch("CREATE TABLE t(v INTEGER NOT NULL UNIQUE)")
             .unwrap();
-        let (writer, _done) = Writer::spawn(conn, Synchronous::Full, |_| {}).unwrap();
+        let (writer, _done) =
+            Writer::spawn(conn, Synchronous::Full, RewindFlag::default(), |_| {}).unwrap();
         (writer, dir)
     }
 
