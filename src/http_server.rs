@@ -1,5 +1,5 @@
-//! The HTTP accept loop: axum's router on hyper, with the connection-level limits that
-//! `axum::serve` does not set — a header read timeout (slow-loris), keep-alive — and a
+//! The HTTP accept loop: axum's router on hyper (HTTP/1.1), with the connection-level limits
+//! that `axum::serve` does not set — a header read timeout (slow-loris), keep-alive — and a
 //! graceful shutdown that lets in-flight requests finish.
 
 use std::time::Duration;
@@ -20,13 +20,15 @@ pub const REQUEST_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Serve `app` on `listener` until `shutdown` fires, then stop accepting and wait for the
 /// open requests to finish (at most [`REQUEST_DRAIN_TIMEOUT`]).
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // HTTP/1.1 only: detecting HTTP/2 first reads bytes with no timer running, so a
+    // connection that sends nothing would never be cut off. Producers and the hyper clients
+    // speak HTTP/1.1.
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .keep_alive(true);
-    builder.http2().timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
     loop {
         let (stream, peer) = tokio::select! {

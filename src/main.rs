@@ -1,6 +1,8 @@
 //! The `hookq` binary: parse the command line ([`hookq::cli`]), then either run an operator
 //! command or set up logging and run the server until a signal.
 
+use std::io::IsTerminal;
+
 use anyhow::Context;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
@@ -82,8 +84,11 @@ async fn wait_for_signal() {
 fn init_tracing(default: &str) {
     let filter = EnvFilter::try_from_env("HOOKQ_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let json = std::env::var("HOOKQ_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
+    // Colours only for a person at a terminal: log files and journals get plain text.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();

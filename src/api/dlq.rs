@@ -1,19 +1,21 @@
 //! Dead-letter administration (`/admin/dlq…`): list with cursor pagination, stats, replay,
 //! acknowledge, delete. Dead letters are identified by their job id.
 
+use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::body::{parse_json, read_limited};
 use super::cursor::Cursor;
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiErrorBody, ApiResult};
 use crate::model::{JobId, QueueName, now_millis};
 use crate::store::{DlqState, Filter, Selection};
 
@@ -26,22 +28,107 @@ pub const MAX_DELAY_SECONDS: u64 = 7 * 24 * 3600;
 
 const MAX_ADMIN_BODY: usize = 256 * 1024;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/admin/dlq", get(list).delete(delete_for_queue))
-        .route("/admin/dlq/stats", get(stats))
-        .route("/admin/dlq/replay", post(replay))
-        .route("/admin/dlq/acknowledge", post(acknowledge))
-        .route("/admin/dlq/{id}", delete(delete_one))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, delete_for_queue))
+        .routes(routes!(stats))
+        .routes(routes!(replay))
+        .routes(routes!(acknowledge))
+        .routes(routes!(delete_one))
 }
 
-#[derive(Deserialize)]
+/// A dead letter's state in its admin lifecycle (`all`: any of them).
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)] // documentation only: `DlqState::parse` and "all"
+pub enum DlqStatusFilter {
+    Pending,
+    Replaying,
+    Replayed,
+    Acknowledged,
+    All,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListParams {
+    /// Only this queue's dead letters.
     queue: Option<String>,
+    /// Default `pending`.
+    #[param(inline, value_type = Option<DlqStatusFilter>)]
     status: Option<String>,
+    /// Page size: default 50, larger values are capped at 100.
+    #[param(value_type = Option<u64>, minimum = 1)]
     limit: Option<String>,
+    /// The `next_cursor` of the previous page (opaque).
     cursor: Option<String>,
+    /// Include each job's payload (`true`/`false`, default `false`).
+    #[param(value_type = Option<bool>)]
     include_payload: Option<String>,
+}
+
+/// A dead letter (the serialized form of `store::DeadLetter`, plus the payload on request).
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)] // documentation only
+pub struct DeadLetterMessage {
+    /// The job id.
+    #[schema(format = "uuid")]
+    id: String,
+    queue: String,
+    /// The queue's target when the job failed.
+    target: String,
+    /// Unix milliseconds.
+    created_at: i64,
+    /// Unix milliseconds.
+    failed_at: i64,
+    attempts: u32,
+    failure_reason: FailureReasonName,
+    last_error: Option<String>,
+    /// The worker's last HTTP status; `null` for transport errors.
+    last_status: Option<u16>,
+    status: DlqStateName,
+    replay_count: u32,
+    replayed_at: Option<i64>,
+    acknowledged_at: Option<i64>,
+    /// The job, only with `include_payload=true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    payload: Option<Value>,
+}
+
+/// Why a job was dead-lettered.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)] // documentation only: `store::FailureReason`
+pub enum FailureReasonName {
+    MaxAttemptsReached,
+    /// Not delivered within `HOOKQ_JOB_TTL`.
+    Expired,
+}
+
+/// A dead letter's state (`store::DlqState`).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)] // documentation only
+pub enum DlqStateName {
+    Pending,
+    Replaying,
+    Replayed,
+    Acknowledged,
+}
+
+/// A page of dead letters, newest failure first.
+#[derive(Serialize, ToSchema)]
+pub struct DlqPage {
+    ok: bool,
+    #[schema(value_type = Vec<DeadLetterMessage>)]
+    messages: Vec<Value>,
+    /// How many dead letters match the filter, all pages together.
+    total_count: u64,
+    limit: usize,
+    /// The cursor of the next page; `null` on the last page.
+    next_cursor: Option<String>,
+    has_more: bool,
 }
 
 fn parse_queue(raw: &str) -> ApiResult<QueueName> {
@@ -58,10 +145,25 @@ fn parse_bool(name: &str, raw: Option<&str>) -> ApiResult<bool> {
     }
 }
 
+/// List dead letters, newest failure first, with a cursor stable under concurrent inserts.
+#[utoipa::path(
+    get,
+    path = "/admin/dlq",
+    tag = "dead letters",
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page of dead letters", body = DlqPage),
+        (status = 400, description = "Bad `status`, `limit`, `cursor` or `include_payload`", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn list(
     State(state): State<AppState>,
     query: Result<Query<ListParams>, QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DlqPage>> {
     let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let queue = params.queue.as_deref().map(parse_queue).transpose()?;
     let status = match params.status.as_deref().unwrap_or("pending") {
@@ -121,16 +223,72 @@ async fn list(
             Ok(message)
         })
         .collect::<ApiResult<Vec<_>>>()?;
-    Ok(Json(json!({
-        "ok": true,
-        "messages": messages,
-        "total_count": total,
-        "limit": limit,
-        "next_cursor": next_cursor,
-        "has_more": has_more,
-    })))
+    Ok(Json(DlqPage {
+        ok: true,
+        messages,
+        total_count: total,
+        limit,
+        next_cursor,
+        has_more,
+    }))
 }
 
+/// Dead-letter figures (the serialized form of `store::DlqStats`, plus `ok`).
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)] // documentation only
+pub struct DlqStatsView {
+    /// Dead letters per state (every state is present).
+    by_status: std::collections::BTreeMap<String, u64>,
+    /// Pending dead letters per queue.
+    by_queue: std::collections::BTreeMap<String, u64>,
+    /// Unix milliseconds.
+    oldest_pending_failed_at: Option<i64>,
+    oldest_pending_age_ms: Option<i64>,
+    /// Queues with the most pending dead letters, most first (at most 10).
+    top_failing_queues: Vec<QueueCount>,
+    /// Last HTTP statuses among pending dead letters, most first.
+    top_status_codes: Vec<StatusCount>,
+    /// Pending dead letters already replayed more than twice.
+    repeat_failures: u64,
+    last_24h: Last24hView,
+    ok: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)] // documentation only
+pub struct QueueCount {
+    key: String,
+    count: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)] // documentation only
+pub struct StatusCount {
+    /// An HTTP status; `null` = transport errors.
+    key: Option<u16>,
+    count: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)] // documentation only
+pub struct Last24hView {
+    new_failures: u64,
+    replayed: u64,
+    acknowledged: u64,
+}
+
+/// Dead-letter figures: by state, by queue, oldest pending, top failing queues and statuses.
+#[utoipa::path(
+    get,
+    path = "/admin/dlq/stats",
+    tag = "dead letters",
+    responses(
+        (status = 200, description = "The figures", body = DlqStatsView),
+        (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn stats(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     let stats = state.store.dlq_stats(now_millis()).await?;
     let mut body = serde_json::to_value(stats).map_err(|e| ApiError::Internal(e.into()))?;
@@ -138,17 +296,23 @@ async fn stats(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     Ok(Json(body))
 }
 
-/// `{"ids":[…]}` or `{"queue":"…","all":true}`.
-#[derive(Deserialize)]
+/// `{"ids":[…]}` or `{"queue":"…","all":true}`; `delay_seconds` on replay only.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct SelectionBody {
+#[schema(example = json!({"queue": "emails", "all": true}))]
+pub struct SelectionBody {
+    /// 1–1000 dead-letter (job) ids.
     #[serde(default)]
+    #[schema(min_items = 1, max_items = 1000)]
     ids: Option<Vec<String>>,
+    /// With `"all": true`: every pending dead letter of this queue.
     #[serde(default)]
     queue: Option<String>,
     #[serde(default)]
     all: bool,
+    /// Replay only: put the jobs back this many seconds from now (at most 7 days).
     #[serde(default)]
+    #[schema(maximum = 604800)]
     delay_seconds: Option<u64>,
 }
 
@@ -200,7 +364,40 @@ fn require_known_queue(state: &AppState, selection: &Selection) -> ApiResult<()>
     }
 }
 
-async fn replay(State(state): State<AppState>, body: Body) -> ApiResult<Json<Value>> {
+/// What a replay did.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "requested": 3, "claimed": 3, "replayed": 3, "failed": 0}))]
+pub struct ReplayResult {
+    ok: bool,
+    /// Ids named, or pending dead letters of the queue.
+    requested: u64,
+    /// Records claimed (`pending` → `replaying`); others were not pending.
+    claimed: usize,
+    /// Jobs put back on their queue.
+    replayed: usize,
+    /// Claimed records that could not be put back (rolled back to `pending`).
+    failed: usize,
+}
+
+/// Replay dead letters: claim them atomically and put each back on its queue as READY.
+#[utoipa::path(
+    post,
+    path = "/admin/dlq/replay",
+    tag = "dead letters",
+    request_body = SelectionBody,
+    responses(
+        (status = 200, description = "Replayed", body = ReplayResult),
+        (status = 400, description = "Malformed JSON", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within 30 s", body = ApiErrorBody),
+        (status = 413, description = "Body larger than 256 KiB", body = ApiErrorBody),
+        (status = 422, description = "Invalid selection or delay", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn replay(State(state): State<AppState>, body: Body) -> ApiResult<Json<ReplayResult>> {
     let request = read_selection(body).await?;
     let selection = request.selection()?;
     require_known_queue(&state, &selection)?;
@@ -239,16 +436,44 @@ async fn replay(State(state): State<AppState>, body: Body) -> ApiResult<Json<Val
         failed = report.failed.len(),
         "dead letters replayed"
     );
-    Ok(Json(json!({
-        "ok": true,
-        "requested": requested,
-        "claimed": claimed,
-        "replayed": report.replayed.len(),
-        "failed": report.failed.len(),
-    })))
+    Ok(Json(ReplayResult {
+        ok: true,
+        requested,
+        claimed,
+        replayed: report.replayed.len(),
+        failed: report.failed.len(),
+    }))
 }
 
-async fn acknowledge(State(state): State<AppState>, body: Body) -> ApiResult<Json<Value>> {
+/// How many pending dead letters became `acknowledged`.
+#[derive(Serialize, ToSchema)]
+pub struct AcknowledgeResult {
+    ok: bool,
+    acknowledged: usize,
+}
+
+/// Acknowledge (dismiss) pending dead letters; they are kept for audit.
+#[utoipa::path(
+    post,
+    path = "/admin/dlq/acknowledge",
+    tag = "dead letters",
+    request_body(content = SelectionBody, description = "The selection (no `delay_seconds`)"),
+    responses(
+        (status = 200, description = "Acknowledged", body = AcknowledgeResult),
+        (status = 400, description = "Malformed JSON", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within 30 s", body = ApiErrorBody),
+        (status = 413, description = "Body larger than 256 KiB", body = ApiErrorBody),
+        (status = 422, description = "Invalid selection, or `delay_seconds` given", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn acknowledge(
+    State(state): State<AppState>,
+    body: Body,
+) -> ApiResult<Json<AcknowledgeResult>> {
     let request = read_selection(body).await?;
     if request.delay_seconds.is_some() {
         return Err(ApiError::Unprocessable(
@@ -258,13 +483,37 @@ async fn acknowledge(State(state): State<AppState>, body: Body) -> ApiResult<Jso
     let selection = request.selection()?;
     require_known_queue(&state, &selection)?;
     let count = state.store.acknowledge(selection, now_millis()).await?;
-    Ok(Json(json!({ "ok": true, "acknowledged": count })))
+    Ok(Json(AcknowledgeResult {
+        ok: true,
+        acknowledged: count,
+    }))
 }
 
+/// How many dead letters were deleted.
+#[derive(Serialize, ToSchema)]
+pub struct DeleteResult {
+    ok: bool,
+    deleted: usize,
+}
+
+/// Delete one dead letter for good, whatever its state.
+#[utoipa::path(
+    delete,
+    path = "/admin/dlq/{id}",
+    tag = "dead letters",
+    params(("id" = String, Path, description = "The dead letter's job id", format = "uuid")),
+    responses(
+        (status = 200, description = "Deleted", body = DeleteResult),
+        (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 404, description = "No such dead letter", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn delete_one(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DeleteResult>> {
     let Path(raw) = path.map_err(|_| ApiError::NotFound("dead letter not found".into()))?;
     let id = JobId::parse(&raw).map_err(|_| ApiError::NotFound("dead letter not found".into()))?;
     let deleted = state
@@ -277,18 +526,36 @@ async fn delete_one(
             }
             other => other.into(),
         })?;
-    Ok(Json(json!({ "ok": true, "deleted": deleted })))
+    Ok(Json(DeleteResult { ok: true, deleted }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct DeleteParams {
+    /// The queue whose dead letters to delete.
+    #[param(required = true)]
     queue: Option<String>,
 }
 
+/// Delete all of a queue's dead letters for good, whatever their state.
+#[utoipa::path(
+    delete,
+    path = "/admin/dlq",
+    tag = "dead letters",
+    params(DeleteParams),
+    responses(
+        (status = 200, description = "Deleted", body = DeleteResult),
+        (status = 400, description = "No `queue` given", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn delete_for_queue(
     State(state): State<AppState>,
     query: Result<Query<DeleteParams>, QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<DeleteResult>> {
     let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let raw = params.queue.ok_or_else(|| {
         ApiError::BadRequest("name the queue whose dead letters to delete: ?queue=…".into())
@@ -301,5 +568,5 @@ async fn delete_for_queue(
         .store
         .delete_dead_letters(Selection::Queue(queue))
         .await?;
-    Ok(Json(json!({ "ok": true, "deleted": deleted })))
+    Ok(Json(DeleteResult { ok: true, deleted }))
 }

@@ -4,7 +4,8 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::store::StoreError;
 
@@ -80,9 +81,25 @@ impl IntoResponse for ApiError {
         if let Self::Internal(cause) = &self {
             tracing::error!(error = format!("{cause:#}"), "request failed");
         }
-        let body = json!({ "ok": false, "status": status.as_u16(), "msg": self.to_string() });
+        let body = ApiErrorBody {
+            ok: false,
+            status: status.as_u16(),
+            msg: self.to_string(),
+        };
         (status, Json(body)).into_response()
     }
+}
+
+/// The JSON body of every failure, whatever the route.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": false, "status": 404, "msg": "queue not found"}))]
+pub struct ApiErrorBody {
+    /// Always `false`.
+    pub ok: bool,
+    /// The HTTP status code, repeated.
+    pub status: u16,
+    /// What went wrong, for humans. Internal causes are logged, never sent.
+    pub msg: String,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;

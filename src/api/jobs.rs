@@ -1,18 +1,20 @@
 //! Job routes of the hyper Queue API: list a queue's READY or ERROR jobs (paginated),
 //! get one job, cancel a READY job, retry an ERROR job.
 
+use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::cursor::{Cursor, invalid_cursor};
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiErrorBody, ApiResult};
+use super::openapi::IdBody;
 use super::queues::existing_queue_name;
 use crate::model::{JobId, JobStatus, QueueName, now_millis};
 use crate::store::{
@@ -22,34 +24,72 @@ use crate::store::{
 pub const DEFAULT_PAGE: usize = 100;
 pub const MAX_PAGE: usize = 1000;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/queue/{name}/{id}", get(get_job))
-        .route("/queue/{name}/{id}/_cancel", post(cancel_job))
-        .route("/queue/{name}/{id}/_retry", post(retry_job))
+/// `GET /queue/{name}` (list jobs) is routed with the queue routes of the same path.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_job))
+        .routes(routes!(cancel_job))
+        .routes(routes!(retry_job))
+}
+
+/// A job's status in the hyper Queue API.
+#[derive(ToSchema)]
+#[allow(dead_code, clippy::upper_case_acronyms)] // documentation only: `JobStatus::as_str`
+pub enum JobStatusName {
+    /// Waiting, scheduled for a retry, or in flight.
+    READY,
+    /// A pending dead letter: its attempts are spent, or it expired.
+    ERROR,
 }
 
 /// A job as the API shows it.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobView {
+    #[schema(format = "uuid")]
     id: String,
+    #[schema(value_type = JobStatusName)]
     status: &'static str,
+    /// The job, as stored (canonical JSON).
+    #[schema(value_type = Object)]
     job: Box<RawValue>,
     queue: String,
+    /// Delivery attempts made so far.
     attempts: u32,
+    /// Unix milliseconds.
     created_at: i64,
+    /// Unix milliseconds: when a READY job waiting for its turn is next tried.
     #[serde(skip_serializing_if = "Option::is_none")]
     next_attempt_at: Option<i64>,
+    /// Present (and `true`) while the job is being delivered.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[schema(required = false)]
     in_flight: bool,
+    /// The worker's last response body (up to 64 KiB) or the transport error.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// The worker's last HTTP status, absent for transport errors.
     #[serde(skip_serializing_if = "Option::is_none")]
     last_status: Option<u16>,
     /// Failed attempts, oldest first (only on the single-job route).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<AttemptView>>)]
     history: Option<Vec<AttemptRecord>>,
+}
+
+/// One failed delivery attempt (the serialized form of `store::AttemptRecord`).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // documentation only
+pub struct AttemptView {
+    attempt: u32,
+    /// Unix milliseconds.
+    at: i64,
+    /// The worker's HTTP status, absent for transport errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    latency_ms: u64,
+    error: String,
 }
 
 impl TryFrom<JobRecord> for JobView {
@@ -82,18 +122,50 @@ impl TryFrom<JobRecord> for JobView {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    /// Which jobs: READY (oldest first by creation) or ERROR (by failure time).
+    #[param(inline, required = true, value_type = JobStatusName)]
     status: Option<String>,
+    /// Page size: default 100, larger values are capped at 1000.
+    #[param(value_type = Option<u64>, minimum = 1)]
     limit: Option<String>,
+    /// The `next` value of the previous page (opaque).
     cursor: Option<String>,
 }
 
+/// A page of a queue's jobs.
+#[derive(Serialize, ToSchema)]
+pub struct JobList {
+    ok: bool,
+    jobs: Vec<JobView>,
+    /// The cursor of the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+}
+
+/// List a queue's READY or ERROR jobs, paginated.
+#[utoipa::path(
+    get,
+    path = "/queue/{name}",
+    tag = "jobs",
+    params(("name" = String, Path, description = "Queue name"), ListParams),
+    responses(
+        (status = 200, description = "A page of jobs", body = JobList),
+        (status = 400, description = "Invalid cursor or query string", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 422, description = "Missing or invalid `status`, or a bad `limit`", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 pub async fn list_jobs(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
     query: Result<Query<ListParams>, QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<JobList>> {
     let name = existing_queue_name(path)?;
     let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let status = params
@@ -149,11 +221,11 @@ pub async fn list_jobs(
         .into_iter()
         .map(JobView::try_from)
         .collect::<ApiResult<Vec<_>>>()?;
-    let mut body = json!({ "ok": true, "jobs": jobs });
-    if let Some(next) = next {
-        body["next"] = Value::String(next);
-    }
-    Ok(Json(body))
+    Ok(Json(JobList {
+        ok: true,
+        jobs,
+        next,
+    }))
 }
 
 fn parse_limit(raw: Option<&str>) -> ApiResult<usize> {
@@ -184,6 +256,23 @@ fn require_queue(state: &AppState, queue: &QueueName) -> ApiResult<()> {
     }
 }
 
+/// One job, with its history of failed attempts.
+#[utoipa::path(
+    get,
+    path = "/queue/{name}/{id}",
+    tag = "jobs",
+    params(
+        ("name" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Job id", format = "uuid"),
+    ),
+    responses(
+        (status = 200, description = "The job", body = JobView),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue, or no such job in it", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn get_job(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -196,23 +285,56 @@ async fn get_job(
     Ok(Json(view))
 }
 
+/// Cancel (remove) a READY job.
+#[utoipa::path(
+    post,
+    path = "/queue/{name}/{id}/_cancel",
+    tag = "jobs",
+    params(
+        ("name" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Job id", format = "uuid"),
+    ),
+    responses(
+        (status = 201, description = "Cancelled", body = IdBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue or job", body = ApiErrorBody),
+        (status = 409, description = "Being delivered right now, or a dead letter", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn cancel_job(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<IdBody>)> {
     let (queue, id) = job_path(path)?;
     require_queue(&state, &queue)?;
     state.store.cancel(queue, id).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "ok": true, "id": id.to_string() })),
-    ))
+    Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }
 
+/// Put an ERROR job (a pending dead letter) back on its queue with fresh attempts.
+#[utoipa::path(
+    post,
+    path = "/queue/{name}/{id}/_retry",
+    tag = "jobs",
+    params(
+        ("name" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Job id", format = "uuid"),
+    ),
+    responses(
+        (status = 201, description = "Back on its queue as READY", body = IdBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue or job", body = ApiErrorBody),
+        (status = 409, description = "Not a pending dead letter", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn retry_job(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<IdBody>)> {
     let (queue, id) = job_path(path)?;
     require_queue(&state, &queue)?;
     let (record, _) = state.store.get_job(queue.clone(), id).await?;
@@ -239,8 +361,5 @@ async fn retry_job(
     if state.config.dispatch {
         state.wakeups.mark_due(&queue, now);
     }
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "ok": true, "id": id.to_string() })),
-    ))
+    Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }

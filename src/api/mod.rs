@@ -1,5 +1,7 @@
 //! The HTTP API: one router per resource, merged here, behind the API-key check.
 //! Responses are always JSON; failures use [`error::ApiError`]'s `{ok:false,status,msg}`.
+//! Each resource router carries its part of the OpenAPI document ([`openapi`]), so the
+//! document served at `GET /openapi.json` is assembled from the routes themselves.
 
 pub mod auth;
 pub mod body;
@@ -7,13 +9,16 @@ pub mod cursor;
 pub mod dlq;
 pub mod error;
 pub mod jobs;
+pub mod openapi;
 pub mod queues;
 pub mod system;
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::middleware;
+use axum::{Extension, Router};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::config::Config;
 use crate::dispatch::Wakeups;
@@ -36,7 +41,7 @@ pub struct AppState {
 }
 
 pub fn router(state: AppState) -> Router {
-    let protected = Router::new()
+    let protected = OpenApiRouter::new()
         .merge(system::router())
         .merge(queues::router())
         .merge(jobs::router())
@@ -48,11 +53,14 @@ pub fn router(state: AppState) -> Router {
         state.clone(),
         auth::require_admin_key,
     ));
-    Router::new()
+    let (routes, document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(system::public_router())
         .merge(protected)
         .merge(admin)
+        .split_for_parts();
+    routes
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(Extension(openapi::Document::new(&document)))
         .with_state(state)
 }

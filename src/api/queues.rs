@@ -1,17 +1,20 @@
 //! Queue routes of the hyper Queue API: list, create (`PUT`), delete, and enqueue (`POST`).
 
+use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, put};
-use axum::{Json, Router};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
 use super::body::{parse_json, read_limited};
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiErrorBody, ApiResult};
+use super::jobs::{__path_list_jobs, list_jobs};
+use super::openapi::{IdBody, OkBody};
 use crate::dispatch::guard::AddressPolicy;
 use crate::json;
 use crate::model::{JobId, QueueName, Secret, Target, now_millis};
@@ -21,14 +24,10 @@ use crate::telemetry;
 /// Queue definitions are small; this bounds what a client can make us read.
 const MAX_QUEUE_BODY: usize = 16 * 1024;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/queue", get(list_queues)).route(
-        "/queue/{name}",
-        put(create_queue)
-            .delete(delete_queue)
-            .post(enqueue)
-            .get(super::jobs::list_jobs),
-    )
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_queues))
+        .routes(routes!(create_queue, delete_queue, enqueue, list_jobs))
 }
 
 /// A queue named in the path: a name that cannot be valid cannot exist either.
@@ -39,30 +38,80 @@ pub(super) fn existing_queue_name(
     QueueName::parse(&raw).map_err(|_| ApiError::queue_not_found())
 }
 
-async fn list_queues(State(state): State<AppState>) -> Json<Value> {
-    let names: Vec<String> = state
+/// The queues, by name.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"ok": true, "name": "queue", "queues": ["emails", "invoices"]}))]
+pub struct QueueList {
+    pub ok: bool,
+    /// Always `"queue"` (the hyper service name).
+    pub name: &'static str,
+    pub queues: Vec<String>,
+}
+
+/// List queues.
+#[utoipa::path(
+    get,
+    path = "/queue",
+    tag = "queues",
+    responses(
+        (status = 200, description = "The queues' names", body = QueueList),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+    ),
+)]
+async fn list_queues(State(state): State<AppState>) -> Json<QueueList> {
+    let queues = state
         .store
         .registry()
         .all()
         .iter()
         .map(|q| q.name.to_string())
         .collect();
-    Json(json!({ "ok": true, "name": "queue", "queues": names }))
+    Json(QueueList {
+        ok: true,
+        name: "queue",
+        queues,
+    })
 }
 
 /// Unknown fields are ignored, as hyper does, so clients that send extra fields still work.
-#[derive(Deserialize)]
-struct CreateQueue {
+#[derive(Deserialize, ToSchema)]
+#[schema(example = json!({"target": "https://worker.example.com/jobs", "secret": "s3cret"}))]
+pub struct CreateQueue {
+    /// Where jobs are delivered: an absolute http(s) URL with a host and no credentials.
+    #[schema(format = "uri")]
     target: String,
+    /// 1–100 characters. With a secret every delivery is signed (`X-HYPER-SIGNATURE`).
+    /// Never returned nor logged.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 100)]
     secret: Option<String>,
 }
 
+/// Create a queue.
+#[utoipa::path(
+    put,
+    path = "/queue/{name}",
+    tag = "queues",
+    params(("name" = String, Path,
+        description = "Queue name: lower-cased, then `^[a-z0-9~_-]+$`, 1–100 characters")),
+    request_body(content = CreateQueue, description = "The queue's target and optional secret"),
+    responses(
+        (status = 201, description = "Created", body = OkBody),
+        (status = 400, description = "Malformed JSON", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within 30 s", body = ApiErrorBody),
+        (status = 409, description = "The queue already exists", body = ApiErrorBody),
+        (status = 413, description = "Body larger than 16 KiB", body = ApiErrorBody),
+        (status = 422, description = "Invalid name, target or secret", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn create_queue(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
     body: Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<OkBody>)> {
     let Path(raw_name) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let bytes = read_limited(body, MAX_QUEUE_BODY).await?;
     let request: CreateQueue = parse_json(&bytes)?;
@@ -85,7 +134,7 @@ async fn create_queue(
         })
         .await?;
     tracing::info!(queue = %name, "queue created");
-    Ok((StatusCode::CREATED, Json(json!({ "ok": true }))))
+    Ok((StatusCode::CREATED, Json(OkBody::OK)))
 }
 
 /// Refuse at creation what delivery would refuse anyway: plain http under HOOKQ_HTTPS_ONLY,
@@ -104,23 +153,61 @@ fn check_target_allowed(state: &AppState, target: &Target) -> ApiResult<()> {
     Ok(())
 }
 
+/// Delete a queue and all its jobs: READY, in flight and dead letters.
+#[utoipa::path(
+    delete,
+    path = "/queue/{name}",
+    tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "Deleted", body = OkBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn delete_queue(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<OkBody>> {
     let name = existing_queue_name(path)?;
     state.store.delete_queue(name.clone()).await?;
     state.wakeups.forget(&name);
     tracing::info!(queue = %name, "queue deleted with all its jobs");
-    Ok(Json(json!({ "ok": true })))
+    Ok(Json(OkBody::OK))
 }
 
+/// Enqueue a job.
+///
+/// Any JSON object, stored as its canonical JSON (the bytes the worker receives and the
+/// signature covers). `201` is sent only once the job is committed to disk.
+#[utoipa::path(
+    post,
+    path = "/queue/{name}",
+    tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body(content = Object, description = "The job: any JSON object, at most \
+        `HOOKQ_MAX_JOB_BYTES` bytes (default 262 144)"),
+    responses(
+        (status = 201, description = "Stored; the id is a UUIDv7", body = IdBody),
+        (status = 400, description = "Malformed JSON (or a lone UTF-16 surrogate)", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within 30 s", body = ApiErrorBody),
+        (status = 413, description = "Larger than `HOOKQ_MAX_JOB_BYTES`", body = ApiErrorBody),
+        (status = 422, description = "Not a JSON object", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+        (status = 507, description = "The disk is full: the job was not stored", body = ApiErrorBody),
+    ),
+)]
 #[tracing::instrument(level = "debug", skip_all, fields(queue))]
 async fn enqueue(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
     body: Body,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<IdBody>)> {
     let name = existing_queue_name(path)?;
     tracing::Span::current().record("queue", name.as_str());
     if !state.store.registry().contains(&name) {
@@ -144,8 +231,5 @@ async fn enqueue(
     if state.config.dispatch {
         state.wakeups.mark_due(&name, now);
     }
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "ok": true, "id": id.to_string() })),
-    ))
+    Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }

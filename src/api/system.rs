@@ -1,40 +1,74 @@
-//! `GET /` (service description) and `GET /healthz` (liveness and database ping).
+//! `GET /` (service description), `GET /healthz` (liveness and database ping), `GET /readyz`,
+//! `GET /metrics`, and the public `GET /openapi.json`.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
-use serde_json::{Value, json};
-
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::AppState;
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiErrorBody, ApiResult};
+use super::openapi::{__path_openapi_json, OkBody, openapi_json};
 use crate::telemetry;
 
 /// Routes that need no API key.
-pub fn public_router() -> Router<AppState> {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+pub fn public_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(openapi_json))
 }
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/", get(root))
-        .route("/metrics", get(metrics))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(root))
+        .routes(routes!(metrics))
 }
 
-async fn root() -> Json<Value> {
-    Json(json!({
-        "name": "hookq",
-        "version": env!("CARGO_PKG_VERSION"),
-        "services": ["queue"],
-    }))
+/// What this server is.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"name": "hookq", "version": "0.1.0", "services": ["queue"]}))]
+pub struct ServiceInfo {
+    pub name: &'static str,
+    pub version: &'static str,
+    /// The hyper services this server provides.
+    pub services: Vec<&'static str>,
+}
+
+/// Describe the service.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "service",
+    responses(
+        (status = 200, description = "Name, version and services", body = ServiceInfo),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+    ),
+)]
+async fn root() -> Json<ServiceInfo> {
+    Json(ServiceInfo {
+        name: "hookq",
+        version: env!("CARGO_PKG_VERSION"),
+        services: vec!["queue"],
+    })
 }
 
 /// Ready to take traffic: the database answers and the server is not shutting down.
-async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "service",
+    security(()),
+    responses(
+        (status = 200, description = "Ready", body = OkBody),
+        (status = 503, description = "Shutting down, or the database is unreachable", body = ApiErrorBody),
+    ),
+)]
+async fn readyz(State(state): State<AppState>) -> ApiResult<Json<OkBody>> {
     if state.shutdown.is_cancelled() {
         return Err(ApiError::Unavailable("shutting down".into()));
     }
@@ -42,6 +76,18 @@ async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
 }
 
 /// Prometheus text format. Queue depths are counted at scrape time.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "service",
+    responses(
+        (status = 200, description = "Metrics in the Prometheus text format",
+            body = String, content_type = "text/plain; version=0.0.4; charset=utf-8"),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
 async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
     let (ready, dead) = state.store.queue_depths().await?;
     telemetry::queue_depths(&ready, &dead);
@@ -53,11 +99,22 @@ async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
         .into_response())
 }
 
-async fn healthz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+/// Alive: the database answers.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "service",
+    security(()),
+    responses(
+        (status = 200, description = "The database answers", body = OkBody),
+        (status = 503, description = "The database is unreachable", body = ApiErrorBody),
+    ),
+)]
+async fn healthz(State(state): State<AppState>) -> ApiResult<Json<OkBody>> {
     state
         .store
         .ping()
         .await
         .map_err(|e| ApiError::Unavailable(format!("database unreachable: {e}")))?;
-    Ok(Json(json!({ "ok": true })))
+    Ok(Json(OkBody::OK))
 }

@@ -1,0 +1,448 @@
+//! Crash test: under continuous load, `kill -9` the hookq binary at random moments, restart
+//! it on the same database, and check at the end that every job that got a 201 was
+//! delivered at least once. Duplicates are counted and compared with the jobs that were in
+//! flight at each crash (the only way at-least-once may deliver twice).
+//!
+//! ```text
+//! tests/chaos/run.sh                      # builds hookq and this example, then runs it
+//! cargo run --example chaos -- --kills 5 --producers 4 --seed 42
+//! ```
+//!
+//! Everything runs on 127.0.0.1: the producers, the server (port 0) and the worker it
+//! delivers to. Exit status 0 when no acknowledged job was lost and the duplicates stay
+//! within the bound; 1 otherwise.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use clap::Parser;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+struct Args {
+    /// The hookq binary [default: `hookq` next to this example's directory, i.e. the one
+    /// `cargo build` put in the same target directory].
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// How many times the server is killed.
+    #[arg(long, default_value_t = 5)]
+    kills: u32,
+    /// Concurrent producers, each enqueueing as fast as it can.
+    #[arg(long, default_value_t = 4)]
+    producers: usize,
+    /// Each run lasts a random time in [min, max] milliseconds before the kill.
+    #[arg(long, default_value_t = 700)]
+    min_uptime_ms: u64,
+    #[arg(long, default_value_t = 4000)]
+    max_uptime_ms: u64,
+    /// The worker takes a random time in [0, this] ms per delivery, so deliveries are in
+    /// flight when the server dies.
+    #[arg(long, default_value_t = 40)]
+    worker_delay_ms: u64,
+    /// How long the last run may take to deliver what is left.
+    #[arg(long, default_value_t = 60)]
+    drain_secs: u64,
+    /// Seed of the random kill times and worker delays [default: from the clock].
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+/// xorshift64*: enough randomness for kill times, without another dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % bound.max(1)
+    }
+}
+
+/// The worker: counts deliveries per job id.
+#[derive(Default)]
+struct Worker {
+    deliveries: Mutex<HashMap<String, u32>>,
+    in_flight: AtomicUsize,
+    delay_ms: u64,
+    seed: AtomicU64,
+}
+
+async fn receive(State(worker): State<Arc<Worker>>, headers: HeaderMap) -> StatusCode {
+    worker.in_flight.fetch_add(1, Ordering::SeqCst);
+    // Decremented on drop: when hookq dies mid-request, this handler is dropped unfinished.
+    let _busy = Busy(&worker.in_flight);
+    let seed = worker
+        .seed
+        .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+    let delay = Rng(seed | 1).below(worker.delay_ms + 1);
+    tokio::time::sleep(Duration::from_millis(delay)).await;
+    if let Some(id) = headers.get("x-hookq-job-id").and_then(|v| v.to_str().ok()) {
+        *worker
+            .deliveries
+            .lock()
+            .unwrap()
+            .entry(id.to_owned())
+            .or_default() += 1;
+    }
+    StatusCode::OK
+}
+
+struct Busy<'a>(&'a AtomicUsize);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What the producers saw.
+#[derive(Default)]
+struct Produced {
+    acknowledged: Mutex<HashSet<String>>,
+    /// Requests that failed without an answer (the server died under them): their jobs may
+    /// or may not have been stored.
+    unanswered: AtomicU64,
+    /// Answers other than 201.
+    refused: AtomicU64,
+}
+
+/// One run of the server.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    /// Jobs the server found in flight from the previous run (from its start-up log).
+    released: Arc<AtomicU64>,
+}
+
+async fn start_server(bin: &PathBuf, db: &PathBuf, log: &PathBuf) -> anyhow::Result<Server> {
+    let mut child = Command::new(bin)
+        .arg("--db")
+        .arg(db)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("HOOKQ_API_KEY")
+        .env("HOOKQ_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env("HOOKQ_BACKOFF", "100ms")
+        .env("HOOKQ_MAX_ATTEMPTS", "10")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {}", bin.display()))?;
+    let stderr = child.stderr.take().context("stderr is piped")?;
+    let (addr_tx, addr_rx) = oneshot::channel();
+    let released = Arc::new(AtomicU64::new(0));
+    let mut log_file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .await?;
+    let seen = released.clone();
+    tokio::spawn(async move {
+        let mut addr_tx = Some(addr_tx);
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = log_file.write_all(format!("{line}\n").as_bytes()).await;
+            let field = |name: &str| {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(name))
+                    .map(str::to_owned)
+            };
+            if line.contains("found jobs in flight")
+                && let Some(n) = field("jobs=").and_then(|n| n.parse().ok())
+            {
+                seen.store(n, Ordering::SeqCst);
+            }
+            if line.contains("hookq listening")
+                && let (Some(tx), Some(addr)) = (addr_tx.take(), field("addr="))
+            {
+                let _ = tx.send(addr);
+            }
+        }
+    });
+    let addr = tokio::time::timeout(Duration::from_secs(15), addr_rx)
+        .await
+        .context("the server did not start listening within 15 s")?
+        .context("the server exited before listening")?
+        .parse()?;
+    Ok(Server {
+        child,
+        addr,
+        released,
+    })
+}
+
+async fn produce(
+    id: usize,
+    http: reqwest::Client,
+    base: Arc<RwLock<Option<String>>>,
+    produced: Arc<Produced>,
+    stop: CancellationToken,
+) {
+    let mut n = 0u64;
+    while !stop.is_cancelled() {
+        let Some(url) = base.read().unwrap().clone() else {
+            // The server is down: try again shortly (a client's back-off, not a sync point).
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        };
+        n += 1;
+        let sent = http
+            .post(format!("{url}/queue/chaos"))
+            .header("content-type", "application/json")
+            .body(serde_json::json!({ "producer": id, "n": n }).to_string())
+            .send()
+            .await;
+        match sent {
+            Ok(response) if response.status() == StatusCode::CREATED => {
+                match response.bytes().await.map(|b| serde_json::from_slice(&b)) {
+                    Ok(Ok::<serde_json::Value, _>(body)) => {
+                        if let Some(job) = body["id"].as_str() {
+                            produced.acknowledged.lock().unwrap().insert(job.to_owned());
+                        }
+                    }
+                    // The 201 head arrived but the body did not: not acknowledged.
+                    _ => {
+                        produced.unanswered.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Ok(_) => {
+                produced.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                produced.unanswered.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+}
+
+async fn get_json(http: &reqwest::Client, url: &str) -> anyhow::Result<serde_json::Value> {
+    let body = http.get(url).send().await?.bytes().await?;
+    serde_json::from_slice(&body).with_context(|| format!("GET {url} did not answer JSON"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let bin = match args.bin.clone() {
+        Some(bin) => bin,
+        None => std::env::current_exe()?
+            .parent()
+            .and_then(|examples| examples.parent())
+            .context("cannot locate the target directory")?
+            .join("hookq"),
+    };
+    if !bin.exists() {
+        bail!(
+            "{} does not exist: run `cargo build --bin hookq` first (or pass --bin)",
+            bin.display()
+        );
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    let mut rng = Rng(seed | 1);
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("chaos.db");
+    let log = dir.path().join("hookq.log");
+    println!(
+        "chaos: {} kills, {} producers, seed {seed}, db {}",
+        args.kills,
+        args.producers,
+        db.display()
+    );
+
+    // The worker.
+    let worker = Arc::new(Worker {
+        delay_ms: args.worker_delay_ms,
+        seed: AtomicU64::new(seed),
+        ..Worker::default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let worker_url = format!("http://{}/hook", listener.local_addr()?);
+    let app = Router::new().fallback(receive).with_state(worker.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let base: Arc<RwLock<Option<String>>> = Arc::default();
+    let produced = Arc::new(Produced::default());
+    let stop_producers = CancellationToken::new();
+    let started = Instant::now();
+    let mut released_total = 0;
+    let mut in_flight_at_kills = 0;
+
+    let mut server = start_server(&bin, &db, &log).await?;
+    let url = format!("http://{}", server.addr);
+    let created = http
+        .put(format!("{url}/queue/chaos"))
+        .header("content-type", "application/json")
+        .body(serde_json::json!({ "target": worker_url, "secret": "chaos" }).to_string())
+        .send()
+        .await?;
+    if created.status() != StatusCode::CREATED {
+        bail!("cannot create the queue: {}", created.text().await?);
+    }
+    *base.write().unwrap() = Some(url);
+    let producers: Vec<_> = (0..args.producers)
+        .map(|p| {
+            tokio::spawn(produce(
+                p,
+                http.clone(),
+                base.clone(),
+                produced.clone(),
+                stop_producers.clone(),
+            ))
+        })
+        .collect();
+
+    for kill in 1..=args.kills {
+        let span = args.max_uptime_ms.saturating_sub(args.min_uptime_ms);
+        let uptime = Duration::from_millis(args.min_uptime_ms + rng.below(span + 1));
+        tokio::time::sleep(uptime).await;
+        let worker_busy = worker.in_flight.load(Ordering::SeqCst);
+        server.child.kill().await.context("kill -9 the server")?;
+        *base.write().unwrap() = None;
+        in_flight_at_kills += worker_busy;
+        let acknowledged = produced.acknowledged.lock().unwrap().len();
+        server = start_server(&bin, &db, &log).await?;
+        let released = server.released.load(Ordering::SeqCst);
+        released_total += released;
+        println!(
+            "kill {kill}: after {uptime:?} up; {acknowledged} jobs acknowledged so far; \
+             {worker_busy} deliveries at the worker when killed; \
+             {released} jobs found in flight at restart"
+        );
+        *base.write().unwrap() = Some(format!("http://{}", server.addr));
+    }
+
+    // The last run: a little more load, then stop producing and let it drain.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop_producers.cancel();
+    for producer in producers {
+        producer.await?;
+    }
+    let acknowledged = produced.acknowledged.lock().unwrap().clone();
+    let url = format!("http://{}", server.addr);
+    let deadline = Instant::now() + Duration::from_secs(args.drain_secs);
+    let missing = loop {
+        let delivered = worker.deliveries.lock().unwrap().clone();
+        let missing: Vec<&String> = acknowledged
+            .iter()
+            .filter(|id| !delivered.contains_key(*id))
+            .collect();
+        let ready = get_json(&http, &format!("{url}/queue/chaos?status=READY&limit=1")).await?;
+        let idle = ready["jobs"].as_array().is_some_and(Vec::is_empty);
+        if (missing.is_empty() && idle) || Instant::now() > deadline {
+            break missing.into_iter().cloned().collect::<Vec<_>>();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let errors =
+        get_json(&http, &format!("{url}/queue/chaos?status=ERROR&limit=1000")).await?["jobs"]
+            .as_array()
+            .map_or(0, Vec::len);
+
+    // A graceful stop at the end.
+    let pid = server.child.id().context("the server is running")?;
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()?;
+    let exit = tokio::time::timeout(Duration::from_secs(15), server.child.wait())
+        .await
+        .context("the server did not stop within 15 s of SIGTERM")??;
+
+    let delivered = worker.deliveries.lock().unwrap().clone();
+    let deliveries: u64 = delivered.values().map(|&n| u64::from(n)).sum();
+    let duplicates: Vec<(&String, &u32)> = delivered.iter().filter(|(_, n)| **n > 1).collect();
+    let extra_deliveries: u64 = duplicates.iter().map(|(_, n)| u64::from(**n - 1)).sum();
+    let unacknowledged_delivered = delivered
+        .keys()
+        .filter(|id| !acknowledged.contains(*id))
+        .count();
+    println!();
+    println!(
+        "elapsed:                              {:?}",
+        started.elapsed()
+    );
+    println!("kills (SIGKILL):                      {}", args.kills);
+    println!(
+        "jobs acknowledged (201):              {}",
+        acknowledged.len()
+    );
+    println!("distinct jobs delivered:              {}", delivered.len());
+    println!("deliveries (incl. duplicates):        {deliveries}");
+    println!("acknowledged jobs lost:               {}", missing.len());
+    println!(
+        "jobs delivered more than once:        {} ({extra_deliveries} extra deliveries)",
+        duplicates.len()
+    );
+    println!("bound: jobs in flight at the crashes: {released_total} (found at restarts)");
+    println!("deliveries at the worker at kills:    {in_flight_at_kills}");
+    println!(
+        "enqueues unanswered (server died):    {}",
+        produced.unanswered.load(Ordering::Relaxed)
+    );
+    println!("  of which stored and delivered:      {unacknowledged_delivered}");
+    println!(
+        "enqueues refused (non-201):           {}",
+        produced.refused.load(Ordering::Relaxed)
+    );
+    println!("dead letters at the end:              {errors}");
+    println!("final SIGTERM exit:                   {exit}");
+
+    let mut failed = Vec::new();
+    if !missing.is_empty() {
+        failed.push(format!(
+            "{} acknowledged jobs were never delivered, e.g. {:?}",
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        ));
+    }
+    if extra_deliveries > released_total {
+        failed.push(format!(
+            "{extra_deliveries} extra deliveries exceed the {released_total} jobs in flight at the crashes"
+        ));
+    }
+    if errors > 0 {
+        failed.push(format!("{errors} jobs were dead-lettered"));
+    }
+    if !exit.success() {
+        failed.push(format!("the final graceful stop exited with {exit}"));
+    }
+    if failed.is_empty() {
+        println!("\nPASS");
+        Ok(())
+    } else {
+        let kept = dir.keep();
+        println!(
+            "\nFAIL (database and server log kept in {})",
+            kept.display()
+        );
+        for failure in &failed {
+            println!("  - {failure}");
+        }
+        std::process::exit(1);
+    }
+}
