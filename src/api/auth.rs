@@ -42,10 +42,10 @@ pub async fn require_admin_key(
 
 pub fn is_authorized(headers: &HeaderMap, key: &ApiKey) -> bool {
     let key = key.expose().as_bytes();
-    if let Some(given) = headers.get("x-api-key") {
-        if constant_time_eq(given.as_bytes(), key) {
-            return true;
-        }
+    if let Some(given) = headers.get("x-api-key")
+        && constant_time_eq(given.as_bytes(), key)
+    {
+        return true;
     }
     let Some(token) = headers
         .get(AUTHORIZATION)

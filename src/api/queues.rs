@@ -145,10 +145,10 @@ fn check_target_allowed(state: &AppState, target: &Target) -> ApiResult<()> {
             "target must use https (HOOKQ_HTTPS_ONLY is on)".into(),
         ));
     }
-    if let Some(ip) = target.ip() {
-        if !state.config.address_policy().allows(ip) {
-            return Err(ApiError::Unprocessable(AddressPolicy::refusal(ip)));
-        }
+    if let Some(ip) = target.ip()
+        && !state.config.address_policy().allows(ip)
+    {
+        return Err(ApiError::Unprocessable(AddressPolicy::refusal(ip)));
     }
     Ok(())
 }
