@@ -11,6 +11,7 @@ mod faults;
 mod helpers;
 mod jobs;
 mod maintenance;
+mod observability;
 mod openapi;
 mod operator_cli;
 mod queues;

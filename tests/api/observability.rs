@@ -1,0 +1,85 @@
+//! Request ids, metrics and readiness: what an operator watching hookq relies on.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::helpers::{Reply, TestReceiver, spawn_app};
+
+#[tokio::test]
+async fn every_response_carries_a_request_id_and_a_callers_own_is_kept() {
+    let app = spawn_app(|_| {}).await;
+    let mut seen = Vec::new();
+    for path in ["/", "/queue", "/no/such/route", "/queue/missing/0"] {
+        let response = app
+            .http
+            .get(app.url(path))
+            .send()
+            .await
+            .expect("request");
+        let id = response
+            .headers()
+            .get("x-request-id")
+            .unwrap_or_else(|| panic!("{path}: no x-request-id"))
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "{path}: {id}");
+        seen.push(id);
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 4, "each request gets its own id");
+
+    let response = app
+        .http
+        .request(Method::POST, app.url("/queue/missing"))
+        .header("x-request-id", "trace-me-42")
+        .body("{}")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 404);
+    assert_eq!(response.headers()["x-request-id"], "trace-me-42");
+}
+
+#[tokio::test]
+async fn metrics_count_enqueues_deliveries_and_failures_by_queue() {
+    let receiver = TestReceiver::scripted(vec![Reply::with_body(500, "no")], Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("metered", &receiver.url, None).await;
+    let id = app.enqueue_ok("metered", &json!({ "n": 1 })).await;
+    app.wait_until_gone("metered", &id).await;
+    let metrics = app.get("/metrics").await;
+    assert_eq!(metrics.status, 200);
+    assert!(
+        metrics
+            .content_type
+            .as_deref()
+            .is_some_and(|t| t.starts_with("text/plain")),
+        "{:?}",
+        metrics.content_type
+    );
+    let text = metrics.text();
+    for expected in [
+        "hookq_jobs_enqueued_total{queue=\"metered\"} 1",
+        "hookq_jobs_delivered_total{queue=\"metered\"} 1",
+        "hookq_delivery_attempts_failed_total{queue=\"metered\",status_class=\"5xx\"} 1",
+        "hookq_enqueue_to_delivery_seconds_bucket{queue=\"metered\"",
+        "hookq_queue_ready_jobs{queue=\"metered\"} 0",
+        "hookq_writer_batch_size_bucket",
+    ] {
+        assert!(text.contains(expected), "missing {expected} in:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn readyz_answers_while_running_and_needs_no_key() {
+    let app = spawn_app(|c| {
+        c.api_key = Some(hookq::config::ApiKey::new("observability-key-123".into()));
+    })
+    .await;
+    let response = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let response = app.http.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(response.status(), 401, "metrics need the key");
+}
