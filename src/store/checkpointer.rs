@@ -105,29 +105,34 @@ mod tests {
         writer.execute_batch("CREATE TABLE filler(x BLOB)").unwrap();
         let checkpointer = open_checkpointer(&path, Synchronous::Normal).unwrap();
         let rewind = RewindFlag::default();
+        // Every 500 rows the writer hands the checkpointer a turn (a rendezvous, so a busy
+        // machine cannot starve it) and keeps writing while that checkpoint runs: the race
+        // that keeps passive checkpoints from completing.
+        let (turn, turns) = mpsc::sync_channel::<()>(0);
         let writing = {
             let rewind = rewind.clone();
             std::thread::spawn(move || {
-                for _ in 0..20_000 {
+                for row in 0..20_000 {
                     writer
                         .execute("INSERT INTO filler VALUES (zeroblob(4000))", [])
                         .unwrap();
                     rewind.rewind_if_raised(&writer);
+                    if row % 500 == 0 {
+                        turn.send(()).unwrap();
+                    }
                 }
             })
         };
-        let mut largest_wal = 0;
-        while !writing.is_finished() {
+        while turns.recv().is_ok() {
             if checkpoint(&checkpointer).unwrap() > WAL_REWIND_FRAMES {
                 rewind.raise();
             }
-            let size = std::fs::metadata(dir.path().join("c.db-wal")).map_or(0, |m| m.len());
-            largest_wal = largest_wal.max(size);
         }
         writing.join().unwrap();
+        let largest_wal = std::fs::metadata(dir.path().join("c.db-wal")).map_or(0, |m| m.len());
         let bound = (WAL_REWIND_FRAMES as u64) * 4096;
         assert!(
-            largest_wal < 4 * bound,
+            largest_wal < 2 * bound,
             "the WAL grew to {largest_wal} bytes (bound {bound})"
         );
     }
