@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::dispatch::guard::AddressPolicy;
+use crate::store::sealing::{MasterKey, Sealing};
 
 /// Flags of `hookq serve` (also the default command). Every flag has a `HOOKQ_*` variable.
 #[derive(Debug, Clone, Args)]
@@ -32,6 +33,17 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
 
+    /// Encrypt queue secrets at rest with this key (ChaCha20-Poly1305): 32 bytes as 64 hex
+    /// characters, e.g. from `openssl rand -hex 32`. Secrets stored before are sealed with
+    /// it at start-up.
+    #[arg(long, env = "HOOKQ_MASTER_KEY", hide_env_values = true)]
+    pub master_key: Option<String>,
+
+    /// During a rotation: the former master key. Secrets sealed with it still open, and are
+    /// re-sealed with HOOKQ_MASTER_KEY at start-up; drop it after one restart.
+    #[arg(long, env = "HOOKQ_MASTER_KEY_PREVIOUS", hide_env_values = true)]
+    pub master_key_previous: Option<String>,
+
     /// A job not delivered within this time is dead-lettered with reason `expired`.
     #[arg(long, env = "HOOKQ_JOB_TTL", default_value = "7d", value_parser = parse_duration)]
     pub job_ttl: Duration,
@@ -54,6 +66,16 @@ pub struct ServeArgs {
     /// Refuse plain-http targets (at queue creation and at delivery).
     #[arg(long, env = "HOOKQ_HTTPS_ONLY", default_value = "off", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub https_only: bool,
+
+    /// Consecutive failed attempts (5xx, 408, 429, timeouts, connection errors) after which a
+    /// queue's deliveries pause (circuit breaker); 0 turns the breaker off.
+    #[arg(long, env = "HOOKQ_BREAKER_THRESHOLD", default_value_t = 10)]
+    pub breaker_threshold: u32,
+
+    /// How long an open breaker pauses a queue before one probe job is sent; doubles after
+    /// each failed probe, up to 10 minutes.
+    #[arg(long, env = "HOOKQ_BREAKER_COOLDOWN", default_value = "30s", value_parser = parse_duration)]
+    pub breaker_cooldown: Duration,
 
     /// Delivery attempts before a job is dead-lettered (status ERROR).
     #[arg(long, env = "HOOKQ_MAX_ATTEMPTS", default_value_t = 5)]
@@ -106,11 +128,17 @@ pub struct Config {
     pub db_path: PathBuf,
     pub api_key: Option<ApiKey>,
     pub admin_key: Option<ApiKey>,
+    /// Seals queue secrets at rest; see [`Config::sealing`].
+    pub master_key: Option<MasterKey>,
+    /// Opens secrets sealed before a rotation.
+    pub master_key_previous: Option<MasterKey>,
     pub job_ttl: Duration,
     pub dlq_retention: Duration,
     pub dlq_alert_pending: u64,
     pub target_allowlist: Vec<ipnet::IpNet>,
     pub https_only: bool,
+    pub breaker_threshold: u32,
+    pub breaker_cooldown: Duration,
     pub max_attempts: u32,
     pub backoff: Vec<Duration>,
     pub delivery_timeout: Duration,
@@ -173,6 +201,14 @@ impl Config {
         self.admin_key.as_ref().or(self.api_key.as_ref())
     }
 
+    /// The master keys the store seals and opens queue secrets with.
+    pub fn sealing(&self) -> Sealing {
+        match &self.master_key {
+            Some(current) => Sealing::new(current.clone(), self.master_key_previous.clone()),
+            None => Sealing::none(),
+        }
+    }
+
     /// Defaults for everything but the database path: handy for tests and embedding.
     pub fn with_db(db_path: PathBuf) -> Self {
         Self {
@@ -180,11 +216,15 @@ impl Config {
             db_path,
             api_key: None,
             admin_key: None,
+            master_key: None,
+            master_key_previous: None,
             job_ttl: Duration::from_secs(7 * 24 * 3600),
             dlq_retention: Duration::from_secs(30 * 24 * 3600),
             dlq_alert_pending: 100,
             target_allowlist: Vec::new(),
             https_only: false,
+            breaker_threshold: 10,
+            breaker_cooldown: Duration::from_secs(30),
             max_attempts: 5,
             backoff: parse_backoff("1s,5s,15s,30s,60s").unwrap_or_default(),
             delivery_timeout: Duration::from_secs(30),
@@ -209,11 +249,21 @@ impl Config {
             db_path,
             api_key: args.api_key.map(ApiKey::new),
             admin_key: args.admin_key.map(ApiKey::new),
+            master_key: parse_master_key(
+                args.master_key.as_deref(),
+                "HOOKQ_MASTER_KEY / --master-key",
+            )?,
+            master_key_previous: parse_master_key(
+                args.master_key_previous.as_deref(),
+                "HOOKQ_MASTER_KEY_PREVIOUS / --master-key-previous",
+            )?,
             job_ttl: args.job_ttl,
             dlq_retention: args.dlq_retention,
             dlq_alert_pending: args.dlq_alert_pending,
             target_allowlist: args.target_allowlist,
             https_only: args.https_only,
+            breaker_threshold: args.breaker_threshold,
+            breaker_cooldown: args.breaker_cooldown,
             max_attempts: args.max_attempts,
             backoff: parse_backoff(&args.backoff).context("invalid HOOKQ_BACKOFF / --backoff")?,
             delivery_timeout: args.delivery_timeout,
@@ -258,6 +308,12 @@ impl Config {
                 "refusing to listen on {} with only an admin key: the queue API would be open; \
                  set HOOKQ_API_KEY too",
                 self.listen
+            );
+        }
+        if self.master_key_previous.is_some() && self.master_key.is_none() {
+            bail!(
+                "HOOKQ_MASTER_KEY_PREVIOUS is set without HOOKQ_MASTER_KEY: to rotate, set \
+                 HOOKQ_MASTER_KEY to the new key and HOOKQ_MASTER_KEY_PREVIOUS to the old one"
             );
         }
         if self.job_ttl.is_zero() || self.dlq_retention.is_zero() {
@@ -309,6 +365,12 @@ pub fn parse_backoff(raw: &str) -> anyhow::Result<Vec<Duration>> {
     raw.split(',')
         .map(|part| parse_duration(part).map_err(anyhow::Error::msg))
         .collect()
+}
+
+/// An optional master key, 64 hex characters; the error names the setting, never the value.
+fn parse_master_key(raw: Option<&str>, setting: &str) -> anyhow::Result<Option<MasterKey>> {
+    raw.map(|raw| MasterKey::parse_hex(raw).map_err(|e| anyhow::anyhow!("{setting} {e}")))
+        .transpose()
 }
 
 /// `$XDG_DATA_HOME/hookq/hookq.db` (or the platform's equivalent).
@@ -388,6 +450,36 @@ mod tests {
         assert_eq!(config.synchronous, Synchronous::Normal);
         assert_eq!(config.job_ttl, Duration::from_secs(7 * 24 * 3600));
         assert_eq!(config.max_in_flight_per_queue, 256);
+    }
+
+    #[test]
+    fn master_keys_are_validated_at_start() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["hookq", "--db", "x.db"];
+            argv.extend_from_slice(args);
+            Config::from_args(Cli::try_parse_from(argv).unwrap().serve)
+        };
+        let (old, new) = ("11".repeat(32), "22".repeat(32));
+        let config = parse(&["--master-key", &new, "--master-key-previous", &old]).unwrap();
+        let sealing = config.sealing();
+        assert_eq!(sealing.keys().len(), 2);
+        assert!(!format!("{config:?}").contains(&new));
+        let err = parse(&["--master-key", "0123"]).unwrap_err().to_string();
+        assert!(
+            err.contains("HOOKQ_MASTER_KEY") && err.contains("64 hex characters"),
+            "{err}"
+        );
+        let err = parse(&["--master-key-previous", &old])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("without HOOKQ_MASTER_KEY"), "{err}");
+        assert!(parse(&[]).unwrap().sealing().keys().is_empty());
     }
 
     #[test]

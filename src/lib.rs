@@ -53,14 +53,21 @@ impl Server {
         config.validate()?;
         let db_path = config.db_path.clone();
         let synchronous = config.synchronous;
+        let sealing = config.sealing();
         telemetry::handle();
         let (store, writer_done) = tokio::task::spawn_blocking(move || {
-            Store::open(&db_path, synchronous, model::now_millis(), |batch| {
-                telemetry::writer_batch(
-                    batch.ops,
-                    std::time::Duration::from_micros(batch.commit_micros),
-                );
-            })
+            Store::open(
+                &db_path,
+                synchronous,
+                sealing,
+                model::now_millis(),
+                |batch| {
+                    telemetry::writer_batch(
+                        batch.ops,
+                        std::time::Duration::from_micros(batch.commit_micros),
+                    );
+                },
+            )
         })
         .await
         .context("store start-up task failed")??;
@@ -102,6 +109,8 @@ impl Server {
                     config.https_only,
                 )?,
                 DispatchConfig {
+                    breaker_threshold: config.breaker_threshold,
+                    breaker_cooldown: config.breaker_cooldown,
                     max_in_flight: config.max_in_flight,
                     max_in_flight_per_queue: config.max_in_flight_per_queue,
                     lease_timeout: config.lease_timeout,

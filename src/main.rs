@@ -15,7 +15,7 @@ use hookq::config::{Config, ServeArgs};
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let args = match cli.command {
-        Some(Command::Serve(args)) => args,
+        Some(Command::Serve(args)) => *args,
         None => cli.serve,
         Some(operator_command) => {
             // The operator commands print their own results; logs only for warnings.

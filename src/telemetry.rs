@@ -22,6 +22,12 @@ pub const QUEUE_DEAD: &str = "hookq_queue_dead_letters_pending";
 pub const WRITER_BATCH: &str = "hookq_writer_batch_size";
 pub const WRITER_COMMIT: &str = "hookq_writer_commit_seconds";
 pub const DLQ_ALERT: &str = "hookq_dlq_alert";
+pub const BREAKER: &str = "hookq_breaker_state";
+
+/// `hookq_breaker_state` values.
+pub const BREAKER_CLOSED: f64 = 0.0;
+pub const BREAKER_HALF_OPEN: f64 = 1.0;
+pub const BREAKER_OPEN: f64 = 2.0;
 
 /// Distinct queue names that get their own label value; the rest share `_other`.
 pub const MAX_QUEUE_LABELS: usize = 200;
@@ -163,6 +169,11 @@ pub fn queue_depths(ready: &[(QueueName, u64)], dead: &[(QueueName, u64)]) {
     for (queue, count) in dead {
         gauge!(QUEUE_DEAD, "queue" => queue_label(queue)).set(*count as f64);
     }
+}
+
+/// A queue's circuit breaker state: 0 closed, 1 half-open, 2 open.
+pub fn breaker_state(queue: &QueueName, state: f64) {
+    gauge!(BREAKER, "queue" => queue_label(queue)).set(state);
 }
 
 pub fn dlq_alert(alert: &'static str, raised: bool) {

@@ -5,6 +5,7 @@
 //! ([`Wakeups`]); a timer wakes it when the next retry is due; a slow sweep re-checks every
 //! queue in case anything was missed.
 
+pub mod breaker;
 pub mod deliver;
 pub mod guard;
 pub mod retry;
@@ -18,6 +19,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+pub use breaker::{Breakers, Permit};
 pub use deliver::{AttemptResult, Deliverer};
 pub use retry::RetryPolicy;
 pub use wakeups::Wakeups;
@@ -34,6 +36,9 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct DispatchConfig {
+    /// Consecutive failed attempts that open a queue's circuit breaker (0: never).
+    pub breaker_threshold: u32,
+    pub breaker_cooldown: Duration,
     pub max_in_flight: usize,
     pub max_in_flight_per_queue: usize,
     pub lease_timeout: Duration,
@@ -59,6 +64,7 @@ pub struct Dispatcher {
     deliveries: JoinSet<()>,
     /// Due queues that had no free slot (theirs or the global ones) at their last round.
     parked: HashSet<QueueName>,
+    breakers: Breakers,
     rotation: usize,
 }
 
@@ -71,6 +77,7 @@ impl Dispatcher {
     ) -> Self {
         Self {
             slots: Arc::new(Semaphore::new(config.max_in_flight)),
+            breakers: Breakers::new(config.breaker_threshold, config.breaker_cooldown),
             store,
             deliverer,
             config,
@@ -146,8 +153,20 @@ impl Dispatcher {
                 .saturating_sub(self.in_flight(&name));
             // A fair share of the free slots for each queue still to be served this round.
             let share = free.div_ceil(queue_count - index);
-            let want = share.min(queue_free);
+            let permit = self.breakers.permit(&name, now);
+            let want = match permit {
+                Permit::Any => share.min(queue_free),
+                Permit::Probe => share.min(queue_free).min(1),
+                Permit::Wait(until) => {
+                    // Resting after repeated failures: look again when the pause ends.
+                    self.wakeups.mark_due(&name, until);
+                    continue;
+                }
+            };
             if want == 0 {
+                if permit == Permit::Probe {
+                    self.breakers.probe_unused(&name);
+                }
                 // No room: park it until a delivery finishes and frees a slot.
                 self.parked.insert(name);
                 continue;
@@ -166,6 +185,9 @@ impl Dispatcher {
                 }
             };
             let got = claimed.len();
+            if got == 0 && permit == Permit::Probe {
+                self.breakers.probe_unused(&name);
+            }
             free -= got.min(free);
             report.claimed += got;
             if got == want {
@@ -250,6 +272,7 @@ impl Dispatcher {
             retry: self.config.retry.clone(),
             wakeups: self.wakeups.clone(),
             per_queue: self.per_queue.clone(),
+            breakers: self.breakers.clone(),
             slots: self.slots.clone(),
             max_in_flight: self.config.max_in_flight,
             permit: Some(permit),
@@ -287,6 +310,7 @@ struct Delivery {
     retry: RetryPolicy,
     wakeups: Wakeups,
     per_queue: Arc<Mutex<HashMap<QueueName, usize>>>,
+    breakers: Breakers,
     slots: Arc<Semaphore>,
     max_in_flight: usize,
     /// Held while the worker is being called; `None` once released.
@@ -304,6 +328,8 @@ impl Delivery {
         // commits (the attempt number fences a late outcome, so this is safe).
         self.release_slot(&queue.name);
         let now = now_millis();
+        self.breakers
+            .record(&queue.name, target_is_healthy(&result), now);
         record_metrics(
             &queue.name,
             &result,
@@ -390,6 +416,19 @@ fn record_metrics(
                 telemetry::job_dead_lettered(queue, "max_attempts_reached");
             }
         }
+    }
+}
+
+/// Whether an attempt's result speaks for the target being up: a 2xx, or a 4xx about the job
+/// itself (but not 408 or 429, which say the target is struggling). Breakers count the rest.
+fn target_is_healthy(result: &AttemptResult) -> bool {
+    match result {
+        AttemptResult::Delivered { .. } => true,
+        AttemptResult::Failed {
+            status: Some(status),
+            ..
+        } => (400..500).contains(status) && !matches!(status, 408 | 429),
+        AttemptResult::Failed { status: None, .. } => false,
     }
 }
 

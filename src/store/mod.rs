@@ -11,6 +11,7 @@ pub mod error;
 pub mod jobs;
 pub mod queues;
 pub mod reader;
+pub mod sealing;
 pub mod writer;
 
 use std::fs::{self, File};
@@ -24,6 +25,7 @@ pub use dead_letters::{DeadLetter, DlqState, DlqStats, Filter, Position, ReplayR
 pub use error::{StoreError, StoreResult};
 pub use jobs::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, Outcome};
 pub use queues::{Queue, Registry};
+pub use sealing::{MasterKey, Sealing};
 pub use writer::BatchStats;
 
 use crate::config::Synchronous;
@@ -38,6 +40,8 @@ pub struct Store {
     writer: Writer,
     reader: ReadPool,
     registry: Registry,
+    /// The master keys queue secrets are sealed with (if any).
+    sealing: Arc<Sealing>,
     path: Arc<PathBuf>,
     /// Runs WAL checkpoints until the last clone of the store is dropped.
     _checkpointer: Arc<checkpointer::Checkpointer>,
@@ -57,10 +61,12 @@ impl WriterDone {
 
 impl Store {
     /// Open (or create) the database at `path`, migrate it, release leases left by a previous
-    /// process, and start the writer thread.
+    /// process, re-seal queue secrets with the current master key of `sealing` (rotation),
+    /// and start the writer thread.
     pub fn open(
         path: &Path,
         synchronous: Synchronous,
+        sealing: Sealing,
         now: UnixMillis,
         on_batch: impl Fn(BatchStats) + Send + 'static,
     ) -> anyhow::Result<(Self, WriterDone)> {
@@ -87,7 +93,7 @@ impl Store {
                 "a replay was interrupted; its records are pending again"
             );
         }
-        let registry = Registry::new(queues::load_all(&conn).context("cannot load queues")?);
+        let registry = Registry::new(load_queues(&mut conn, &sealing)?);
         conn.execute_batch("PRAGMA optimize=0x10002")?;
         let reader = ReadPool::open(path, READ_POOL_SIZE)?;
         let rewind = checkpointer::RewindFlag::default();
@@ -99,6 +105,7 @@ impl Store {
                 writer,
                 reader,
                 registry,
+                sealing: Arc::new(sealing),
                 path: Arc::new(path.to_owned()),
                 _checkpointer: Arc::new(checkpointer),
                 _lock: Arc::new(lock),
@@ -118,10 +125,11 @@ impl Store {
 
     pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
         let registry = self.registry.clone();
+        let sealing = self.sealing.clone();
         let stored = queue.clone();
         self.writer
             .write_then(
-                move |conn| queues::insert(conn, &queue),
+                move |conn| queues::insert(conn, &queue, &sealing),
                 Some(Box::new(move |_: &()| registry.insert(stored))),
             )
             .await
@@ -390,6 +398,23 @@ impl Store {
             .read(|conn| Ok(conn.query_row("SELECT 1", [], |_| Ok(()))?))
             .await
     }
+}
+
+/// Load the queues, first re-sealing (in the same transaction) every secret not sealed with
+/// the current master key. Fails, naming the queue, on a secret no configured key opens.
+fn load_queues(conn: &mut rusqlite::Connection, sealing: &Sealing) -> anyhow::Result<Vec<Queue>> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let resealed = queues::reseal_all(&tx, sealing).context("cannot re-seal queue secrets")?;
+    let loaded = queues::load_all(&tx, sealing).context("cannot load queues")?;
+    tx.commit()?;
+    if let (Some(key), false) = (sealing.current(), resealed.is_empty()) {
+        tracing::info!(
+            queues = resealed.len(),
+            key_id = key.id(),
+            "queue secrets sealed with the current master key"
+        );
+    }
+    Ok(loaded)
 }
 
 /// One hookq process per database: a second one would hand out the same jobs and release

@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::error::{StoreError, StoreResult};
+use super::sealing::{self, Sealing};
 use crate::model::{QueueName, Secret, Target, UnixMillis};
 
 /// A queue as the dispatcher needs it.
@@ -17,7 +18,8 @@ pub struct Queue {
     pub created_at: UnixMillis,
 }
 
-pub fn insert(conn: &Connection, queue: &Queue) -> StoreResult<()> {
+/// Store a new queue; its secret is sealed when `sealing` has a master key.
+pub fn insert(conn: &Connection, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
     let inserted = conn
         .prepare_cached(
             "INSERT INTO queues(name, target, secret, created_at) VALUES (?1, ?2, ?3, ?4)
@@ -26,7 +28,10 @@ pub fn insert(conn: &Connection, queue: &Queue) -> StoreResult<()> {
         .execute(params![
             queue.name.as_str(),
             queue.target.as_str(),
-            queue.secret.as_ref().map(Secret::expose),
+            queue
+                .secret
+                .as_ref()
+                .map(|s| sealing.to_stored(s.expose(), queue.name.as_str())),
             queue.created_at
         ])?;
     if inserted == 0 {
@@ -46,7 +51,10 @@ pub fn delete(conn: &Connection, name: &QueueName) -> StoreResult<()> {
     Ok(())
 }
 
-pub fn load_all(conn: &Connection) -> StoreResult<Vec<Queue>> {
+/// Every queue, with its secret opened (sealed with the current or the previous master key,
+/// or stored in clear). A secret that cannot be read is an error naming its queue, never a
+/// queue without its secret.
+pub fn load_all(conn: &Connection, sealing: &Sealing) -> StoreResult<Vec<Queue>> {
     let mut stmt =
         conn.prepare("SELECT name, target, secret, created_at FROM queues ORDER BY name")?;
     let rows = stmt.query_map([], |row| {
@@ -57,15 +65,20 @@ pub fn load_all(conn: &Connection) -> StoreResult<Vec<Queue>> {
             row.get::<_, i64>(3)?,
         ))
     })?;
+    let keys = sealing.keys();
     let mut queues = Vec::new();
     for row in rows {
         let (name, target, secret, created_at) = row?;
         let target = Target::from_stored(&target)
             .map_err(|e| anyhow::anyhow!("stored target of queue {name} is invalid: {e}"))?;
         let secret = secret
-            .map(|s| Secret::parse(&s))
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("stored secret of queue {name} is invalid: {e}"))?;
+            .map(|stored| {
+                let plain = sealing::open(&keys, &stored, &name)
+                    .map_err(|e| anyhow::anyhow!("cannot read the secret of queue {name}: {e}"))?;
+                Secret::parse(&plain)
+                    .map_err(|e| anyhow::anyhow!("stored secret of queue {name} is invalid: {e}"))
+            })
+            .transpose()?;
         queues.push(Queue {
             name: QueueName::from_stored(name),
             target,
@@ -74,6 +87,40 @@ pub fn load_all(conn: &Connection) -> StoreResult<Vec<Queue>> {
         });
     }
     Ok(queues)
+}
+
+/// Rotation: re-seal with the current master key every secret stored in clear or sealed
+/// with another (the previous) key. Returns the queues rewritten. Without a master key,
+/// does nothing. Run it inside the start-up transaction, before [`load_all`].
+pub fn reseal_all(conn: &Connection, sealing: &Sealing) -> StoreResult<Vec<QueueName>> {
+    if sealing.current().is_none() {
+        return Ok(Vec::new());
+    }
+    let stale = {
+        let mut stmt =
+            conn.prepare("SELECT name, secret FROM queues WHERE secret IS NOT NULL ORDER BY name")?;
+        let rows = stmt.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })?;
+        let mut stale = Vec::new();
+        for row in rows {
+            let (name, stored) = row?;
+            if sealing.needs_reseal(&stored) {
+                stale.push((name, stored));
+            }
+        }
+        stale
+    };
+    let keys = sealing.keys();
+    let mut update = conn.prepare("UPDATE queues SET secret = ?2 WHERE name = ?1")?;
+    let mut resealed = Vec::with_capacity(stale.len());
+    for (name, stored) in stale {
+        let plain = sealing::open(&keys, &stored, &name)
+            .map_err(|e| anyhow::anyhow!("cannot read the secret of queue {name}: {e}"))?;
+        update.execute(params![name, sealing.to_stored(&plain, &name)])?;
+        resealed.push(QueueName::from_stored(name));
+    }
+    Ok(resealed)
 }
 
 pub fn exists(conn: &Connection, name: &QueueName) -> StoreResult<bool> {

@@ -134,6 +134,7 @@ impl StoreFixture {
         let (store, done) = Store::open(
             &dir.path().join("store.db"),
             Synchronous::Normal,
+            hookq::store::Sealing::none(),
             now_millis(),
             |_| {},
         )

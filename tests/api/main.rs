@@ -3,6 +3,7 @@
 
 mod auth;
 mod bad_inputs;
+mod breaker;
 mod cli;
 mod delivery;
 mod dlq;
@@ -11,8 +12,10 @@ mod faults;
 mod helpers;
 mod jobs;
 mod maintenance;
+mod master_key;
 mod observability;
 mod openapi;
 mod operator_cli;
 mod queues;
 mod recovery;
+mod state_machine;

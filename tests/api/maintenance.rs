@@ -523,6 +523,7 @@ fn raw_database(dir: &tempfile::TempDir) -> (rusqlite::Connection, QueueName) {
             secret: None,
             created_at: now_millis(),
         },
+        &hookq::store::Sealing::none(),
     )
     .unwrap();
     (conn, queue)
@@ -603,8 +604,14 @@ async fn records_left_replaying_by_an_interrupted_replay_are_pending_after_a_res
         assert_eq!(claimed.len(), 2);
         ids
     };
-    let (store, done) =
-        Store::open(&dir.path().join("raw.db"), Synchronous::Normal, t0, |_| {}).unwrap();
+    let (store, done) = Store::open(
+        &dir.path().join("raw.db"),
+        Synchronous::Normal,
+        hookq::store::Sealing::none(),
+        t0,
+        |_| {},
+    )
+    .unwrap();
     let letters = all_dead_letters(&store).await;
     assert_eq!(letters.len(), 2);
     assert!(

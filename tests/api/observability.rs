@@ -10,12 +10,7 @@ async fn every_response_carries_a_request_id_and_a_callers_own_is_kept() {
     let app = spawn_app(|_| {}).await;
     let mut seen = Vec::new();
     for path in ["/", "/queue", "/no/such/route", "/queue/missing/0"] {
-        let response = app
-            .http
-            .get(app.url(path))
-            .send()
-            .await
-            .expect("request");
+        let response = app.http.get(app.url(path)).send().await.expect("request");
         let id = response
             .headers()
             .get("x-request-id")

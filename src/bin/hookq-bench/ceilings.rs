@@ -32,6 +32,7 @@ pub fn open_with_queue(db: &Path, target: &str) -> anyhow::Result<(Connection, Q
             secret: None,
             created_at: now_millis(),
         },
+        &store::Sealing::none(),
     )
     .context("cannot create the bench queue")?;
     Ok((conn, name))
@@ -116,11 +117,17 @@ pub async fn store_enqueue_rate(
     let (b, o, c) = (batches.clone(), ops.clone(), commit_micros.clone());
     let path = db.to_owned();
     let (store, writer_done) = tokio::task::spawn_blocking(move || {
-        Store::open(&path, Synchronous::Full, now_millis(), move |stats| {
-            b.fetch_add(1, Ordering::Relaxed);
-            o.fetch_add(stats.ops as u64, Ordering::Relaxed);
-            c.fetch_add(stats.commit_micros, Ordering::Relaxed);
-        })
+        Store::open(
+            &path,
+            Synchronous::Full,
+            store::Sealing::none(),
+            now_millis(),
+            move |stats| {
+                b.fetch_add(1, Ordering::Relaxed);
+                o.fetch_add(stats.ops as u64, Ordering::Relaxed);
+                c.fetch_add(stats.commit_micros, Ordering::Relaxed);
+            },
+        )
     })
     .await
     .context("store open task failed")??;

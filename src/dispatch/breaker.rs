@@ -1,0 +1,232 @@
+//! Per-queue circuit breakers: a target that keeps failing is given a rest instead of being
+//! hammered with every due job, and its jobs keep their attempts while it rests.
+//!
+//! `closed` → (N consecutive failed attempts) → `open` for a cool-down → `half-open`: one
+//! probe job is sent; its success closes the breaker, its failure opens it again for twice
+//! the previous cool-down (capped). While open, the dispatcher claims nothing from the queue:
+//! the jobs stay READY, their attempts untouched.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::model::{QueueName, UnixMillis};
+use crate::telemetry;
+
+/// The longest a breaker stays open between probes.
+pub const MAX_COOLDOWN: Duration = Duration::from_secs(600);
+
+/// What the dispatcher may claim from a queue right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permit {
+    /// Closed: as many as there is room for.
+    Any,
+    /// Half-open: one probe.
+    Probe,
+    /// Open until this time: nothing.
+    Wait(UnixMillis),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Closed { failures: u32 },
+    Open { until: UnixMillis, cooldown_ms: i64 },
+    HalfOpen { probing: bool, cooldown_ms: i64 },
+}
+
+#[derive(Clone)]
+pub struct Breakers {
+    /// Consecutive failures that open a breaker; 0 turns breakers off.
+    threshold: u32,
+    cooldown: Duration,
+    states: Arc<Mutex<HashMap<QueueName, State>>>,
+}
+
+impl Breakers {
+    pub fn new(threshold: u32, cooldown: Duration) -> Self {
+        Self {
+            threshold,
+            cooldown,
+            states: Arc::default(),
+        }
+    }
+
+    /// Whether jobs of `queue` may be claimed at `now`. A half-open breaker hands out its
+    /// single probe here.
+    pub fn permit(&self, queue: &QueueName, now: UnixMillis) -> Permit {
+        let mut states = self.lock();
+        let Some(state) = states.get_mut(queue) else {
+            return Permit::Any;
+        };
+        match *state {
+            State::Closed { .. } => Permit::Any,
+            State::Open { until, cooldown_ms } if now >= until => {
+                *state = State::HalfOpen {
+                    probing: true,
+                    cooldown_ms,
+                };
+                telemetry::breaker_state(queue, telemetry::BREAKER_HALF_OPEN);
+                Permit::Probe
+            }
+            State::Open { until, .. } => Permit::Wait(until),
+            State::HalfOpen {
+                probing: false,
+                cooldown_ms,
+            } => {
+                *state = State::HalfOpen {
+                    probing: true,
+                    cooldown_ms,
+                };
+                Permit::Probe
+            }
+            // The probe is out: wait for its outcome (which reports back here).
+            State::HalfOpen { probing: true, .. } => Permit::Wait(now + 1000),
+        }
+    }
+
+    /// A claimed probe found no job to send: hand the probe back.
+    pub fn probe_unused(&self, queue: &QueueName) {
+        if let Some(State::HalfOpen { probing, .. }) = self.lock().get_mut(queue) {
+            *probing = false;
+        }
+    }
+
+    /// Record an attempt's result; returns true when this failure opened the breaker.
+    pub fn record(&self, queue: &QueueName, success: bool, now: UnixMillis) -> bool {
+        if self.threshold == 0 {
+            return false;
+        }
+        let base_ms = self.cooldown.as_millis() as i64;
+        let max_ms = MAX_COOLDOWN.as_millis() as i64;
+        let mut states = self.lock();
+        let state = states
+            .entry(queue.clone())
+            .or_insert(State::Closed { failures: 0 });
+        let (next, opened) = match (*state, success) {
+            (State::HalfOpen { .. }, true) | (State::Closed { .. }, true) => {
+                (State::Closed { failures: 0 }, false)
+            }
+            (State::Closed { failures }, false) if failures + 1 >= self.threshold => (
+                State::Open {
+                    until: now + base_ms,
+                    cooldown_ms: base_ms,
+                },
+                true,
+            ),
+            (State::Closed { failures }, false) => (
+                State::Closed {
+                    failures: failures + 1,
+                },
+                false,
+            ),
+            (State::HalfOpen { cooldown_ms, .. }, false) => {
+                let cooldown_ms = (cooldown_ms * 2).min(max_ms);
+                (
+                    State::Open {
+                        until: now + cooldown_ms,
+                        cooldown_ms,
+                    },
+                    true,
+                )
+            }
+            // Outcomes of jobs sent before the breaker opened: nothing new to learn.
+            (open @ State::Open { .. }, _) => (open, false),
+        };
+        let was_open = !matches!(*state, State::Closed { .. });
+        *state = next;
+        match next {
+            State::Closed { .. } if was_open => {
+                telemetry::breaker_state(queue, telemetry::BREAKER_CLOSED);
+                tracing::info!(queue = %queue, "circuit closed: the target answers again");
+            }
+            State::Open { cooldown_ms, .. } if opened => {
+                telemetry::breaker_state(queue, telemetry::BREAKER_OPEN);
+                tracing::warn!(
+                    queue = %queue,
+                    pause_ms = cooldown_ms,
+                    "circuit open: the target keeps failing; pausing its deliveries"
+                );
+            }
+            _ => {}
+        }
+        opened
+    }
+
+    pub fn forget(&self, queue: &QueueName) {
+        self.lock().remove(queue);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QueueName, State>> {
+        self.states.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q() -> QueueName {
+        QueueName::parse("breaker-unit").unwrap()
+    }
+
+    #[test]
+    fn consecutive_failures_open_the_breaker_and_a_success_resets_the_count() {
+        let b = Breakers::new(3, Duration::from_secs(10));
+        assert!(!b.record(&q(), false, 0));
+        assert!(!b.record(&q(), false, 0));
+        assert!(!b.record(&q(), true, 0), "a success resets the count");
+        assert!(!b.record(&q(), false, 0));
+        assert!(!b.record(&q(), false, 0));
+        assert_eq!(b.permit(&q(), 0), Permit::Any);
+        assert!(b.record(&q(), false, 1_000), "the third in a row opens it");
+        assert_eq!(b.permit(&q(), 5_000), Permit::Wait(11_000));
+    }
+
+    #[test]
+    fn after_the_cooldown_one_probe_decides() {
+        let b = Breakers::new(1, Duration::from_secs(10));
+        b.record(&q(), false, 0);
+        assert_eq!(b.permit(&q(), 10_000), Permit::Probe);
+        assert!(
+            matches!(b.permit(&q(), 10_001), Permit::Wait(_)),
+            "one probe at a time"
+        );
+        // The probe fails: open again, for twice as long.
+        assert!(b.record(&q(), false, 10_500));
+        assert_eq!(b.permit(&q(), 20_000), Permit::Wait(30_500));
+        assert_eq!(b.permit(&q(), 30_500), Permit::Probe);
+        // The probe succeeds: closed.
+        b.record(&q(), true, 31_000);
+        assert_eq!(b.permit(&q(), 31_000), Permit::Any);
+    }
+
+    #[test]
+    fn an_unused_probe_is_handed_back_and_threshold_zero_turns_breakers_off() {
+        let b = Breakers::new(1, Duration::from_secs(1));
+        b.record(&q(), false, 0);
+        assert_eq!(b.permit(&q(), 1_000), Permit::Probe);
+        b.probe_unused(&q());
+        assert_eq!(b.permit(&q(), 1_001), Permit::Probe);
+
+        let off = Breakers::new(0, Duration::from_secs(1));
+        for _ in 0..100 {
+            assert!(!off.record(&q(), false, 0));
+        }
+        assert_eq!(off.permit(&q(), 0), Permit::Any);
+    }
+
+    #[test]
+    fn the_cooldown_doubles_up_to_its_cap() {
+        let b = Breakers::new(1, Duration::from_secs(400));
+        b.record(&q(), false, 0);
+        let mut now = 400_000;
+        assert_eq!(b.permit(&q(), now), Permit::Probe);
+        b.record(&q(), false, now);
+        now += MAX_COOLDOWN.as_millis() as i64;
+        assert_eq!(
+            b.permit(&q(), now - 1),
+            Permit::Wait(now),
+            "800 s capped at 600 s"
+        );
+    }
+}

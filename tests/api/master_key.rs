@@ -1,0 +1,250 @@
+//! Queue secrets encrypted at rest with `HOOKQ_MASTER_KEY`: the database never holds them in
+//! clear, deliveries stay correctly signed, a rotation re-seals them at start-up, and a
+//! server without the right key refuses to start instead of losing them.
+
+use std::path::Path;
+
+use hmac::{Hmac, KeyInit, Mac};
+use hookq::config::Config;
+use hookq::store::MasterKey;
+use sha2::Sha256;
+use tokio::net::TcpListener;
+
+use crate::helpers::{Received, Reply, TestReceiver, payload, spawn_app, test_config};
+
+const SECRET: &str = "whsec-master-key-test-0123456789";
+const OLD_KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+const NEW_KEY: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
+
+fn key(hex: &str) -> MasterKey {
+    MasterKey::parse_hex(hex).unwrap()
+}
+
+/// The raw `queues.secret` column of queue `name`, read with SQLite directly.
+fn stored_secret(db: &Path, name: &str) -> String {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    conn.query_row("SELECT secret FROM queues WHERE name = ?1", [name], |row| {
+        row.get(0)
+    })
+    .unwrap()
+}
+
+/// Verify `X-HYPER-SIGNATURE` as a worker would, with the plain secret.
+#[track_caller]
+fn assert_signed_with(delivery: &Received, secret: &str) {
+    let header = delivery
+        .header("x-hyper-signature")
+        .expect("a queue with a secret signs its deliveries");
+    let (t, sig) = header
+        .strip_prefix("t=")
+        .and_then(|rest| rest.split_once(",sig="))
+        .unwrap_or_else(|| panic!("signature header {header:?} is t=…,sig=…"));
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(t.as_bytes());
+    mac.update(b".");
+    mac.update(&delivery.body);
+    mac.verify_slice(&hex::decode(sig).expect("sig is hex"))
+        .expect("the signature verifies with the queue's plain secret");
+}
+
+/// `Server::build` on `db` with `tweak`: its error, if it refuses to start.
+async fn build_error(db: &Path, tweak: impl FnOnce(&mut Config)) -> Option<String> {
+    let mut config = test_config(db.to_owned());
+    tweak(&mut config);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    match hookq::Server::build(config, listener).await {
+        Ok(server) => {
+            drop(server);
+            None
+        }
+        Err(err) => Some(format!("{err:#}")),
+    }
+}
+
+#[tokio::test]
+async fn secrets_are_sealed_at_rest_signed_correctly_and_re_sealed_on_rotation() {
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|c| c.master_key = Some(key(OLD_KEY))).await;
+    app.create_queue_ok("orders", &receiver.url, Some(SECRET))
+        .await;
+    app.create_queue_ok("unsigned", &receiver.url, None).await;
+
+    // The column holds the sealed form under the old key, never the secret.
+    let stored = stored_secret(&app.db_path, "orders");
+    assert!(!stored.contains(SECRET), "{stored}");
+    assert!(
+        stored.starts_with(&format!("v1:{}:", key(OLD_KEY).id())),
+        "{stored}"
+    );
+    // Nor does the API show it.
+    let listing = app.get("/queue").await.text();
+    assert!(!listing.contains(SECRET) && !listing.contains(&stored));
+
+    app.enqueue_ok("orders", &payload(1)).await;
+    assert_signed_with(&receiver.wait_for(1).await[0], SECRET);
+
+    // Rotation: new key, old key as previous; one restart re-seals.
+    let app = app
+        .restart(|c| {
+            c.master_key = Some(key(NEW_KEY));
+            c.master_key_previous = Some(key(OLD_KEY));
+        })
+        .await;
+    let rotated = stored_secret(&app.db_path, "orders");
+    assert!(
+        rotated.starts_with(&format!("v1:{}:", key(NEW_KEY).id())),
+        "{rotated}"
+    );
+    assert!(!rotated.contains(SECRET));
+    app.enqueue_ok("orders", &payload(2)).await;
+    assert_signed_with(&receiver.wait_for(2).await[1], SECRET);
+
+    // The previous key can go now.
+    let app = app.restart(|c| c.master_key = Some(key(NEW_KEY))).await;
+    assert_eq!(stored_secret(&app.db_path, "orders"), rotated);
+    app.enqueue_ok("orders", &payload(3)).await;
+    let deliveries = receiver.wait_for(3).await;
+    assert_signed_with(&deliveries[2], SECRET);
+    app.enqueue_ok("unsigned", &payload(4)).await;
+    let deliveries = receiver.wait_for(4).await;
+    assert!(deliveries[3].header("x-hyper-signature").is_none());
+
+    // Without any key, or with only the old one, the server refuses to start, naming the
+    // queue and the key it needs; the stored secret is untouched.
+    let db = app.db_path.clone();
+    let dir = app.stop().await;
+    let err = build_error(&db, |_| {})
+        .await
+        .expect("a server without a master key refuses sealed secrets");
+    assert!(
+        err.contains("queue orders") && err.contains("set HOOKQ_MASTER_KEY"),
+        "{err}"
+    );
+    assert!(err.contains(key(NEW_KEY).id()), "{err}");
+    let err = build_error(&db, |c| c.master_key = Some(key(OLD_KEY)))
+        .await
+        .expect("a server with the wrong master key refuses sealed secrets");
+    assert!(
+        err.contains("queue orders") && err.contains("not configured"),
+        "{err}"
+    );
+    assert!(!err.contains(SECRET) && !err.contains(NEW_KEY) && !err.contains(OLD_KEY));
+    assert_eq!(stored_secret(&db, "orders"), rotated);
+    drop(dir);
+}
+
+#[tokio::test]
+async fn a_plain_database_is_sealed_when_a_master_key_is_set() {
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("legacy", &receiver.url, Some(SECRET))
+        .await;
+    assert_eq!(stored_secret(&app.db_path, "legacy"), SECRET);
+
+    let app = app.restart(|c| c.master_key = Some(key(OLD_KEY))).await;
+    let stored = stored_secret(&app.db_path, "legacy");
+    assert!(
+        stored.starts_with(&format!("v1:{}:", key(OLD_KEY).id())) && !stored.contains(SECRET),
+        "{stored}"
+    );
+    app.enqueue_ok("legacy", &payload(1)).await;
+    assert_signed_with(&receiver.wait_for(1).await[0], SECRET);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_sealed_secret_copied_to_another_queue_does_not_open() {
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|c| c.master_key = Some(key(OLD_KEY))).await;
+    app.create_queue_ok("a", &receiver.url, Some(SECRET)).await;
+    app.create_queue_ok("b", &receiver.url, Some("another-secret"))
+        .await;
+    let db = app.db_path.clone();
+    let dir = app.stop().await;
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE queues SET secret = (SELECT secret FROM queues WHERE name = 'a') WHERE name = 'b'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let err = build_error(&db, |c| c.master_key = Some(key(OLD_KEY)))
+        .await
+        .expect("a secret moved to another queue is refused");
+    assert!(
+        err.contains("queue b") && err.contains("another queue"),
+        "{err}"
+    );
+    drop(dir);
+}
+
+#[tokio::test]
+async fn the_binary_validates_the_master_key_and_refuses_sealed_secrets_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("hookq.db");
+    let run = |env: Vec<(&'static str, String)>| {
+        let db = db.clone();
+        async move {
+            let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hookq"))
+                .arg("--db")
+                .arg(&db)
+                .args(["--listen", "127.0.0.1:0"])
+                .env_remove("HOOKQ_API_KEY")
+                .env_remove("HOOKQ_MASTER_KEY")
+                .env_remove("HOOKQ_MASTER_KEY_PREVIOUS")
+                .env("NO_COLOR", "1")
+                .envs(env)
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .output();
+            let output = tokio::time::timeout(crate::helpers::DEADLINE, output)
+                .await
+                .expect("hookq exits")
+                .expect("run hookq");
+            (
+                output.status.success(),
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            )
+        }
+    };
+    let (ok, stderr) = run(vec![("HOOKQ_MASTER_KEY", "not-hex".to_owned())]).await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("HOOKQ_MASTER_KEY") && stderr.contains("64 hex characters"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not-hex"), "{stderr}");
+
+    // A database with a sealed secret, then the binary without a key.
+    {
+        let app = hookq::Server::build(
+            {
+                let mut c = test_config(db.clone());
+                c.master_key = Some(key(OLD_KEY));
+                c
+            },
+            TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        )
+        .await
+        .unwrap();
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let addr = app.local_addr().unwrap();
+        let server = tokio::spawn(app.run(shutdown.clone()));
+        let api = crate::helpers::ApiClient::new(addr, None);
+        api.create_queue_ok("sealed", "http://127.0.0.1:9/hook", Some(SECRET))
+            .await;
+        shutdown.cancel();
+        server.await.unwrap().unwrap();
+    }
+    let (ok, stderr) = run(Vec::new()).await;
+    assert!(
+        !ok,
+        "hookq started without the master key; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("queue sealed") && stderr.contains("set HOOKQ_MASTER_KEY"),
+        "{stderr}"
+    );
+}

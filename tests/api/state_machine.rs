@@ -1,0 +1,1004 @@
+//! A property test of the job state machine at the store level: random sequences of
+//! enqueue / claim / deliver / fail / late outcome / cancel / replay / acknowledge / delete /
+//! stale-lease recovery / TTL expiry / retention / queue re-creation run against a real
+//! [`Store`] on a temporary database, driven by a fake clock (an `i64` that only moves when
+//! an operation says so). After every step the store is compared with a small model.
+//!
+//! Where a job can be (exactly one of):
+//! - live: `Ready` or `InFlight` (a row of `jobs`); it may also have a dead-letter record
+//!   in state `replayed`, which is only audit (`get_job` ignores it);
+//! - a dead letter `pending` or `acknowledged` (shown as `ERROR`);
+//! - gone: `Delivered`, `Cancelled` or `Deleted` (its dead letter deleted or purged, or its
+//!   queue deleted). A `replayed` audit record may outlive a delivered or cancelled job.
+//!
+//! The counts: `enqueued = ready + in flight + pending + acknowledged + delivered +
+//! cancelled + deleted`; `replayed` records are counted apart, never as a place.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hookq::model::{JobId, QueueName, UnixMillis};
+use hookq::store::dead_letters::FailureReason;
+use hookq::store::{
+    DlqState, Failure, Filter, JobRecord, JobState, Outcome, Selection, StoreError,
+};
+use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
+
+use crate::dlq_support::StoreFixture;
+
+const QUEUES: [&str; 2] = ["sm-a", "sm-b"];
+const MAX_ATTEMPTS: u32 = 3;
+const LEASE_MS: i64 = 5_000;
+const TTL_MS: i64 = 20_000;
+const RETENTION_MS: i64 = 20_000;
+/// The fake clock's start (any fixed instant; the store never reads the real clock here).
+const T0: UnixMillis = 1_750_000_000_000;
+/// Larger than anything a test case can hold, so every listing is one page.
+const ALL: usize = 100_000;
+
+/// What a late (lost-lease) outcome reports.
+#[derive(Debug, Clone, Copy)]
+enum Late {
+    Delivered,
+    Retry,
+    Dead,
+}
+
+/// Which jobs a `pick` chooses among.
+#[derive(Debug, Clone, Copy)]
+enum Pool {
+    /// Pending dead letters.
+    Pending,
+    /// Jobs with a dead-letter record (any status).
+    Letters,
+    /// Every job ever enqueued, gone ones included.
+    All,
+}
+
+/// One step. `pick` chooses among the candidates of the step (modulo their number), so a
+/// shrunk sequence reads as small numbers; `queue` is 0 or 1.
+#[derive(Debug, Clone)]
+enum Op {
+    Enqueue { queue: usize, n: usize },
+    Claim { queue: usize, k: usize },
+    /// `Outcome::Delivered` for an in-flight job, on its current attempt.
+    Deliver { pick: usize },
+    /// `Outcome::Retry` (after `backoff_ms`) or, on the last attempt, `Outcome::Dead`.
+    Fail { pick: usize, backoff_ms: i64 },
+    /// An outcome on an attempt that no longer holds the lease: must change nothing.
+    LateOutcome { pick: usize, kind: Late },
+    /// Cancel any job the test ever enqueued, whatever its state.
+    Cancel { pick: usize },
+    ReplayIds { from: Pool, picks: Vec<usize>, delay_ms: i64 },
+    ReplayQueue { queue: usize, delay_ms: i64 },
+    AcknowledgeIds { from: Pool, picks: Vec<usize> },
+    AcknowledgeQueue { queue: usize },
+    DeleteDeadLetter { from: Pool, pick: usize },
+    DeleteDeadLettersOfQueue { queue: usize },
+    /// Advance the clock, then recover leases that expired.
+    RecoverStaleLeases { advance_ms: i64 },
+    /// Advance the clock, then dead-letter ready jobs older than the TTL.
+    ExpireJobs { advance_ms: i64 },
+    /// Advance the clock, then purge closed dead letters older than the retention.
+    Purge { advance_ms: i64 },
+    /// Delete the queue (its jobs and dead letters go with it) and create it again.
+    RecreateQueue { queue: usize },
+    Advance { ms: i64 },
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    let queue = 0..QUEUES.len();
+    let pick = 0..64usize;
+    let picks = prop::collection::vec(0..64usize, 1..4);
+    let from = prop_oneof![
+        2 => Just(Pool::Pending),
+        1 => Just(Pool::Letters),
+        1 => Just(Pool::All)
+    ];
+    prop_oneof![
+        5 => (queue.clone(), 1..4usize).prop_map(|(queue, n)| Op::Enqueue { queue, n }),
+        10 => (queue.clone(), 1..5usize).prop_map(|(queue, k)| Op::Claim { queue, k }),
+        3 => pick.clone().prop_map(|pick| Op::Deliver { pick }),
+        10 => (pick.clone(), prop_oneof![Just(0), 1..2_000i64])
+            .prop_map(|(pick, backoff_ms)| Op::Fail { pick, backoff_ms }),
+        2 => (pick.clone(), prop_oneof![Just(Late::Delivered), Just(Late::Retry), Just(Late::Dead)])
+            .prop_map(|(pick, kind)| Op::LateOutcome { pick, kind }),
+        3 => pick.clone().prop_map(|pick| Op::Cancel { pick }),
+        4 => (from.clone(), picks.clone(), 0..2_000i64)
+            .prop_map(|(from, picks, delay_ms)| Op::ReplayIds { from, picks, delay_ms }),
+        3 => (queue.clone(), 0..2_000i64)
+            .prop_map(|(queue, delay_ms)| Op::ReplayQueue { queue, delay_ms }),
+        2 => (from.clone(), picks).prop_map(|(from, picks)| Op::AcknowledgeIds { from, picks }),
+        1 => queue.clone().prop_map(|queue| Op::AcknowledgeQueue { queue }),
+        2 => (from, pick).prop_map(|(from, pick)| Op::DeleteDeadLetter { from, pick }),
+        1 => queue.clone().prop_map(|queue| Op::DeleteDeadLettersOfQueue { queue }),
+        2 => (0..2 * LEASE_MS).prop_map(|advance_ms| Op::RecoverStaleLeases { advance_ms }),
+        2 => (0..TTL_MS * 3 / 2).prop_map(|advance_ms| Op::ExpireJobs { advance_ms }),
+        1 => (0..2 * RETENTION_MS).prop_map(|advance_ms| Op::Purge { advance_ms }),
+        1 => queue.prop_map(|queue| Op::RecreateQueue { queue }),
+        4 => (0..2_000i64).prop_map(|ms| Op::Advance { ms }),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct Live {
+    attempts: u32,
+    run_at: UnixMillis,
+    /// `Some(leased_until)` while in flight.
+    lease: Option<UnixMillis>,
+    /// When the time to live starts: creation, or the `run_at` of the last replay.
+    ttl_from: UnixMillis,
+}
+
+#[derive(Debug, Clone)]
+struct Letter {
+    state: DlqState,
+    attempts: u32,
+    reason: FailureReason,
+    failed_at: UnixMillis,
+    updated_at: UnixMillis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Delivered,
+    Cancelled,
+    Deleted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Place {
+    Ready,
+    InFlight,
+    DeadPending,
+    DeadAcknowledged,
+    Delivered,
+    Cancelled,
+    Deleted,
+}
+
+#[derive(Debug, Clone)]
+struct Job {
+    id: JobId,
+    queue: usize,
+    created: UnixMillis,
+    live: Option<Live>,
+    letter: Option<Letter>,
+    end: Option<End>,
+    replay_count: u32,
+    /// Rows of the job's attempt history (failed attempts) in `job_attempts`.
+    history: usize,
+}
+
+impl Job {
+    /// The one place the job is in; panics if the model ever holds it in two or none.
+    fn place(&self) -> Place {
+        let audit_only = |l: &Option<Letter>| {
+            l.as_ref()
+                .is_none_or(|l| l.state == DlqState::Replayed)
+        };
+        match (&self.live, &self.letter, self.end) {
+            (Some(live), letter, None) if audit_only(letter) => {
+                if live.lease.is_some() {
+                    Place::InFlight
+                } else {
+                    Place::Ready
+                }
+            }
+            (None, Some(l), None) if l.state == DlqState::Pending => Place::DeadPending,
+            (None, Some(l), None) if l.state == DlqState::Acknowledged => Place::DeadAcknowledged,
+            (None, letter, Some(end)) if audit_only(letter) => match end {
+                End::Delivered => Place::Delivered,
+                End::Cancelled => Place::Cancelled,
+                End::Deleted => Place::Deleted,
+            },
+            _ => panic!("model: job in two places or in none: {self:?}"),
+        }
+    }
+
+    fn bury(&mut self, reason: FailureReason, now: UnixMillis) {
+        let live = self.live.take().expect("only a live job is buried");
+        self.letter = Some(Letter {
+            state: DlqState::Pending,
+            attempts: live.attempts,
+            reason,
+            failed_at: now,
+            updated_at: now,
+        });
+    }
+
+    fn finish(&mut self, end: End, counters: &mut Counters) {
+        self.live = None;
+        if self
+            .letter
+            .as_ref()
+            .is_some_and(|l| l.state != DlqState::Replayed)
+        {
+            self.letter = None;
+        }
+        self.end = Some(end);
+        match end {
+            End::Delivered => counters.delivered += 1,
+            End::Cancelled => counters.cancelled += 1,
+            End::Deleted => counters.deleted += 1,
+        }
+        self.history = 0;
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    enqueued: usize,
+    delivered: usize,
+    cancelled: usize,
+    deleted: usize,
+}
+
+struct Model {
+    now: UnixMillis,
+    seq: u64,
+    /// Every job ever enqueued, in id (= creation) order.
+    jobs: Vec<Job>,
+    /// Every lease ever handed out: `(job, attempt)`.
+    tickets: Vec<(JobId, u32)>,
+    counters: Counters,
+}
+
+impl Model {
+    fn find(&mut self, id: JobId) -> &mut Job {
+        self.jobs
+            .iter_mut()
+            .find(|j| j.id == id)
+            .unwrap_or_else(|| panic!("unknown job {id}"))
+    }
+
+    fn in_flight(&self) -> Vec<(JobId, u32)> {
+        self.jobs
+            .iter()
+            .filter_map(|j| match &j.live {
+                Some(l) if l.lease.is_some() => Some((j.id, l.attempts)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn pick(&self, pick: usize) -> Option<JobId> {
+        self.pick_from(Pool::All, pick)
+    }
+
+    fn pick_from(&self, from: Pool, pick: usize) -> Option<JobId> {
+        let pool: Vec<JobId> = match from {
+            Pool::Pending => self
+                .jobs
+                .iter()
+                .filter(|j| j.place() == Place::DeadPending)
+                .map(|j| j.id)
+                .collect(),
+            Pool::Letters => self
+                .jobs
+                .iter()
+                .filter(|j| j.letter.is_some())
+                .map(|j| j.id)
+                .collect(),
+            Pool::All => self.jobs.iter().map(|j| j.id).collect(),
+        };
+        pool.get(pick % pool.len().max(1)).copied()
+    }
+
+    /// A fresh UUIDv7-shaped id whose time part is the fake clock, so TTL expiry (which
+    /// reads creation time from the id) follows the fake clock too.
+    fn next_id(&mut self) -> JobId {
+        self.seq += 1;
+        let mut bytes = *JobId::first_of_millis(self.now).as_bytes();
+        bytes[6] = 0x70;
+        bytes[8] = 0x80;
+        bytes[10..].copy_from_slice(&self.seq.to_be_bytes()[2..]);
+        JobId::from_bytes(bytes)
+    }
+}
+
+fn queue_name(queue: usize) -> QueueName {
+    QueueName::parse(QUEUES[queue]).unwrap()
+}
+
+fn failure(now: UnixMillis) -> Failure {
+    Failure {
+        error: "receiver said no".into(),
+        status: Some(500),
+        latency_ms: 1,
+        at: now,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Applying one step to the store and the model
+// ---------------------------------------------------------------------------------------
+
+static STATS: std::sync::Mutex<BTreeMap<String, usize>> = std::sync::Mutex::new(BTreeMap::new());
+fn stat(k: String) { *STATS.lock().unwrap().entry(k).or_default() += 1; }
+async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
+    let before: BTreeMap<Place, usize> = m.jobs.iter().fold(BTreeMap::new(), |mut a, j| { *a.entry(j.place()).or_default() += 1; a });
+    apply2(fx, m, op).await;
+    let after: BTreeMap<Place, usize> = m.jobs.iter().fold(BTreeMap::new(), |mut a, j| { *a.entry(j.place()).or_default() += 1; a });
+    let name = format!("{op:?}"); let name = name.split([' ', '{']).next().unwrap().to_string();
+    stat(format!("{name} changed={}", before != after));
+}
+async fn apply2(fx: &StoreFixture, m: &mut Model, op: &Op) {
+    let store = &fx.store;
+    match op {
+        Op::Enqueue { queue, n } => {
+            for _ in 0..*n {
+                let id = m.next_id();
+                store
+                    .enqueue(queue_name(*queue), id, r#"{"k":1}"#.into(), m.now)
+                    .await
+                    .expect("enqueue");
+                m.counters.enqueued += 1;
+                m.jobs.push(Job {
+                    id,
+                    queue: *queue,
+                    created: m.now,
+                    live: Some(Live {
+                        attempts: 0,
+                        run_at: m.now,
+                        lease: None,
+                        ttl_from: m.now,
+                    }),
+                    letter: None,
+                    end: None,
+                    replay_count: 0,
+                    history: 0,
+                });
+            }
+        }
+        Op::Claim { queue, k } => {
+            let now = m.now;
+            let claimed = store
+                .claim(queue_name(*queue), now, now + LEASE_MS, *k)
+                .await
+                .expect("claim");
+            let due: BTreeMap<JobId, UnixMillis> = m
+                .jobs
+                .iter()
+                .filter(|j| j.queue == *queue)
+                .filter_map(|j| match &j.live {
+                    Some(l) if l.lease.is_none() && l.run_at <= now => Some((j.id, l.run_at)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                claimed.len(),
+                due.len().min(*k),
+                "claim returns min(k, due jobs)"
+            );
+            let taken: BTreeSet<JobId> = claimed.iter().map(|c| c.id).collect();
+            assert_eq!(taken.len(), claimed.len(), "a job claimed twice in one claim");
+            let latest_taken = claimed.iter().map(|c| due[&c.id]).max();
+            for (id, run_at) in &due {
+                if !taken.contains(id) {
+                    assert!(
+                        latest_taken.is_none_or(|t| *run_at >= t),
+                        "claim skipped {id} (due {run_at}) for a later one"
+                    );
+                }
+            }
+            for c in claimed {
+                assert!(due.contains_key(&c.id), "claimed {} that was not due", c.id);
+                let job = m.find(c.id);
+                let live = job.live.as_mut().unwrap();
+                live.attempts += 1;
+                live.lease = Some(now + LEASE_MS);
+                assert_eq!(c.attempt, live.attempts, "the attempt number of {}", c.id);
+                assert_eq!(c.created_at, job.created);
+                m.tickets.push((c.id, c.attempt));
+            }
+        }
+        Op::Deliver { pick } => {
+            let flying = m.in_flight();
+            let Some(&(id, attempt)) = flying.get(pick % flying.len().max(1)) else {
+                return;
+            };
+            let held = store
+                .record_outcome(id, attempt, Outcome::Delivered)
+                .await
+                .expect("record Delivered");
+            assert!(held, "the lease of {id} attempt {attempt} held");
+            let Model { jobs, counters, .. } = m;
+            let job = jobs.iter_mut().find(|j| j.id == id).unwrap();
+            stat(format!("deliver replay_count>0: {}", job.replay_count > 0));
+            job.finish(End::Delivered, counters);
+        }
+        Op::Fail { pick, backoff_ms } => {
+            let flying = m.in_flight();
+            let Some(&(id, attempt)) = flying.get(pick % flying.len().max(1)) else {
+                return;
+            };
+            let now = m.now;
+            let last = attempt >= MAX_ATTEMPTS;
+            let outcome = if last {
+                Outcome::Dead {
+                    failure: failure(now),
+                }
+            } else {
+                Outcome::Retry {
+                    run_at: now + backoff_ms,
+                    failure: failure(now),
+                }
+            };
+            stat(format!("fail last={last}"));
+            let held = store
+                .record_outcome(id, attempt, outcome)
+                .await
+                .expect("record a failure");
+            assert!(held, "the lease of {id} attempt {attempt} held");
+            let job = m.find(id);
+            job.history += 1;
+            if last {
+                job.bury(FailureReason::MaxAttemptsReached, now);
+            } else {
+                let live = job.live.as_mut().unwrap();
+                live.lease = None;
+                live.run_at = now + backoff_ms;
+            }
+        }
+        Op::LateOutcome { pick, kind } => {
+            let current: BTreeSet<(JobId, u32)> = m.in_flight().into_iter().collect();
+            let stale: Vec<(JobId, u32)> = m
+                .tickets
+                .iter()
+                .copied()
+                .filter(|t| !current.contains(t))
+                .collect();
+            let Some(&(id, attempt)) = stale.get(pick % stale.len().max(1)) else {
+                return;
+            };
+            let now = m.now;
+            let outcome = match kind {
+                Late::Delivered => Outcome::Delivered,
+                Late::Retry => Outcome::Retry {
+                    run_at: now,
+                    failure: failure(now),
+                },
+                Late::Dead => Outcome::Dead {
+                    failure: failure(now),
+                },
+            };
+            let held = store
+                .record_outcome(id, attempt, outcome)
+                .await
+                .expect("record a late outcome");
+            assert!(!held, "a lost lease ({id} attempt {attempt}) was accepted");
+        }
+        Op::Cancel { pick } => {
+            let Some(id) = m.pick(*pick) else { return };
+            let job = m.find(id);
+            let (place, audit) = (job.place(), job.letter.is_some());
+            let result = fx.store.cancel(queue_name(job.queue), id).await;
+            stat(format!("cancel {place:?} audit={audit} -> {}", result.as_ref().map(|_| "ok".to_string()).unwrap_or_else(|e| format!("{e:?}").chars().take(20).collect())));
+            match (place, audit, result) {
+                (Place::Ready, _, Ok(())) => {
+                    let Model { jobs, counters, .. } = m;
+                    let job = jobs.iter_mut().find(|j| j.id == id).unwrap();
+                    job.finish(End::Cancelled, counters);
+                }
+                (Place::InFlight | Place::DeadPending | Place::DeadAcknowledged, _, Err(e))
+                    if matches!(e, StoreError::JobConflict(_)) => {}
+                (Place::Delivered | Place::Cancelled | Place::Deleted, false, Err(e))
+                    if matches!(e, StoreError::JobNotFound) => {}
+                // Gone, with only a `replayed` audit record left: `get_job` says not found,
+                // so should cancel; today it answers "dead-lettered" (see the ignored test
+                // `cancel_of_a_delivered_replayed_job_claims_it_is_dead_lettered`).
+                (Place::Delivered | Place::Cancelled, true, Err(e))
+                    if matches!(e, StoreError::JobNotFound) => {}
+                (place, _, result) => {
+                    panic!("cancel of {id} ({place:?}) gave {result:?}")
+                }
+            }
+        }
+        Op::ReplayIds {
+            from,
+            picks,
+            delay_ms,
+        } => {
+            let ids: Vec<JobId> = picks.iter().filter_map(|p| m.pick_from(*from, *p)).collect();
+            if ids.is_empty() {
+                return;
+            }
+            let distinct: BTreeSet<JobId> = ids.iter().copied().collect();
+            let expected: BTreeSet<JobId> = distinct
+                .into_iter()
+                .filter(|id| m.find(*id).place() == Place::DeadPending)
+                .collect();
+            replay(fx, m, Selection::Ids(ids), expected, *delay_ms).await;
+        }
+        Op::ReplayQueue { queue, delay_ms } => {
+            let expected: BTreeSet<JobId> = m
+                .jobs
+                .iter()
+                .filter(|j| j.queue == *queue && j.place() == Place::DeadPending)
+                .map(|j| j.id)
+                .collect();
+            let selection = Selection::Queue(queue_name(*queue));
+            replay(fx, m, selection, expected, *delay_ms).await;
+        }
+        Op::AcknowledgeIds { from, picks } => {
+            let ids: Vec<JobId> = picks.iter().filter_map(|p| m.pick_from(*from, *p)).collect();
+            if ids.is_empty() {
+                return;
+            }
+            let distinct: BTreeSet<JobId> = ids.iter().copied().collect();
+            let expected: Vec<JobId> = distinct
+                .into_iter()
+                .filter(|id| m.find(*id).place() == Place::DeadPending)
+                .collect();
+            let count = store
+                .acknowledge(Selection::Ids(ids), m.now)
+                .await
+                .expect("acknowledge");
+            assert_eq!(count, expected.len(), "acknowledged count");
+            acknowledged(m, &expected);
+        }
+        Op::AcknowledgeQueue { queue } => {
+            let expected: Vec<JobId> = m
+                .jobs
+                .iter()
+                .filter(|j| j.queue == *queue && j.place() == Place::DeadPending)
+                .map(|j| j.id)
+                .collect();
+            let count = store
+                .acknowledge(Selection::Queue(queue_name(*queue)), m.now)
+                .await
+                .expect("acknowledge a queue");
+            assert_eq!(count, expected.len(), "acknowledged count");
+            acknowledged(m, &expected);
+        }
+        Op::DeleteDeadLetter { from, pick } => {
+            let Some(id) = m.pick_from(*from, *pick) else {
+                return;
+            };
+            let had_letter = m.find(id).letter.is_some();
+            let result = store.delete_dead_letters(Selection::Ids(vec![id])).await;
+            match (had_letter, result) {
+                (true, Ok(1)) => deleted_letter(m, id),
+                (false, Err(StoreError::JobNotFound)) => {}
+                (had, result) => {
+                    panic!("delete of dead letter {id} (had one: {had}) gave {result:?}")
+                }
+            }
+        }
+        Op::DeleteDeadLettersOfQueue { queue } => {
+            let expected: Vec<JobId> = m
+                .jobs
+                .iter()
+                .filter(|j| j.queue == *queue && j.letter.is_some())
+                .map(|j| j.id)
+                .collect();
+            let count = store
+                .delete_dead_letters(Selection::Queue(queue_name(*queue)))
+                .await
+                .expect("delete a queue's dead letters");
+            assert_eq!(count, expected.len(), "deleted dead letters");
+            for id in expected {
+                deleted_letter(m, id);
+            }
+        }
+        Op::RecoverStaleLeases { advance_ms } => {
+            m.now += advance_ms;
+            let now = m.now;
+            let stale: Vec<JobId> = m
+                .jobs
+                .iter()
+                .filter(|j| {
+                    j.live
+                        .as_ref()
+                        .and_then(|l| l.lease)
+                        .is_some_and(|until| until < now)
+                })
+                .map(|j| j.id)
+                .collect();
+            let count = store
+                .recover_stale_leases(now, MAX_ATTEMPTS)
+                .await
+                .expect("recover stale leases");
+            assert_eq!(count, stale.len(), "recovered leases");
+            for id in stale {
+                let job = m.find(id);
+                job.history += 1;
+                let live = job.live.as_mut().unwrap();
+                if live.attempts >= MAX_ATTEMPTS {
+                    job.bury(FailureReason::MaxAttemptsReached, now);
+                } else {
+                    live.lease = None;
+                    live.run_at = now;
+                }
+            }
+        }
+        Op::ExpireJobs { advance_ms } => {
+            m.now += advance_ms;
+            let now = m.now;
+            let cutoff = now - TTL_MS;
+            let expiring: Vec<JobId> = m
+                .jobs
+                .iter()
+                .filter(|j| {
+                    j.live
+                        .as_ref()
+                        .is_some_and(|l| l.lease.is_none() && l.ttl_from < cutoff)
+                })
+                .map(|j| j.id)
+                .collect();
+            let queues = store
+                .expire_jobs(cutoff, now, ALL)
+                .await
+                .expect("expire jobs");
+            assert_eq!(queues.len(), expiring.len(), "expired jobs");
+            for id in expiring {
+                m.find(id).bury(FailureReason::Expired, now);
+            }
+        }
+        Op::Purge { advance_ms } => {
+            m.now += advance_ms;
+            let before = m.now - RETENTION_MS;
+            let closed: Vec<JobId> = m
+                .jobs
+                .iter()
+                .filter(|j| {
+                    j.letter.as_ref().is_some_and(|l| {
+                        matches!(l.state, DlqState::Replayed | DlqState::Acknowledged)
+                            && l.updated_at < before
+                    })
+                })
+                .map(|j| j.id)
+                .collect();
+            let count = store
+                .purge_dead_letters(before, ALL)
+                .await
+                .expect("purge dead letters");
+            assert_eq!(count, closed.len(), "purged dead letters");
+            for id in closed {
+                deleted_letter(m, id);
+            }
+        }
+        Op::RecreateQueue { queue } => {
+            store
+                .delete_queue(queue_name(*queue))
+                .await
+                .expect("delete the queue");
+            fx.create_queue(QUEUES[*queue]).await;
+            let Model { jobs, counters, .. } = m;
+            for job in jobs.iter_mut().filter(|j| j.queue == *queue) {
+                match job.place() {
+                    Place::Delivered | Place::Cancelled | Place::Deleted => job.letter = None,
+                    _ => {
+                        job.finish(End::Deleted, counters);
+                        job.letter = None;
+                    }
+                }
+            }
+        }
+        Op::Advance { ms } => m.now += ms,
+    }
+}
+
+async fn replay(
+    fx: &StoreFixture,
+    m: &mut Model,
+    selection: Selection,
+    expected: BTreeSet<JobId>,
+    delay_ms: i64,
+) {
+    let now = m.now;
+    let run_at = now + delay_ms;
+    let (claimed, report) = fx
+        .store
+        .replay(selection, now, run_at)
+        .await
+        .expect("replay");
+    assert_eq!(claimed, expected.len(), "replay claimed");
+    stat(format!("replay n={}", expected.len().min(3)));
+    assert!(report.failed.is_empty(), "replay failed: {report:?}");
+    let replayed: BTreeSet<JobId> = report.replayed.iter().copied().collect();
+    assert_eq!(replayed.len(), report.replayed.len(), "replayed twice");
+    assert_eq!(replayed, expected, "replayed jobs");
+    for id in expected {
+        let job = m.find(id);
+        job.replay_count += 1;
+        let letter = job.letter.as_mut().unwrap();
+        letter.state = DlqState::Replayed;
+        letter.updated_at = now;
+        job.live = Some(Live {
+            attempts: 0,
+            run_at,
+            lease: None,
+            ttl_from: run_at,
+        });
+    }
+}
+
+fn acknowledged(m: &mut Model, ids: &[JobId]) {
+    let now = m.now;
+    for id in ids {
+        let letter = m.find(*id).letter.as_mut().unwrap();
+        letter.state = DlqState::Acknowledged;
+        letter.updated_at = now;
+    }
+}
+
+/// A dead-letter record removed (deleted or purged): the job is gone unless it is live
+/// again (its record was only audit) or already gone.
+fn deleted_letter(m: &mut Model, id: JobId) {
+    let Model { jobs, counters, .. } = m;
+    let job = jobs.iter_mut().find(|j| j.id == id).unwrap();
+    match job.place() {
+        Place::DeadPending | Place::DeadAcknowledged => job.finish(End::Deleted, counters),
+        _ => job.letter = None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The invariants
+// ---------------------------------------------------------------------------------------
+
+async fn check(fx: &StoreFixture, raw: &rusqlite::Connection, m: &Model) {
+    let store = &fx.store;
+
+    // The model itself: every job in exactly one place, the counts add up.
+    let mut places: BTreeMap<Place, usize> = BTreeMap::new();
+    for job in &m.jobs {
+        *places.entry(job.place()).or_default() += 1;
+        if let Some(live) = &job.live {
+            assert!(live.attempts <= MAX_ATTEMPTS, "model: {job:?}");
+        }
+    }
+    let count = |p: Place| places.get(&p).copied().unwrap_or(0);
+    assert_eq!(count(Place::Delivered), m.counters.delivered);
+    assert_eq!(count(Place::Cancelled), m.counters.cancelled);
+    assert_eq!(count(Place::Deleted), m.counters.deleted);
+    assert_eq!(
+        places.values().sum::<usize>(),
+        m.counters.enqueued,
+        "enqueued = live + dead letters + delivered + cancelled + deleted: {places:?}"
+    );
+
+    // Live jobs: `list_ready` per queue is exactly the model's, field by field.
+    let mut live_in_store: BTreeSet<JobId> = BTreeSet::new();
+    for (q, name) in QUEUES.iter().enumerate() {
+        let listed: Vec<JobRecord> = store
+            .list_ready(queue_name(q), None, ALL)
+            .await
+            .expect("list ready");
+        let expected: Vec<&Job> = m
+            .jobs
+            .iter()
+            .filter(|j| j.queue == q && j.live.is_some())
+            .collect();
+        let listed_ids: Vec<JobId> = listed.iter().map(|r| r.id).collect();
+        let expected_ids: Vec<JobId> = expected.iter().map(|j| j.id).collect();
+        assert_eq!(listed_ids, expected_ids, "live jobs of {name}");
+        for (record, job) in listed.iter().zip(&expected) {
+            let live = job.live.as_ref().unwrap();
+            let state = if live.lease.is_some() {
+                JobState::InFlight
+            } else {
+                JobState::Ready
+            };
+            assert_eq!(record.state, state, "state of {}", job.id);
+            assert_eq!(record.attempts, live.attempts, "attempts of {}", job.id);
+            assert!(record.attempts <= MAX_ATTEMPTS, "attempts above max: {record:?}");
+            assert_eq!(record.run_at, live.run_at, "run_at of {}", job.id);
+            assert_eq!(record.created_at, job.created, "created_at of {}", job.id);
+            assert_eq!(record.queue.as_str(), *name);
+            live_in_store.insert(record.id);
+        }
+    }
+
+    // Dead letters, every status: exactly the model's records.
+    let (letters, total) = store
+        .list_dead_letters(Filter::default(), None, ALL, false, false)
+        .await
+        .expect("list dead letters");
+    assert_eq!(total as usize, letters.len(), "total_count of a one-page listing");
+    let expected: BTreeMap<JobId, (&Job, &Letter)> = m
+        .jobs
+        .iter()
+        .filter_map(|j| j.letter.as_ref().map(|l| (j.id, (j, l))))
+        .collect();
+    let listed: BTreeSet<JobId> = letters.iter().map(|l| l.id).collect();
+    assert_eq!(listed.len(), letters.len(), "a dead letter listed twice");
+    assert_eq!(
+        listed,
+        expected.keys().copied().collect::<BTreeSet<_>>(),
+        "the dead letters"
+    );
+    let mut active_letters_in_store = 0;
+    for letter in &letters {
+        let (job, model) = expected[&letter.id];
+        assert_eq!(letter.status, model.state, "status of dead letter {}", job.id);
+        assert_eq!(letter.queue.as_str(), QUEUES[job.queue]);
+        assert_eq!(letter.attempts, model.attempts, "attempts of dead letter {}", job.id);
+        assert!(letter.attempts <= MAX_ATTEMPTS, "attempts above max: {letter:?}");
+        assert_eq!(letter.failure_reason, model.reason, "reason of {}", job.id);
+        assert_eq!(letter.failed_at, model.failed_at, "failed_at of {}", job.id);
+        assert_eq!(letter.replay_count, job.replay_count, "replay_count of {}", job.id);
+        assert_eq!(letter.created_at, job.created);
+        match letter.status {
+            DlqState::Pending | DlqState::Acknowledged => {
+                active_letters_in_store += 1;
+                assert!(
+                    !live_in_store.contains(&letter.id),
+                    "{} is both live and an {:?} dead letter",
+                    letter.id,
+                    letter.status
+                );
+            }
+            DlqState::Replayed => {}
+            DlqState::Replaying => panic!("{} left replaying", letter.id),
+        }
+    }
+
+    // None vanishes: what the store holds plus what the model saw leave adds up.
+    assert_eq!(
+        live_in_store.len()
+            + active_letters_in_store
+            + m.counters.delivered
+            + m.counters.cancelled
+            + m.counters.deleted,
+        m.counters.enqueued,
+        "store live + store dead letters (pending, acknowledged) + delivered + cancelled + \
+         deleted = enqueued"
+    );
+
+    // Depth gauges and DLQ stats agree.
+    let (jobs_depth, pending_depth) = store.queue_depths().await.expect("queue depths");
+    for (q, name) in QUEUES.iter().enumerate() {
+        let live = m
+            .jobs
+            .iter()
+            .filter(|j| j.queue == q && j.live.is_some())
+            .count() as u64;
+        let pending = m
+            .jobs
+            .iter()
+            .filter(|j| j.queue == q && j.place() == Place::DeadPending)
+            .count() as u64;
+        let depth = |d: &[(QueueName, u64)]| {
+            d.iter()
+                .find(|(n, _)| n.as_str() == *name)
+                .map(|(_, c)| *c)
+                .unwrap_or_else(|| panic!("no depth for {name}"))
+        };
+        assert_eq!(depth(&jobs_depth), live, "jobs depth of {name}");
+        assert_eq!(depth(&pending_depth), pending, "pending depth of {name}");
+    }
+    let stats = store.dlq_stats(m.now).await.expect("dlq stats");
+    let in_state = |s: DlqState| {
+        m.jobs
+            .iter()
+            .filter(|j| j.letter.as_ref().is_some_and(|l| l.state == s))
+            .count() as u64
+    };
+    for state in DlqState::ALL {
+        assert_eq!(
+            stats.by_status[state.as_str()],
+            in_state(state),
+            "dlq stats {state:?}"
+        );
+    }
+
+    // Every job the model knows, by id: where `get_job` finds it, with its history.
+    for job in &m.jobs {
+        let found = store.get_job(queue_name(job.queue), job.id).await;
+        let place = job.place();
+        match (place, found) {
+            (Place::Ready | Place::InFlight, Ok((record, history))) => {
+                let live = job.live.as_ref().unwrap();
+                let state = if place == Place::Ready {
+                    JobState::Ready
+                } else {
+                    JobState::InFlight
+                };
+                assert_eq!(record.state, state, "get_job state of {}", job.id);
+                assert_eq!(record.attempts, live.attempts);
+                assert_eq!(history.len(), job.history, "history of {}", job.id);
+            }
+            (Place::DeadPending | Place::DeadAcknowledged, Ok((record, history))) => {
+                let letter = job.letter.as_ref().unwrap();
+                assert_eq!(record.state, JobState::Dead, "get_job state of {}", job.id);
+                assert_eq!(record.attempts, letter.attempts);
+                assert_eq!(record.run_at, letter.failed_at);
+                assert_eq!(history.len(), job.history, "history of {}", job.id);
+            }
+            (Place::Delivered | Place::Cancelled | Place::Deleted, Err(StoreError::JobNotFound)) => {}
+            (place, found) => panic!("get_job of {} ({place:?}) gave {found:?}", job.id),
+        }
+    }
+
+    // No attempt history outlives its job.
+    let rows: i64 = raw
+        .query_row("SELECT count(*) FROM job_attempts", [], |r| r.get(0))
+        .expect("count job_attempts");
+    let expected_rows: usize = m
+        .jobs
+        .iter()
+        .filter(|j| {
+            matches!(
+                j.place(),
+                Place::Ready | Place::InFlight | Place::DeadPending | Place::DeadAcknowledged
+            )
+        })
+        .map(|j| j.history)
+        .sum();
+    assert_eq!(rows as usize, expected_rows, "rows of job_attempts");
+}
+
+// ---------------------------------------------------------------------------------------
+// The runs
+// ---------------------------------------------------------------------------------------
+
+fn run(ops: &[Op]) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    rt.block_on(async {
+        let fx = StoreFixture::open();
+        for q in QUEUES {
+            fx.create_queue(q).await;
+        }
+        let raw = rusqlite::Connection::open_with_flags(
+            fx.db_path(),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("open the database read-only");
+        let mut model = Model {
+            now: T0,
+            seq: 0,
+            jobs: Vec::new(),
+            tickets: Vec::new(),
+            counters: Counters::default(),
+        };
+        for (step, op) in ops.iter().enumerate() {
+            let outcome = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+                async {
+                    apply(&fx, &mut model, op).await;
+                    check(&fx, &raw, &model).await;
+                },
+            ))
+            .await;
+            if let Err(panic) = outcome {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                panic!("step {step} ({op:?}) at t0+{}ms: {message}", model.now - T0);
+            }
+        }
+        drop(raw);
+        fx.close().await;
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        rng_seed: RngSeed::Fixed(0x686f_6f6b_71),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Any sequence of operations keeps every job in exactly one place, store and model
+    /// agreeing, and the counts adding up.
+    #[test]
+    fn any_sequence_keeps_every_job_in_exactly_one_place(
+        ops in prop::collection::vec(op_strategy(), 1..=60)
+    ) {
+        run(&ops);
+    }
+}
+#[test]
+fn zz_stats() { std::thread::sleep(std::time::Duration::from_secs(12)); for (k,v) in STATS.lock().unwrap().iter() { eprintln!("{v:6} {k}"); } }
