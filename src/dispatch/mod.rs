@@ -320,6 +320,7 @@ struct Delivery {
 impl Delivery {
     #[tracing::instrument(level = "debug", skip_all, fields(queue = %queue.name, job_id = %job.id, attempt = job.attempt))]
     async fn run(mut self, queue: Arc<Queue>, job: ClaimedJob) {
+        let lease = job.lease();
         let result = self
             .deliverer
             .deliver(&queue, job.id, job.attempt, job.payload, now_millis())
@@ -354,7 +355,7 @@ impl Delivery {
         };
         match self
             .store
-            .record_outcome(job.id, job.attempt, outcome)
+            .record_outcome(job.id, lease, outcome)
             .await
         {
             Ok(true) => {

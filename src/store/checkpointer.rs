@@ -105,7 +105,7 @@ mod tests {
         writer.execute_batch("CREATE TABLE filler(x BLOB)").unwrap();
         let checkpointer = open_checkpointer(&path, Synchronous::Normal).unwrap();
         let rewind = RewindFlag::default();
-        // Every 500 rows the writer hands the checkpointer a turn (a rendezvous, so a busy
+        // Every 100 rows the writer hands the checkpointer a turn (a rendezvous, so a busy
         // machine cannot starve it) and keeps writing while that checkpoint runs: the race
         // that keeps passive checkpoints from completing.
         let (turn, turns) = mpsc::sync_channel::<()>(0);
@@ -117,7 +117,7 @@ mod tests {
                         .execute("INSERT INTO filler VALUES (zeroblob(4000))", [])
                         .unwrap();
                     rewind.rewind_if_raised(&writer);
-                    if row % 500 == 0 {
+                    if row % 100 == 0 {
                         turn.send(()).unwrap();
                     }
                 }
@@ -131,8 +131,10 @@ mod tests {
         writing.join().unwrap();
         let largest_wal = std::fs::metadata(dir.path().join("c.db-wal")).map_or(0, |m| m.len());
         let bound = (WAL_REWIND_FRAMES as u64) * 4096;
+        // A few thresholds' worth of slack for the frames written between two turns; without
+        // the rewind the file reaches ~250 MB.
         assert!(
-            largest_wal < 2 * bound,
+            largest_wal < 4 * bound,
             "the WAL grew to {largest_wal} bytes (bound {bound})"
         );
     }

@@ -177,9 +177,13 @@ pub fn bury(
     Ok(())
 }
 
-pub fn exists(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<bool> {
+/// Whether `queue` has a dead letter `id` that still stands for the job: any state but
+/// `replayed` (that record is only audit; the job is live again or delivered since).
+pub fn is_open(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<bool> {
     Ok(conn
-        .prepare_cached("SELECT 1 FROM dead_letters WHERE id = ?1 AND queue = ?2")?
+        .prepare_cached(
+            "SELECT 1 FROM dead_letters WHERE id = ?1 AND queue = ?2 AND state != 'replayed'",
+        )?
         .query_row(params![&id.as_bytes()[..], queue.as_str()], |_| Ok(()))
         .optional()?
         .is_some())

@@ -54,10 +54,28 @@ pub struct JobRecord {
 pub struct ClaimedJob {
     pub id: JobId,
     pub payload: String,
-    /// The number of this attempt (1 for the first). Also the lease's fencing token: an
-    /// outcome is recorded only if the job is still in flight on this attempt.
+    /// The number of this attempt (1 for the first).
     pub attempt: u32,
     pub created_at: UnixMillis,
+    pub leased_until: UnixMillis,
+}
+
+impl ClaimedJob {
+    pub fn lease(&self) -> Lease {
+        Lease {
+            attempt: self.attempt,
+            until: self.leased_until,
+        }
+    }
+}
+
+/// The fencing token of one claim: an outcome is recorded only while the job is still in
+/// flight under exactly this lease. The attempt number alone is not enough: a replay resets
+/// attempts, so a lease lost before a replay could otherwise match a later claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Lease {
+    pub attempt: u32,
+    pub until: UnixMillis,
 }
 
 /// Why an attempt failed, as recorded in the job's history.
@@ -128,7 +146,7 @@ pub fn claim(
              SELECT rowid FROM jobs
              WHERE queue = ?1 AND status = 0 AND run_at <= ?2
              ORDER BY run_at LIMIT ?4)
-         RETURNING id, payload, attempts, created_at",
+         RETURNING id, payload, attempts, created_at, leased_until",
     )?;
     let rows = stmt.query_map(
         params![queue.as_str(), now, leased_until, limit as i64],
@@ -138,6 +156,7 @@ pub fn claim(
                 payload: row.get(1)?,
                 attempt: row.get(2)?,
                 created_at: row.get(3)?,
+                leased_until: row.get(4)?,
             })
         },
     )?;
@@ -147,24 +166,26 @@ pub fn claim(
     Ok(claimed)
 }
 
-/// Record the outcome of attempt `attempt` of job `id`. Returns false (and changes nothing)
-/// if the lease was lost in the meantime: the job was recovered, cancelled or its queue
-/// deleted. The attempt number is the lease's fencing token.
+/// Record the outcome of job `id` under `lease`. Returns false (and changes nothing) if the
+/// lease was lost in the meantime: the job was recovered, cancelled, replayed or its queue
+/// deleted.
 pub fn record_outcome(
     conn: &Connection,
     id: JobId,
-    attempt: u32,
+    lease: Lease,
     outcome: &Outcome,
 ) -> StoreResult<bool> {
     let key = &id.as_bytes()[..];
+    let Lease { attempt, until } = lease;
     match outcome {
         Outcome::Delivered => {
             let had_failures: Option<bool> = conn
                 .prepare_cached(
-                    "DELETE FROM jobs WHERE id = ?1 AND status = 1 AND attempts = ?2
+                    "DELETE FROM jobs
+                     WHERE id = ?1 AND status = 1 AND attempts = ?2 AND leased_until = ?3
                      RETURNING last_error IS NOT NULL",
                 )?
-                .query_row(params![key, attempt], |row| row.get(0))
+                .query_row(params![key, attempt, until], |row| row.get(0))
                 .optional()?;
             // Only a job that failed before has history to drop: a first-time success
             // writes nothing beyond its claim and this delete.
@@ -176,11 +197,11 @@ pub fn record_outcome(
         Outcome::Retry { run_at, failure } => {
             let changed = conn
                 .prepare_cached(
-                    "UPDATE jobs SET status = 0, run_at = ?3, leased_until = NULL,
-                            last_error = ?4, last_status = ?5
-                     WHERE id = ?1 AND status = 1 AND attempts = ?2",
+                    "UPDATE jobs SET status = 0, run_at = ?4, leased_until = NULL,
+                            last_error = ?5, last_status = ?6
+                     WHERE id = ?1 AND status = 1 AND attempts = ?2 AND leased_until = ?3",
                 )?
-                .execute(params![key, attempt, run_at, failure.error, failure.status])?;
+                .execute(params![key, attempt, until, run_at, failure.error, failure.status])?;
             if changed == 1 {
                 record_attempt(conn, id, attempt, failure)?;
             }
@@ -189,10 +210,10 @@ pub fn record_outcome(
         Outcome::Dead { failure } => {
             let changed = conn
                 .prepare_cached(
-                    "UPDATE jobs SET last_error = ?3, last_status = ?4
-                     WHERE id = ?1 AND status = 1 AND attempts = ?2",
+                    "UPDATE jobs SET last_error = ?4, last_status = ?5
+                     WHERE id = ?1 AND status = 1 AND attempts = ?2 AND leased_until = ?3",
                 )?
-                .execute(params![key, attempt, failure.error, failure.status])?;
+                .execute(params![key, attempt, until, failure.error, failure.status])?;
             if changed == 1 {
                 record_attempt(conn, id, attempt, failure)?;
                 dead_letters::bury(conn, id, FailureReason::MaxAttemptsReached, failure.at)?;
@@ -336,7 +357,7 @@ pub fn cancel(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<()
         Some(JobState::InFlight) => Err(StoreError::JobConflict(
             "job is being delivered right now and cannot be cancelled",
         )),
-        Some(JobState::Dead) | None if dead_letters::exists(conn, queue, id)? => {
+        Some(JobState::Dead) | None if dead_letters::is_open(conn, queue, id)? => {
             Err(StoreError::JobConflict(
                 "job is dead-lettered (ERROR), not READY: replay or acknowledge it instead",
             ))
@@ -364,18 +385,28 @@ pub fn recover_stale_leases(
     max_attempts: u32,
 ) -> StoreResult<usize> {
     const ERROR: &str = "delivery interrupted: the lease expired before an outcome was recorded";
-    let stale: Vec<(JobId, u32)> = conn
-        .prepare_cached("SELECT id, attempts FROM jobs WHERE status = 1 AND leased_until < ?1")?
-        .query_map([now], |row| Ok((id_from_row(row, 0)?, row.get(1)?)))?
+    let stale: Vec<(JobId, Lease)> = conn
+        .prepare_cached(
+            "SELECT id, attempts, leased_until FROM jobs WHERE status = 1 AND leased_until < ?1",
+        )?
+        .query_map([now], |row| {
+            Ok((
+                id_from_row(row, 0)?,
+                Lease {
+                    attempt: row.get(1)?,
+                    until: row.get(2)?,
+                },
+            ))
+        })?
         .collect::<Result<_, _>>()?;
-    for (id, attempt) in &stale {
+    for (id, lease) in &stale {
         let failure = Failure {
             error: ERROR.to_owned(),
             status: None,
             latency_ms: 0,
             at: now,
         };
-        let outcome = if *attempt >= max_attempts {
+        let outcome = if lease.attempt >= max_attempts {
             Outcome::Dead { failure }
         } else {
             Outcome::Retry {
@@ -383,7 +414,7 @@ pub fn recover_stale_leases(
                 failure,
             }
         };
-        record_outcome(conn, *id, *attempt, &outcome)?;
+        record_outcome(conn, *id, *lease, &outcome)?;
     }
     Ok(stale.len())
 }

@@ -23,7 +23,7 @@ use anyhow::{Context, bail};
 
 pub use dead_letters::{DeadLetter, DlqState, DlqStats, Filter, Position, ReplayReport, Selection};
 pub use error::{StoreError, StoreResult};
-pub use jobs::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, Outcome};
+pub use jobs::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, Lease, Outcome};
 pub use queues::{Queue, Registry};
 pub use sealing::{MasterKey, Sealing};
 pub use writer::BatchStats;
@@ -176,13 +176,13 @@ impl Store {
     pub async fn record_outcome(
         &self,
         id: JobId,
-        attempt: u32,
+        lease: Lease,
         outcome: Outcome,
     ) -> StoreResult<bool> {
         // Relaxed: an outcome lost to a power cut means the job is delivered again, which
         // at-least-once allows.
         self.writer
-            .write_relaxed(move |conn| jobs::record_outcome(conn, id, attempt, &outcome))
+            .write_relaxed(move |conn| jobs::record_outcome(conn, id, lease, &outcome))
             .await
     }
 

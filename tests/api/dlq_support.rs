@@ -222,7 +222,7 @@ impl StoreFixture {
                 store
                     .record_outcome(
                         job.id,
-                        job.attempt,
+                        job.lease(),
                         Outcome::Dead {
                             failure: Failure {
                                 error: "boom".into(),

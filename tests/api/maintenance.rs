@@ -83,7 +83,7 @@ async fn retention_deletes_closed_dead_letters_past_retention_and_never_pending_
     assert_eq!(claimed.len(), 1);
     assert!(
         fx.store
-            .record_outcome(delivered, claimed[0].attempt, Outcome::Delivered)
+            .record_outcome(delivered, claimed[0].lease(), Outcome::Delivered)
             .await
             .unwrap()
     );
@@ -278,7 +278,7 @@ async fn ttl_expiry_of_a_job_that_was_retrying_keeps_its_last_error() {
     };
     assert!(
         fx.store
-            .record_outcome(id, job.attempt, retry)
+            .record_outcome(id, job.lease(), retry)
             .await
             .unwrap()
     );
@@ -360,7 +360,7 @@ async fn a_stale_lease_returns_the_job_to_ready_with_the_attempt_counted() {
     // The outcome of the lost lease is refused (fencing), and the job can be claimed again.
     assert!(
         !fx.store
-            .record_outcome(id, job.attempt, Outcome::Delivered)
+            .record_outcome(id, job.lease(), Outcome::Delivered)
             .await
             .unwrap()
     );
@@ -390,7 +390,7 @@ async fn a_stale_lease_on_the_last_attempt_dead_letters_the_job() {
         };
         assert!(
             fx.store
-                .record_outcome(id, job.attempt, retry)
+                .record_outcome(id, job.lease(), retry)
                 .await
                 .unwrap()
         );
@@ -491,7 +491,7 @@ async fn the_repeat_failure_alert_is_raised_by_a_dead_letter_replayed_three_time
         };
         assert!(
             fx.store
-                .record_outcome(id, job.attempt, dead)
+                .record_outcome(id, job.lease(), dead)
                 .await
                 .unwrap()
         );
@@ -545,7 +545,7 @@ fn bury_jobs(
         let dead = Outcome::Dead {
             failure: failure(now),
         };
-        assert!(jobs::record_outcome(conn, job.id, job.attempt, &dead).unwrap());
+        assert!(jobs::record_outcome(conn, job.id, job.lease(), &dead).unwrap());
     }
     ids
 }

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hookq::model::{JobId, QueueName, UnixMillis};
 use hookq::store::dead_letters::FailureReason;
 use hookq::store::{
-    DlqState, Failure, Filter, JobRecord, JobState, Outcome, Selection, StoreError,
+    DlqState, Failure, Filter, JobRecord, JobState, Lease, Outcome, Selection, StoreError,
 };
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
@@ -27,7 +27,7 @@ use proptest::test_runner::RngSeed;
 use crate::dlq_support::StoreFixture;
 
 const QUEUES: [&str; 2] = ["sm-a", "sm-b"];
-const MAX_ATTEMPTS: u32 = 3;
+const MAX_ATTEMPTS: u32 = 2;
 const LEASE_MS: i64 = 5_000;
 const TTL_MS: i64 = 20_000;
 const RETENTION_MS: i64 = 20_000;
@@ -59,35 +59,80 @@ enum Pool {
 /// shrunk sequence reads as small numbers; `queue` is 0 or 1.
 #[derive(Debug, Clone)]
 enum Op {
-    Enqueue { queue: usize, n: usize },
-    Claim { queue: usize, k: usize },
+    Enqueue {
+        queue: usize,
+        n: usize,
+    },
+    Claim {
+        queue: usize,
+        k: usize,
+    },
     /// `Outcome::Delivered` for an in-flight job, on its current attempt.
-    Deliver { pick: usize },
+    Deliver {
+        pick: usize,
+    },
     /// `Outcome::Retry` (after `backoff_ms`) or, on the last attempt, `Outcome::Dead`.
-    Fail { pick: usize, backoff_ms: i64 },
+    Fail {
+        pick: usize,
+        backoff_ms: i64,
+    },
     /// An outcome on an attempt that no longer holds the lease: must change nothing.
-    LateOutcome { pick: usize, kind: Late },
-    /// Cancel any job the test ever enqueued, whatever its state.
-    Cancel { pick: usize },
-    ReplayIds { from: Pool, picks: Vec<usize>, delay_ms: i64 },
-    ReplayQueue { queue: usize, delay_ms: i64 },
-    AcknowledgeIds { from: Pool, picks: Vec<usize> },
-    AcknowledgeQueue { queue: usize },
-    DeleteDeadLetter { from: Pool, pick: usize },
-    DeleteDeadLettersOfQueue { queue: usize },
+    LateOutcome {
+        pick: usize,
+        kind: Late,
+    },
+    /// Cancel a job, whatever its state (gone ones included).
+    Cancel {
+        from: Pool,
+        pick: usize,
+    },
+    ReplayIds {
+        from: Pool,
+        picks: Vec<usize>,
+        delay_ms: i64,
+    },
+    ReplayQueue {
+        queue: usize,
+        delay_ms: i64,
+    },
+    AcknowledgeIds {
+        from: Pool,
+        picks: Vec<usize>,
+    },
+    AcknowledgeQueue {
+        queue: usize,
+    },
+    DeleteDeadLetter {
+        from: Pool,
+        pick: usize,
+    },
+    DeleteDeadLettersOfQueue {
+        queue: usize,
+    },
     /// Advance the clock, then recover leases that expired.
-    RecoverStaleLeases { advance_ms: i64 },
+    RecoverStaleLeases {
+        advance_ms: i64,
+    },
     /// Advance the clock, then dead-letter ready jobs older than the TTL.
-    ExpireJobs { advance_ms: i64 },
+    ExpireJobs {
+        advance_ms: i64,
+    },
     /// Advance the clock, then purge closed dead letters older than the retention.
-    Purge { advance_ms: i64 },
+    Purge {
+        advance_ms: i64,
+    },
     /// Delete the queue (its jobs and dead letters go with it) and create it again.
-    RecreateQueue { queue: usize },
-    Advance { ms: i64 },
+    RecreateQueue {
+        queue: usize,
+    },
+    Advance {
+        ms: i64,
+    },
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
-    let queue = 0..QUEUES.len();
+    // Mostly the first queue, so claims find what was enqueued and replayed.
+    let queue = prop_oneof![3 => Just(0usize), 1 => Just(1usize)];
     let pick = 0..64usize;
     let picks = prop::collection::vec(0..64usize, 1..4);
     let from = prop_oneof![
@@ -96,24 +141,24 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => Just(Pool::All)
     ];
     prop_oneof![
-        5 => (queue.clone(), 1..4usize).prop_map(|(queue, n)| Op::Enqueue { queue, n }),
-        10 => (queue.clone(), 1..5usize).prop_map(|(queue, k)| Op::Claim { queue, k }),
-        3 => pick.clone().prop_map(|pick| Op::Deliver { pick }),
+        8 => (queue.clone(), 1..3usize).prop_map(|(queue, n)| Op::Enqueue { queue, n }),
+        10 => (queue.clone(), 1..3usize).prop_map(|(queue, k)| Op::Claim { queue, k }),
+        4 => pick.clone().prop_map(|pick| Op::Deliver { pick }),
         10 => (pick.clone(), prop_oneof![Just(0), 1..2_000i64])
             .prop_map(|(pick, backoff_ms)| Op::Fail { pick, backoff_ms }),
         2 => (pick.clone(), prop_oneof![Just(Late::Delivered), Just(Late::Retry), Just(Late::Dead)])
             .prop_map(|(pick, kind)| Op::LateOutcome { pick, kind }),
-        3 => pick.clone().prop_map(|pick| Op::Cancel { pick }),
-        4 => (from.clone(), picks.clone(), 0..2_000i64)
+        4 => (from.clone(), pick.clone()).prop_map(|(from, pick)| Op::Cancel { from, pick }),
+        4 => (from.clone(), picks.clone(), prop_oneof![Just(0), 1..2_000i64])
             .prop_map(|(from, picks, delay_ms)| Op::ReplayIds { from, picks, delay_ms }),
-        3 => (queue.clone(), 0..2_000i64)
+        3 => (queue.clone(), prop_oneof![Just(0), 1..2_000i64])
             .prop_map(|(queue, delay_ms)| Op::ReplayQueue { queue, delay_ms }),
         2 => (from.clone(), picks).prop_map(|(from, picks)| Op::AcknowledgeIds { from, picks }),
         1 => queue.clone().prop_map(|queue| Op::AcknowledgeQueue { queue }),
         2 => (from, pick).prop_map(|(from, pick)| Op::DeleteDeadLetter { from, pick }),
         1 => queue.clone().prop_map(|queue| Op::DeleteDeadLettersOfQueue { queue }),
         2 => (0..2 * LEASE_MS).prop_map(|advance_ms| Op::RecoverStaleLeases { advance_ms }),
-        2 => (0..TTL_MS * 3 / 2).prop_map(|advance_ms| Op::ExpireJobs { advance_ms }),
+        3 => (0..TTL_MS * 3 / 2).prop_map(|advance_ms| Op::ExpireJobs { advance_ms }),
         1 => (0..2 * RETENTION_MS).prop_map(|advance_ms| Op::Purge { advance_ms }),
         1 => queue.prop_map(|queue| Op::RecreateQueue { queue }),
         4 => (0..2_000i64).prop_map(|ms| Op::Advance { ms }),
@@ -177,10 +222,8 @@ struct Job {
 impl Job {
     /// The one place the job is in; panics if the model ever holds it in two or none.
     fn place(&self) -> Place {
-        let audit_only = |l: &Option<Letter>| {
-            l.as_ref()
-                .is_none_or(|l| l.state == DlqState::Replayed)
-        };
+        let audit_only =
+            |l: &Option<Letter>| l.as_ref().is_none_or(|l| l.state == DlqState::Replayed);
         match (&self.live, &self.letter, self.end) {
             (Some(live), letter, None) if audit_only(letter) => {
                 if live.lease.is_some() {
@@ -243,8 +286,8 @@ struct Model {
     seq: u64,
     /// Every job ever enqueued, in id (= creation) order.
     jobs: Vec<Job>,
-    /// Every lease ever handed out: `(job, attempt)`.
-    tickets: Vec<(JobId, u32)>,
+    /// Every lease ever handed out.
+    tickets: Vec<(JobId, Lease)>,
     counters: Counters,
 }
 
@@ -256,18 +299,24 @@ impl Model {
             .unwrap_or_else(|| panic!("unknown job {id}"))
     }
 
-    fn in_flight(&self) -> Vec<(JobId, u32)> {
+    fn in_flight(&self) -> Vec<(JobId, Lease)> {
         self.jobs
             .iter()
             .filter_map(|j| match &j.live {
-                Some(l) if l.lease.is_some() => Some((j.id, l.attempts)),
+                Some(Live {
+                    lease: Some(until),
+                    attempts,
+                    ..
+                }) => Some((
+                    j.id,
+                    Lease {
+                        attempt: *attempts,
+                        until: *until,
+                    },
+                )),
                 _ => None,
             })
             .collect()
-    }
-
-    fn pick(&self, pick: usize) -> Option<JobId> {
-        self.pick_from(Pool::All, pick)
     }
 
     fn pick_from(&self, from: Pool, pick: usize) -> Option<JobId> {
@@ -318,16 +367,7 @@ fn failure(now: UnixMillis) -> Failure {
 // Applying one step to the store and the model
 // ---------------------------------------------------------------------------------------
 
-static STATS: std::sync::Mutex<BTreeMap<String, usize>> = std::sync::Mutex::new(BTreeMap::new());
-fn stat(k: String) { *STATS.lock().unwrap().entry(k).or_default() += 1; }
 async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
-    let before: BTreeMap<Place, usize> = m.jobs.iter().fold(BTreeMap::new(), |mut a, j| { *a.entry(j.place()).or_default() += 1; a });
-    apply2(fx, m, op).await;
-    let after: BTreeMap<Place, usize> = m.jobs.iter().fold(BTreeMap::new(), |mut a, j| { *a.entry(j.place()).or_default() += 1; a });
-    let name = format!("{op:?}"); let name = name.split([' ', '{']).next().unwrap().to_string();
-    stat(format!("{name} changed={}", before != after));
-}
-async fn apply2(fx: &StoreFixture, m: &mut Model, op: &Op) {
     let store = &fx.store;
     match op {
         Op::Enqueue { queue, n } => {
@@ -376,7 +416,11 @@ async fn apply2(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 "claim returns min(k, due jobs)"
             );
             let taken: BTreeSet<JobId> = claimed.iter().map(|c| c.id).collect();
-            assert_eq!(taken.len(), claimed.len(), "a job claimed twice in one claim");
+            assert_eq!(
+                taken.len(),
+                claimed.len(),
+                "a job claimed twice in one claim"
+            );
             let latest_taken = claimed.iter().map(|c| due[&c.id]).max();
             for (id, run_at) in &due {
                 if !taken.contains(id) {
@@ -394,31 +438,30 @@ async fn apply2(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 live.lease = Some(now + LEASE_MS);
                 assert_eq!(c.attempt, live.attempts, "the attempt number of {}", c.id);
                 assert_eq!(c.created_at, job.created);
-                m.tickets.push((c.id, c.attempt));
+                m.tickets.push((c.id, c.lease()));
             }
         }
         Op::Deliver { pick } => {
             let flying = m.in_flight();
-            let Some(&(id, attempt)) = flying.get(pick % flying.len().max(1)) else {
+            let Some(&(id, lease)) = flying.get(pick % flying.len().max(1)) else {
                 return;
             };
             let held = store
-                .record_outcome(id, attempt, Outcome::Delivered)
+                .record_outcome(id, lease, Outcome::Delivered)
                 .await
                 .expect("record Delivered");
-            assert!(held, "the lease of {id} attempt {attempt} held");
+            assert!(held, "the lease {lease:?} of {id} held");
             let Model { jobs, counters, .. } = m;
             let job = jobs.iter_mut().find(|j| j.id == id).unwrap();
-            stat(format!("deliver replay_count>0: {}", job.replay_count > 0));
             job.finish(End::Delivered, counters);
         }
         Op::Fail { pick, backoff_ms } => {
             let flying = m.in_flight();
-            let Some(&(id, attempt)) = flying.get(pick % flying.len().max(1)) else {
+            let Some(&(id, lease)) = flying.get(pick % flying.len().max(1)) else {
                 return;
             };
             let now = m.now;
-            let last = attempt >= MAX_ATTEMPTS;
+            let last = lease.attempt >= MAX_ATTEMPTS;
             let outcome = if last {
                 Outcome::Dead {
                     failure: failure(now),
@@ -429,12 +472,11 @@ async fn apply2(fx: &StoreFixture, m: &mut Model, op: &Op) {
                     failure: failure(now),
                 }
             };
-            stat(format!("fail last={last}"));
             let held = store
-                .record_outcome(id, attempt, outcome)
+                .record_outcome(id, lease, outcome)
                 .await
                 .expect("record a failure");
-            assert!(held, "the lease of {id} attempt {attempt} held");
+            assert!(held, "the lease {lease:?} of {id} held");
             let job = m.find(id);
             job.history += 1;
             if last {
@@ -446,14 +488,14 @@ async fn apply2(fx: &StoreFixture, m: &mut Model, op: &Op) {
             }
         }
         Op::LateOutcome { pick, kind } => {
-            let current: BTreeSet<(JobId, u32)> = m.in_flight().into_iter().collect();
-            let stale: Vec<(JobId, u32)> = m
+            let current: BTreeSet<(JobId, Lease)> = m.in_flight().into_iter().collect();
+            let stale: Vec<(JobId, Lease)> = m
                 .tickets
                 .iter()
                 .copied()
                 .filter(|t| !current.contains(t))
                 .collect();
-            let Some(&(id, attempt)) = stale.get(pick % stale.len().max(1)) else {
+            let Some(&(id, lease)) = stale.get(pick % stale.len().max(1)) else {
                 return;
             };
             let now = m.now;
@@ -468,32 +510,37 @@ async fn apply2(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 },
             };
             let held = store
-                .record_outcome(id, attempt, outcome)
+                .record_outcome(id, lease, outcome)
                 .await
                 .expect("record a late outcome");
-            assert!(!held, "a lost lease ({id} attempt {attempt}) was accepted");
+            assert!(!held, "a lost lease ({id} {lease:?}) was accepted");
         }
-        Op::Cancel { pick } => {
-            let Some(id) = m.pick(*pick) else { return };
+        Op::Cancel { from, pick } => {
+            let Some(id) = m.pick_from(*from, *pick) else {
+                return;
+            };
             let job = m.find(id);
             let (place, audit) = (job.place(), job.letter.is_some());
             let result = fx.store.cancel(queue_name(job.queue), id).await;
-            stat(format!("cancel {place:?} audit={audit} -> {}", result.as_ref().map(|_| "ok".to_string()).unwrap_or_else(|e| format!("{e:?}").chars().take(20).collect())));
             match (place, audit, result) {
                 (Place::Ready, _, Ok(())) => {
                     let Model { jobs, counters, .. } = m;
                     let job = jobs.iter_mut().find(|j| j.id == id).unwrap();
                     job.finish(End::Cancelled, counters);
                 }
-                (Place::InFlight | Place::DeadPending | Place::DeadAcknowledged, _, Err(e))
-                    if matches!(e, StoreError::JobConflict(_)) => {}
-                (Place::Delivered | Place::Cancelled | Place::Deleted, false, Err(e))
-                    if matches!(e, StoreError::JobNotFound) => {}
-                // Gone, with only a `replayed` audit record left: `get_job` says not found,
-                // so should cancel; today it answers "dead-lettered" (see the ignored test
-                // `cancel_of_a_delivered_replayed_job_claims_it_is_dead_lettered`).
-                (Place::Delivered | Place::Cancelled, true, Err(e))
-                    if matches!(e, StoreError::JobNotFound) => {}
+                (
+                    Place::InFlight | Place::DeadPending | Place::DeadAcknowledged,
+                    _,
+                    Err(StoreError::JobConflict(_)),
+                ) => {}
+                (
+                    Place::Delivered | Place::Cancelled | Place::Deleted,
+                    false,
+                    Err(StoreError::JobNotFound),
+                ) => {}
+                // Gone, with only a `replayed` audit record left: not found, as `get_job` says
+                // (regression: `cancel_of_a_job_gone_after_a_replay_claims_it_is_dead_lettered`).
+                (Place::Delivered | Place::Cancelled, true, Err(StoreError::JobNotFound)) => {}
                 (place, _, result) => {
                     panic!("cancel of {id} ({place:?}) gave {result:?}")
                 }
@@ -504,7 +551,10 @@ async fn apply2(fx: &StoreFixture, m: &mut Model, op: &Op) {
             picks,
             delay_ms,
         } => {
-            let ids: Vec<JobId> = picks.iter().filter_map(|p| m.pick_from(*from, *p)).collect();
+            let ids: Vec<JobId> = picks
+                .iter()
+                .filter_map(|p| m.pick_from(*from, *p))
+                .collect();
             if ids.is_empty() {
                 return;
             }
@@ -526,7 +576,10 @@ async fn apply2(fx: &StoreFixture, m: &mut Model, op: &Op) {
             replay(fx, m, selection, expected, *delay_ms).await;
         }
         Op::AcknowledgeIds { from, picks } => {
-            let ids: Vec<JobId> = picks.iter().filter_map(|p| m.pick_from(*from, *p)).collect();
+            let ids: Vec<JobId> = picks
+                .iter()
+                .filter_map(|p| m.pick_from(*from, *p))
+                .collect();
             if ids.is_empty() {
                 return;
             }
@@ -699,7 +752,6 @@ async fn replay(
         .await
         .expect("replay");
     assert_eq!(claimed, expected.len(), "replay claimed");
-    stat(format!("replay n={}", expected.len().min(3)));
     assert!(report.failed.is_empty(), "replay failed: {report:?}");
     let replayed: BTreeSet<JobId> = report.replayed.iter().copied().collect();
     assert_eq!(replayed.len(), report.replayed.len(), "replayed twice");
@@ -788,7 +840,10 @@ async fn check(fx: &StoreFixture, raw: &rusqlite::Connection, m: &Model) {
             };
             assert_eq!(record.state, state, "state of {}", job.id);
             assert_eq!(record.attempts, live.attempts, "attempts of {}", job.id);
-            assert!(record.attempts <= MAX_ATTEMPTS, "attempts above max: {record:?}");
+            assert!(
+                record.attempts <= MAX_ATTEMPTS,
+                "attempts above max: {record:?}"
+            );
             assert_eq!(record.run_at, live.run_at, "run_at of {}", job.id);
             assert_eq!(record.created_at, job.created, "created_at of {}", job.id);
             assert_eq!(record.queue.as_str(), *name);
@@ -801,7 +856,11 @@ async fn check(fx: &StoreFixture, raw: &rusqlite::Connection, m: &Model) {
         .list_dead_letters(Filter::default(), None, ALL, false, false)
         .await
         .expect("list dead letters");
-    assert_eq!(total as usize, letters.len(), "total_count of a one-page listing");
+    assert_eq!(
+        total as usize,
+        letters.len(),
+        "total_count of a one-page listing"
+    );
     let expected: BTreeMap<JobId, (&Job, &Letter)> = m
         .jobs
         .iter()
@@ -817,13 +876,28 @@ async fn check(fx: &StoreFixture, raw: &rusqlite::Connection, m: &Model) {
     let mut active_letters_in_store = 0;
     for letter in &letters {
         let (job, model) = expected[&letter.id];
-        assert_eq!(letter.status, model.state, "status of dead letter {}", job.id);
+        assert_eq!(
+            letter.status, model.state,
+            "status of dead letter {}",
+            job.id
+        );
         assert_eq!(letter.queue.as_str(), QUEUES[job.queue]);
-        assert_eq!(letter.attempts, model.attempts, "attempts of dead letter {}", job.id);
-        assert!(letter.attempts <= MAX_ATTEMPTS, "attempts above max: {letter:?}");
+        assert_eq!(
+            letter.attempts, model.attempts,
+            "attempts of dead letter {}",
+            job.id
+        );
+        assert!(
+            letter.attempts <= MAX_ATTEMPTS,
+            "attempts above max: {letter:?}"
+        );
         assert_eq!(letter.failure_reason, model.reason, "reason of {}", job.id);
         assert_eq!(letter.failed_at, model.failed_at, "failed_at of {}", job.id);
-        assert_eq!(letter.replay_count, job.replay_count, "replay_count of {}", job.id);
+        assert_eq!(
+            letter.replay_count, job.replay_count,
+            "replay_count of {}",
+            job.id
+        );
         assert_eq!(letter.created_at, job.created);
         match letter.status {
             DlqState::Pending | DlqState::Acknowledged => {
@@ -912,7 +986,10 @@ async fn check(fx: &StoreFixture, raw: &rusqlite::Connection, m: &Model) {
                 assert_eq!(record.run_at, letter.failed_at);
                 assert_eq!(history.len(), job.history, "history of {}", job.id);
             }
-            (Place::Delivered | Place::Cancelled | Place::Deleted, Err(StoreError::JobNotFound)) => {}
+            (
+                Place::Delivered | Place::Cancelled | Place::Deleted,
+                Err(StoreError::JobNotFound),
+            ) => {}
             (place, found) => panic!("get_job of {} ({place:?}) gave {found:?}", job.id),
         }
     }
@@ -962,13 +1039,12 @@ fn run(ops: &[Op]) {
             counters: Counters::default(),
         };
         for (step, op) in ops.iter().enumerate() {
-            let outcome = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
-                async {
+            let outcome =
+                futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(async {
                     apply(&fx, &mut model, op).await;
                     check(&fx, &raw, &model).await;
-                },
-            ))
-            .await;
+                }))
+                .await;
             if let Err(panic) = outcome {
                 let message = panic
                     .downcast_ref::<String>()
@@ -986,7 +1062,7 @@ fn run(ops: &[Op]) {
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 64,
-        rng_seed: RngSeed::Fixed(0x686f_6f6b_71),
+        rng_seed: RngSeed::Fixed(0x0068_6f6f_6b71),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -1000,5 +1076,195 @@ proptest! {
         run(&ops);
     }
 }
-#[test]
-fn zz_stats() { std::thread::sleep(std::time::Duration::from_secs(12)); for (k,v) in STATS.lock().unwrap().iter() { eprintln!("{v:6} {k}"); } }
+
+// ---------------------------------------------------------------------------------------
+// Findings, kept as plain tests
+// ---------------------------------------------------------------------------------------
+
+/// A job on a fresh store: enqueued at `T0`, claimed, dead-lettered on its last attempt,
+/// replayed and claimed again. Returns the fixture, the queue and the job's id.
+async fn replayed_and_claimed() -> (StoreFixture, QueueName, JobId) {
+    let fx = StoreFixture::open();
+    let queue = fx.create_queue(QUEUES[0]).await;
+    let mut m = Model {
+        now: T0,
+        seq: 0,
+        jobs: Vec::new(),
+        tickets: Vec::new(),
+        counters: Counters::default(),
+    };
+    let id = m.next_id();
+    let store = &fx.store;
+    store
+        .enqueue(queue.clone(), id, "{}".into(), T0)
+        .await
+        .unwrap();
+    for attempt in 1..=MAX_ATTEMPTS {
+        let claimed = store
+            .claim(queue.clone(), T0, T0 + LEASE_MS, 1)
+            .await
+            .unwrap();
+        assert_eq!(claimed[0].attempt, attempt);
+        let outcome = if attempt < MAX_ATTEMPTS {
+            Outcome::Retry {
+                run_at: T0,
+                failure: failure(T0),
+            }
+        } else {
+            Outcome::Dead {
+                failure: failure(T0),
+            }
+        };
+        assert!(
+            store
+                .record_outcome(id, claimed[0].lease(), outcome)
+                .await
+                .unwrap()
+        );
+    }
+    let (_, report) = store
+        .replay(Selection::Ids(vec![id]), T0, T0)
+        .await
+        .unwrap();
+    assert_eq!(report.replayed, [id]);
+    let claimed = store
+        .claim(queue.clone(), T0, T0 + LEASE_MS, 1)
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].attempt, 1);
+    (fx, queue, id)
+}
+
+/// Found by the property test (with 1000 cases; shrunk to `Enqueue`, `ExpireJobs
+/// { advance_ms: 20001 }`, `ReplayIds`, `Cancel`, `Cancel`). A job delivered or cancelled
+/// after a replay leaves its dead letter as a `replayed` audit record, which `get_job`
+/// rightly ignores (404), but `jobs::cancel` checks `dead_letters::exists` whatever the
+/// record's state, so cancel answers 409 "job is dead-lettered (ERROR), not READY: replay or
+/// acknowledge it instead", advice that cannot be followed (the record is not pending).
+#[tokio::test]
+async fn cancel_of_a_job_gone_after_a_replay_claims_it_is_dead_lettered() {
+    // Delivered after its replay.
+    let (fx, queue, id) = replayed_and_claimed().await;
+    assert!(
+        fx.store
+            .record_outcome(
+                id,
+                Lease {
+                    attempt: 1,
+                    until: T0 + LEASE_MS,
+                },
+                Outcome::Delivered,
+            )
+            .await
+            .unwrap()
+    );
+    let got = fx.store.get_job(queue.clone(), id).await;
+    assert!(matches!(got, Err(StoreError::JobNotFound)), "{got:?}");
+    let cancelled = fx.store.cancel(queue.clone(), id).await;
+    assert!(
+        matches!(cancelled, Err(StoreError::JobNotFound)),
+        "cancel of a delivered job (only a replayed audit record left) gave {cancelled:?}"
+    );
+
+    // Cancelled after its replay (the property test's shrunk sequence).
+    let other = JobId::first_of_millis(T0 + 1);
+    fx.store
+        .enqueue(queue.clone(), other, "{}".into(), T0 + 1)
+        .await
+        .unwrap();
+    let later = T0 + 1 + TTL_MS + 1;
+    fx.store
+        .expire_jobs(later - TTL_MS, later, ALL)
+        .await
+        .unwrap();
+    fx.store
+        .replay(Selection::Ids(vec![other]), later, later)
+        .await
+        .unwrap();
+    fx.store.cancel(queue.clone(), other).await.unwrap();
+    let again = fx.store.cancel(queue, other).await;
+    assert!(
+        matches!(again, Err(StoreError::JobNotFound)),
+        "a second cancel gave {again:?}"
+    );
+    fx.close().await;
+}
+
+/// Found by reading the code while writing the property test: the attempt number alone was
+/// the lease's fencing token, but a replay resets attempts to 0, so a delivery whose lease
+/// was recovered (attempt 1) and that reports only after the job was dead-lettered, replayed
+/// and claimed again (attempt 1 again) was taken for the current one, putting the job back
+/// to READY while the new delivery was in flight. The lease (attempt and expiry) is now the
+/// token.
+#[tokio::test]
+async fn a_lease_lost_before_a_replay_cannot_record_an_outcome_after_it() {
+    let fx = StoreFixture::open();
+    let queue = fx.create_queue(QUEUES[0]).await;
+    let store = &fx.store;
+    let id = JobId::first_of_millis(T0);
+    store
+        .enqueue(queue.clone(), id, "{}".into(), T0)
+        .await
+        .unwrap();
+    // Delivery A holds attempt 1, then hangs; its lease is recovered.
+    let a = store
+        .claim(queue.clone(), T0, T0 + LEASE_MS, 1)
+        .await
+        .unwrap();
+    assert_eq!(a[0].attempt, 1);
+    let later = T0 + LEASE_MS + 1;
+    assert_eq!(
+        store
+            .recover_stale_leases(later, MAX_ATTEMPTS)
+            .await
+            .unwrap(),
+        1
+    );
+    // The remaining attempts fail; the job is dead-lettered, replayed and claimed by C.
+    for attempt in 2..=MAX_ATTEMPTS {
+        let claimed = store
+            .claim(queue.clone(), later, later + LEASE_MS, 1)
+            .await
+            .unwrap();
+        assert_eq!(claimed[0].attempt, attempt);
+        let outcome = if attempt < MAX_ATTEMPTS {
+            Outcome::Retry {
+                run_at: later,
+                failure: failure(later),
+            }
+        } else {
+            Outcome::Dead {
+                failure: failure(later),
+            }
+        };
+        assert!(
+            store
+                .record_outcome(id, claimed[0].lease(), outcome)
+                .await
+                .unwrap()
+        );
+    }
+    store
+        .replay(Selection::Ids(vec![id]), later, later)
+        .await
+        .unwrap();
+    let c = store
+        .claim(queue.clone(), later, later + LEASE_MS, 1)
+        .await
+        .unwrap();
+    assert_eq!(c[0].attempt, 1, "C holds attempt 1 again");
+    // A finally reports on its (long lost) attempt 1.
+    let accepted = store
+        .record_outcome(
+            id,
+            a[0].lease(),
+            Outcome::Retry {
+                run_at: later,
+                failure: failure(later),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!accepted, "an outcome from before the replay was recorded");
+    fx.close().await;
+}
