@@ -353,11 +353,7 @@ impl Delivery {
             Outcome::Retry { run_at, .. } => Some(*run_at),
             _ => None,
         };
-        match self
-            .store
-            .record_outcome(job.id, lease, outcome)
-            .await
-        {
+        match self.store.record_outcome(job.id, lease, outcome).await {
             Ok(true) => {
                 if let Some(at) = retry_at {
                     self.wakeups.mark_due(&queue.name, at);

@@ -201,7 +201,14 @@ pub fn record_outcome(
                             last_error = ?5, last_status = ?6
                      WHERE id = ?1 AND status = 1 AND attempts = ?2 AND leased_until = ?3",
                 )?
-                .execute(params![key, attempt, until, run_at, failure.error, failure.status])?;
+                .execute(params![
+                    key,
+                    attempt,
+                    until,
+                    run_at,
+                    failure.error,
+                    failure.status
+                ])?;
             if changed == 1 {
                 record_attempt(conn, id, attempt, failure)?;
             }
