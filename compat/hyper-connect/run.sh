@@ -97,7 +97,9 @@ start_hookq() {
 key="compat-$(node -p 'require("crypto").randomBytes(16).toString("hex")')"
 start_hookq open || die "could not start the open hookq"
 open_port="$started_port"
-start_hookq auth HOOKQ_API_KEY="$key" || die "could not start hookq with an API key"
+# With an API key the SSRF guard blocks loopback targets; the test workers listen on loopback.
+start_hookq auth HOOKQ_API_KEY="$key" HOOKQ_TARGET_ALLOWLIST="127.0.0.0/8,::1/128" \
+  || die "could not start hookq with an API key"
 auth_port="$started_port"
 log "hookq open on 127.0.0.1:$open_port, with API key on 127.0.0.1:$auth_port"
 
