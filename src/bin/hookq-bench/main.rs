@@ -51,6 +51,13 @@ struct Cli {
     /// Backlog sizes to drain, comma-separated [default: 10000,100000,1000000; 10000 with --quick].
     #[arg(long, value_delimiter = ',')]
     backlog_sizes: Vec<u64>,
+    /// Soak test: this many minutes of steady open-loop load on one server, reported every
+    /// 30 s (RSS, latency, database size). Runs only when given; not part of "all".
+    #[arg(long)]
+    soak_minutes: Option<u64>,
+    /// Offered load of the soak test, jobs per second.
+    #[arg(long, default_value_t = 2000.0)]
+    soak_rate: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -179,6 +186,14 @@ async fn main() -> anyhow::Result<()> {
         bench.scratch.path().display()
     );
 
+    if let Some(minutes) = cli.soak_minutes {
+        bench
+            .soak(Duration::from_secs(minutes * 60), cli.soak_rate)
+            .await
+            .context("soak")?;
+        shutdown.cancel();
+        return Ok(());
+    }
     if wanted(Part::Ceilings) {
         report.ceilings = Some(bench.ceilings().await.context("ceilings")?);
     }
@@ -478,6 +493,46 @@ impl Bench {
             samples,
             schedule_slips: slips,
         })
+    }
+
+    /// Steady open-loop load on one server for `total`, one line per 30 s window: RSS should
+    /// stay flat and latency steady over time.
+    async fn soak(&mut self, total: Duration, rate: f64) -> anyhow::Result<()> {
+        const WINDOW: Duration = Duration::from_secs(30);
+        let (server, db, url) = self.server_with_queue("soak", true).await?;
+        println!("soak: {rate:.0} jobs/s for {} min", total.as_secs() / 60);
+        println!("window  delivered  p50 ms  p99 ms  p99.9 ms  RSS MB  db+wal MB");
+        let windows = (total.as_secs() / WINDOW.as_secs()).max(1);
+        for window in 1..=windows {
+            self.sink.reset(true);
+            let run = load::open_loop(
+                &self.client,
+                load::OpenLoop {
+                    url: &url,
+                    rate,
+                    duration: WINDOW,
+                    size: SMALL_PAYLOAD,
+                    clock: self.clock,
+                },
+            )
+            .await
+            .map_err(|e| e.context(server.log()))?;
+            self.sink.wait_for(run.ok, MAX_WAIT).await?;
+            let latencies = self.sink.take_latencies();
+            let ms = |q: f64| percentile(&latencies, q) / 1000.0;
+            println!(
+                "{window:>6}  {:>9}  {:>6.2}  {:>6.2}  {:>8.2}  {:>6.1}  {:>9.1}",
+                latencies.len(),
+                ms(0.5),
+                ms(0.99),
+                ms(0.999),
+                server.rss_bytes()? as f64 / 1e6,
+                server::db_bytes(&db) as f64 / 1e6,
+            );
+        }
+        Self::stop_server(server).await?;
+        server::remove_db(&db);
+        Ok(())
     }
 
     /// Fill a database with `jobs` ready jobs, then drain it with a dispatching server.

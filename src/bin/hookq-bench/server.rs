@@ -177,20 +177,27 @@ impl ServerProcess {
 
     /// Peak resident set size so far (`VmHWM`), in bytes.
     pub fn peak_rss_bytes(&self) -> anyhow::Result<u64> {
+        self.status_kib("VmHWM:").map(|kib| kib * 1024)
+    }
+
+    /// Current resident set size (`VmRSS`), in bytes.
+    pub fn rss_bytes(&self) -> anyhow::Result<u64> {
+        self.status_kib("VmRSS:").map(|kib| kib * 1024)
+    }
+
+    fn status_kib(&self, field: &str) -> anyhow::Result<u64> {
         let path = format!("/proc/{}/status", self.pid);
         let status =
             std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
         let line = status
             .lines()
-            .find(|l| l.starts_with("VmHWM:"))
-            .context("no VmHWM in /proc/<pid>/status")?;
-        let kib: u64 = line
-            .split_whitespace()
+            .find(|l| l.starts_with(field))
+            .with_context(|| format!("no {field} in {path}"))?;
+        line.split_whitespace()
             .nth(1)
-            .context("malformed VmHWM line")?
+            .with_context(|| format!("malformed {field} line"))?
             .parse()
-            .context("malformed VmHWM value")?;
-        Ok(kib * 1024)
+            .with_context(|| format!("malformed {field} value"))
     }
 
     /// Ask the server to shut down gracefully (SIGTERM), waiting for it; kill it if it hangs.
