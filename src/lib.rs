@@ -138,6 +138,8 @@ impl Server {
             .run(background.clone()),
         );
 
+        let metrics_upkeep = tokio::spawn(telemetry::run_upkeep(background.clone()));
+
         tracing::info!(addr = %listener.local_addr()?, "hookq listening");
         let app = api::router(state.clone());
         let ready_flag = state.shutdown.clone();
@@ -154,6 +156,7 @@ impl Server {
             dispatcher.await.context("dispatcher task failed")?;
         }
         maintenance.await.context("maintenance task failed")?;
+        metrics_upkeep.await.context("metrics upkeep task failed")?;
         drop(state);
         tokio::task::spawn_blocking(move || writer_done.wait())
             .await

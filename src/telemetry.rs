@@ -70,6 +70,24 @@ pub fn handle() -> &'static PrometheusHandle {
     })
 }
 
+/// How often recorded histogram samples are folded into their buckets.
+pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Fold histogram samples into buckets every [`UPKEEP_INTERVAL`] until `shutdown`. The
+/// exporter keeps every sample until then (its own HTTP listener would run this; we serve
+/// `/metrics` ourselves): without it memory grows by every sample between two scrapes, about
+/// 70 bytes per delivered job when nothing scrapes (found by the soak test).
+pub async fn run_upkeep(shutdown: tokio_util::sync::CancellationToken) {
+    let mut ticks = tokio::time::interval(UPKEEP_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            _ = ticks.tick() => handle().run_upkeep(),
+        }
+    }
+}
+
 /// The label value for a queue: its name, for the first [`MAX_QUEUE_LABELS`] names seen.
 pub fn queue_label(queue: &QueueName) -> String {
     static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
