@@ -4,46 +4,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit, Mac};
 use serde_json::json;
-use sha2::Sha256;
 
 use crate::helpers::{
-    Received, Reply, TestReceiver, payload, refused_url, spawn_app, without_history,
+    Received, Reply, TestReceiver, assert_signed, payload, refused_url, spawn_app, without_history,
 };
-
-/// Check `X-HYPER-SIGNATURE: t=<unix ms>,sig=<hex HMAC-SHA256(secret, t + "." + body)>`
-/// the way a worker would, without any of hookq's code.
-#[track_caller]
-fn assert_signed(delivery: &Received, secret: &str) {
-    let header = delivery
-        .header("x-hyper-signature")
-        .expect("a queue with a secret signs its deliveries");
-    let (t, sig) = header
-        .strip_prefix("t=")
-        .and_then(|rest| rest.split_once(",sig="))
-        .unwrap_or_else(|| panic!("signature header {header:?} is t=…,sig=…"));
-    let t: i64 = t.parse().expect("t is unix milliseconds");
-    let now = hookq::model::now_millis();
-    assert!(
-        (now - 60_000..=now).contains(&t),
-        "t={t} is a recent unix time in ms (now {now})"
-    );
-    let sig = hex::decode(sig).expect("sig is hex");
-    assert_eq!(sig.len(), 32, "sig is a SHA-256 HMAC");
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(t.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(&delivery.body);
-    mac.verify_slice(&sig)
-        .expect("the signature verifies with the queue's secret over t.body");
-
-    // And it does not verify with another secret or another body.
-    let mut wrong = <Hmac<Sha256> as KeyInit>::new_from_slice(b"another secret").unwrap();
-    wrong.update(format!("{t}.").as_bytes());
-    wrong.update(&delivery.body);
-    assert!(wrong.verify_slice(&sig).is_err());
-}
 
 #[tokio::test]
 async fn a_job_is_posted_to_the_target_signed_with_the_queue_secret() {

@@ -4,13 +4,11 @@
 
 use std::path::Path;
 
-use hmac::{Hmac, KeyInit, Mac};
 use hookq::config::Config;
 use hookq::store::MasterKey;
-use sha2::Sha256;
 use tokio::net::TcpListener;
 
-use crate::helpers::{Received, Reply, TestReceiver, payload, spawn_app, test_config};
+use crate::helpers::{Reply, TestReceiver, assert_signed, payload, spawn_app, test_config};
 
 const SECRET: &str = "whsec-master-key-test-0123456789";
 const OLD_KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
@@ -29,24 +27,6 @@ fn stored_secret(db: &Path, name: &str) -> String {
         row.get(0)
     })
     .unwrap()
-}
-
-/// Verify `X-HYPER-SIGNATURE` as a worker would, with the plain secret.
-#[track_caller]
-fn assert_signed_with(delivery: &Received, secret: &str) {
-    let header = delivery
-        .header("x-hyper-signature")
-        .expect("a queue with a secret signs its deliveries");
-    let (t, sig) = header
-        .strip_prefix("t=")
-        .and_then(|rest| rest.split_once(",sig="))
-        .unwrap_or_else(|| panic!("signature header {header:?} is t=…,sig=…"));
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(t.as_bytes());
-    mac.update(b".");
-    mac.update(&delivery.body);
-    mac.verify_slice(&hex::decode(sig).expect("sig is hex"))
-        .expect("the signature verifies with the queue's plain secret");
 }
 
 /// `Server::build` on `db` with `tweak`: its error, if it refuses to start.
@@ -83,7 +63,7 @@ async fn secrets_are_sealed_at_rest_signed_correctly_and_re_sealed_on_rotation()
     assert!(!listing.contains(SECRET) && !listing.contains(&stored));
 
     app.enqueue_ok("orders", &payload(1)).await;
-    assert_signed_with(&receiver.wait_for(1).await[0], SECRET);
+    assert_signed(&receiver.wait_for(1).await[0], SECRET);
 
     // Rotation: new key, old key as previous; one restart re-seals.
     let app = app
@@ -99,14 +79,14 @@ async fn secrets_are_sealed_at_rest_signed_correctly_and_re_sealed_on_rotation()
     );
     assert!(!rotated.contains(SECRET));
     app.enqueue_ok("orders", &payload(2)).await;
-    assert_signed_with(&receiver.wait_for(2).await[1], SECRET);
+    assert_signed(&receiver.wait_for(2).await[1], SECRET);
 
     // The previous key can go now.
     let app = app.restart(|c| c.master_key = Some(key(NEW_KEY))).await;
     assert_eq!(stored_secret(&app.db_path, "orders"), rotated);
     app.enqueue_ok("orders", &payload(3)).await;
     let deliveries = receiver.wait_for(3).await;
-    assert_signed_with(&deliveries[2], SECRET);
+    assert_signed(&deliveries[2], SECRET);
     app.enqueue_ok("unsigned", &payload(4)).await;
     let deliveries = receiver.wait_for(4).await;
     assert!(deliveries[3].header("x-hyper-signature").is_none());
@@ -150,7 +130,7 @@ async fn a_plain_database_is_sealed_when_a_master_key_is_set() {
         "{stored}"
     );
     app.enqueue_ok("legacy", &payload(1)).await;
-    assert_signed_with(&receiver.wait_for(1).await[0], SECRET);
+    assert_signed(&receiver.wait_for(1).await[0], SECRET);
     app.stop().await;
 }
 
