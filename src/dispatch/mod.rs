@@ -326,19 +326,12 @@ impl Delivery {
             .deliver(&queue, job.id, job.attempt, job.payload, now_millis())
             .await;
         // The worker is done with us: its slot can serve the next job while the outcome
-        // commits (the attempt number fences a late outcome, so this is safe).
+        // commits (the lease fences a late outcome, so this is safe).
         self.release_slot(&queue.name);
         let now = now_millis();
         self.breakers
             .record(&queue.name, target_is_healthy(&result), now);
-        record_metrics(
-            &queue.name,
-            &result,
-            job.created_at,
-            now,
-            self.retry.max_attempts(),
-            job.attempt,
-        );
+        record_attempt_metrics(&queue.name, &result, job.created_at, now);
         let outcome = outcome_of(&self.retry, result, job.attempt, now);
         match &outcome {
             Outcome::Delivered => tracing::debug!("delivered"),
@@ -353,10 +346,14 @@ impl Delivery {
             Outcome::Retry { run_at, .. } => Some(*run_at),
             _ => None,
         };
+        let dead = matches!(outcome, Outcome::Dead { .. });
         match self.store.record_outcome(job.id, lease, outcome).await {
             Ok(true) => {
                 if let Some(at) = retry_at {
                     self.wakeups.mark_due(&queue.name, at);
+                }
+                if dead {
+                    telemetry::job_dead_lettered(&queue.name, "max_attempts_reached");
                 }
             }
             Ok(false) => {
@@ -391,13 +388,13 @@ impl Delivery {
     }
 }
 
-fn record_metrics(
+/// Count one attempt. Dead-lettering is counted from the recorded outcome, so the retry
+/// policy stays the one place that decides it.
+fn record_attempt_metrics(
     queue: &QueueName,
     result: &AttemptResult,
     created_at: UnixMillis,
     now: UnixMillis,
-    max_attempts: u32,
-    attempt: u32,
 ) {
     match result {
         AttemptResult::Delivered { latency_ms, .. } => telemetry::job_delivered(
@@ -407,12 +404,7 @@ fn record_metrics(
         ),
         AttemptResult::Failed {
             status, latency_ms, ..
-        } => {
-            telemetry::attempt_failed(queue, *status, Duration::from_millis(*latency_ms));
-            if attempt >= max_attempts {
-                telemetry::job_dead_lettered(queue, "max_attempts_reached");
-            }
-        }
+        } => telemetry::attempt_failed(queue, *status, Duration::from_millis(*latency_ms)),
     }
 }
 
