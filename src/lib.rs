@@ -74,13 +74,13 @@ impl Server {
         tracing::info!(db = %store.path().display(), "database open");
         Ok(Self {
             listener,
-            state: AppState {
+            state: AppState::new(api::Shared {
                 store,
                 config: Arc::new(config),
                 wakeups: Wakeups::default(),
                 alerts: Arc::default(),
                 shutdown: CancellationToken::new(),
-            },
+            }),
             writer_done,
         })
     }

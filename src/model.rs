@@ -2,6 +2,7 @@
 //! the rest of the code trusts them and never re-checks.
 
 use std::fmt;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -15,8 +16,11 @@ fn invalid(msg: impl Into<String>) -> InvalidInput {
 }
 
 /// A queue name: lower-cased, 1–100 characters of `[a-z0-9~_-]`.
+///
+/// Shared, not copied: every job on the hot path passes its queue's name to the writer, the
+/// wake-ups, the dispatcher and the metrics, and a clone is a reference-count increment.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct QueueName(String);
+pub struct QueueName(Arc<str>);
 
 impl QueueName {
     pub const MAX_LEN: usize = 100;
@@ -35,12 +39,12 @@ impl QueueName {
                 "queue name may only contain a-z, 0-9, '~', '_' and '-'",
             ));
         }
-        Ok(Self(name))
+        Ok(Self(name.into()))
     }
 
     /// A name read back from our own database, already validated when it was stored.
     pub(crate) fn from_stored(name: String) -> Self {
-        Self(name)
+        Self(name.into())
     }
 
     pub fn as_str(&self) -> &str {

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use hookq::api::AppState;
+use hookq::api::{AppState, Shared};
 use hookq::config::{Config, Synchronous};
 use hookq::dispatch::Wakeups;
 use hookq::store::{Store, WriterDone};
@@ -67,13 +67,13 @@ static HARNESS: LazyLock<Harness> = LazyLock::new(|| {
         .await
         .expect("the store opens")
         .expect("the store opens");
-        let state = AppState {
+        let state = AppState::new(Shared {
             store,
             config: std::sync::Arc::new(config),
             wakeups: Wakeups::default(),
             alerts: Default::default(),
             shutdown: tokio_util_token(),
-        };
+        });
         let app = hookq::api::router(state);
         let (status, body) = send(
             &app,
@@ -93,7 +93,7 @@ static HARNESS: LazyLock<Harness> = LazyLock::new(|| {
     }
 });
 
-/// `AppState::shutdown` is a `tokio_util` token; take its type from the field itself so this
+/// `Shared::shutdown` is a `tokio_util` token; take its type from the field itself so this
 /// crate need not depend on tokio-util.
 fn tokio_util_token<T: Default>() -> T {
     T::default()

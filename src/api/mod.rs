@@ -29,9 +29,27 @@ use crate::store::Store;
 use error::ApiError;
 use tokio_util::sync::CancellationToken;
 
-/// What every handler gets: a cheap `Clone` of handles.
+/// What every handler gets. Cloned several times per request (middleware, extractors), so
+/// it is one shared pointer rather than a dozen reference-counted handles.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The handles behind [`AppState`].
+pub struct Shared {
     pub store: Store,
     pub config: Arc<Config>,
     /// Marks a queue due when a job is enqueued, waking the dispatcher at once.
