@@ -31,7 +31,7 @@ pub use writer::BatchStats;
 use crate::config::Synchronous;
 use crate::model::{JobId, QueueName, UnixMillis};
 use reader::ReadPool;
-use writer::Writer;
+use writer::{Durability, Writer};
 
 const READ_POOL_SIZE: usize = 4;
 
@@ -155,8 +155,11 @@ impl Store {
         payload: String,
         now: UnixMillis,
     ) -> StoreResult<()> {
+        // One INSERT … SELECT: no savepoint needed.
         self.writer
-            .write(move |conn| jobs::insert(conn, &queue, id, &payload, now))
+            .write_one_statement(Durability::Required, move |conn| {
+                jobs::insert(conn, &queue, id, &payload, now)
+            })
             .await
     }
 
@@ -167,9 +170,13 @@ impl Store {
         leased_until: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<ClaimedJob>> {
-        // Relaxed: a claim lost to a power cut is released at the next start.
+        // Relaxed: a claim lost to a power cut is released at the next start. One
+        // UPDATE … RETURNING: no savepoint needed (were a returned row unreadable, its jobs
+        // would stay leased until the lease expires: delivered late, never lost).
         self.writer
-            .write_relaxed(move |conn| jobs::claim(conn, &queue, now, leased_until, limit))
+            .write_one_statement(Durability::Relaxed, move |conn| {
+                jobs::claim(conn, &queue, now, leased_until, limit)
+            })
             .await
     }
 
