@@ -72,6 +72,9 @@ pub struct EnqueueFigure {
     pub bench_cpu_seconds_per_10k: Stats,
 }
 
+/// End-to-end runs, each paired with the raw HTTP POST ceiling and the relay measured just
+/// before it: the CPU speed of the machine drifts too much between sections for a ratio of
+/// medians taken minutes apart to mean much.
 #[derive(Debug, Serialize)]
 pub struct EndToEndFigure {
     pub jobs: u64,
@@ -81,6 +84,16 @@ pub struct EndToEndFigure {
     pub server_cpu_seconds_per_10k: Stats,
     pub bench_cpu_seconds_per_10k: Stats,
     pub duplicates: u64,
+    /// Raw HTTP POSTs straight to the sink, same producers and payload.
+    pub raw_post_per_second: Stats,
+    /// The relay (no storage, two HTTP hops), same jobs, producers and payload.
+    pub relay_jobs_per_second: Stats,
+    pub relay_cpu_seconds_per_10k: Stats,
+    pub relay_bench_cpu_seconds_per_10k: Stats,
+    /// Per-run ratios: end-to-end / raw POST, relay / raw POST, end-to-end / relay.
+    pub ratio_to_raw_post: Stats,
+    pub relay_ratio_to_raw_post: Stats,
+    pub ratio_to_relay: Stats,
 }
 
 #[derive(Debug, Serialize)]
@@ -210,6 +223,31 @@ pub fn print(report: &Report) {
                 f.duplicates
             ),
         );
+        row(
+            "relay (no storage), same load, each run just before",
+            &format!(
+                "{} jobs/s   relay {} CPU-s/10k   bench {} CPU-s/10k",
+                f.relay_jobs_per_second.show(0),
+                f.relay_cpu_seconds_per_10k.show(2),
+                f.relay_bench_cpu_seconds_per_10k.show(2)
+            ),
+        );
+        row(
+            &format!(
+                "raw HTTP POST to the sink, {} concurrent, each run before",
+                f.producers
+            ),
+            &format!("{} req/s", f.raw_post_per_second.show(0)),
+        );
+        row(
+            "paired ratio end-to-end / raw HTTP POST",
+            &f.ratio_to_raw_post.show(2),
+        );
+        row(
+            "paired ratio relay / raw HTTP POST",
+            &f.relay_ratio_to_raw_post.show(2),
+        );
+        row("paired ratio end-to-end / relay", &f.ratio_to_relay.show(2));
     }
     if !report.latency.is_empty() {
         println!("\nLatency enqueue→delivery (open loop), ms");

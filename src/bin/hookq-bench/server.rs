@@ -1,5 +1,6 @@
-//! The hookq server under test: a child process on a temp database, killed on drop, plus the
-//! `/proc` readings (CPU time, peak RSS) and file sizes the report needs.
+//! The child processes under test — the hookq server on a temp database, and the relay
+//! (`relay.rs`) — killed on drop, plus the `/proc` readings (CPU time, peak RSS) and file
+//! sizes the report needs.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -11,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-/// How long the server gets to print its listening line.
+/// How long a child gets to print its listening line.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a graceful stop (SIGTERM) may take before the child is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
-/// Lines of the server's log kept for error messages.
+/// Lines of a child's log kept for error messages.
 const LOG_TAIL: usize = 40;
 
 /// A directory under the system temp dir, removed (with its content) on drop.
@@ -80,18 +81,22 @@ pub struct ServerSpec {
     pub dispatch: bool,
 }
 
-/// A running hookq child process. Dropping it kills the process.
+/// A running child process (the hookq server, or the bench's relay). Dropping it kills the
+/// process.
 pub struct ServerProcess {
     child: Option<Child>,
     pub addr: SocketAddr,
     pid: u32,
+    /// "the server" or "the relay", for messages.
+    what: String,
     log_tail: Arc<Mutex<Vec<String>>>,
 }
 
 impl ServerProcess {
-    /// Start the server and wait for its `hookq listening addr=…` line.
+    /// Start the hookq server and wait for its `hookq listening addr=…` line.
     pub fn start(spec: &ServerSpec) -> anyhow::Result<Self> {
-        let mut child = Command::new(&spec.binary)
+        let mut command = Command::new(&spec.binary);
+        command
             .arg("--db")
             .arg(&spec.db)
             .arg("--listen")
@@ -104,25 +109,44 @@ impl ServerProcess {
             .env_remove("HOOKQ_SYNCHRONOUS")
             .env_remove("HOOKQ_MAX_IN_FLIGHT")
             .env_remove("HOOKQ_LISTEN")
-            .env_remove("HOOKQ_DB")
+            .env_remove("HOOKQ_DB");
+        Self::spawn(command, "the server")
+    }
+
+    /// Start this bench binary as the relay (see `relay.rs`), forwarding to `sink_url`.
+    pub fn start_relay(sink_url: &str) -> anyhow::Result<Self> {
+        // `/proc/self/exe` rather than `current_exe()`'s path: it is this very binary even
+        // when a `cargo build` has replaced the file since the bench started.
+        let mut command = Command::new("/proc/self/exe");
+        command.arg("--relay-to").arg(sink_url);
+        Self::spawn(command, "the relay")
+    }
+
+    /// Spawn `command` with its stderr read line by line, and wait for its listening line
+    /// (`listening_addr`). `what` names the process in messages.
+    pub fn spawn(mut command: Command, what: &str) -> anyhow::Result<Self> {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| {
                 format!(
-                    "cannot start the server {} (build it with `cargo build --release`)",
-                    spec.binary.display()
+                    "cannot start {what} ({})",
+                    command.get_program().to_string_lossy()
                 )
             })?;
         let pid = child.id();
-        let stderr = child.stderr.take().context("server stderr was not piped")?;
+        let stderr = child
+            .stderr
+            .take()
+            .with_context(|| format!("the stderr of {what} was not piped"))?;
         let log_tail = Arc::new(Mutex::new(Vec::new()));
         let (addr_tx, addr_rx) = mpsc::channel();
         let tail = log_tail.clone();
         // Keeps draining the pipe for the child's whole life so it never blocks on a full pipe.
         std::thread::Builder::new()
-            .name("hookq-bench-server-log".into())
+            .name("hookq-bench-child-log".into())
             .spawn(move || {
                 let mut addr_tx = Some(addr_tx);
                 for line in BufReader::new(stderr).lines() {
@@ -141,28 +165,29 @@ impl ServerProcess {
                     tail.push(line);
                 }
             })
-            .context("cannot start the server log reader")?;
-        let mut server = Self {
+            .with_context(|| format!("cannot start the log reader of {what}"))?;
+        let mut process = Self {
             child: Some(child),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             pid,
+            what: what.to_owned(),
             log_tail,
         };
         match addr_rx.recv_timeout(START_TIMEOUT) {
-            Ok(addr) => server.addr = addr,
+            Ok(addr) => process.addr = addr,
             Err(_) => bail!(
-                "the server did not report its address within {START_TIMEOUT:?}; its log:\n{}",
-                server.log()
+                "{what} did not report its address within {START_TIMEOUT:?}; its log:\n{}",
+                process.log()
             ),
         }
-        Ok(server)
+        Ok(process)
     }
 
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    /// The last lines the server logged.
+    /// The last lines the process logged.
     pub fn log(&self) -> String {
         self.log_tail
             .lock()
@@ -170,7 +195,7 @@ impl ServerProcess {
             .join("\n")
     }
 
-    /// User + system CPU seconds the server has used so far.
+    /// User + system CPU seconds the process has used so far.
     pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
         process_cpu_seconds(&format!("/proc/{}/stat", self.pid))
     }
@@ -200,7 +225,7 @@ impl ServerProcess {
             .with_context(|| format!("malformed {field} value"))
     }
 
-    /// Ask the server to shut down gracefully (SIGTERM), waiting for it; kill it if it hangs.
+    /// Ask the process to shut down gracefully (SIGTERM), waiting for it; kill it if it hangs.
     pub fn stop(mut self) -> anyhow::Result<()> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
@@ -211,16 +236,22 @@ impl ServerProcess {
             .status();
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
-            if let Some(status) = child.try_wait().context("cannot wait for the server")? {
+            if let Some(status) = child
+                .try_wait()
+                .with_context(|| format!("cannot wait for {}", self.what))?
+            {
                 if !status.success() {
-                    eprintln!("warning: server exited with {status}");
+                    eprintln!("warning: {} exited with {status}", self.what);
                 }
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("the server did not stop within {STOP_TIMEOUT:?}; killed it");
+                bail!(
+                    "{} did not stop within {STOP_TIMEOUT:?}; killed it",
+                    self.what
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -288,9 +319,10 @@ fn strip_ansi(line: &str) -> String {
     out
 }
 
-/// The address in `… hookq listening addr=127.0.0.1:PORT`.
+/// The address in `… hookq listening addr=127.0.0.1:PORT` (the server) or
+/// `hookq-bench relay listening addr=127.0.0.1:PORT` (the relay).
 fn listening_addr(line: &str) -> Option<SocketAddr> {
-    if !line.contains("hookq listening") {
+    if !line.contains("hookq listening") && !line.contains(crate::relay::LISTENING) {
         return None;
     }
     let after = line.split("addr=").nth(1)?;
@@ -310,5 +342,18 @@ mod tests {
             listening_addr(&line),
             Some(SocketAddr::from(([127, 0, 0, 1], 4321)))
         );
+    }
+
+    #[test]
+    fn the_relay_listening_line_gives_the_address() {
+        assert_eq!(
+            listening_addr("hookq-bench relay listening addr=127.0.0.1:5678"),
+            Some(SocketAddr::from(([127, 0, 0, 1], 5678)))
+        );
+    }
+
+    #[test]
+    fn other_lines_give_no_address() {
+        assert_eq!(listening_addr("hookq: starting, addr=127.0.0.1:1"), None);
     }
 }
