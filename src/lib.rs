@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use api::AppState;
 use config::Config;
-use dispatch::{Deliverer, DispatchConfig, Dispatcher, RetryPolicy, Wakeups};
+use dispatch::{Deliverer, Deliveries, DispatchConfig, Dispatcher, RetryPolicy, Wakeups};
 use maintenance::Maintenance;
 use store::{Store, WriterDone};
 
@@ -72,12 +72,29 @@ impl Server {
         .await
         .context("store start-up task failed")??;
         tracing::info!(db = %store.path().display(), "database open");
+        let wakeups = Wakeups::default();
+        let deliveries = if config.dispatch {
+            let deliverer = Deliverer::new(
+                config.delivery_timeout,
+                config.address_policy(),
+                config.https_only,
+            )?;
+            Some(Deliveries::new(
+                store.clone(),
+                deliverer,
+                &dispatch_config(&config),
+                wakeups.clone(),
+            ))
+        } else {
+            None
+        };
         Ok(Self {
             listener,
             state: AppState::new(api::Shared {
                 store,
                 config: Arc::new(config),
-                wakeups: Wakeups::default(),
+                wakeups,
+                deliveries,
                 alerts: Arc::default(),
                 shutdown: CancellationToken::new(),
             }),
@@ -100,23 +117,11 @@ impl Server {
         let config = state.config.clone();
         let background = CancellationToken::new();
 
-        let dispatcher = if config.dispatch {
+        let dispatcher = if let Some(deliveries) = &state.deliveries {
             let dispatcher = Dispatcher::new(
                 state.store.clone(),
-                Deliverer::new(
-                    config.delivery_timeout,
-                    config.address_policy(),
-                    config.https_only,
-                )?,
-                DispatchConfig {
-                    breaker_threshold: config.breaker_threshold,
-                    breaker_cooldown: config.breaker_cooldown,
-                    max_in_flight: config.max_in_flight,
-                    max_in_flight_per_queue: config.max_in_flight_per_queue,
-                    lease_timeout: config.lease_timeout,
-                    shutdown_grace: config.shutdown_grace,
-                    retry: RetryPolicy::new(config.max_attempts, config.backoff.clone()),
-                },
+                deliveries.clone(),
+                dispatch_config(&config),
                 state.wakeups.clone(),
             );
             Some(tokio::spawn(dispatcher.run(background.clone())))
@@ -163,5 +168,17 @@ impl Server {
             .context("waiting for the writer failed")?;
         tracing::info!("database closed; bye");
         Ok(())
+    }
+}
+
+fn dispatch_config(config: &Config) -> DispatchConfig {
+    DispatchConfig {
+        breaker_threshold: config.breaker_threshold,
+        breaker_cooldown: config.breaker_cooldown,
+        max_in_flight: config.max_in_flight,
+        max_in_flight_per_queue: config.max_in_flight_per_queue,
+        lease_timeout: config.lease_timeout,
+        shutdown_grace: config.shutdown_grace,
+        retry: RetryPolicy::new(config.max_attempts, config.backoff.clone()),
     }
 }

@@ -71,6 +71,7 @@ static HARNESS: LazyLock<Harness> = LazyLock::new(|| {
             store,
             config: std::sync::Arc::new(config),
             wakeups: Wakeups::default(),
+            deliveries: None,
             alerts: Default::default(),
             shutdown: tokio_util_token(),
         });

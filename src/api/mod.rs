@@ -23,7 +23,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::config::Config;
-use crate::dispatch::Wakeups;
+use crate::dispatch::{Deliveries, Wakeups};
 use crate::maintenance::DlqAlerts;
 use crate::store::Store;
 use error::ApiError;
@@ -54,6 +54,8 @@ pub struct Shared {
     pub config: Arc<Config>,
     /// Marks a queue due when a job is enqueued, waking the dispatcher at once.
     pub wakeups: Wakeups,
+    /// The running deliveries, for direct hand-offs; `None` when dispatch is off.
+    pub deliveries: Option<Deliveries>,
     /// Dead-letter alert signals, raised by maintenance.
     pub alerts: Arc<DlqAlerts>,
     /// Fires when the server starts shutting down (`/readyz` turns 503).

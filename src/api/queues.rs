@@ -210,9 +210,9 @@ async fn enqueue(
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
     let name = existing_queue_name(path)?;
     tracing::Span::current().record("queue", name.as_str());
-    if !state.store.registry().contains(&name) {
+    let Some(queue) = state.store.registry().get(&name) else {
         return Err(ApiError::queue_not_found());
-    }
+    };
     let bytes = read_limited(body, state.config.max_job_bytes).await?;
     let payload = json::canonicalize(&bytes)
         .map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))?;
@@ -223,13 +223,34 @@ async fn enqueue(
     }
     let id = JobId::new();
     let now = now_millis();
-    state
-        .store
-        .enqueue(name.clone(), id, payload.into_string(), now)
-        .await?;
-    telemetry::job_enqueued(&name);
-    if state.config.dispatch {
-        state.wakeups.mark_due(&name, now);
+    let payload = payload.into_string();
+    // An idle queue gets its job delivered straight after the commit; otherwise the
+    // dispatcher claims it in turn.
+    let handoff = state
+        .deliveries
+        .as_ref()
+        .and_then(|deliveries| deliveries.try_handoff(&queue, id, &payload, now));
+    match handoff {
+        Some(handoff) => {
+            state
+                .store
+                .enqueue_leased(
+                    name.clone(),
+                    id,
+                    payload,
+                    now,
+                    handoff.leased_until,
+                    handoff.on_commit,
+                )
+                .await?
+        }
+        None => {
+            state.store.enqueue(name.clone(), id, payload, now).await?;
+            if state.config.dispatch {
+                state.wakeups.mark_due(&name, now);
+            }
+        }
     }
+    telemetry::job_enqueued(&name);
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }

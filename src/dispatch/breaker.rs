@@ -85,6 +85,12 @@ impl Breakers {
     }
 
     /// A claimed probe found no job to send: hand the probe back.
+    /// Whether `queue`'s breaker is closed. Unlike [`permit`](Self::permit), it changes
+    /// nothing: an open breaker whose pause is over stays for the dispatcher to probe.
+    pub fn is_closed(&self, queue: &QueueName) -> bool {
+        matches!(self.lock().get(queue), None | Some(State::Closed { .. }))
+    }
+
     pub fn probe_unused(&self, queue: &QueueName) {
         if let Some(State::HalfOpen { probing, .. }) = self.lock().get_mut(queue) {
             *probing = false;
@@ -180,6 +186,21 @@ mod tests {
         assert_eq!(b.permit(&q(), 0), Permit::Any);
         assert!(b.record(&q(), false, 1_000), "the third in a row opens it");
         assert_eq!(b.permit(&q(), 5_000), Permit::Wait(11_000));
+    }
+
+    #[test]
+    fn is_closed_only_while_closed_and_changes_nothing() {
+        let b = Breakers::new(1, Duration::from_secs(10));
+        assert!(b.is_closed(&q()), "never failed");
+        b.record(&q(), false, 0);
+        assert!(!b.is_closed(&q()));
+        assert!(
+            !b.is_closed(&q()),
+            "asking again after the pause takes no probe"
+        );
+        assert_eq!(b.permit(&q(), 10_000), Permit::Probe);
+        b.record(&q(), true, 10_001);
+        assert!(b.is_closed(&q()));
     }
 
     #[test]

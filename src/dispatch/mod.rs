@@ -3,24 +3,25 @@
 //!
 //! No polling on the hot path: an enqueue marks its queue due and wakes the loop at once
 //! ([`Wakeups`]); a timer wakes it when the next retry is due; a slow sweep re-checks every
-//! queue in case anything was missed.
+//! queue in case anything was missed. An enqueue into an idle queue skips all of this and
+//! hands its job straight to a delivery ([`deliveries`]).
 
 pub mod breaker;
 pub mod deliver;
+pub mod deliveries;
 pub mod guard;
 pub mod retry;
 pub mod wakeups;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use breaker::{Breakers, Permit};
 pub use deliver::{AttemptResult, Deliverer};
+pub use deliveries::{Deliveries, Handoff, Slot};
 pub use retry::RetryPolicy;
 pub use wakeups::Wakeups;
 
@@ -56,34 +57,27 @@ pub struct RoundReport {
 
 pub struct Dispatcher {
     store: Store,
-    deliverer: Deliverer,
+    deliveries: Deliveries,
     config: DispatchConfig,
     wakeups: Wakeups,
-    slots: Arc<Semaphore>,
-    per_queue: Arc<Mutex<HashMap<QueueName, usize>>>,
-    deliveries: JoinSet<()>,
     /// Due queues that had no free slot (theirs or the global ones) at their last round.
     parked: HashSet<QueueName>,
-    breakers: Breakers,
     rotation: usize,
 }
 
 impl Dispatcher {
+    /// `deliveries` must have been made from the same `store`, `config` and `wakeups`.
     pub fn new(
         store: Store,
-        deliverer: Deliverer,
+        deliveries: Deliveries,
         config: DispatchConfig,
         wakeups: Wakeups,
     ) -> Self {
         Self {
-            slots: Arc::new(Semaphore::new(config.max_in_flight)),
-            breakers: Breakers::new(config.breaker_threshold, config.breaker_cooldown),
             store,
-            deliverer,
+            deliveries,
             config,
             wakeups,
-            per_queue: Arc::default(),
-            deliveries: JoinSet::new(),
             parked: HashSet::new(),
             rotation: 0,
         }
@@ -95,7 +89,6 @@ impl Dispatcher {
         self.mark_all_due();
         let mut next_sweep = tokio::time::Instant::now() + SWEEP_INTERVAL;
         loop {
-            while self.deliveries.try_join_next().is_some() {}
             let report = self.dispatch_once().await;
             if report.more_due && self.may_claim() {
                 continue;
@@ -120,7 +113,7 @@ impl Dispatcher {
                 next_sweep = tokio::time::Instant::now() + SWEEP_INTERVAL;
             }
         }
-        self.drain().await;
+        self.deliveries.drain(self.config.shutdown_grace).await;
     }
 
     /// One claim round: claim from every due queue as many jobs as there are free slots
@@ -141,19 +134,21 @@ impl Dispatcher {
         due.rotate_left(offset);
 
         let mut report = RoundReport::default();
-        let mut free = self.slots.available_permits();
+        let mut free = self.deliveries.free();
         let queue_count = due.len();
         for (index, name) in due.into_iter().enumerate() {
             let Some(queue) = self.store.registry().get(&name) else {
-                continue; // deleted since it was marked
+                self.wakeups.forget(&name); // deleted since it was marked
+                continue;
             };
             let queue_free = self
                 .config
                 .max_in_flight_per_queue
-                .saturating_sub(self.in_flight(&name));
+                .saturating_sub(self.deliveries.in_flight(&name));
             // A fair share of the free slots for each queue still to be served this round.
             let share = free.div_ceil(queue_count - index);
-            let permit = self.breakers.permit(&name, now);
+            let breakers = self.deliveries.breakers();
+            let permit = breakers.permit(&name, now);
             let want = match permit {
                 Permit::Any => share.min(queue_free),
                 Permit::Probe => share.min(queue_free).min(1),
@@ -163,15 +158,21 @@ impl Dispatcher {
                     continue;
                 }
             };
-            if want == 0 {
+            // Slots first, then the claim: a direct hand-off may take a slot at any moment,
+            // and a claimed job must never wait for one.
+            let slots: Vec<Slot> = (0..want)
+                .map_while(|_| self.deliveries.try_slot(&name))
+                .collect();
+            if slots.is_empty() {
                 if permit == Permit::Probe {
-                    self.breakers.probe_unused(&name);
+                    breakers.probe_unused(&name);
                 }
                 // No room: park it until a delivery finishes and frees a slot.
                 self.parked.insert(name);
                 continue;
             }
-            let leased_until = now + self.config.lease_timeout.as_millis() as i64;
+            let want = slots.len();
+            let leased_until = self.deliveries.lease_until(now);
             let claimed = match self
                 .store
                 .claim(name.clone(), now, leased_until, want)
@@ -186,7 +187,7 @@ impl Dispatcher {
             };
             let got = claimed.len();
             if got == 0 && permit == Permit::Probe {
-                self.breakers.probe_unused(&name);
+                self.deliveries.breakers().probe_unused(&name);
             }
             free -= got.min(free);
             report.claimed += got;
@@ -195,10 +196,14 @@ impl Dispatcher {
                 self.wakeups.mark_due(&name, now);
                 report.more_due = true;
             } else {
+                // Caught up: every due job of the queue is claimed. Until something new is
+                // due, an enqueue may hand its job over directly.
                 self.remember_next_due(&name).await;
+                self.wakeups.settle(&name);
             }
-            for job in claimed {
-                self.start_delivery(queue.clone(), job);
+            // Slots left over (fewer jobs than slots) are given back as they drop.
+            for (job, slot) in claimed.into_iter().zip(slots) {
+                self.deliveries.start(queue.clone(), job, slot);
             }
         }
         report
@@ -208,7 +213,7 @@ impl Dispatcher {
     /// slot that frees up would cost one write per job; waiting until a batch's worth is free
     /// (while deliveries are still running, so nothing stalls) claims many jobs per write.
     fn may_claim(&self) -> bool {
-        let free = self.slots.available_permits();
+        let free = self.deliveries.free();
         let busy = self.config.max_in_flight - free;
         free > 0 && (busy == 0 || free >= self.claim_batch())
     }
@@ -220,14 +225,14 @@ impl Dispatcher {
 
     /// Parked queues that have room again become due again.
     fn unpark(&mut self, now: UnixMillis) {
-        if self.parked.is_empty() || self.slots.available_permits() == 0 {
+        if self.parked.is_empty() || self.deliveries.free() == 0 {
             return;
         }
         let limit = self.config.max_in_flight_per_queue;
-        let per_queue = lock(&self.per_queue);
+        let deliveries = &self.deliveries;
         let wakeups = &self.wakeups;
         self.parked.retain(|name| {
-            let has_room = per_queue.get(name).copied().unwrap_or(0) < limit;
+            let has_room = deliveries.in_flight(name) < limit;
             if has_room {
                 wakeups.mark_due(name, now);
             }
@@ -253,68 +258,13 @@ impl Dispatcher {
             self.wakeups.mark_due(&queue.name, now);
         }
     }
-
-    fn in_flight(&self, queue: &QueueName) -> usize {
-        lock(&self.per_queue).get(queue).copied().unwrap_or(0)
-    }
-
-    fn start_delivery(&mut self, queue: Arc<Queue>, job: ClaimedJob) {
-        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
-            // Cannot happen (we claim no more than the free slots), but if it did the
-            // lease would expire and the job come back: never lost.
-            tracing::error!(job_id = %job.id, "no free delivery slot for a claimed job");
-            return;
-        };
-        *lock(&self.per_queue).entry(queue.name.clone()).or_insert(0) += 1;
-        let delivery = Delivery {
-            store: self.store.clone(),
-            deliverer: self.deliverer.clone(),
-            retry: self.config.retry.clone(),
-            wakeups: self.wakeups.clone(),
-            per_queue: self.per_queue.clone(),
-            breakers: self.breakers.clone(),
-            slots: self.slots.clone(),
-            max_in_flight: self.config.max_in_flight,
-            permit: Some(permit),
-        };
-        telemetry::in_flight(self.config.max_in_flight - self.slots.available_permits());
-        self.deliveries.spawn(delivery.run(queue, job));
-    }
-
-    async fn drain(&mut self) {
-        let pending = self.deliveries.len();
-        if pending > 0 {
-            tracing::info!(
-                deliveries = pending,
-                "waiting for in-flight deliveries to finish"
-            );
-        }
-        let finished = tokio::time::timeout(self.config.shutdown_grace, async {
-            while self.deliveries.join_next().await.is_some() {}
-        })
-        .await;
-        if finished.is_err() {
-            tracing::warn!(
-                deliveries = self.deliveries.len(),
-                "grace period over; abandoning deliveries (they will be retried after restart)"
-            );
-            self.deliveries.shutdown().await;
-        }
-    }
 }
 
 /// One job's attempt, from POST to recorded outcome. Owns its delivery slot.
 struct Delivery {
-    store: Store,
-    deliverer: Deliverer,
-    retry: RetryPolicy,
-    wakeups: Wakeups,
-    per_queue: Arc<Mutex<HashMap<QueueName, usize>>>,
-    breakers: Breakers,
-    slots: Arc<Semaphore>,
-    max_in_flight: usize,
+    deliveries: Deliveries,
     /// Held while the worker is being called; `None` once released.
-    permit: Option<OwnedSemaphorePermit>,
+    slot: Option<Slot>,
 }
 
 impl Delivery {
@@ -322,17 +272,21 @@ impl Delivery {
     async fn run(mut self, queue: Arc<Queue>, job: ClaimedJob) {
         let lease = job.lease();
         let result = self
+            .deliveries
+            .inner()
             .deliverer
             .deliver(&queue, job.id, job.attempt, job.payload, now_millis())
             .await;
         // The worker is done with us: its slot can serve the next job while the outcome
         // commits (the lease fences a late outcome, so this is safe).
-        self.release_slot(&queue.name);
+        drop(self.slot.take());
+        let inner = self.deliveries.inner();
         let now = now_millis();
-        self.breakers
+        inner
+            .breakers
             .record(&queue.name, target_is_healthy(&result), now);
         record_attempt_metrics(&queue.name, &result, job.created_at, now);
-        let outcome = outcome_of(&self.retry, result, job.attempt, now);
+        let outcome = outcome_of(&inner.retry, result, job.attempt, now);
         match &outcome {
             Outcome::Delivered => tracing::debug!("delivered"),
             Outcome::Retry { run_at, failure } => {
@@ -347,10 +301,10 @@ impl Delivery {
             _ => None,
         };
         let dead = matches!(outcome, Outcome::Dead { .. });
-        match self.store.record_outcome(job.id, lease, outcome).await {
+        match inner.store.record_outcome(job.id, lease, outcome).await {
             Ok(true) => {
                 if let Some(at) = retry_at {
-                    self.wakeups.mark_due(&queue.name, at);
+                    inner.wakeups.mark_due(&queue.name, at);
                 }
                 if dead {
                     telemetry::job_dead_lettered(&queue.name, "max_attempts_reached");
@@ -366,25 +320,6 @@ impl Delivery {
                 "cannot record the outcome; the lease will expire and the job be delivered again"
             ),
         }
-    }
-
-    /// Give back the delivery slot (global and per queue) and wake the dispatcher.
-    fn release_slot(&mut self, queue: &QueueName) {
-        let Some(permit) = self.permit.take() else {
-            return;
-        };
-        {
-            let mut per_queue = lock(&self.per_queue);
-            if let Some(count) = per_queue.get_mut(queue) {
-                *count = count.saturating_sub(1);
-                if *count == 0 {
-                    per_queue.remove(queue);
-                }
-            }
-        }
-        drop(permit);
-        telemetry::in_flight(self.max_in_flight - self.slots.available_permits());
-        self.wakeups.poke();
     }
 }
 
@@ -456,8 +391,4 @@ fn truncate(text: &str) -> &str {
         .nth(200)
         .map_or(text.len(), |(index, _)| index);
     &text[..end]
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,8 +1,12 @@
 //! When each queue next has a job due, kept in memory so the dispatcher claims only from
 //! queues with work and sleeps exactly until the next job is due. The database stays the
 //! truth: a hint can only make the dispatcher look sooner, and a slow sweep re-checks all.
+//!
+//! It also knows which queues are *idle*: nothing due now and no claim round in progress
+//! or unfinished for them. Only into an idle queue may an enqueue hand its job straight to
+//! a delivery without overtaking older jobs ([`Deliveries`](super::Deliveries)).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -16,16 +20,26 @@ pub struct Wakeups {
 
 #[derive(Default)]
 struct Inner {
-    due: Mutex<HashMap<QueueName, UnixMillis>>,
+    state: Mutex<State>,
     notify: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    due: HashMap<QueueName, UnixMillis>,
+    /// Taken by the dispatcher ([`Wakeups::take_due`]) and not yet caught up with
+    /// ([`Wakeups::settle`]): it may still hold jobs waiting to be claimed.
+    claiming: HashSet<QueueName>,
 }
 
 impl Wakeups {
     /// `queue` has a job due at `at` (or sooner). Wakes the dispatcher if that is now.
     pub fn mark_due(&self, queue: &QueueName, at: UnixMillis) {
         {
-            let mut due = self.lock();
-            due.entry(queue.clone())
+            let mut state = self.lock();
+            state
+                .due
+                .entry(queue.clone())
                 .and_modify(|t| *t = (*t).min(at))
                 .or_insert(at);
         }
@@ -44,31 +58,101 @@ impl Wakeups {
     }
 
     /// Take the queues due at `now`: the caller claims from them and reports back with
-    /// [`mark_due`](Self::mark_due) what remains. Taking before claiming means a job enqueued
-    /// meanwhile is either seen by the claim or marks its queue again: never lost.
+    /// [`mark_due`](Self::mark_due) what remains, or [`settle`](Self::settle) once it has
+    /// claimed everything due. Taking before claiming means a job enqueued meanwhile is
+    /// either seen by the claim or marks its queue again: never lost.
     pub fn take_due(&self, now: UnixMillis) -> Vec<QueueName> {
-        let mut due = self.lock();
-        let ready: Vec<QueueName> = due
+        let mut state = self.lock();
+        let ready: Vec<QueueName> = state
+            .due
             .iter()
             .filter(|(_, at)| **at <= now)
             .map(|(q, _)| q.clone())
             .collect();
         for queue in &ready {
-            due.remove(queue);
+            state.due.remove(queue);
+            state.claiming.insert(queue.clone());
         }
         ready
     }
 
+    /// The dispatcher's claim found fewer due jobs of `queue` than it asked for: it has
+    /// caught up. Anything enqueued since marked the queue due again, so it stays busy.
+    pub fn settle(&self, queue: &QueueName) {
+        self.lock().claiming.remove(queue);
+    }
+
+    /// Whether nothing of `queue` is due at `now` nor waiting in an unfinished claim round.
+    pub fn is_idle(&self, queue: &QueueName, now: UnixMillis) -> bool {
+        let state = self.lock();
+        !state.claiming.contains(queue) && state.due.get(queue).is_none_or(|at| *at > now)
+    }
+
     /// The earliest future due time, for the dispatcher's timer.
     pub fn next_due(&self) -> Option<UnixMillis> {
-        self.lock().values().min().copied()
+        self.lock().due.values().min().copied()
     }
 
+    /// `queue` is gone.
     pub fn forget(&self, queue: &QueueName) {
-        self.lock().remove(queue);
+        let mut state = self.lock();
+        state.due.remove(queue);
+        state.claiming.remove(queue);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QueueName, UnixMillis>> {
-        self.inner.due.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(name: &str) -> QueueName {
+        QueueName::parse(name).unwrap()
+    }
+
+    #[test]
+    fn a_queue_is_idle_until_a_job_is_due_and_again_once_a_claim_caught_up() {
+        let (wakeups, q) = (Wakeups::default(), queue("q"));
+        assert!(wakeups.is_idle(&q, 100), "never seen");
+        wakeups.mark_due(&q, 100);
+        assert!(!wakeups.is_idle(&q, 100), "a job is due");
+        assert_eq!(wakeups.take_due(100), vec![q.clone()]);
+        assert!(!wakeups.is_idle(&q, 100), "a claim round is under way");
+        wakeups.settle(&q);
+        assert!(wakeups.is_idle(&q, 100));
+    }
+
+    #[test]
+    fn a_job_due_later_leaves_the_queue_idle_until_then() {
+        let (wakeups, q) = (Wakeups::default(), queue("q"));
+        wakeups.mark_due(&q, 200);
+        assert!(wakeups.is_idle(&q, 100));
+        assert!(!wakeups.is_idle(&q, 200));
+    }
+
+    #[test]
+    fn a_job_enqueued_during_a_claim_keeps_the_queue_busy_after_it_settles() {
+        let (wakeups, q) = (Wakeups::default(), queue("q"));
+        wakeups.mark_due(&q, 100);
+        wakeups.take_due(100);
+        wakeups.mark_due(&q, 100); // committed after the claim's snapshot
+        wakeups.settle(&q);
+        assert!(!wakeups.is_idle(&q, 100));
+        assert_eq!(wakeups.take_due(100), vec![q]);
+    }
+
+    #[test]
+    fn a_queue_taken_but_not_caught_up_stays_busy() {
+        // More due than the round could take (it marks the queue due again), or no room
+        // (parked): either way it must not look idle.
+        let (wakeups, q) = (Wakeups::default(), queue("q"));
+        wakeups.mark_due(&q, 100);
+        wakeups.take_due(100);
+        assert!(!wakeups.is_idle(&q, 150));
+        wakeups.forget(&q);
+        assert!(wakeups.is_idle(&q, 150), "a deleted queue holds nothing");
     }
 }

@@ -132,6 +132,34 @@ pub fn insert(
     Ok(())
 }
 
+/// Insert a job already leased for its first attempt (a direct hand-off: see
+/// `dispatch::deliveries`), as if [`insert`] and [`claim`] had run back to back.
+pub fn insert_leased(
+    conn: &Connection,
+    queue: &QueueName,
+    id: JobId,
+    payload: &str,
+    now: UnixMillis,
+    leased_until: UnixMillis,
+) -> StoreResult<()> {
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at, leased_until)
+             SELECT ?1, name, 1, ?3, 1, ?4, ?4, ?5 FROM queues WHERE name = ?2",
+        )?
+        .execute(params![
+            &id.as_bytes()[..],
+            queue.as_str(),
+            payload,
+            now,
+            leased_until
+        ])?;
+    if inserted == 0 {
+        return Err(StoreError::QueueNotFound);
+    }
+    Ok(())
+}
+
 /// Lease up to `limit` due jobs of `queue`, oldest first, in one statement.
 pub fn claim(
     conn: &Connection,

@@ -26,7 +26,7 @@ pub use error::{StoreError, StoreResult};
 pub use jobs::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, Lease, Outcome};
 pub use queues::{Queue, Registry};
 pub use sealing::{MasterKey, Sealing};
-pub use writer::BatchStats;
+pub use writer::{BatchStats, OnCommit};
 
 use crate::config::Synchronous;
 use crate::model::{JobId, QueueName, UnixMillis};
@@ -157,9 +157,32 @@ impl Store {
     ) -> StoreResult<()> {
         // One INSERT … SELECT: no savepoint needed.
         self.writer
-            .write_one_statement(Durability::Required, move |conn| {
-                jobs::insert(conn, &queue, id, &payload, now)
-            })
+            .write_one_statement(
+                Durability::Required,
+                move |conn| jobs::insert(conn, &queue, id, &payload, now),
+                None,
+            )
+            .await
+    }
+
+    /// Store a job already in flight (attempt 1, leased until `leased_until`) for a delivery
+    /// that `on_commit` starts right after the commit, on the writer thread; returns once it
+    /// is committed to disk. If the insert fails, `on_commit` is dropped without running.
+    pub async fn enqueue_leased(
+        &self,
+        queue: QueueName,
+        id: JobId,
+        payload: String,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        on_commit: OnCommit<()>,
+    ) -> StoreResult<()> {
+        self.writer
+            .write_one_statement(
+                Durability::Required,
+                move |conn| jobs::insert_leased(conn, &queue, id, &payload, now, leased_until),
+                Some(on_commit),
+            )
             .await
     }
 
@@ -174,9 +197,11 @@ impl Store {
         // UPDATE … RETURNING: no savepoint needed (were a returned row unreadable, its jobs
         // would stay leased until the lease expires: delivered late, never lost).
         self.writer
-            .write_one_statement(Durability::Relaxed, move |conn| {
-                jobs::claim(conn, &queue, now, leased_until, limit)
-            })
+            .write_one_statement(
+                Durability::Relaxed,
+                move |conn| jobs::claim(conn, &queue, now, leased_until, limit),
+                None,
+            )
             .await
     }
 

@@ -163,12 +163,18 @@ impl Writer {
     /// claim). A statement that fails leaves no change behind (SQLite's own statement
     /// rollback), so no savepoint is opened around it: two statements fewer per operation,
     /// and no page copies into a savepoint journal.
-    pub async fn write_one_statement<T, F>(&self, durability: Durability, op: F) -> StoreResult<T>
+    /// `on_commit` as in [`write_then`](Self::write_then).
+    pub async fn write_one_statement<T, F>(
+        &self,
+        durability: Durability,
+        op: F,
+        on_commit: Option<OnCommit<T>>,
+    ) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
-        self.send(durability, false, op, None).await
+        self.send(durability, false, op, on_commit).await
     }
 
     /// Like [`write`](Self::write), running `on_commit` on the writer thread right after the
@@ -368,7 +374,7 @@ mod tests {
         let insert = |sql: &'static str| {
             let w = writer.clone();
             async move {
-                w.write_one_statement(Durability::Required, move |c| Ok(c.execute(sql, [])?))
+                w.write_one_statement(Durability::Required, move |c| Ok(c.execute(sql, [])?), None)
                     .await
             }
         };

@@ -1,0 +1,355 @@
+//! Running deliveries: the delivery slots (global and per queue), the circuit breakers and the
+//! delivery tasks themselves. Shared by the dispatcher's claim rounds and by the enqueue
+//! route's direct hand-off, so both draw on the same bounds.
+//!
+//! **Direct hand-off.** When an enqueue finds its queue idle (nothing of it waiting to be
+//! claimed), its breaker closed and a slot free, the job is stored already leased (attempt 1)
+//! and its delivery starts on the writer thread the moment the insert is committed: no claim
+//! write, no dispatcher round, no payload read back. Anything else (a backlog, a busy or
+//! resting queue) takes the normal path: stored ready, claimed by the dispatcher in order.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{Breakers, DispatchConfig, Wakeups};
+use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::{ClaimedJob, OnCommit, Queue, Store};
+use crate::telemetry;
+
+use super::{Deliverer, Delivery, RetryPolicy};
+
+/// The delivery machinery, cheap to clone.
+#[derive(Clone)]
+pub struct Deliveries {
+    inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) store: Store,
+    pub(super) deliverer: Deliverer,
+    pub(super) retry: RetryPolicy,
+    pub(super) wakeups: Wakeups,
+    pub(super) breakers: Breakers,
+    slots: Arc<Semaphore>,
+    per_queue: Mutex<HashMap<QueueName, usize>>,
+    max_in_flight: usize,
+    max_in_flight_per_queue: usize,
+    lease_timeout: Duration,
+    /// Hand-offs start their deliveries from the writer thread, outside the runtime.
+    runtime: Handle,
+    tasks: TaskTracker,
+    /// Fired when the shutdown grace period is over: deliveries still running stop.
+    abandon: CancellationToken,
+}
+
+/// Room for one delivery of one queue, in the global and the per-queue bound. Dropping it
+/// gives the room back and wakes the dispatcher.
+pub struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    queue: QueueName,
+    deliveries: Deliveries,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let inner = &self.deliveries.inner;
+        {
+            let mut per_queue = lock(&inner.per_queue);
+            if let Some(count) = per_queue.get_mut(&self.queue) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    per_queue.remove(&self.queue);
+                }
+            }
+        }
+        drop(self.permit.take());
+        telemetry::in_flight(self.deliveries.in_flight_total());
+        inner.wakeups.poke();
+    }
+}
+
+/// What an enqueue needs to hand its job straight to a delivery: the lease to store it
+/// under, and the hook that starts the delivery once the insert is committed. Dropped
+/// unused (the insert failed), it gives its slot back.
+pub struct Handoff {
+    pub leased_until: UnixMillis,
+    pub on_commit: OnCommit<()>,
+}
+
+impl Deliveries {
+    /// Must be called inside the tokio runtime the deliveries will run on.
+    pub fn new(
+        store: Store,
+        deliverer: Deliverer,
+        config: &DispatchConfig,
+        wakeups: Wakeups,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                deliverer,
+                retry: config.retry.clone(),
+                wakeups,
+                breakers: Breakers::new(config.breaker_threshold, config.breaker_cooldown),
+                slots: Arc::new(Semaphore::new(config.max_in_flight)),
+                per_queue: Mutex::default(),
+                max_in_flight: config.max_in_flight,
+                max_in_flight_per_queue: config.max_in_flight_per_queue,
+                lease_timeout: config.lease_timeout,
+                runtime: Handle::current(),
+                tasks: TaskTracker::new(),
+                abandon: CancellationToken::new(),
+            }),
+        }
+    }
+
+    pub(super) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
+    pub fn breakers(&self) -> &Breakers {
+        &self.inner.breakers
+    }
+
+    pub fn max_in_flight(&self) -> usize {
+        self.inner.max_in_flight
+    }
+
+    pub fn max_in_flight_per_queue(&self) -> usize {
+        self.inner.max_in_flight_per_queue
+    }
+
+    /// Free slots in the global bound.
+    pub fn free(&self) -> usize {
+        self.inner.slots.available_permits()
+    }
+
+    /// Deliveries running, all queues.
+    pub fn in_flight_total(&self) -> usize {
+        self.inner.max_in_flight - self.free()
+    }
+
+    /// Deliveries of `queue` running.
+    pub fn in_flight(&self, queue: &QueueName) -> usize {
+        lock(&self.inner.per_queue).get(queue).copied().unwrap_or(0)
+    }
+
+    /// When a lease taken at `now` expires.
+    pub fn lease_until(&self, now: UnixMillis) -> UnixMillis {
+        now + self.inner.lease_timeout.as_millis() as i64
+    }
+
+    /// A slot for one delivery of `queue`, if both bounds have room.
+    pub fn try_slot(&self, queue: &QueueName) -> Option<Slot> {
+        let inner = &self.inner;
+        let mut per_queue = lock(&inner.per_queue);
+        if per_queue.get(queue).copied().unwrap_or(0) >= inner.max_in_flight_per_queue {
+            return None;
+        }
+        let permit = inner.slots.clone().try_acquire_owned().ok()?;
+        *per_queue.entry(queue.clone()).or_insert(0) += 1;
+        drop(per_queue);
+        telemetry::in_flight(self.in_flight_total());
+        Some(Slot {
+            permit: Some(permit),
+            queue: queue.clone(),
+            deliveries: self.clone(),
+        })
+    }
+
+    /// A direct hand-off for job `id` of `queue`, about to be enqueued at `now` with `payload`:
+    /// only when nothing of the queue waits to be claimed (the job must not overtake older
+    /// ones), its breaker is closed and a slot is free. `None`: enqueue it the normal way.
+    pub fn try_handoff(
+        &self,
+        queue: &Arc<Queue>,
+        id: JobId,
+        payload: &str,
+        now: UnixMillis,
+    ) -> Option<Handoff> {
+        let inner = &self.inner;
+        if !inner.wakeups.is_idle(&queue.name, now) || !inner.breakers.is_closed(&queue.name) {
+            return None;
+        }
+        let slot = self.try_slot(&queue.name)?;
+        let leased_until = self.lease_until(now);
+        let job = ClaimedJob {
+            id,
+            payload: payload.to_owned(),
+            attempt: 1,
+            created_at: now,
+            leased_until,
+        };
+        let deliveries = self.clone();
+        let queue = queue.clone();
+        Some(Handoff {
+            leased_until,
+            on_commit: Box::new(move |_: &()| deliveries.start(queue, job, slot)),
+        })
+    }
+
+    /// Deliver `job` of `queue` in `slot`, on a task of its own.
+    pub fn start(&self, queue: Arc<Queue>, job: ClaimedJob, slot: Slot) {
+        let delivery = Delivery {
+            deliveries: self.clone(),
+            slot: Some(slot),
+        };
+        let abandon = self.inner.abandon.clone();
+        self.inner.tasks.spawn_on(
+            async move {
+                tokio::select! {
+                    () = abandon.cancelled() => {}
+                    () = delivery.run(queue, job) => {}
+                }
+            },
+            &self.inner.runtime,
+        );
+    }
+
+    /// Wait up to `grace` for the running deliveries, then abandon the rest: their leases
+    /// bring their jobs back after a restart.
+    pub async fn drain(&self, grace: Duration) {
+        let tasks = &self.inner.tasks;
+        tasks.close();
+        if !tasks.is_empty() {
+            tracing::info!(
+                deliveries = tasks.len(),
+                "waiting for in-flight deliveries to finish"
+            );
+        }
+        if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
+            tracing::warn!(
+                deliveries = tasks.len(),
+                "grace period over; abandoning deliveries (they will be retried after restart)"
+            );
+            self.inner.abandon.cancel();
+            tasks.wait().await;
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Synchronous;
+    use crate::dispatch::guard::AddressPolicy;
+    use crate::model::{Target, now_millis};
+    use crate::store::Sealing;
+
+    struct Fixture {
+        deliveries: Deliveries,
+        wakeups: Wakeups,
+        queue: Arc<Queue>,
+        _store: Store,
+        _dir: tempfile::TempDir,
+    }
+
+    /// Deliveries with room for 2 (1 per queue) and a breaker that opens on one failure.
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _done) = Store::open(
+            &dir.path().join("d.db"),
+            Synchronous::Normal,
+            Sealing::none(),
+            now_millis(),
+            |_| {},
+        )
+        .unwrap();
+        let config = DispatchConfig {
+            breaker_threshold: 1,
+            breaker_cooldown: Duration::from_secs(60),
+            max_in_flight: 2,
+            max_in_flight_per_queue: 1,
+            lease_timeout: Duration::from_secs(300),
+            shutdown_grace: Duration::from_secs(1),
+            retry: RetryPolicy::new(3, Vec::new()),
+        };
+        let policy = AddressPolicy {
+            block_private: false,
+            allowlist: Vec::new(),
+        };
+        let deliverer = Deliverer::new(Duration::from_secs(1), policy, false).unwrap();
+        let wakeups = Wakeups::default();
+        let deliveries = Deliveries::new(store.clone(), deliverer, &config, wakeups.clone());
+        let queue = Arc::new(Queue {
+            name: QueueName::parse("q").unwrap(),
+            target: Target::parse("http://127.0.0.1:9/").unwrap(),
+            secret: None,
+            created_at: 0,
+        });
+        Fixture {
+            deliveries,
+            wakeups,
+            queue,
+            _store: store,
+            _dir: dir,
+        }
+    }
+
+    fn handoff(f: &Fixture, now: UnixMillis) -> Option<Handoff> {
+        f.deliveries.try_handoff(&f.queue, JobId::new(), "{}", now)
+    }
+
+    #[tokio::test]
+    async fn an_idle_queue_with_room_gets_a_handoff_holding_a_slot_until_dropped() {
+        let f = fixture();
+        let first = handoff(&f, 100).expect("idle, room");
+        assert_eq!(first.leased_until, 100 + 300_000);
+        assert_eq!(f.deliveries.in_flight(&f.queue.name), 1);
+        assert!(handoff(&f, 100).is_none(), "the queue's one slot is taken");
+        drop(first); // the insert failed: the hook never runs
+        assert_eq!(f.deliveries.in_flight(&f.queue.name), 0);
+        assert_eq!(f.deliveries.free(), 2);
+        assert!(handoff(&f, 100).is_some());
+    }
+
+    #[tokio::test]
+    async fn no_handoff_while_older_jobs_wait_to_be_claimed() {
+        let f = fixture();
+        f.wakeups.mark_due(&f.queue.name, 100);
+        assert!(handoff(&f, 100).is_none(), "a job is due");
+        f.wakeups.take_due(100);
+        assert!(
+            handoff(&f, 100).is_none(),
+            "the claim round has not caught up"
+        );
+        f.wakeups.settle(&f.queue.name);
+        assert!(handoff(&f, 100).is_some());
+    }
+
+    #[tokio::test]
+    async fn no_handoff_while_the_breaker_is_not_closed() {
+        let f = fixture();
+        f.deliveries.breakers().record(&f.queue.name, false, 100);
+        assert!(handoff(&f, 100).is_none());
+        assert!(
+            handoff(&f, 100 + 60_000).is_none(),
+            "the probe is the dispatcher's"
+        );
+        assert_eq!(f.deliveries.free(), 2, "no slot was taken");
+    }
+
+    #[tokio::test]
+    async fn slots_respect_both_bounds() {
+        let f = fixture();
+        let other = QueueName::parse("other").unwrap();
+        let third = QueueName::parse("third").unwrap();
+        let a = f.deliveries.try_slot(&f.queue.name).unwrap();
+        assert!(f.deliveries.try_slot(&f.queue.name).is_none(), "per queue");
+        let b = f.deliveries.try_slot(&other).unwrap();
+        assert!(f.deliveries.try_slot(&third).is_none(), "global");
+        assert_eq!(f.deliveries.in_flight_total(), 2);
+        drop((a, b));
+        assert_eq!(f.deliveries.in_flight_total(), 0);
+    }
+}
