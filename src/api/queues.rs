@@ -224,8 +224,8 @@ async fn enqueue(
     let id = JobId::new();
     let now = now_millis();
     let payload = payload.into_string();
-    // An idle queue gets its job delivered straight after the commit; otherwise the
-    // dispatcher claims it in turn.
+    // While no job waits to be claimed, the job is delivered straight after the commit;
+    // otherwise the dispatcher claims it in turn.
     let handoff = state
         .deliveries
         .as_ref()

@@ -2,11 +2,12 @@
 //! delivery tasks themselves. Shared by the dispatcher's claim rounds and by the enqueue
 //! route's direct hand-off, so both draw on the same bounds.
 //!
-//! **Direct hand-off.** When an enqueue finds its queue idle (nothing of it waiting to be
-//! claimed), its breaker closed and a slot free, the job is stored already leased (attempt 1)
-//! and its delivery starts on the writer thread the moment the insert is committed: no claim
-//! write, no dispatcher round, no payload read back. Anything else (a backlog, a busy or
-//! resting queue) takes the normal path: stored ready, claimed by the dispatcher in order.
+//! **Direct hand-off.** When an enqueue finds nothing waiting to be claimed (in any queue:
+//! see [`Wakeups::nothing_waiting`]), its queue's breaker closed and a slot free, the job is
+//! stored already leased (attempt 1) and its delivery starts on the writer thread the moment
+//! the insert is committed: no claim write, no dispatcher round, no payload read back.
+//! Anything else (a backlog anywhere, a resting queue, no room) takes the normal path:
+//! stored ready, claimed by the dispatcher in order and with fair shares between queues.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -164,8 +165,9 @@ impl Deliveries {
     }
 
     /// A direct hand-off for job `id` of `queue`, about to be enqueued at `now` with `payload`:
-    /// only when nothing of the queue waits to be claimed (the job must not overtake older
-    /// ones), its breaker is closed and a slot is free. `None`: enqueue it the normal way.
+    /// only when no job of any queue waits to be claimed (the job must not overtake older
+    /// ones, nor take a slot the dispatcher owes another queue's backlog), the queue's
+    /// breaker is closed and a slot is free. `None`: enqueue it the normal way.
     pub fn try_handoff(
         &self,
         queue: &Arc<Queue>,
@@ -174,7 +176,7 @@ impl Deliveries {
         now: UnixMillis,
     ) -> Option<Handoff> {
         let inner = &self.inner;
-        if !inner.wakeups.is_idle(&queue.name, now) || !inner.breakers.is_closed(&queue.name) {
+        if !inner.wakeups.nothing_waiting(now) || !inner.breakers.is_closed(&queue.name) {
             return None;
         }
         let slot = self.try_slot(&queue.name)?;
@@ -301,9 +303,9 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_idle_queue_with_room_gets_a_handoff_holding_a_slot_until_dropped() {
+    async fn with_nothing_waiting_and_room_a_handoff_holds_a_slot_until_dropped() {
         let f = fixture();
-        let first = handoff(&f, 100).expect("idle, room");
+        let first = handoff(&f, 100).expect("nothing waits, room");
         assert_eq!(first.leased_until, 100 + 300_000);
         assert_eq!(f.deliveries.in_flight(&f.queue.name), 1);
         assert!(handoff(&f, 100).is_none(), "the queue's one slot is taken");
@@ -324,6 +326,17 @@ mod tests {
             "the claim round has not caught up"
         );
         f.wakeups.settle(&f.queue.name);
+        assert!(handoff(&f, 100).is_some());
+    }
+
+    #[tokio::test]
+    async fn no_handoff_while_another_queue_has_a_backlog() {
+        let f = fixture();
+        let other = QueueName::parse("other").unwrap();
+        f.wakeups.mark_due(&other, 100);
+        assert!(handoff(&f, 100).is_none());
+        f.wakeups.take_due(100);
+        f.wakeups.settle(&other);
         assert!(handoff(&f, 100).is_some());
     }
 

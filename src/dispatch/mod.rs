@@ -3,8 +3,8 @@
 //!
 //! No polling on the hot path: an enqueue marks its queue due and wakes the loop at once
 //! ([`Wakeups`]); a timer wakes it when the next retry is due; a slow sweep re-checks every
-//! queue in case anything was missed. An enqueue into an idle queue skips all of this and
-//! hands its job straight to a delivery ([`deliveries`]).
+//! queue in case anything was missed. While no job waits to be claimed, an enqueue skips
+//! all of this and hands its job straight to a delivery ([`deliveries`]).
 
 pub mod breaker;
 pub mod deliver;
@@ -153,8 +153,11 @@ impl Dispatcher {
                 Permit::Any => share.min(queue_free),
                 Permit::Probe => share.min(queue_free).min(1),
                 Permit::Wait(until) => {
-                    // Resting after repeated failures: look again when the pause ends.
+                    // Resting after repeated failures: look again when the pause ends. Its
+                    // jobs are not waiting for a slot meanwhile, so they hold up no hand-off
+                    // (its own queue's are refused by its breaker).
                     self.wakeups.mark_due(&name, until);
+                    self.wakeups.settle(&name);
                     continue;
                 }
             };
@@ -196,8 +199,8 @@ impl Dispatcher {
                 self.wakeups.mark_due(&name, now);
                 report.more_due = true;
             } else {
-                // Caught up: every due job of the queue is claimed. Until something new is
-                // due, an enqueue may hand its job over directly.
+                // Caught up: every due job of the queue is claimed. Once no queue has jobs
+                // waiting, an enqueue may hand its job over directly.
                 self.remember_next_due(&name).await;
                 self.wakeups.settle(&name);
             }

@@ -2,9 +2,11 @@
 //! queues with work and sleeps exactly until the next job is due. The database stays the
 //! truth: a hint can only make the dispatcher look sooner, and a slow sweep re-checks all.
 //!
-//! It also knows which queues are *idle*: nothing due now and no claim round in progress
-//! or unfinished for them. Only into an idle queue may an enqueue hand its job straight to
-//! a delivery without overtaking older jobs ([`Deliveries`](super::Deliveries)).
+//! It also knows whether anything *waits*: a queue with a job due now, or one whose claim
+//! round is in progress or unfinished (more due than it took, or no free slot). Only while
+//! nothing waits may an enqueue hand its job straight to a delivery
+//! ([`Deliveries`](super::Deliveries)): it then overtakes no older job of its queue, and
+//! takes no slot another queue's backlog is owed by the dispatcher's fair shares.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -82,10 +84,10 @@ impl Wakeups {
         self.lock().claiming.remove(queue);
     }
 
-    /// Whether nothing of `queue` is due at `now` nor waiting in an unfinished claim round.
-    pub fn is_idle(&self, queue: &QueueName, now: UnixMillis) -> bool {
+    /// Whether no queue has a job due at `now` or waiting in an unfinished claim round.
+    pub fn nothing_waiting(&self, now: UnixMillis) -> bool {
         let state = self.lock();
-        !state.claiming.contains(queue) && state.due.get(queue).is_none_or(|at| *at > now)
+        state.claiming.is_empty() && state.due.values().all(|at| *at > now)
     }
 
     /// The earliest future due time, for the dispatcher's timer.
@@ -114,45 +116,48 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_is_idle_until_a_job_is_due_and_again_once_a_claim_caught_up() {
+    fn something_waits_from_a_due_job_until_a_claim_caught_up() {
         let (wakeups, q) = (Wakeups::default(), queue("q"));
-        assert!(wakeups.is_idle(&q, 100), "never seen");
+        assert!(wakeups.nothing_waiting(100));
         wakeups.mark_due(&q, 100);
-        assert!(!wakeups.is_idle(&q, 100), "a job is due");
+        assert!(!wakeups.nothing_waiting(100), "a job is due");
         assert_eq!(wakeups.take_due(100), vec![q.clone()]);
-        assert!(!wakeups.is_idle(&q, 100), "a claim round is under way");
+        assert!(!wakeups.nothing_waiting(100), "a claim round is under way");
         wakeups.settle(&q);
-        assert!(wakeups.is_idle(&q, 100));
+        assert!(wakeups.nothing_waiting(100));
     }
 
     #[test]
-    fn a_job_due_later_leaves_the_queue_idle_until_then() {
+    fn a_job_due_later_waits_only_from_then() {
         let (wakeups, q) = (Wakeups::default(), queue("q"));
         wakeups.mark_due(&q, 200);
-        assert!(wakeups.is_idle(&q, 100));
-        assert!(!wakeups.is_idle(&q, 200));
+        assert!(wakeups.nothing_waiting(100));
+        assert!(!wakeups.nothing_waiting(200));
     }
 
     #[test]
-    fn a_job_enqueued_during_a_claim_keeps_the_queue_busy_after_it_settles() {
+    fn a_job_enqueued_during_a_claim_still_waits_after_it_settles() {
         let (wakeups, q) = (Wakeups::default(), queue("q"));
         wakeups.mark_due(&q, 100);
         wakeups.take_due(100);
         wakeups.mark_due(&q, 100); // committed after the claim's snapshot
         wakeups.settle(&q);
-        assert!(!wakeups.is_idle(&q, 100));
+        assert!(!wakeups.nothing_waiting(100));
         assert_eq!(wakeups.take_due(100), vec![q]);
     }
 
     #[test]
-    fn a_queue_taken_but_not_caught_up_stays_busy() {
-        // More due than the round could take (it marks the queue due again), or no room
-        // (parked): either way it must not look idle.
-        let (wakeups, q) = (Wakeups::default(), queue("q"));
-        wakeups.mark_due(&q, 100);
+    fn a_queue_taken_but_not_caught_up_waits_for_every_queue() {
+        // More due than the round could take, or no room (parked): another queue's new job
+        // must not take a slot ahead of it.
+        let (wakeups, busy) = (Wakeups::default(), queue("busy"));
+        wakeups.mark_due(&busy, 100);
         wakeups.take_due(100);
-        assert!(!wakeups.is_idle(&q, 150));
-        wakeups.forget(&q);
-        assert!(wakeups.is_idle(&q, 150), "a deleted queue holds nothing");
+        assert!(!wakeups.nothing_waiting(150));
+        wakeups.forget(&busy);
+        assert!(
+            wakeups.nothing_waiting(150),
+            "a deleted queue holds nothing"
+        );
     }
 }
