@@ -18,12 +18,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Breakers, DispatchConfig, Wakeups};
+use super::{Breakers, Deliverer, Delivery, DispatchConfig, RetryPolicy, Wakeups};
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::{ClaimedJob, OnCommit, Queue, Store};
 use crate::telemetry;
-
-use super::{Deliverer, Delivery, RetryPolicy};
 
 /// The delivery machinery, cheap to clone.
 #[derive(Clone)]
@@ -116,14 +114,6 @@ impl Deliveries {
 
     pub fn breakers(&self) -> &Breakers {
         &self.inner.breakers
-    }
-
-    pub fn max_in_flight(&self) -> usize {
-        self.inner.max_in_flight
-    }
-
-    pub fn max_in_flight_per_queue(&self) -> usize {
-        self.inner.max_in_flight_per_queue
     }
 
     /// Free slots in the global bound.
