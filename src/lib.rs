@@ -79,10 +79,19 @@ impl Server {
                 config.address_policy(),
                 config.https_only,
             )?;
+            let dispatch = DispatchConfig {
+                breaker_threshold: config.breaker_threshold,
+                breaker_cooldown: config.breaker_cooldown,
+                max_in_flight: config.max_in_flight,
+                max_in_flight_per_queue: config.max_in_flight_per_queue,
+                lease_timeout: config.lease_timeout,
+                shutdown_grace: config.shutdown_grace,
+                retry: RetryPolicy::new(config.max_attempts, config.backoff.clone()),
+            };
             Some(Deliveries::new(
                 store.clone(),
                 deliverer,
-                &dispatch_config(&config),
+                &dispatch,
                 wakeups.clone(),
             ))
         } else {
@@ -118,12 +127,7 @@ impl Server {
         let background = CancellationToken::new();
 
         let dispatcher = if let Some(deliveries) = &state.deliveries {
-            let dispatcher = Dispatcher::new(
-                state.store.clone(),
-                deliveries.clone(),
-                dispatch_config(&config),
-                state.wakeups.clone(),
-            );
+            let dispatcher = Dispatcher::new(deliveries.clone());
             Some(tokio::spawn(dispatcher.run(background.clone())))
         } else {
             tracing::info!("dispatch is off: jobs are stored but not delivered by this node");
@@ -168,17 +172,5 @@ impl Server {
             .context("waiting for the writer failed")?;
         tracing::info!("database closed; bye");
         Ok(())
-    }
-}
-
-fn dispatch_config(config: &Config) -> DispatchConfig {
-    DispatchConfig {
-        breaker_threshold: config.breaker_threshold,
-        breaker_cooldown: config.breaker_cooldown,
-        max_in_flight: config.max_in_flight,
-        max_in_flight_per_queue: config.max_in_flight_per_queue,
-        lease_timeout: config.lease_timeout,
-        shutdown_grace: config.shutdown_grace,
-        retry: RetryPolicy::new(config.max_attempts, config.backoff.clone()),
     }
 }

@@ -37,9 +37,10 @@ pub(super) struct Inner {
     pub(super) breakers: Breakers,
     slots: Arc<Semaphore>,
     per_queue: Mutex<HashMap<QueueName, usize>>,
-    max_in_flight: usize,
-    max_in_flight_per_queue: usize,
+    pub(super) max_in_flight: usize,
+    pub(super) max_in_flight_per_queue: usize,
     lease_timeout: Duration,
+    shutdown_grace: Duration,
     /// Hand-offs start their deliveries from the writer thread, outside the runtime.
     runtime: Handle,
     tasks: TaskTracker,
@@ -101,6 +102,7 @@ impl Deliveries {
                 max_in_flight: config.max_in_flight,
                 max_in_flight_per_queue: config.max_in_flight_per_queue,
                 lease_timeout: config.lease_timeout,
+                shutdown_grace: config.shutdown_grace,
                 runtime: Handle::current(),
                 tasks: TaskTracker::new(),
                 abandon: CancellationToken::new(),
@@ -204,9 +206,9 @@ impl Deliveries {
         );
     }
 
-    /// Wait up to `grace` for the running deliveries, then abandon the rest: their leases
-    /// bring their jobs back after a restart.
-    pub async fn drain(&self, grace: Duration) {
+    /// Wait up to the shutdown grace period for the running deliveries, then abandon the
+    /// rest: their leases bring their jobs back after a restart.
+    pub async fn drain(&self) {
         let tasks = &self.inner.tasks;
         tasks.close();
         if !tasks.is_empty() {
@@ -215,7 +217,10 @@ impl Deliveries {
                 "waiting for in-flight deliveries to finish"
             );
         }
-        if tokio::time::timeout(grace, tasks.wait()).await.is_err() {
+        if tokio::time::timeout(self.inner.shutdown_grace, tasks.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!(
                 deliveries = tasks.len(),
                 "grace period over; abandoning deliveries (they will be retried after restart)"

@@ -56,9 +56,9 @@ pub struct RoundReport {
 }
 
 pub struct Dispatcher {
-    store: Store,
     deliveries: Deliveries,
-    config: DispatchConfig,
+    /// The deliveries' store and wake-ups, at hand.
+    store: Store,
     wakeups: Wakeups,
     /// Due queues that had no free slot (theirs or the global ones) at their last round.
     parked: HashSet<QueueName>,
@@ -66,18 +66,12 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// `deliveries` must have been made from the same `store`, `config` and `wakeups`.
-    pub fn new(
-        store: Store,
-        deliveries: Deliveries,
-        config: DispatchConfig,
-        wakeups: Wakeups,
-    ) -> Self {
+    /// Claims for `deliveries`, within its bounds, from its store.
+    pub fn new(deliveries: Deliveries) -> Self {
         Self {
-            store,
+            store: deliveries.inner().store.clone(),
+            wakeups: deliveries.inner().wakeups.clone(),
             deliveries,
-            config,
-            wakeups,
             parked: HashSet::new(),
             rotation: 0,
         }
@@ -113,7 +107,7 @@ impl Dispatcher {
                 next_sweep = tokio::time::Instant::now() + SWEEP_INTERVAL;
             }
         }
-        self.deliveries.drain(self.config.shutdown_grace).await;
+        self.deliveries.drain().await;
     }
 
     /// One claim round: claim from every due queue as many jobs as there are free slots
@@ -142,7 +136,8 @@ impl Dispatcher {
                 continue;
             };
             let queue_free = self
-                .config
+                .deliveries
+                .inner()
                 .max_in_flight_per_queue
                 .saturating_sub(self.deliveries.in_flight(&name));
             // A fair share of the free slots for each queue still to be served this round.
@@ -217,13 +212,13 @@ impl Dispatcher {
     /// (while deliveries are still running, so nothing stalls) claims many jobs per write.
     fn may_claim(&self) -> bool {
         let free = self.deliveries.free();
-        let busy = self.config.max_in_flight - free;
+        let busy = self.deliveries.inner().max_in_flight - free;
         free > 0 && (busy == 0 || free >= self.claim_batch())
     }
 
     /// The free slots worth a claim round while deliveries are running.
     fn claim_batch(&self) -> usize {
-        (self.config.max_in_flight / 8).clamp(1, MAX_CLAIM_BATCH)
+        (self.deliveries.inner().max_in_flight / 8).clamp(1, MAX_CLAIM_BATCH)
     }
 
     /// Parked queues that have room again become due again.
@@ -231,7 +226,7 @@ impl Dispatcher {
         if self.parked.is_empty() || self.deliveries.free() == 0 {
             return;
         }
-        let limit = self.config.max_in_flight_per_queue;
+        let limit = self.deliveries.inner().max_in_flight_per_queue;
         let deliveries = &self.deliveries;
         let wakeups = &self.wakeups;
         self.parked.retain(|name| {
