@@ -18,10 +18,10 @@ use axum::routing::post;
 use reqwest::header::HeaderValue;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::sink::JOB_ID_HEADER;
+
 /// What the relay prints (to stderr) before its address; `ServerProcess` waits for it.
 pub const LISTENING: &str = "hookq-bench relay listening";
-/// The header the sink counts deliveries by.
-const JOB_ID_HEADER: &str = "x-hookq-job-id";
 /// The JSON answer to a forwarded job.
 const CREATED_BODY: &str = r#"{"ok":true}"#;
 

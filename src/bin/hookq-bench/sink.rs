@@ -16,7 +16,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use tokio_util::sync::CancellationToken;
 
-const JOB_ID_HEADER: &str = "x-hookq-job-id";
+/// The header deliveries are counted by (hookq sets it; so does the relay).
+pub const JOB_ID_HEADER: &str = "x-hookq-job-id";
 /// How often `wait_for` looks at the counter.
 const POLL: Duration = Duration::from_millis(2);
 
