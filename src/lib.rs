@@ -23,9 +23,12 @@ pub mod http_server;
 pub mod json;
 pub mod maintenance;
 pub mod model;
-pub mod signature;
 pub mod store;
 pub mod telemetry;
+
+/// `X-HYPER-SIGNATURE` signing and verification: the `hookq-signature` crate, which Rust
+/// workers use on its own.
+pub use hookq_signature as signature;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
