@@ -47,8 +47,9 @@ trait WriteOp: Send {
     fn durability(&self) -> Durability;
     /// Whether the operation runs inside its own savepoint (it may run several statements).
     fn needs_savepoint(&self) -> bool;
-    /// Run the operation's statements. Returns false if it failed (its savepoint is rolled back).
-    fn apply(&mut self, conn: &Connection) -> bool;
+    /// Run the operation's statements. Returns its error if it failed (its savepoint, if any,
+    /// is then rolled back).
+    fn apply(&mut self, conn: &Connection) -> Option<StoreError>;
     /// Deliver the result once the batch's fate is known.
     fn finish(self: Box<Self>, commit: Result<(), StoreError>);
 }
@@ -78,14 +79,14 @@ where
         self.savepoint
     }
 
-    fn apply(&mut self, conn: &Connection) -> bool {
+    fn apply(&mut self, conn: &Connection) -> Option<StoreError> {
         let Some(run) = self.run.take() else {
-            return false;
+            return Some(StoreError::Closed);
         };
         let result = run(conn);
-        let ok = result.is_ok();
+        let error = result.as_ref().err().cloned();
         self.result = Some(result);
-        ok
+        error
     }
 
     fn finish(self: Box<Self>, commit: Result<(), StoreError>) {
@@ -304,6 +305,14 @@ fn set_synchronous(
 
 /// Apply every operation inside one transaction, each in its own savepoint unless it is a
 /// single statement, and commit.
+///
+/// A failed operation normally leaves the transaction open: its statement (or savepoint) is
+/// undone and its neighbours go on. But on some errors (`SQLITE_FULL`, `IOERR`, `NOMEM`,
+/// `BUSY`, `INTERRUPT`) SQLite may roll back the *whole* transaction by itself. Going on then
+/// would run the rest of the batch in autocommit mode, each statement committing on its own,
+/// while every caller is told that the batch failed: a stored job answered with a 5xx, and
+/// duplicated by the producer's retry. So after every operation the writer checks that the
+/// transaction is still open, and fails the whole batch (nothing of it is stored) if not.
 fn apply_batch(conn: &Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), StoreError> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = (|| {
@@ -311,11 +320,14 @@ fn apply_batch(conn: &Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), 
         for op in batch.iter_mut() {
             if !op.needs_savepoint() {
                 // A failed statement has undone itself; its error goes to its caller.
-                op.apply(conn);
+                let failed = op.apply(conn);
+                check_still_in_transaction(conn, failed)?;
                 continue;
             }
             conn.prepare_cached("SAVEPOINT op")?.execute([])?;
-            if !op.apply(conn) {
+            let failed = op.apply(conn);
+            check_still_in_transaction(conn, failed.clone())?;
+            if failed.is_some() {
                 conn.prepare_cached("ROLLBACK TO op")?.execute([])?;
             }
             conn.prepare_cached("RELEASE op")?.execute([])?;
@@ -330,6 +342,28 @@ fn apply_batch(conn: &Connection, batch: &mut [Box<dyn WriteOp>]) -> Result<(), 
         tracing::error!(error = %err, "rollback after a failed batch failed");
     }
     result
+}
+
+/// Fail the batch if SQLite rolled back its transaction (see [`apply_batch`]). `failed` is
+/// the error of the operation just applied, if any: a full disk stays a full disk for every
+/// caller of the batch.
+fn check_still_in_transaction(
+    conn: &Connection,
+    failed: Option<StoreError>,
+) -> Result<(), StoreError> {
+    if !conn.is_autocommit() {
+        return Ok(());
+    }
+    Err(match failed {
+        Some(StoreError::StorageFull) => StoreError::StorageFull,
+        Some(cause) => StoreError::Other(anyhow::anyhow!(
+            "the database rolled back the whole write batch after a failed operation ({cause}); \
+             nothing in it was stored"
+        )),
+        None => StoreError::Other(anyhow::anyhow!(
+            "the write batch's transaction ended early; nothing in it was stored"
+        )),
+    })
 }
 
 #[cfg(test)]
@@ -395,6 +429,104 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(values, vec![1, 3]);
+    }
+
+    /// Holds the writer thread inside an operation until the sender is dropped or sent to,
+    /// so that the operations sent meanwhile are applied together, in one batch, after it.
+    async fn hold_writer(writer: &Writer) -> std::sync::mpsc::Sender<()> {
+        let (entered, has_entered) = oneshot::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let w = writer.clone();
+        tokio::spawn(async move {
+            w.write(move |_| {
+                let _ = entered.send(());
+                let _ = released.recv();
+                Ok(())
+            })
+            .await
+        });
+        has_entered.await.unwrap();
+        release
+    }
+
+    fn count_rows(conn: &Connection) -> StoreResult<i64> {
+        Ok(conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?)
+    }
+
+    /// A fault after which SQLite has rolled back the whole transaction.
+    #[derive(Debug, Clone, Copy)]
+    enum Fault {
+        /// A real `SQLITE_INTERRUPT` in the middle of an INSERT: SQLite documents that it
+        /// rolls back the whole explicit transaction.
+        Interrupt,
+        /// The automatic rollback SQLite may do on FULL, IOERR, NOMEM or BUSY, done by hand.
+        Rollback,
+    }
+
+    fn inject(fault: Fault, conn: &Connection) -> StoreResult<usize> {
+        match fault {
+            Fault::Interrupt => {
+                // Interrupt once the INSERT has written some rows.
+                conn.progress_handler(1000, Some(|| true));
+                let result = conn.execute(
+                    "INSERT INTO t(v) WITH RECURSIVE n(x) AS
+                         (SELECT 100 UNION ALL SELECT x + 1 FROM n WHERE x < 100000)
+                     SELECT x FROM n",
+                    [],
+                );
+                conn.progress_handler(0, None::<fn() -> bool>);
+                Ok(result?)
+            }
+            Fault::Rollback => {
+                conn.execute_batch("ROLLBACK")?;
+                Err(StoreError::Other(anyhow::anyhow!("injected: disk I/O error")))
+            }
+        }
+    }
+
+    /// SQLite may roll back a whole transaction by itself. The writer must then fail the
+    /// whole batch; were it to go on, the operations after the fault would each commit on
+    /// their own (autocommit) while their callers are told that they failed.
+    #[tokio::test]
+    async fn a_transaction_rolled_back_by_sqlite_fails_the_whole_batch_and_stores_nothing() {
+        for fault in [Fault::Interrupt, Fault::Rollback] {
+            let (writer, _dir) = writer();
+            let release = hold_writer(&writer).await;
+            type Pending = std::pin::Pin<Box<dyn Future<Output = StoreResult<usize>> + Send>>;
+            let insert = |v: i64, single: bool| -> Pending {
+                let w = writer.clone();
+                let op = move |c: &Connection| Ok(c.execute("INSERT INTO t(v) VALUES (?1)", [v])?);
+                Box::pin(async move {
+                    if single {
+                        w.write_one_statement(Durability::Required, op, None).await
+                    } else {
+                        w.write(op).await
+                    }
+                })
+            };
+            let w = writer.clone();
+            let mut ops: Vec<Pending> = vec![
+                insert(1, true),
+                insert(2, false),
+                Box::pin(async move {
+                    w.write_one_statement(Durability::Required, move |c| inject(fault, c), None)
+                        .await
+                }),
+                insert(3, true),
+                insert(4, false),
+            ];
+            // One poll each sends every operation to the held writer, in this order.
+            for op in &mut ops {
+                assert!(futures_util::poll!(op.as_mut()).is_pending());
+            }
+            drop(release);
+            for (index, op) in ops.into_iter().enumerate() {
+                let result = op.await;
+                assert!(result.is_err(), "{fault:?}: operation {index}: {result:?}");
+            }
+            let stored = writer.write(count_rows).await.unwrap();
+            assert_eq!(stored, 0, "{fault:?}: callers told of a failure had rows stored");
+        }
     }
 
     #[tokio::test]
