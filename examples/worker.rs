@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Json;
 use axum::routing::post;
 use clap::Parser;
-use hookq::signature;
+use hookq_signature as signature;
 use serde_json::{Value, json};
 
 /// How far the signed timestamp may be from our clock (replay window).

@@ -9,7 +9,9 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::dispatch::guard::AddressPolicy;
+use crate::store::StoreOptions;
 use crate::store::sealing::{MasterKey, Sealing};
+use crate::store::sqlite::Synchronous;
 
 /// Flags of `hookq serve` (also the default command). Every flag has a `HOOKQ_*` variable.
 #[derive(Debug, Clone, Args)]
@@ -112,8 +114,8 @@ pub struct ServeArgs {
 
     /// SQLite `synchronous` setting: FULL survives power loss; NORMAL survives process
     /// crashes only, and is faster.
-    #[arg(long, env = "HOOKQ_SYNCHRONOUS", default_value = "full", value_parser = ["full", "normal"], ignore_case = true)]
-    pub synchronous: String,
+    #[arg(long, env = "HOOKQ_SYNCHRONOUS", default_value = "full", value_name = "full|normal", value_parser = parse_synchronous)]
+    pub synchronous: Synchronous,
 
     /// Time in-flight deliveries get to finish on shutdown before their leases are left
     /// to expire (and the jobs are delivered again on restart).
@@ -151,22 +153,6 @@ pub struct Config {
     pub shutdown_grace: Duration,
 }
 
-/// SQLite's durability level for commits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Synchronous {
-    Full,
-    Normal,
-}
-
-impl Synchronous {
-    pub fn pragma_value(self) -> &'static str {
-        match self {
-            Self::Full => "FULL",
-            Self::Normal => "NORMAL",
-        }
-    }
-}
-
 /// The server's API key. Does not print.
 #[derive(Clone)]
 pub struct ApiKey(String);
@@ -199,6 +185,14 @@ impl Config {
     /// The key the /admin routes require, if any: the admin key, else the API key.
     pub fn admin_key(&self) -> Option<&ApiKey> {
         self.admin_key.as_ref().or(self.api_key.as_ref())
+    }
+
+    /// Where the store keeps its data, and how it commits.
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions::Sqlite {
+            path: self.db_path.clone(),
+            synchronous: self.synchronous,
+        }
     }
 
     /// The master keys the store seals and opens queue secrets with.
@@ -272,11 +266,7 @@ impl Config {
             max_in_flight_per_queue: args.max_in_flight_per_queue.unwrap_or(args.max_in_flight),
             max_job_bytes: args.max_job_bytes,
             dispatch: args.dispatch,
-            synchronous: if args.synchronous.eq_ignore_ascii_case("normal") {
-                Synchronous::Normal
-            } else {
-                Synchronous::Full
-            },
+            synchronous: args.synchronous,
             shutdown_grace: args.shutdown_grace,
         };
         config.validate()?;
@@ -350,6 +340,10 @@ impl Config {
 pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     humantime::parse_duration(raw.trim())
         .map_err(|e| format!("`{raw}` is not a duration such as 500ms, 5s, 2m or 1h ({e})"))
+}
+
+fn parse_synchronous(raw: &str) -> Result<Synchronous, String> {
+    raw.parse()
 }
 
 fn parse_on_off(raw: &str) -> Result<bool, String> {

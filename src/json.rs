@@ -30,7 +30,7 @@ pub struct CanonicalJson(String);
 
 impl CanonicalJson {
     /// Wrap already-canonical text read back from storage (no re-validation).
-    pub fn from_stored(s: String) -> Self {
+    pub(crate) fn from_stored(s: String) -> Self {
         Self(s)
     }
 

@@ -41,40 +41,33 @@ use api::AppState;
 use config::Config;
 use dispatch::{Deliverer, Deliveries, DispatchConfig, Dispatcher, RetryPolicy, Wakeups};
 use maintenance::Maintenance;
-use store::{Store, WriterDone};
+use store::{Store, StoreDone};
 
 /// A hookq server, opened and bound but not yet serving.
 pub struct Server {
     listener: TcpListener,
     state: AppState,
-    writer_done: WriterDone,
+    store_done: StoreDone,
 }
 
 impl Server {
     /// Open (or create) the database and prepare to serve on `listener`.
     pub async fn build(config: Config, listener: TcpListener) -> anyhow::Result<Self> {
         config.validate()?;
-        let db_path = config.db_path.clone();
-        let synchronous = config.synchronous;
+        let options = config.store_options();
         let sealing = config.sealing();
         telemetry::handle();
-        let (store, writer_done) = tokio::task::spawn_blocking(move || {
-            Store::open(
-                &db_path,
-                synchronous,
-                sealing,
-                model::now_millis(),
-                |batch| {
-                    telemetry::writer_batch(
-                        batch.ops,
-                        std::time::Duration::from_micros(batch.commit_micros),
-                    );
-                },
-            )
+        let (store, store_done) = tokio::task::spawn_blocking(move || {
+            Store::open(options, sealing, model::now_millis(), |batch| {
+                telemetry::writer_batch(
+                    batch.ops,
+                    std::time::Duration::from_micros(batch.commit_micros),
+                );
+            })
         })
         .await
         .context("store start-up task failed")??;
-        tracing::info!(db = %store.path().display(), "database open");
+        tracing::info!(db = %store.location().display(), "database open");
         let wakeups = Wakeups::default();
         let deliveries = if config.dispatch {
             let deliverer = Deliverer::new(
@@ -110,7 +103,7 @@ impl Server {
                 alerts: Arc::default(),
                 shutdown: CancellationToken::new(),
             }),
-            writer_done,
+            store_done,
         })
     }
 
@@ -124,7 +117,7 @@ impl Server {
         let Self {
             listener,
             state,
-            writer_done,
+            store_done,
         } = self;
         let config = state.config.clone();
         let background = CancellationToken::new();
@@ -170,7 +163,7 @@ impl Server {
         maintenance.await.context("maintenance task failed")?;
         metrics_upkeep.await.context("metrics upkeep task failed")?;
         drop(state);
-        tokio::task::spawn_blocking(move || writer_done.wait())
+        tokio::task::spawn_blocking(move || store_done.wait())
             .await
             .context("waiting for the writer failed")?;
         tracing::info!("database closed; bye");

@@ -76,8 +76,8 @@ impl Maintenance {
                 _ = alerts.tick() => { self.check_alerts(now_millis()).await; }
                 _ = retention.tick() => { self.purge_dead_letters(now_millis()).await; }
                 _ = optimize.tick() => {
-                    if let Err(err) = self.store.optimize().await {
-                        tracing::warn!(error = %err, "PRAGMA optimize failed");
+                    if let Err(err) = self.store.maintain().await {
+                        tracing::warn!(error = %err, "store upkeep failed");
                     }
                 }
             }
@@ -166,7 +166,7 @@ impl Maintenance {
 
     /// Evaluate the alert conditions; log each one when it starts and when it clears.
     pub async fn check_alerts(&self, now: UnixMillis) {
-        let stats = match self.store.dlq_stats(now).await {
+        let stats = match self.store.dlq_stats(now, REPEAT_FAILURE_REPLAYS).await {
             Ok(stats) => stats,
             Err(err) => {
                 tracing::error!(error = %err, "cannot read dead-letter stats for alerts");

@@ -1,12 +1,13 @@
 //! Dead-letter administration (`/admin/dlq…`): list with cursor pagination, stats, replay,
 //! acknowledge, delete. Dead letters are identified by their job id.
 
+use std::collections::BTreeMap;
+
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -16,8 +17,11 @@ use super::AppState;
 use super::body::{parse_json, read_limited};
 use super::cursor::Cursor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
+use crate::maintenance::REPEAT_FAILURE_REPLAYS;
 use crate::model::{JobId, QueueName, now_millis};
-use crate::store::{DlqState, Filter, Selection};
+use crate::store::{
+    DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, PageRequest, Selection,
+};
 
 pub const DEFAULT_PAGE: usize = 50;
 pub const MAX_PAGE: usize = 100;
@@ -67,68 +71,116 @@ struct ListParams {
     include_payload: Option<String>,
 }
 
-/// A dead letter (the serialized form of `store::DeadLetter`, plus the payload on request).
-#[derive(Serialize, ToSchema)]
-#[allow(dead_code)] // documentation only
+/// A dead letter, as the admin API shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DeadLetterMessage {
     /// The job id.
     #[schema(format = "uuid")]
-    id: String,
-    queue: String,
+    pub id: String,
+    pub queue: String,
     /// The queue's target when the job failed.
-    target: String,
+    pub target: String,
     /// Unix milliseconds.
-    created_at: i64,
+    pub created_at: i64,
     /// Unix milliseconds.
-    failed_at: i64,
-    attempts: u32,
-    failure_reason: FailureReasonName,
-    last_error: Option<String>,
+    pub failed_at: i64,
+    pub attempts: u32,
+    pub failure_reason: FailureReasonName,
+    pub last_error: Option<String>,
     /// The worker's last HTTP status; `null` for transport errors.
-    last_status: Option<u16>,
-    status: DlqStateName,
-    replay_count: u32,
-    replayed_at: Option<i64>,
-    acknowledged_at: Option<i64>,
+    pub last_status: Option<u16>,
+    pub status: DlqStateName,
+    pub replay_count: u32,
+    pub replayed_at: Option<i64>,
+    pub acknowledged_at: Option<i64>,
     /// The job, only with `include_payload=true`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    payload: Option<Value>,
+    pub payload: Option<Box<RawValue>>,
+}
+
+impl TryFrom<DeadLetter> for DeadLetterMessage {
+    type Error = ApiError;
+
+    fn try_from(letter: DeadLetter) -> ApiResult<Self> {
+        let payload = letter
+            .payload
+            .map(|json| RawValue::from_string(json.into_string()))
+            .transpose()
+            .map_err(|e| ApiError::Internal(e.into()))?;
+        Ok(Self {
+            id: letter.id.to_string(),
+            queue: letter.queue.to_string(),
+            target: letter.target,
+            created_at: letter.created_at,
+            failed_at: letter.failed_at,
+            attempts: letter.attempts,
+            failure_reason: letter.failure_reason.into(),
+            last_error: letter.last_error,
+            last_status: letter.last_status,
+            status: letter.status.into(),
+            replay_count: letter.replay_count,
+            replayed_at: letter.replayed_at,
+            acknowledged_at: letter.acknowledged_at,
+            payload,
+        })
+    }
 }
 
 /// Why a job was dead-lettered.
-#[derive(Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-#[allow(dead_code)] // documentation only: `store::FailureReason`
 pub enum FailureReasonName {
     MaxAttemptsReached,
     /// Not delivered within `HOOKQ_JOB_TTL`.
     Expired,
 }
 
-/// A dead letter's state (`store::DlqState`).
-#[derive(Serialize, ToSchema)]
+impl From<FailureReason> for FailureReasonName {
+    fn from(reason: FailureReason) -> Self {
+        match reason {
+            FailureReason::MaxAttemptsReached => Self::MaxAttemptsReached,
+            FailureReason::Expired => Self::Expired,
+        }
+    }
+}
+
+/// A dead letter's state in its admin lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-#[allow(dead_code)] // documentation only
 pub enum DlqStateName {
+    /// Awaiting action.
     Pending,
+    /// Claimed by a replay in progress.
     Replaying,
+    /// Put back on its queue (kept for audit).
     Replayed,
+    /// Dismissed by an operator (kept for audit).
     Acknowledged,
 }
 
+impl From<DlqState> for DlqStateName {
+    fn from(state: DlqState) -> Self {
+        match state {
+            DlqState::Pending => Self::Pending,
+            DlqState::Replaying => Self::Replaying,
+            DlqState::Replayed => Self::Replayed,
+            DlqState::Acknowledged => Self::Acknowledged,
+        }
+    }
+}
+
 /// A page of dead letters, newest failure first.
-#[derive(Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct DlqPage {
-    ok: bool,
-    #[schema(value_type = Vec<DeadLetterMessage>)]
-    messages: Vec<Value>,
+    pub ok: bool,
+    pub messages: Vec<DeadLetterMessage>,
     /// How many dead letters match the filter, all pages together.
-    total_count: u64,
-    limit: usize,
+    pub total_count: u64,
+    pub limit: usize,
     /// The cursor of the next page; `null` on the last page.
-    next_cursor: Option<String>,
-    has_more: bool,
+    pub next_cursor: Option<String>,
+    pub has_more: bool,
 }
 
 fn parse_queue(raw: &str) -> ApiResult<QueueName> {
@@ -195,86 +247,113 @@ async fn list(
         queue,
         state: status,
     };
-    let (mut letters, total) = state
-        .store
-        .list_dead_letters(filter, after, limit + 1, true, include_payload)
-        .await?;
+    let page = PageRequest {
+        after,
+        limit: limit + 1,
+        newest_first: true,
+        with_payload: include_payload,
+        with_total: true,
+    };
+    let DeadLetterPage { mut letters, total } = state.store.list_dead_letters(filter, page).await?;
     let has_more = letters.len() > limit;
     letters.truncate(limit);
-    let next_cursor = has_more.then(|| letters.last()).flatten().map(|l| {
-        Cursor::Error(crate::store::Position {
-            failed_at: l.failed_at,
-            id: l.id,
-        })
-        .encode()
-    });
+    let next_cursor = has_more
+        .then(|| letters.last())
+        .flatten()
+        .map(|letter| Cursor::Error(letter.position()).encode());
     let messages = letters
         .into_iter()
-        .map(|letter| {
-            let payload = letter.payload.clone();
-            let mut message =
-                serde_json::to_value(&letter).map_err(|e| ApiError::Internal(e.into()))?;
-            if let Some(payload) = payload {
-                let raw =
-                    RawValue::from_string(payload).map_err(|e| ApiError::Internal(e.into()))?;
-                message["payload"] =
-                    serde_json::to_value(raw).map_err(|e| ApiError::Internal(e.into()))?;
-            }
-            Ok(message)
-        })
+        .map(DeadLetterMessage::try_from)
         .collect::<ApiResult<Vec<_>>>()?;
     Ok(Json(DlqPage {
         ok: true,
         messages,
-        total_count: total,
+        total_count: total.unwrap_or_default(),
         limit,
         next_cursor,
         has_more,
     }))
 }
 
-/// Dead-letter figures (the serialized form of `store::DlqStats`, plus `ok`).
-#[derive(Serialize, ToSchema)]
-#[allow(dead_code)] // documentation only
+/// Dead-letter figures.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct DlqStatsView {
     /// Dead letters per state (every state is present).
-    by_status: std::collections::BTreeMap<String, u64>,
+    pub by_status: BTreeMap<String, u64>,
     /// Pending dead letters per queue.
-    by_queue: std::collections::BTreeMap<String, u64>,
+    pub by_queue: BTreeMap<String, u64>,
     /// Unix milliseconds.
-    oldest_pending_failed_at: Option<i64>,
-    oldest_pending_age_ms: Option<i64>,
+    pub oldest_pending_failed_at: Option<i64>,
+    pub oldest_pending_age_ms: Option<i64>,
     /// Queues with the most pending dead letters, most first (at most 10).
-    top_failing_queues: Vec<QueueCount>,
+    pub top_failing_queues: Vec<QueueCount>,
     /// Last HTTP statuses among pending dead letters, most first.
-    top_status_codes: Vec<StatusCount>,
+    pub top_status_codes: Vec<StatusCount>,
     /// Pending dead letters already replayed more than twice.
-    repeat_failures: u64,
-    last_24h: Last24hView,
-    ok: bool,
+    pub repeat_failures: u64,
+    pub last_24h: Last24hView,
+    pub ok: bool,
 }
 
-#[derive(Serialize, ToSchema)]
-#[allow(dead_code)] // documentation only
+impl From<DlqStats> for DlqStatsView {
+    fn from(stats: DlqStats) -> Self {
+        Self {
+            by_status: stats
+                .by_status
+                .into_iter()
+                .map(|(state, count)| (state.to_owned(), count))
+                .collect(),
+            by_queue: stats.by_queue,
+            oldest_pending_failed_at: stats.oldest_pending_failed_at,
+            oldest_pending_age_ms: stats.oldest_pending_age_ms,
+            top_failing_queues: stats
+                .top_failing_queues
+                .into_iter()
+                .map(|c| QueueCount {
+                    key: c.key,
+                    count: c.count,
+                })
+                .collect(),
+            top_status_codes: stats
+                .top_status_codes
+                .into_iter()
+                .map(|c| StatusCount {
+                    key: c.key,
+                    count: c.count,
+                })
+                .collect(),
+            repeat_failures: stats.repeat_failures,
+            last_24h: Last24hView {
+                new_failures: stats.last_24h.new_failures,
+                replayed: stats.last_24h.replayed,
+                acknowledged: stats.last_24h.acknowledged,
+            },
+            ok: true,
+        }
+    }
+}
+
+/// A queue with its count of pending dead letters.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct QueueCount {
-    key: String,
-    count: u64,
+    pub key: String,
+    pub count: u64,
 }
 
-#[derive(Serialize, ToSchema)]
-#[allow(dead_code)] // documentation only
+/// An HTTP status with its count among pending dead letters.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct StatusCount {
     /// An HTTP status; `null` = transport errors.
-    key: Option<u16>,
-    count: u64,
+    pub key: Option<u16>,
+    pub count: u64,
 }
 
-#[derive(Serialize, ToSchema)]
-#[allow(dead_code)] // documentation only
+/// Dead-letter activity over the last 24 hours.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Last24hView {
-    new_failures: u64,
-    replayed: u64,
-    acknowledged: u64,
+    pub new_failures: u64,
+    pub replayed: u64,
+    pub acknowledged: u64,
 }
 
 /// Dead-letter figures: by state, by queue, oldest pending, top failing queues and statuses.
@@ -289,11 +368,12 @@ pub struct Last24hView {
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
 )]
-async fn stats(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let stats = state.store.dlq_stats(now_millis()).await?;
-    let mut body = serde_json::to_value(stats).map_err(|e| ApiError::Internal(e.into()))?;
-    body["ok"] = Value::Bool(true);
-    Ok(Json(body))
+async fn stats(State(state): State<AppState>) -> ApiResult<Json<DlqStatsView>> {
+    let stats = state
+        .store
+        .dlq_stats(now_millis(), REPEAT_FAILURE_REPLAYS)
+        .await?;
+    Ok(Json(stats.into()))
 }
 
 /// `{"ids":[…]}` or `{"queue":"…","all":true}`; `delay_seconds` on replay only.
@@ -414,19 +494,30 @@ async fn replay(State(state): State<AppState>, body: Body) -> ApiResult<Json<Rep
                 queue: Some(queue.clone()),
                 state: Some(DlqState::Pending),
             };
+            let count_only = PageRequest {
+                after: None,
+                limit: 0,
+                newest_first: true,
+                with_payload: false,
+                with_total: true,
+            };
             state
                 .store
-                .list_dead_letters(filter, None, 1, true, false)
+                .list_dead_letters(filter, count_only)
                 .await?
-                .1
+                .total
+                .unwrap_or_default()
         }
     };
     let now = now_millis();
     let run_at = now + (delay as i64) * 1000;
     let (claimed, report) = state.store.replay(selection, now, run_at).await?;
-    if state.config.dispatch && !report.replayed.is_empty() {
-        for queue in state.store.registry().all() {
-            state.wakeups.mark_due(&queue.name, run_at);
+    if state.config.dispatch {
+        // Only the queues that got jobs back.
+        let queues: std::collections::BTreeSet<&QueueName> =
+            report.replayed.iter().map(|(_, queue)| queue).collect();
+        for queue in queues {
+            state.wakeups.mark_due(queue, run_at);
         }
     }
     tracing::info!(

@@ -18,7 +18,8 @@ use super::openapi::IdBody;
 use super::queues::existing_queue_name;
 use crate::model::{JobId, JobStatus, QueueName, now_millis};
 use crate::store::{
-    AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, Position, Selection,
+    AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, PageRequest, Position,
+    Selection,
 };
 
 pub const DEFAULT_PAGE: usize = 100;
@@ -33,13 +34,23 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// A job's status in the hyper Queue API.
-#[derive(ToSchema)]
-#[allow(dead_code, clippy::upper_case_acronyms)] // documentation only: `JobStatus::as_str`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum JobStatusName {
     /// Waiting, scheduled for a retry, or in flight.
-    READY,
-    /// A pending dead letter: its attempts are spent, or it expired.
-    ERROR,
+    Ready,
+    /// A dead letter: its attempts are spent, or it expired. Listings show pending ones;
+    /// the single-job route shows every dead letter but a replayed one.
+    Error,
+}
+
+impl From<JobStatus> for JobStatusName {
+    fn from(status: JobStatus) -> Self {
+        match status {
+            JobStatus::Ready => Self::Ready,
+            JobStatus::Error => Self::Error,
+        }
+    }
 }
 
 /// A job as the API shows it.
@@ -48,8 +59,7 @@ pub enum JobStatusName {
 pub struct JobView {
     #[schema(format = "uuid")]
     id: String,
-    #[schema(value_type = JobStatusName)]
-    status: &'static str,
+    status: JobStatusName,
     /// The job, as stored (canonical JSON).
     #[schema(value_type = Object)]
     job: Box<RawValue>,
@@ -73,14 +83,12 @@ pub struct JobView {
     last_status: Option<u16>,
     /// Failed attempts, oldest first (only on the single-job route).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<AttemptView>>)]
-    history: Option<Vec<AttemptRecord>>,
+    history: Option<Vec<AttemptView>>,
 }
 
-/// One failed delivery attempt (the serialized form of `store::AttemptRecord`).
-#[derive(Serialize, ToSchema)]
+/// One failed delivery attempt.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-#[allow(dead_code)] // documentation only
 pub struct AttemptView {
     attempt: u32,
     /// Unix milliseconds.
@@ -92,11 +100,23 @@ pub struct AttemptView {
     error: String,
 }
 
+impl From<AttemptRecord> for AttemptView {
+    fn from(record: AttemptRecord) -> Self {
+        Self {
+            attempt: record.attempt,
+            at: record.at,
+            status: record.status,
+            latency_ms: record.latency_ms,
+            error: record.error,
+        }
+    }
+}
+
 impl TryFrom<JobRecord> for JobView {
     type Error = ApiError;
 
     fn try_from(record: JobRecord) -> ApiResult<Self> {
-        let job = RawValue::from_string(record.payload).map_err(|e| {
+        let job = RawValue::from_string(record.payload.into_string()).map_err(|e| {
             ApiError::Internal(anyhow::anyhow!(
                 "stored payload of job {} is not JSON: {e}",
                 record.id
@@ -108,7 +128,7 @@ impl TryFrom<JobRecord> for JobView {
         };
         Ok(Self {
             id: record.id.to_string(),
-            status: status.as_str(),
+            status: status.into(),
             job,
             queue: record.queue.to_string(),
             attempts: record.attempts,
@@ -195,11 +215,18 @@ pub async fn list_jobs(
                 queue: Some(name),
                 state: Some(DlqState::Pending),
             };
-            let (letters, _) = state
+            let page = PageRequest {
+                after,
+                limit: limit + 1,
+                newest_first: false,
+                with_payload: true,
+                with_total: false,
+            };
+            let records = state
                 .store
-                .list_dead_letters(filter, after, limit + 1, false, true)
-                .await?;
-            let records = letters
+                .list_dead_letters(filter, page)
+                .await?
+                .letters
                 .into_iter()
                 .map(DeadLetter::into_job_record)
                 .collect();
@@ -281,7 +308,7 @@ async fn get_job(
     require_queue(&state, &queue)?;
     let (record, history) = state.store.get_job(queue, id).await?;
     let mut view = JobView::try_from(record)?;
-    view.history = Some(history);
+    view.history = Some(history.into_iter().map(AttemptView::from).collect());
     Ok(Json(view))
 }
 

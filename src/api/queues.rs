@@ -223,7 +223,6 @@ async fn enqueue(
     }
     let id = JobId::new();
     let now = now_millis();
-    let payload = payload.into_string();
     // While no job waits to be claimed, the job is delivered straight after the commit;
     // otherwise the dispatcher claims it in turn.
     let handoff = state
@@ -240,7 +239,7 @@ async fn enqueue(
                     payload,
                     now,
                     handoff.leased_until,
-                    handoff.on_commit,
+                    handoff.after_commit,
                 )
                 .await?
         }

@@ -8,6 +8,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderValue, LOCATION, RETRY_AFTER, USER_AGE
 use std::sync::Arc;
 
 use super::guard::{AddressPolicy, GuardedResolver};
+use crate::json::CanonicalJson;
 use crate::model::{JobId, UnixMillis};
 use crate::signature;
 use crate::store::Queue;
@@ -71,7 +72,7 @@ impl Deliverer {
         queue: &Queue,
         id: JobId,
         attempt: u32,
-        payload: String,
+        payload: CanonicalJson,
         now: UnixMillis,
     ) -> AttemptResult {
         if let Err(error) = self.check_target(queue) {
@@ -97,7 +98,7 @@ impl Deliverer {
             );
         }
         let started = Instant::now();
-        let response = match request.body(payload).send().await {
+        let response = match request.body(payload.into_string()).send().await {
             Ok(response) => response,
             Err(err) => return transport_failure(&err, started),
         };

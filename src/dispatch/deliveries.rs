@@ -19,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{Breakers, Deliverer, Delivery, DispatchConfig, RetryPolicy, Wakeups};
+use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
-use crate::store::{ClaimedJob, OnCommit, Queue, Store};
+use crate::store::{AfterCommit, ClaimedJob, Queue, Store};
 use crate::telemetry;
 
 /// The delivery machinery, cheap to clone.
@@ -79,7 +80,7 @@ impl Drop for Slot {
 /// unused (the insert failed), it gives its slot back.
 pub struct Handoff {
     pub leased_until: UnixMillis,
-    pub on_commit: OnCommit<()>,
+    pub after_commit: AfterCommit,
 }
 
 impl Deliveries {
@@ -164,7 +165,7 @@ impl Deliveries {
         &self,
         queue: &Arc<Queue>,
         id: JobId,
-        payload: &str,
+        payload: &CanonicalJson,
         now: UnixMillis,
     ) -> Option<Handoff> {
         let inner = &self.inner;
@@ -175,7 +176,7 @@ impl Deliveries {
         let leased_until = self.lease_until(now);
         let job = ClaimedJob {
             id,
-            payload: payload.to_owned(),
+            payload: payload.clone(),
             attempt: 1,
             created_at: now,
             leased_until,
@@ -184,7 +185,7 @@ impl Deliveries {
         let queue = queue.clone();
         Some(Handoff {
             leased_until,
-            on_commit: Box::new(move |_: &()| deliveries.start(queue, job, slot)),
+            after_commit: Box::new(move || deliveries.start(queue, job, slot)),
         })
     }
 
@@ -238,10 +239,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Synchronous;
     use crate::dispatch::guard::AddressPolicy;
     use crate::model::{Target, now_millis};
     use crate::store::Sealing;
+    use crate::store::StoreOptions;
+    use crate::store::sqlite::Synchronous;
 
     struct Fixture {
         deliveries: Deliveries,
@@ -255,8 +257,10 @@ mod tests {
     fn fixture() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let (store, _done) = Store::open(
-            &dir.path().join("d.db"),
-            Synchronous::Normal,
+            StoreOptions::Sqlite {
+                path: dir.path().join("d.db"),
+                synchronous: Synchronous::Normal,
+            },
             Sealing::none(),
             now_millis(),
             |_| {},
@@ -294,7 +298,9 @@ mod tests {
     }
 
     fn handoff(f: &Fixture, now: UnixMillis) -> Option<Handoff> {
-        f.deliveries.try_handoff(&f.queue, JobId::new(), "{}", now)
+        let payload = crate::json::canonicalize(b"{}").expect("JSON");
+        f.deliveries
+            .try_handoff(&f.queue, JobId::new(), &payload, now)
     }
 
     #[tokio::test]

@@ -1,8 +1,10 @@
 //! The errors a store operation can end in, typed so the API can map each to a status code.
+//! No backend's own error type shows through: a database failure is carried as an opaque
+//! cause, for logs.
 
-use rusqlite::ErrorCode;
+use std::sync::Arc;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("queue not found")]
     QueueNotFound,
@@ -16,43 +18,19 @@ pub enum StoreError {
     /// The disk (or the database's size limit) is full: nothing was written.
     #[error("storage is full")]
     StorageFull,
-    /// The writer has stopped (shutting down, or it failed and gave up).
+    /// The store has stopped (shutting down, or its writer failed and gave up).
     #[error("the store is shutting down")]
     Closed,
+    /// The database failed the operation; the cause is for logs.
     #[error("database error: {0}")]
-    Sqlite(rusqlite::Error),
+    Database(Arc<dyn std::error::Error + Send + Sync>),
     #[error("{0:#}")]
-    Other(anyhow::Error),
-}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(err: rusqlite::Error) -> Self {
-        match err.sqlite_error_code() {
-            Some(ErrorCode::DiskFull) => Self::StorageFull,
-            _ => Self::Sqlite(err),
-        }
-    }
+    Other(Arc<anyhow::Error>),
 }
 
 impl From<anyhow::Error> for StoreError {
     fn from(err: anyhow::Error) -> Self {
-        Self::Other(err)
-    }
-}
-
-/// A failure that happened to a whole batch (its commit), shared by every operation in it.
-impl Clone for StoreError {
-    fn clone(&self) -> Self {
-        match self {
-            Self::QueueNotFound => Self::QueueNotFound,
-            Self::QueueExists => Self::QueueExists,
-            Self::JobNotFound => Self::JobNotFound,
-            Self::JobConflict(m) => Self::JobConflict(m),
-            Self::StorageFull => Self::StorageFull,
-            Self::Closed => Self::Closed,
-            Self::Sqlite(e) => Self::Other(anyhow::anyhow!("database error: {e}")),
-            Self::Other(e) => Self::Other(anyhow::anyhow!("{e:#}")),
-        }
+        Self::Other(Arc::new(err))
     }
 }
 

@@ -1,191 +1,164 @@
-//! Durable storage on one SQLite file: a single writer thread with group commit
-//! ([`writer`]), a pool of read-only connections ([`reader`]), the SQL of each table
-//! ([`queues`], [`jobs`]) and the schema migrations ([`connection`]).
+//! Durable storage behind one port: [`Store`]. The rest of the server enqueues, claims,
+//! records outcomes, lists and administers dead letters through it, with the plain values of
+//! [`records`], and cannot tell which database holds them.
 //!
-//! [`Store`] is the one entry point: a cheap `Clone` of handles.
+//! - [`records`]: the domain values every backend reads and writes.
+//! - [`error`]: the failures a store operation can end in.
+//! - [`registry`]: the queues mirrored in memory, kept in commit order by the backend.
+//! - [`sealing`]: queue secrets encrypted at rest under the master key.
+//! - [`sqlite`]: the embedded backend (one file, WAL, a single writer with group commit).
+//! - [`testing`]: a read-only look into a database file, for tests.
 
-pub mod checkpointer;
-pub mod connection;
-pub mod dead_letters;
 pub mod error;
-pub mod jobs;
-pub mod queues;
-pub mod reader;
+pub mod records;
+pub mod registry;
 pub mod sealing;
-pub mod writer;
+pub mod sqlite;
+pub mod testing;
 
-use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 
-use anyhow::{Context, bail};
-
-pub use dead_letters::{DeadLetter, DlqState, DlqStats, Filter, Position, ReplayReport, Selection};
 pub use error::{StoreError, StoreResult};
-pub use jobs::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, Lease, Outcome};
-pub use queues::{Queue, Registry};
+pub use records::{
+    AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, Failure,
+    FailureReason, Filter, JobRecord, JobState, Last24h, Lease, Outcome, PageRequest, Position,
+    Queue, ReplayReport, Selection,
+};
+pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
-pub use writer::{BatchStats, OnCommit};
 
-use crate::config::Synchronous;
+use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
-use reader::ReadPool;
-use writer::{Durability, Writer};
+use sqlite::{SqliteStore, Synchronous};
 
-const READ_POOL_SIZE: usize = 4;
-
-#[derive(Clone)]
-pub struct Store {
-    writer: Writer,
-    reader: ReadPool,
-    registry: Registry,
-    /// The master keys queue secrets are sealed with (if any).
-    sealing: Arc<Sealing>,
-    path: Arc<PathBuf>,
-    /// Runs WAL checkpoints until the last clone of the store is dropped.
-    _checkpointer: Arc<checkpointer::Checkpointer>,
-    /// Held for the store's lifetime: one process per database file.
-    _lock: Arc<File>,
+/// Where the data lives and how it is committed.
+#[derive(Debug, Clone)]
+pub enum StoreOptions {
+    /// One SQLite file (created if missing).
+    Sqlite {
+        path: PathBuf,
+        synchronous: Synchronous,
+    },
 }
 
-/// Signalled when the writer thread has committed its last batch and closed the database.
-pub struct WriterDone(std_mpsc::Receiver<()>);
+/// Runs right after the operation it was given with has committed, before any later write
+/// is acknowledged; dropped without running if the operation fails.
+pub type AfterCommit = Box<dyn FnOnce() + Send>;
 
-impl WriterDone {
-    /// Block until the writer is done (call after dropping every `Store` clone).
+/// Figures of one committed group of writes, for metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchStats {
+    pub ops: usize,
+    pub commit_micros: u64,
+}
+
+/// Signalled once the store has committed its last write and closed the database.
+pub struct StoreDone(std_mpsc::Receiver<()>);
+
+impl StoreDone {
+    pub(crate) fn new(done: std_mpsc::Receiver<()>) -> Self {
+        Self(done)
+    }
+
+    /// Block until the store is closed (call after dropping every `Store` clone).
     pub fn wait(self) {
         let _ = self.0.recv();
     }
 }
 
+/// The storage port: a cheap `Clone` of handles to one backend.
+#[derive(Clone)]
+pub struct Store {
+    backend: Backend,
+}
+
+#[derive(Clone)]
+enum Backend {
+    Sqlite(SqliteStore),
+}
+
+/// Run `$call` on the backend, whichever it is.
+macro_rules! on_backend {
+    ($store:expr, $db:ident => $call:expr) => {
+        match &$store.backend {
+            Backend::Sqlite($db) => $call,
+        }
+    };
+}
+
 impl Store {
-    /// Open (or create) the database at `path`, migrate it, release leases left by a previous
-    /// process, re-seal queue secrets with the current master key of `sealing` (rotation),
-    /// and start the writer thread.
+    /// Open (or create) the store, migrate its schema, release the leases of a previous run,
+    /// re-seal queue secrets with the current master key of `sealing` (rotation) and load
+    /// the queues. `on_batch` sees every committed group of writes.
     pub fn open(
-        path: &Path,
-        synchronous: Synchronous,
+        options: StoreOptions,
         sealing: Sealing,
         now: UnixMillis,
         on_batch: impl Fn(BatchStats) + Send + 'static,
-    ) -> anyhow::Result<(Self, WriterDone)> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create the directory {}", dir.display()))?;
+    ) -> anyhow::Result<(Self, StoreDone)> {
+        match options {
+            StoreOptions::Sqlite { path, synchronous } => {
+                let (db, done) = SqliteStore::open(&path, synchronous, sealing, now, on_batch)?;
+                Ok((
+                    Self {
+                        backend: Backend::Sqlite(db),
+                    },
+                    done,
+                ))
+            }
         }
-        let lock = lock_database(path)?;
-        let mut conn = connection::open_writer(path, synchronous)?;
-        connection::migrate(&mut conn)?;
-        let released = jobs::release_all_leases(&conn, now)
-            .context("cannot release the leases of the previous run")?;
-        if released > 0 {
-            tracing::warn!(
-                jobs = released,
-                "found jobs in flight from a previous run; they will be delivered again"
-            );
-        }
-        let reset = dead_letters::reset_interrupted_replays(&conn, now)
-            .context("cannot reset interrupted replays")?;
-        if reset > 0 {
-            tracing::warn!(
-                records = reset,
-                "a replay was interrupted; its records are pending again"
-            );
-        }
-        let registry = Registry::new(load_queues(&mut conn, &sealing)?);
-        conn.execute_batch("PRAGMA optimize=0x10002")?;
-        let reader = ReadPool::open(path, READ_POOL_SIZE)?;
-        let rewind = checkpointer::RewindFlag::default();
-        let checkpointer = checkpointer::Checkpointer::spawn(path, synchronous, rewind.clone())?;
-        let (writer, done) = Writer::spawn(conn, synchronous, rewind, on_batch)
-            .context("cannot start the writer")?;
-        Ok((
-            Self {
-                writer,
-                reader,
-                registry,
-                sealing: Arc::new(sealing),
-                path: Arc::new(path.to_owned()),
-                _checkpointer: Arc::new(checkpointer),
-                _lock: Arc::new(lock),
-            },
-            WriterDone(done),
-        ))
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the data lives, for logs.
+    pub fn location(&self) -> &Path {
+        on_backend!(self, db => db.path())
     }
 
     /// The queues, mirrored in memory.
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        on_backend!(self, db => db.registry())
     }
 
     pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
-        let registry = self.registry.clone();
-        let sealing = self.sealing.clone();
-        let stored = queue.clone();
-        self.writer
-            .write_then(
-                move |conn| queues::insert(conn, &queue, &sealing),
-                Some(Box::new(move |_: &()| registry.insert(stored))),
-            )
-            .await
+        on_backend!(self, db => db.create_queue(queue).await)
     }
 
     /// Delete a queue and all its jobs, READY and ERROR alike.
     pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
-        let registry = self.registry.clone();
-        let removed = name.clone();
-        self.writer
-            .write_then(
-                move |conn| queues::delete(conn, &name),
-                Some(Box::new(move |_: &()| registry.remove(&removed))),
-            )
-            .await
+        on_backend!(self, db => db.delete_queue(name).await)
     }
 
-    /// Store a job; returns once it is committed to disk.
+    /// Store a job; returns once it is durably committed.
     pub async fn enqueue(
         &self,
         queue: QueueName,
         id: JobId,
-        payload: String,
+        payload: CanonicalJson,
         now: UnixMillis,
     ) -> StoreResult<()> {
-        // One INSERT … SELECT: no savepoint needed.
-        self.writer
-            .write_one_statement(
-                Durability::Required,
-                move |conn| jobs::insert(conn, &queue, id, &payload, now),
-                None,
-            )
-            .await
+        on_backend!(self, db => db.enqueue(queue, id, payload, now).await)
     }
 
     /// Store a job already in flight (attempt 1, leased until `leased_until`) for a delivery
-    /// that `on_commit` starts right after the commit, on the writer thread; returns once it
-    /// is committed to disk. If the insert fails, `on_commit` is dropped without running.
+    /// that `after_commit` starts right after the commit; returns once it is durably
+    /// committed. If the insert fails, `after_commit` is dropped without running.
     pub async fn enqueue_leased(
         &self,
         queue: QueueName,
         id: JobId,
-        payload: String,
+        payload: CanonicalJson,
         now: UnixMillis,
         leased_until: UnixMillis,
-        on_commit: OnCommit<()>,
+        after_commit: AfterCommit,
     ) -> StoreResult<()> {
-        self.writer
-            .write_one_statement(
-                Durability::Required,
-                move |conn| jobs::insert_leased(conn, &queue, id, &payload, now, leased_until),
-                Some(on_commit),
-            )
-            .await
+        on_backend!(self, db => {
+            db.enqueue_leased(queue, id, payload, now, leased_until, after_commit)
+                .await
+        })
     }
 
+    /// Lease up to `limit` due jobs of `queue`, oldest first.
     pub async fn claim(
         &self,
         queue: QueueName,
@@ -193,52 +166,36 @@ impl Store {
         leased_until: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<ClaimedJob>> {
-        // Relaxed: a claim lost to a power cut is released at the next start. One
-        // UPDATE … RETURNING: no savepoint needed (were a returned row unreadable, its jobs
-        // would stay leased until the lease expires: delivered late, never lost).
-        self.writer
-            .write_one_statement(
-                Durability::Relaxed,
-                move |conn| jobs::claim(conn, &queue, now, leased_until, limit),
-                None,
-            )
-            .await
+        on_backend!(self, db => db.claim(queue, now, leased_until, limit).await)
     }
 
+    /// Record an attempt's outcome. False (nothing changed) if the lease was lost meanwhile.
     pub async fn record_outcome(
         &self,
         id: JobId,
         lease: Lease,
         outcome: Outcome,
     ) -> StoreResult<bool> {
-        // Relaxed: an outcome lost to a power cut means the job is delivered again, which
-        // at-least-once allows.
-        self.writer
-            .write_relaxed(move |conn| jobs::record_outcome(conn, id, lease, &outcome))
-            .await
+        on_backend!(self, db => db.record_outcome(id, lease, outcome).await)
     }
 
+    /// Remove a READY job that is not being delivered.
     pub async fn cancel(&self, queue: QueueName, id: JobId) -> StoreResult<()> {
-        self.writer
-            .write(move |conn| jobs::cancel(conn, &queue, id))
-            .await
+        on_backend!(self, db => db.cancel(queue, id).await)
     }
 
+    /// Expired leases back to READY, or dead-lettered if that was their last attempt.
     pub async fn recover_stale_leases(
         &self,
         now: UnixMillis,
         max_attempts: u32,
     ) -> StoreResult<usize> {
-        self.writer
-            .write(move |conn| jobs::recover_stale_leases(conn, now, max_attempts))
-            .await
+        on_backend!(self, db => db.recover_stale_leases(now, max_attempts).await)
     }
 
-    /// Let SQLite refresh the statistics its query planner uses, if they are stale.
-    pub async fn optimize(&self) -> StoreResult<()> {
-        self.writer
-            .write(|conn| Ok(conn.execute_batch("PRAGMA optimize")?))
-            .await
+    /// The backend's periodic upkeep (SQLite: refresh the query planner's statistics).
+    pub async fn maintain(&self) -> StoreResult<()> {
+        on_backend!(self, db => db.maintain().await)
     }
 
     /// One page of a queue's READY jobs (live), oldest first.
@@ -248,35 +205,16 @@ impl Store {
         after: Option<JobId>,
         limit: usize,
     ) -> StoreResult<Vec<JobRecord>> {
-        self.reader
-            .read(move |conn| {
-                if !queues::exists(conn, &queue)? {
-                    return Err(StoreError::QueueNotFound);
-                }
-                jobs::list(conn, &queue, after, limit)
-            })
-            .await
+        on_backend!(self, db => db.list_ready(queue, after, limit).await)
     }
 
-    /// One page of dead letters (with payloads when asked) and the total matching `filter`.
+    /// One page of the dead letters matching `filter`.
     pub async fn list_dead_letters(
         &self,
         filter: Filter,
-        after: Option<Position>,
-        limit: usize,
-        newest_first: bool,
-        with_payload: bool,
-    ) -> StoreResult<(Vec<DeadLetter>, u64)> {
-        self.reader
-            .read(move |conn| {
-                if let Some(queue) = &filter.queue
-                    && !queues::exists(conn, queue)?
-                {
-                    return Err(StoreError::QueueNotFound);
-                }
-                dead_letters::list(conn, &filter, after, limit, newest_first, with_payload)
-            })
-            .await
+        page: PageRequest,
+    ) -> StoreResult<DeadLetterPage> {
+        on_backend!(self, db => db.list_dead_letters(filter, page).await)
     }
 
     /// A job of `queue`, live or dead-lettered, with its attempt history.
@@ -285,191 +223,71 @@ impl Store {
         queue: QueueName,
         id: JobId,
     ) -> StoreResult<(JobRecord, Vec<AttemptRecord>)> {
-        self.reader
-            .read(move |conn| {
-                let record = match jobs::get(conn, &queue, id)? {
-                    Some(record) => record,
-                    // A `replayed` record is only audit: its job is live again (found
-                    // above) or delivered since.
-                    None => dead_letters::get(conn, Some(&queue), id)?
-                        .filter(|letter| letter.status != DlqState::Replayed)
-                        .ok_or(StoreError::JobNotFound)?
-                        .into_job_record(),
-                };
-                Ok((record, jobs::history(conn, id)?))
-            })
-            .await
+        on_backend!(self, db => db.get_job(queue, id).await)
     }
 
-    pub async fn dlq_stats(&self, now: UnixMillis) -> StoreResult<DlqStats> {
-        self.reader
-            .read(move |conn| dead_letters::stats(conn, now))
-            .await
+    /// Dead-letter figures at `now`; a pending record replayed more than
+    /// `repeat_after_replays` times counts as a repeat failure.
+    pub async fn dlq_stats(
+        &self,
+        now: UnixMillis,
+        repeat_after_replays: u32,
+    ) -> StoreResult<DlqStats> {
+        on_backend!(self, db => db.dlq_stats(now, repeat_after_replays).await)
     }
 
     /// Replay dead letters: claim `pending` records (so concurrent replays never send a job
     /// twice), put their jobs back as READY due at `run_at`, mark them `replayed`; failures
-    /// roll back to `pending`. Works in chunks so the writer is never held long.
+    /// roll back to `pending`. Returns how many records were claimed, and what happened.
     pub async fn replay(
         &self,
         selection: Selection,
         now: UnixMillis,
         run_at: UnixMillis,
     ) -> StoreResult<(usize, ReplayReport)> {
-        const CHUNK: usize = 500;
-        let mut claimed_total = 0;
-        let mut report = ReplayReport::default();
-        let mut remaining_ids = match &selection {
-            Selection::Ids(ids) => Some(ids.clone()),
-            Selection::Queue(_) => None,
-        };
-        loop {
-            let chunk_selection = match (&selection, remaining_ids.as_mut()) {
-                (_, Some(ids)) => {
-                    if ids.is_empty() {
-                        break;
-                    }
-                    let rest = ids.split_off(ids.len().min(CHUNK));
-                    Selection::Ids(std::mem::replace(ids, rest))
-                }
-                (queue, None) => queue.clone(),
-            };
-            let claimed = self
-                .writer
-                .write(move |conn| {
-                    dead_letters::claim_for_replay(conn, &chunk_selection, now, CHUNK)
-                })
-                .await?;
-            if claimed.is_empty() && remaining_ids.is_none() {
-                break;
-            }
-            claimed_total += claimed.len();
-            let chunk = self
-                .writer
-                .write(move |conn| dead_letters::replay_claimed(conn, &claimed, now, run_at))
-                .await?;
-            let failed_in_chunk = !chunk.failed.is_empty();
-            report.replayed.extend(chunk.replayed);
-            report.failed.extend(chunk.failed);
-            // By queue, failed records are pending again: stop rather than claim them anew.
-            if remaining_ids.is_none() && failed_in_chunk {
-                break;
-            }
-        }
-        Ok((claimed_total, report))
+        on_backend!(self, db => db.replay(selection, now, run_at).await)
     }
 
+    /// Dismiss pending dead letters (`pending → acknowledged`). Returns how many.
     pub async fn acknowledge(&self, selection: Selection, now: UnixMillis) -> StoreResult<usize> {
-        self.writer
-            .write(move |conn| dead_letters::acknowledge(conn, &selection, now))
-            .await
+        on_backend!(self, db => db.acknowledge(selection, now).await)
     }
 
+    /// Delete dead letters for good, whatever their state.
     pub async fn delete_dead_letters(&self, selection: Selection) -> StoreResult<usize> {
-        self.writer
-            .write(move |conn| dead_letters::delete(conn, &selection))
-            .await
+        on_backend!(self, db => db.delete_dead_letters(selection).await)
     }
 
-    /// Dead-letter (reason `expired`) up to `limit` ready jobs created before `cutoff`.
+    /// Dead-letter (reason `expired`) up to `limit` ready jobs created before `cutoff`;
+    /// returns the queue of each.
     pub async fn expire_jobs(
         &self,
         cutoff: UnixMillis,
         now: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<QueueName>> {
-        self.writer
-            .write(move |conn| jobs::expire(conn, cutoff, now, limit))
-            .await
+        on_backend!(self, db => db.expire_jobs(cutoff, now, limit).await)
     }
 
     /// Delete up to `limit` replayed/acknowledged dead letters last changed before `before`.
     pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
-        self.writer
-            .write(move |conn| dead_letters::purge_closed(conn, before, limit))
-            .await
+        on_backend!(self, db => db.purge_dead_letters(before, limit).await)
     }
 
     /// The earliest `run_at` among the ready jobs of `queue`.
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
-        self.reader
-            .read(move |conn| jobs::next_due(conn, &queue))
-            .await
+        on_backend!(self, db => db.next_due(queue).await)
     }
 
     /// READY jobs and pending dead letters per queue (for the metrics' depth gauges).
     pub async fn queue_depths(
         &self,
     ) -> StoreResult<(Vec<(QueueName, u64)>, Vec<(QueueName, u64)>)> {
-        self.reader
-            .read(|conn| {
-                let count_by_queue = |sql: &str| -> StoreResult<Vec<(QueueName, u64)>> {
-                    let mut stmt = conn.prepare_cached(sql)?;
-                    let rows = stmt.query_map([], |row| {
-                        Ok((QueueName::from_stored(row.get(0)?), row.get::<_, i64>(1)?.max(0) as u64))
-                    })?;
-                    Ok(rows.collect::<Result<_, _>>()?)
-                };
-                Ok((
-                    count_by_queue(
-                        "SELECT q.name, (SELECT count(*) FROM jobs j WHERE j.queue = q.name) FROM queues q",
-                    )?,
-                    count_by_queue(
-                        "SELECT q.name, (SELECT count(*) FROM dead_letters d
-                                         WHERE d.queue = q.name AND d.state = 'pending')
-                         FROM queues q",
-                    )?,
-                ))
-            })
-            .await
+        on_backend!(self, db => db.queue_depths().await)
     }
 
     /// A read that proves the database answers.
     pub async fn ping(&self) -> StoreResult<()> {
-        self.reader
-            .read(|conn| Ok(conn.query_row("SELECT 1", [], |_| Ok(()))?))
-            .await
-    }
-}
-
-/// Load the queues, first re-sealing (in the same transaction) every secret not sealed with
-/// the current master key. Fails, naming the queue, on a secret no configured key opens.
-fn load_queues(conn: &mut rusqlite::Connection, sealing: &Sealing) -> anyhow::Result<Vec<Queue>> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let resealed = queues::reseal_all(&tx, sealing).context("cannot re-seal queue secrets")?;
-    let loaded = queues::load_all(&tx, sealing).context("cannot load queues")?;
-    tx.commit()?;
-    if let (Some(key), false) = (sealing.current(), resealed.is_empty()) {
-        tracing::info!(
-            queues = resealed.len(),
-            key_id = key.id(),
-            "queue secrets sealed with the current master key"
-        );
-    }
-    Ok(loaded)
-}
-
-/// One hookq process per database: a second one would hand out the same jobs and release
-/// the first one's leases at start-up.
-pub fn lock_database(path: &Path) -> anyhow::Result<File> {
-    let mut lock_path = path.as_os_str().to_owned();
-    lock_path.push(".lock");
-    let lock_path = PathBuf::from(lock_path);
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("cannot open the lock file {}", lock_path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(fs::TryLockError::WouldBlock) => bail!(
-            "{} is in use by another hookq process (lock file {} is held)",
-            path.display(),
-            lock_path.display()
-        ),
-        Err(fs::TryLockError::Error(err)) => {
-            Err(err).with_context(|| format!("cannot lock {}", lock_path.display()))
-        }
+        on_backend!(self, db => db.ping().await)
     }
 }

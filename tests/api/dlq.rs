@@ -12,9 +12,11 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use hookq::store::testing::Stored;
+
 use crate::dlq_support::{
-    acknowledge, count_rows, dead_letter, dlq_list, dlq_stats, make_dead_letters,
-    make_dead_letters_at_once, message_ids, post_admin, replay,
+    acknowledge, count_stored, count_stored_in, dead_letter, dlq_list, dlq_stats,
+    make_dead_letters, make_dead_letters_at_once, message_ids, post_admin, replay,
 };
 use crate::helpers::{Reply, TestApp, TestReceiver, eventually, payload, refused_url, spawn_app};
 
@@ -92,18 +94,12 @@ async fn a_job_that_failed_twice_shows_both_attempts_oldest_first_until_it_is_de
         assert_eq!(entry.as_object().unwrap().len(), 5, "{entry}");
     }
     assert!(history[0]["at"].as_i64() <= history[1]["at"].as_i64());
-    assert_eq!(
-        count_rows(&app.db_path, "SELECT count(*) FROM job_attempts"),
-        2
-    );
+    assert_eq!(count_stored(&app.db_path, Stored::AttemptHistory), 2);
 
     // Delivered: the job and its history are gone.
     gate.cancel();
     app.wait_until_gone("q", &id).await;
-    assert_eq!(
-        count_rows(&app.db_path, "SELECT count(*) FROM job_attempts"),
-        0
-    );
+    assert_eq!(count_stored(&app.db_path, Stored::AttemptHistory), 0);
 }
 
 #[tokio::test]
@@ -121,14 +117,8 @@ async fn a_job_delivered_on_its_first_attempt_has_no_history_and_writes_no_attem
 
     gate.cancel();
     app.wait_until_gone("q", &id).await;
-    assert_eq!(
-        count_rows(&app.db_path, "SELECT count(*) FROM job_attempts"),
-        0
-    );
-    assert_eq!(
-        count_rows(&app.db_path, "SELECT count(*) FROM dead_letters"),
-        0
-    );
+    assert_eq!(count_stored(&app.db_path, Stored::AttemptHistory), 0);
+    assert_eq!(count_stored(&app.db_path, Stored::DeadLetters), 0);
 }
 
 #[tokio::test]
@@ -464,7 +454,7 @@ async fn delete_removes_one_dead_letter_or_a_queues_dead_letters_for_good() {
         .await
         .expect_error(404);
     assert_eq!(
-        count_rows(&app.db_path, "SELECT count(*) FROM job_attempts"),
+        count_stored(&app.db_path, Stored::AttemptHistory),
         6,
         "the deleted one's history went with it"
     );
@@ -482,10 +472,7 @@ async fn delete_removes_one_dead_letter_or_a_queues_dead_letters_for_good() {
         .expect(200);
     assert_eq!(body, json!({ "ok": true, "deleted": 2 }));
     assert_eq!(dlq_list(&app, "status=all").await["total_count"], 0);
-    assert_eq!(
-        count_rows(&app.db_path, "SELECT count(*) FROM job_attempts"),
-        0
-    );
+    assert_eq!(count_stored(&app.db_path, Stored::AttemptHistory), 0);
 }
 
 #[tokio::test]
@@ -498,18 +485,9 @@ async fn deleting_a_queue_removes_its_dead_letters_and_their_history() {
     app.delete_queue("q").await.expect(200);
     let all = dlq_list(&app, "status=all").await;
     assert_eq!(message_ids(&all), kept);
+    assert_eq!(count_stored_in(&app.db_path, Stored::DeadLetters, "q"), 0);
     assert_eq!(
-        count_rows(
-            &app.db_path,
-            "SELECT count(*) FROM dead_letters WHERE queue = 'q'"
-        ),
-        0
-    );
-    assert_eq!(
-        count_rows(
-            &app.db_path,
-            "SELECT count(*) FROM job_attempts WHERE queue = 'q'"
-        ),
+        count_stored_in(&app.db_path, Stored::AttemptHistory, "q"),
         0
     );
     // A new queue of the same name starts clean.
@@ -630,18 +608,14 @@ async fn a_replay_that_cannot_put_its_job_back_leaves_the_dead_letter_pending() 
     receiver.set_default(Reply::ok());
     // Make the first id live again behind the server's back (due far in the future), so
     // putting it back on its queue fails on the unique id.
-    {
-        let conn = rusqlite::Connection::open(&app.db_path).unwrap();
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .unwrap();
-        let id = hookq::model::JobId::parse(&ids[0]).unwrap();
-        conn.execute(
-            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at)
-             VALUES (?1, 'q', 0, '{}', 0, ?2, ?2)",
-            rusqlite::params![&id.as_bytes()[..], now_millis() + 86_400_000],
+    hookq::store::testing::Inspector::open(&app.db_path)
+        .unwrap()
+        .insert_ready_job(
+            &hookq::model::QueueName::parse("q").unwrap(),
+            hookq::model::JobId::parse(&ids[0]).unwrap(),
+            now_millis() + 86_400_000,
         )
         .unwrap();
-    }
 
     let body = replay(&app, &json!({ "ids": ids })).await;
     assert_eq!(

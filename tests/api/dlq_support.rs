@@ -7,11 +7,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use axum::http::Method;
-use hookq::config::Synchronous;
 use hookq::dispatch::Wakeups;
+use hookq::json::CanonicalJson;
 use hookq::maintenance::Maintenance;
 use hookq::model::{JobId, QueueName, Target, UnixMillis, now_millis};
-use hookq::store::{Failure, Outcome, Queue, Store, WriterDone};
+use hookq::store::sqlite::Synchronous;
+use hookq::store::testing::{Inspector, Stored};
+use hookq::store::{Failure, Outcome, Queue, Store, StoreDone, StoreOptions};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -102,14 +104,23 @@ pub async fn wait_for_pending(api: &ApiClient, queue: &str, n: usize) {
 // The database file, read directly
 // ---------------------------------------------------------------------------------------
 
-/// Run one `SELECT count(*) …` on the database file, opened read-only beside the server.
-pub fn count_rows(db: &Path, sql: &str) -> i64 {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("open the database read-only");
-    conn.busy_timeout(Duration::from_secs(5)).unwrap();
-    conn.query_row(sql, [], |row| row.get(0))
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+/// How many of `what` the database file holds (read beside the server).
+pub fn count_stored(db: &Path, what: Stored) -> u64 {
+    Inspector::open(db)
+        .and_then(|inspector| inspector.count(what))
+        .unwrap_or_else(|e| panic!("count {what:?} in {}: {e:#}", db.display()))
+}
+
+/// How many of `what` in `queue` the database file holds (read beside the server).
+pub fn count_stored_in(db: &Path, what: Stored, queue: &str) -> u64 {
+    Inspector::open(db)
+        .and_then(|inspector| inspector.count_in_queue(what, queue))
+        .unwrap_or_else(|e| panic!("count {what:?} of {queue} in {}: {e:#}", db.display()))
+}
+
+/// A job body as the store keeps it.
+pub fn canonical(job: &Value) -> CanonicalJson {
+    hookq::json::canonicalize(job.to_string().as_bytes()).expect("a JSON value")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -125,15 +136,17 @@ pub struct StoreFixture {
     pub store: Store,
     pub maintenance: Maintenance,
     pub dir: TempDir,
-    done: Option<WriterDone>,
+    done: Option<StoreDone>,
 }
 
 impl StoreFixture {
     pub fn open() -> Self {
         let dir = tempfile::tempdir().expect("create a temporary directory");
         let (store, done) = Store::open(
-            &dir.path().join("store.db"),
-            Synchronous::Normal,
+            StoreOptions::Sqlite {
+                path: dir.path().join("store.db"),
+                synchronous: Synchronous::Normal,
+            },
             hookq::store::Sealing::none(),
             now_millis(),
             |_| {},
@@ -194,7 +207,7 @@ impl StoreFixture {
             let queue = queue.clone();
             tasks.spawn(async move {
                 store
-                    .enqueue(queue, id, json!({ "n": i }).to_string(), now)
+                    .enqueue(queue, id, canonical(&json!({ "n": i })), now)
                     .await
             });
         }

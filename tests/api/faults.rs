@@ -2,6 +2,7 @@
 //! oversized and slow producers. Each ends in a clear state (a retry, a dead letter with a
 //! readable error, a JSON error, a refusal to start), never in a stuck job or a hurt server.
 
+use hookq::store::testing::ForeignDatabase;
 use std::time::{Duration, Instant};
 
 use hookq::config::ApiKey;
@@ -531,26 +532,19 @@ async fn the_binary_refuses_a_file_of_random_bytes_and_leaves_it_untouched() {
 #[tokio::test]
 async fn the_binary_refuses_another_programs_sqlite_database_and_leaves_it_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, sql, message) in [
+    for (name, kind, message) in [
         (
             "app.db",
-            "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT);
-             INSERT INTO users(name) VALUES ('ada'), ('grace');",
+            ForeignDatabase::OtherProgram,
             "hookq did not create",
         ),
         (
             "future.db",
-            "CREATE TABLE queues(name TEXT PRIMARY KEY);
-             CREATE TABLE jobs(id BLOB PRIMARY KEY);
-             PRAGMA user_version = 99;",
+            ForeignDatabase::NewerSchema,
             "newer than this hookq understands",
         ),
     ] {
-        let db = dir.path().join(name);
-        rusqlite::Connection::open(&db)
-            .unwrap()
-            .execute_batch(sql)
-            .unwrap();
+        let db = kind.create(&dir.path().join(name)).unwrap();
         let content = std::fs::read(&db).unwrap();
         let (ok, stderr) = run_binary_expecting_exit(&db).await;
         assert!(!ok, "hookq started on {name}; stderr:\n{stderr}");

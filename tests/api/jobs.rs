@@ -89,7 +89,7 @@ async fn pagination_follows_next_cursors_through_every_job_in_order() {
 async fn a_limit_above_1000_is_capped_at_1000() {
     let app = spawn_app(|c| {
         c.dispatch = false;
-        c.synchronous = hookq::config::Synchronous::Normal;
+        c.synchronous = hookq::store::sqlite::Synchronous::Normal;
     })
     .await;
     app.create_queue_ok("q", NOWHERE, None).await;

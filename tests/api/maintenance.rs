@@ -1,26 +1,32 @@
 //! The background sweeps, driven with an injected clock (no sleeps): dead-letter retention
-//! in batches, TTL expiry, stale-lease recovery and the alert signals; plus the replay
-//! rollback and interrupted-replay recovery at the store level.
+//! in batches, TTL expiry, stale-lease recovery and the alert signals. (The replay rollback
+//! and interrupted-replay recovery are tested inside the SQLite backend, `store::sqlite::moves`.)
 
 use std::sync::atomic::Ordering;
 
-use hookq::config::Synchronous;
-use hookq::maintenance::SWEEP_BATCH;
-use hookq::model::{JobId, QueueName, Target, UnixMillis, now_millis};
-use hookq::store::dead_letters::{self, FailureReason};
+use hookq::maintenance::{REPEAT_FAILURE_REPLAYS, SWEEP_BATCH};
+use hookq::model::{JobId, UnixMillis, now_millis};
+use hookq::store::testing::Stored;
 use hookq::store::{
-    DlqState, Failure, Filter, JobState, Outcome, Queue, Selection, Store, connection, jobs, queues,
+    DlqState, Failure, FailureReason, Filter, JobState, Outcome, PageRequest, Selection, Store,
 };
 
-use crate::dlq_support::{DAY_MS, HOUR_MS, StoreFixture, count_rows};
+use crate::dlq_support::{DAY_MS, HOUR_MS, StoreFixture, count_stored};
 
 /// Every dead letter of the store, any status, newest first.
 async fn all_dead_letters(store: &Store) -> Vec<hookq::store::DeadLetter> {
+    let page = PageRequest {
+        after: None,
+        limit: 100_000,
+        newest_first: true,
+        with_payload: false,
+        with_total: false,
+    };
     store
-        .list_dead_letters(Filter::default(), None, 100_000, true, false)
+        .list_dead_letters(Filter::default(), page)
         .await
         .expect("list dead letters")
-        .0
+        .letters
 }
 
 async fn count_in_state(store: &Store, state: DlqState) -> u64 {
@@ -30,14 +36,18 @@ async fn count_in_state(store: &Store, state: DlqState) -> u64 {
                 queue: None,
                 state: Some(state),
             },
-            None,
-            1,
-            true,
-            false,
+            PageRequest {
+                after: None,
+                limit: 1,
+                newest_first: true,
+                with_payload: false,
+                with_total: true,
+            },
         )
         .await
         .expect("list dead letters")
-        .1
+        .total
+        .expect("a total was asked for")
 }
 
 fn failure(at: UnixMillis) -> Failure {
@@ -70,7 +80,7 @@ async fn retention_deletes_closed_dead_letters_past_retention_and_never_pending_
         .replay(Selection::Ids(vec![replayed]), t0, t0 + HOUR_MS)
         .await
         .unwrap();
-    assert_eq!(report.replayed, [replayed]);
+    assert_eq!(report.replayed_ids(), [replayed]);
     fx.store
         .replay(Selection::Ids(vec![delivered]), t0, t0)
         .await
@@ -109,7 +119,7 @@ async fn retention_deletes_closed_dead_letters_past_retention_and_never_pending_
     // History: dropped with the purged records, kept for the live replayed job and the
     // pending ones.
     let db = fx.db_path();
-    assert_eq!(count_rows(&db, "SELECT count(*) FROM job_attempts"), 3);
+    assert_eq!(count_stored(&db, Stored::AttemptHistory), 3);
     let (record, history) = fx.store.get_job(queue.clone(), replayed).await.unwrap();
     assert_eq!(
         record.state,
@@ -163,10 +173,7 @@ async fn retention_deletes_more_closed_records_than_one_batch_holds_across_batch
     let mut left_ids: Vec<JobId> = left.iter().map(|l| l.id).collect();
     left_ids.sort();
     assert_eq!(left_ids, pending, "only the pending ones are left");
-    assert_eq!(
-        count_rows(&fx.db_path(), "SELECT count(*) FROM job_attempts"),
-        3
-    );
+    assert_eq!(count_stored(&fx.db_path(), Stored::AttemptHistory), 3);
     fx.close().await;
 }
 
@@ -312,7 +319,7 @@ async fn a_replayed_job_is_not_expired_again_by_the_next_ttl_sweep() {
         .replay(Selection::Ids(vec![id]), now, now + 300_000)
         .await
         .unwrap();
-    assert_eq!(report.replayed, [id]);
+    assert_eq!(report.replayed_ids(), [id]);
 
     // The next TTL sweep (a minute later) must leave the replayed job alone.
     assert_eq!(fx.maintenance.expire_jobs(now + 60_000).await, 0);
@@ -478,7 +485,7 @@ async fn the_repeat_failure_alert_is_raised_by_a_dead_letter_replayed_three_time
             .replay(Selection::Ids(vec![id]), t0, t0)
             .await
             .unwrap();
-        assert_eq!(report.replayed, [id]);
+        assert_eq!(report.replayed_ids(), [id]);
         // Fails straight away on its last attempt (max attempts 1 for this sketch).
         let job = fx
             .store
@@ -501,133 +508,13 @@ async fn the_repeat_failure_alert_is_raised_by_a_dead_letter_replayed_three_time
     }
     fx.maintenance.check_alerts(t0).await;
     assert!(alerts.repeat_failures.load(Ordering::Relaxed));
-    assert_eq!(fx.store.dlq_stats(t0).await.unwrap().repeat_failures, 1);
-    fx.close().await;
-}
-
-// ---------------------------------------------------------------------------------------
-// Replay rollback and interrupted replays
-// ---------------------------------------------------------------------------------------
-
-/// A raw writer connection on a fresh, migrated database with queue `q`.
-fn raw_database(dir: &tempfile::TempDir) -> (rusqlite::Connection, QueueName) {
-    let mut conn =
-        connection::open_writer(&dir.path().join("raw.db"), Synchronous::Normal).unwrap();
-    connection::migrate(&mut conn).unwrap();
-    let queue = QueueName::parse("q").unwrap();
-    queues::insert(
-        &conn,
-        &Queue {
-            name: queue.clone(),
-            target: Target::parse("http://127.0.0.1:9/hook").unwrap(),
-            secret: None,
-            created_at: now_millis(),
-        },
-        &hookq::store::Sealing::none(),
-    )
-    .unwrap();
-    (conn, queue)
-}
-
-/// Dead-letter `n` fresh jobs through the job functions, at `now`.
-fn bury_jobs(
-    conn: &rusqlite::Connection,
-    queue: &QueueName,
-    n: usize,
-    now: UnixMillis,
-) -> Vec<JobId> {
-    let mut ids: Vec<JobId> = (0..n).map(|_| JobId::new()).collect();
-    ids.sort();
-    for id in &ids {
-        jobs::insert(conn, queue, *id, "{}", now).unwrap();
-    }
-    for job in jobs::claim(conn, queue, now, now + 60_000, n).unwrap() {
-        let dead = Outcome::Dead {
-            failure: failure(now),
-        };
-        assert!(jobs::record_outcome(conn, job.id, job.lease(), &dead).unwrap());
-    }
-    ids
-}
-
-#[tokio::test]
-async fn a_replay_whose_job_cannot_be_put_back_is_rolled_back_to_pending() {
-    let dir = tempfile::tempdir().unwrap();
-    let (conn, queue) = raw_database(&dir);
-    let t0 = now_millis();
-    let ids = bury_jobs(&conn, &queue, 3, t0);
-    let claimed =
-        dead_letters::claim_for_replay(&conn, &Selection::Ids(ids.clone()), t0, 10).unwrap();
-    assert_eq!(claimed, ids);
-    // The middle job is live again, so re-inserting it violates the unique id.
-    jobs::insert(&conn, &queue, ids[1], "{}", t0).unwrap();
-
-    let report = dead_letters::replay_claimed(&conn, &claimed, t0 + 5, t0 + 5).unwrap();
-    assert_eq!(report.replayed, [ids[0], ids[2]]);
-    assert_eq!(report.failed, [ids[1]]);
-
-    let rolled_back = dead_letters::get(&conn, Some(&queue), ids[1])
-        .unwrap()
-        .unwrap();
-    assert_eq!(rolled_back.status, DlqState::Pending);
-    assert_eq!(rolled_back.replay_count, 0);
-    assert_eq!(rolled_back.replayed_at, None);
-    for id in [ids[0], ids[2]] {
-        let letter = dead_letters::get(&conn, Some(&queue), id).unwrap().unwrap();
-        assert_eq!(letter.status, DlqState::Replayed);
-        assert_eq!(letter.replay_count, 1);
-        assert_eq!(letter.replayed_at, Some(t0 + 5));
-        let job = jobs::get(&conn, &queue, id)
+    assert_eq!(
+        fx.store
+            .dlq_stats(t0, REPEAT_FAILURE_REPLAYS)
+            .await
             .unwrap()
-            .expect("the job is live again");
-        assert_eq!(job.state, JobState::Ready);
-        assert_eq!(job.attempts, 0, "fresh attempts");
-        assert_eq!(job.run_at, t0 + 5);
-    }
-    // The live job that blocked the replay is the one inserted above, untouched.
-    let blocker = jobs::get(&conn, &queue, ids[1]).unwrap().unwrap();
-    assert_eq!(blocker.run_at, t0);
-    // No transaction is left open.
-    assert!(conn.is_autocommit());
-}
-
-#[tokio::test]
-async fn records_left_replaying_by_an_interrupted_replay_are_pending_after_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let t0 = now_millis();
-    let ids = {
-        let (conn, queue) = raw_database(&dir);
-        let ids = bury_jobs(&conn, &queue, 2, t0);
-        // The process stops between claiming and putting back.
-        let claimed =
-            dead_letters::claim_for_replay(&conn, &Selection::Queue(queue), t0, 10).unwrap();
-        assert_eq!(claimed.len(), 2);
-        ids
-    };
-    let (store, done) = Store::open(
-        &dir.path().join("raw.db"),
-        Synchronous::Normal,
-        hookq::store::Sealing::none(),
-        t0,
-        |_| {},
-    )
-    .unwrap();
-    let letters = all_dead_letters(&store).await;
-    assert_eq!(letters.len(), 2);
-    assert!(
-        letters.iter().all(|l| l.status == DlqState::Pending),
-        "{letters:?}"
+            .repeat_failures,
+        1
     );
-    assert_eq!(count_in_state(&store, DlqState::Replaying).await, 0);
-    // And they can be replayed now.
-    let (claimed, report) = store
-        .replay(Selection::Ids(ids.clone()), t0, t0)
-        .await
-        .unwrap();
-    assert_eq!(claimed, 2);
-    assert_eq!(report.replayed, ids);
-    drop(store);
-    tokio::task::spawn_blocking(move || done.wait())
-        .await
-        .unwrap();
+    fx.close().await;
 }

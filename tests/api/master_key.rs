@@ -6,6 +6,7 @@ use std::path::Path;
 
 use hookq::config::Config;
 use hookq::store::MasterKey;
+use hookq::store::testing::Inspector;
 use tokio::net::TcpListener;
 
 use crate::helpers::{Reply, TestReceiver, assert_signed, payload, spawn_app, test_config};
@@ -18,15 +19,13 @@ fn key(hex: &str) -> MasterKey {
     MasterKey::parse_hex(hex).unwrap()
 }
 
-/// The raw `queues.secret` column of queue `name`, read with SQLite directly.
+/// The secret of queue `name` exactly as stored (sealed or not).
 fn stored_secret(db: &Path, name: &str) -> String {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap();
-    conn.query_row("SELECT secret FROM queues WHERE name = ?1", [name], |row| {
-        row.get(0)
-    })
-    .unwrap()
+    Inspector::open(db)
+        .unwrap()
+        .stored_secret(name)
+        .unwrap()
+        .expect("the queue has a secret")
 }
 
 /// `Server::build` on `db` with `tweak`: its error, if it refuses to start.
@@ -143,13 +142,10 @@ async fn a_sealed_secret_copied_to_another_queue_does_not_open() {
         .await;
     let db = app.db_path.clone();
     let dir = app.stop().await;
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.execute(
-        "UPDATE queues SET secret = (SELECT secret FROM queues WHERE name = 'a') WHERE name = 'b'",
-        [],
-    )
-    .unwrap();
-    drop(conn);
+    Inspector::open(&db)
+        .unwrap()
+        .copy_stored_secret("a", "b")
+        .unwrap();
     let err = build_error(&db, |c| c.master_key = Some(key(OLD_KEY)))
         .await
         .expect("a secret moved to another queue is refused");

@@ -11,7 +11,9 @@ use hookq::signature;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use crate::dlq_support::{count_rows, dlq_list, make_dead_letters, message_ids};
+use hookq::store::testing::Stored;
+
+use crate::dlq_support::{count_stored, dlq_list, make_dead_letters, message_ids};
 use crate::helpers::{Reply, TestApp, TestReceiver, payload, refused_url, spawn_app};
 
 /// What one run of the binary did.
@@ -499,8 +501,8 @@ async fn backup_copies_a_live_database_and_never_overwrites() {
     assert!(out.ok().contains("backed up"), "{out:?}");
     // The server keeps working, and the copy holds what was committed.
     app.enqueue_ok("q", &payload(3)).await;
-    assert_eq!(count_rows(&dest, "SELECT count(*) FROM jobs"), 3);
-    assert_eq!(count_rows(&dest, "SELECT count(*) FROM queues"), 1);
+    assert_eq!(count_stored(&dest, Stored::Jobs), 3);
+    assert_eq!(count_stored(&dest, Stored::Queues), 1);
     assert!(
         !Path::new(&format!("{}-wal", dest.display())).exists(),
         "the copy is one self-contained file"
@@ -571,7 +573,7 @@ async fn migrate_refuses_a_database_a_server_holds_and_prepares_a_new_one() {
     assert!(out.ok().contains("schema version 1 (created)"), "{out:?}");
     let out = hookq(&["migrate"], &[("HOOKQ_DB", path_str(&fresh))], None).await;
     assert!(out.ok().contains("(up to date)"), "{out:?}");
-    assert_eq!(count_rows(&fresh, "SELECT count(*) FROM queues"), 0);
+    assert_eq!(count_stored(&fresh, Stored::Queues), 0);
 
     let notes = dir.path().join("notes.db");
     std::fs::write(&notes, b"not a database at all ".repeat(100)).unwrap();

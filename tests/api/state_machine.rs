@@ -17,9 +17,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hookq::model::{JobId, QueueName, UnixMillis};
-use hookq::store::dead_letters::FailureReason;
+use hookq::store::testing::{Inspector, Stored};
 use hookq::store::{
-    DlqState, Failure, Filter, JobRecord, JobState, Lease, Outcome, Selection, StoreError,
+    DeadLetterPage, DlqState, Failure, FailureReason, Filter, JobRecord, JobState, Lease, Outcome,
+    PageRequest, Selection, StoreError,
 };
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
@@ -374,7 +375,12 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
             for _ in 0..*n {
                 let id = m.next_id();
                 store
-                    .enqueue(queue_name(*queue), id, r#"{"k":1}"#.into(), m.now)
+                    .enqueue(
+                        queue_name(*queue),
+                        id,
+                        hookq::json::canonicalize(br#"{"k":1}"#).expect("JSON"),
+                        m.now,
+                    )
                     .await
                     .expect("enqueue");
                 m.counters.enqueued += 1;
@@ -753,7 +759,7 @@ async fn replay(
         .expect("replay");
     assert_eq!(claimed, expected.len(), "replay claimed");
     assert!(report.failed.is_empty(), "replay failed: {report:?}");
-    let replayed: BTreeSet<JobId> = report.replayed.iter().copied().collect();
+    let replayed: BTreeSet<JobId> = report.replayed_ids().into_iter().collect();
     assert_eq!(replayed.len(), report.replayed.len(), "replayed twice");
     assert_eq!(replayed, expected, "replayed jobs");
     for id in expected {
@@ -795,7 +801,7 @@ fn deleted_letter(m: &mut Model, id: JobId) {
 // The invariants
 // ---------------------------------------------------------------------------------------
 
-async fn check(fx: &StoreFixture, raw: &rusqlite::Connection, m: &Model) {
+async fn check(fx: &StoreFixture, raw: &Inspector, m: &Model) {
     let store = &fx.store;
 
     // The model itself: every job in exactly one place, the counts add up.
@@ -852,12 +858,19 @@ async fn check(fx: &StoreFixture, raw: &rusqlite::Connection, m: &Model) {
     }
 
     // Dead letters, every status: exactly the model's records.
-    let (letters, total) = store
-        .list_dead_letters(Filter::default(), None, ALL, false, false)
+    let everything = PageRequest {
+        after: None,
+        limit: ALL,
+        newest_first: false,
+        with_payload: false,
+        with_total: true,
+    };
+    let DeadLetterPage { letters, total } = store
+        .list_dead_letters(Filter::default(), everything)
         .await
         .expect("list dead letters");
     assert_eq!(
-        total as usize,
+        total.expect("asked for") as usize,
         letters.len(),
         "total_count of a one-page listing"
     );
@@ -948,7 +961,10 @@ async fn check(fx: &StoreFixture, raw: &rusqlite::Connection, m: &Model) {
         assert_eq!(depth(&jobs_depth), live, "jobs depth of {name}");
         assert_eq!(depth(&pending_depth), pending, "pending depth of {name}");
     }
-    let stats = store.dlq_stats(m.now).await.expect("dlq stats");
+    let stats = store
+        .dlq_stats(m.now, hookq::maintenance::REPEAT_FAILURE_REPLAYS)
+        .await
+        .expect("dlq stats");
     let in_state = |s: DlqState| {
         m.jobs
             .iter()
@@ -995,9 +1011,9 @@ async fn check(fx: &StoreFixture, raw: &rusqlite::Connection, m: &Model) {
     }
 
     // No attempt history outlives its job.
-    let rows: i64 = raw
-        .query_row("SELECT count(*) FROM job_attempts", [], |r| r.get(0))
-        .expect("count job_attempts");
+    let rows = raw
+        .count(Stored::AttemptHistory)
+        .expect("count the attempt history");
     let expected_rows: usize = m
         .jobs
         .iter()
@@ -1026,11 +1042,7 @@ fn run(ops: &[Op]) {
         for q in QUEUES {
             fx.create_queue(q).await;
         }
-        let raw = rusqlite::Connection::open_with_flags(
-            fx.db_path(),
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .expect("open the database read-only");
+        let raw = Inspector::open(&fx.db_path()).expect("open the database beside the store");
         let mut model = Model {
             now: T0,
             seq: 0,
@@ -1096,7 +1108,12 @@ async fn replayed_and_claimed() -> (StoreFixture, QueueName, JobId) {
     let id = m.next_id();
     let store = &fx.store;
     store
-        .enqueue(queue.clone(), id, "{}".into(), T0)
+        .enqueue(
+            queue.clone(),
+            id,
+            hookq::json::canonicalize("{}".as_bytes()).expect("JSON"),
+            T0,
+        )
         .await
         .unwrap();
     for attempt in 1..=MAX_ATTEMPTS {
@@ -1126,7 +1143,7 @@ async fn replayed_and_claimed() -> (StoreFixture, QueueName, JobId) {
         .replay(Selection::Ids(vec![id]), T0, T0)
         .await
         .unwrap();
-    assert_eq!(report.replayed, [id]);
+    assert_eq!(report.replayed_ids(), [id]);
     let claimed = store
         .claim(queue.clone(), T0, T0 + LEASE_MS, 1)
         .await
@@ -1169,7 +1186,12 @@ async fn cancel_of_a_job_gone_after_a_replay_claims_it_is_dead_lettered() {
     // Cancelled after its replay (the property test's shrunk sequence).
     let other = JobId::first_of_millis(T0 + 1);
     fx.store
-        .enqueue(queue.clone(), other, "{}".into(), T0 + 1)
+        .enqueue(
+            queue.clone(),
+            other,
+            hookq::json::canonicalize("{}".as_bytes()).expect("JSON"),
+            T0 + 1,
+        )
         .await
         .unwrap();
     let later = T0 + 1 + TTL_MS + 1;
@@ -1203,7 +1225,12 @@ async fn a_lease_lost_before_a_replay_cannot_record_an_outcome_after_it() {
     let store = &fx.store;
     let id = JobId::first_of_millis(T0);
     store
-        .enqueue(queue.clone(), id, "{}".into(), T0)
+        .enqueue(
+            queue.clone(),
+            id,
+            hookq::json::canonicalize("{}".as_bytes()).expect("JSON"),
+            T0,
+        )
         .await
         .unwrap();
     // Delivery A holds attempt 1, then hangs; its lease is recovered.

@@ -8,91 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use rusqlite::Connection;
 use tokio::task::JoinSet;
 
-use hookq::config::Synchronous;
-use hookq::model::{JobId, QueueName, Target, now_millis};
-use hookq::store::{self, Queue, Store};
+use hookq::model::{JobId, QueueName, now_millis};
+use hookq::store::sqlite::Synchronous;
+use hookq::store::{self, Store, StoreOptions};
 
-pub const QUEUE: &str = "bench";
-
-/// A fresh database at `db` with hookq's schema, pragmas (`synchronous=FULL`) and queue
-/// `QUEUE` delivering to `target`.
-pub fn open_with_queue(db: &Path, target: &str) -> anyhow::Result<(Connection, QueueName)> {
-    let mut conn = store::connection::open_writer(db, Synchronous::Full)?;
-    store::connection::migrate(&mut conn)?;
-    let name = QueueName::parse(QUEUE).map_err(|e| anyhow::anyhow!("queue name: {}", e.0))?;
-    let target = Target::parse(target).map_err(|e| anyhow::anyhow!("target: {}", e.0))?;
-    store::queues::insert(
-        &conn,
-        &Queue {
-            name: name.clone(),
-            target,
-            secret: None,
-            created_at: now_millis(),
-        },
-        &store::Sealing::none(),
-    )
-    .context("cannot create the bench queue")?;
-    Ok((conn, name))
-}
-
-/// Insert `count` jobs with `payload` in transactions of `batch` rows (the fastest way to
-/// fill a backlog with exactly the rows the server writes).
-pub fn insert_jobs(
-    conn: &Connection,
-    queue: &QueueName,
-    payload: &str,
-    count: u64,
-    batch: u64,
-) -> anyhow::Result<()> {
-    let mut done = 0;
-    while done < count {
-        let n = batch.min(count - done);
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let now = now_millis();
-        for _ in 0..n {
-            store::jobs::insert(conn, queue, JobId::new(), payload, now)?;
-        }
-        conn.execute_batch("COMMIT")?;
-        done += n;
-    }
-    Ok(())
-}
-
-/// Raw SQLite insert rate (rows/s) in batches of `batch`, with or without the writer's
-/// per-operation savepoints, for about `duration` (at most `max_rows` rows).
-pub fn sqlite_insert_rate(
-    db: &Path,
-    payload: &str,
-    batch: u64,
-    savepoints: bool,
-    duration: Duration,
-    max_rows: u64,
-) -> anyhow::Result<f64> {
-    let (conn, queue) = open_with_queue(db, "http://127.0.0.1:9/")?;
-    // Warm-up: one batch, not timed.
-    insert_jobs(&conn, &queue, payload, batch, batch)?;
-    let started = Instant::now();
-    let mut rows = 0u64;
-    while rows < max_rows && started.elapsed() < duration {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let now = now_millis();
-        for _ in 0..batch {
-            if savepoints {
-                conn.execute_batch("SAVEPOINT op")?;
-            }
-            store::jobs::insert(&conn, &queue, JobId::new(), payload, now)?;
-            if savepoints {
-                conn.execute_batch("RELEASE op")?;
-            }
-        }
-        conn.execute_batch("COMMIT")?;
-        rows += batch;
-    }
-    Ok(rows as f64 / started.elapsed().as_secs_f64())
-}
+pub use hookq::store::sqlite::ceiling::{QUEUE, insert_jobs, open_with_queue, sqlite_insert_rate};
 
 /// What the real writer thread achieved with concurrent callers and no HTTP.
 #[derive(Debug, Clone, Copy)]
@@ -118,8 +40,10 @@ pub async fn store_enqueue_rate(
     let path = db.to_owned();
     let (store, writer_done) = tokio::task::spawn_blocking(move || {
         Store::open(
-            &path,
-            Synchronous::Full,
+            StoreOptions::Sqlite {
+                path,
+                synchronous: Synchronous::Full,
+            },
             store::Sealing::none(),
             now_millis(),
             move |stats| {
@@ -132,16 +56,13 @@ pub async fn store_enqueue_rate(
     .await
     .context("store open task failed")??;
     let queue = QueueName::parse(QUEUE).map_err(|e| anyhow::anyhow!("queue name: {}", e.0))?;
+    let payload = hookq::json::canonicalize(payload.as_bytes())
+        .map_err(|e| anyhow::anyhow!("the bench payload is not JSON: {e}"))?;
     let run = async {
         // Warm-up, not timed.
         for _ in 0..100 {
             store
-                .enqueue(
-                    queue.clone(),
-                    JobId::new(),
-                    payload.to_owned(),
-                    now_millis(),
-                )
+                .enqueue(queue.clone(), JobId::new(), payload.clone(), now_millis())
                 .await?;
         }
         let (b0, o0, c0) = (
@@ -156,7 +77,7 @@ pub async fn store_enqueue_rate(
             let (store, queue, payload, issued) = (
                 store.clone(),
                 queue.clone(),
-                payload.to_owned(),
+                payload.clone(),
                 issued.clone(),
             );
             tasks.spawn(async move {

@@ -21,8 +21,8 @@ use std::time::Duration;
 use anyhow::Context;
 use rusqlite::Connection;
 
+use super::Synchronous;
 use super::connection::open_checkpointer;
-use crate::config::Synchronous;
 
 /// How often the WAL is checkpointed.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
@@ -92,7 +92,7 @@ fn checkpoint(conn: &Connection) -> rusqlite::Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::connection::{migrate, open_writer};
+    use crate::store::sqlite::connection::{migrate, open_writer};
 
     /// Passive checkpoints racing a busy writer never complete, so without the rewind the WAL
     /// file would hold every frame written (~80 MB here).

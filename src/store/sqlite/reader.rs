@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use tokio::sync::Semaphore;
 
 use super::connection::open_reader;
-use super::error::{StoreError, StoreResult};
+use crate::store::error::{StoreError, StoreResult};
 
 #[derive(Clone)]
 pub struct ReadPool {
@@ -60,7 +60,7 @@ impl ReadPool {
             result
         })
         .await
-        .map_err(|e| StoreError::Other(anyhow::anyhow!("read task failed: {e}")))?;
+        .map_err(|e| StoreError::from(anyhow::anyhow!("read task failed: {e}")))?;
         drop(permit);
         result
     }

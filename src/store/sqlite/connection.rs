@@ -7,11 +7,13 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use rusqlite::{Connection, OpenFlags};
 
-use crate::config::Synchronous;
+use super::Synchronous;
 
 /// Migrations in order; migration N (1-based) moves `user_version` from N-1 to N.
-const MIGRATIONS: &[(&str, &str)] =
-    &[("0001_init", include_str!("../../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[(
+    "0001_init",
+    include_str!("../../../migrations/0001_init.sql"),
+)];
 
 /// The schema version this binary expects.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::Synchronous;
 use super::checkpointer::RewindFlag;
-use super::error::{StoreError, StoreResult};
-use crate::config::Synchronous;
+use crate::store::BatchStats;
+use crate::store::error::{StoreError, StoreResult};
 
 /// Most operations committed in one transaction; bounds how long one commit holds callers.
 pub const MAX_BATCH: usize = 1024;
@@ -105,13 +106,6 @@ where
         // The caller may have gone away (request cancelled); the write stands regardless.
         let _ = this.reply.send(outcome);
     }
-}
-
-/// Figures of one committed batch, for metrics and logs.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchStats {
-    pub ops: usize,
-    pub commit_micros: u64,
 }
 
 /// A cheap, cloneable handle to the writer thread.
@@ -356,11 +350,11 @@ fn check_still_in_transaction(
     }
     Err(match failed {
         Some(StoreError::StorageFull) => StoreError::StorageFull,
-        Some(cause) => StoreError::Other(anyhow::anyhow!(
+        Some(cause) => StoreError::from(anyhow::anyhow!(
             "the database rolled back the whole write batch after a failed operation ({cause}); \
              nothing in it was stored"
         )),
-        None => StoreError::Other(anyhow::anyhow!(
+        None => StoreError::from(anyhow::anyhow!(
             "the write batch's transaction ended early; nothing in it was stored"
         )),
     })
@@ -479,7 +473,9 @@ mod tests {
             }
             Fault::Rollback => {
                 conn.execute_batch("ROLLBACK")?;
-                Err(StoreError::Other(anyhow::anyhow!("injected: disk I/O error")))
+                Err(StoreError::from(anyhow::anyhow!(
+                    "injected: disk I/O error"
+                )))
             }
         }
     }
@@ -525,7 +521,10 @@ mod tests {
                 assert!(result.is_err(), "{fault:?}: operation {index}: {result:?}");
             }
             let stored = writer.write(count_rows).await.unwrap();
-            assert_eq!(stored, 0, "{fault:?}: callers told of a failure had rows stored");
+            assert_eq!(
+                stored, 0,
+                "{fault:?}: callers told of a failure had rows stored"
+            );
         }
     }
 

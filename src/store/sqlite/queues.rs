@@ -1,22 +1,12 @@
-//! SQL for the `queues` table, and the in-memory registry that mirrors it for the hot path.
-
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+//! SQL for the `queues` table. Secrets are sealed on the way in and opened on the way out
+//! (`store::sealing`).
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::error::{StoreError, StoreResult};
-use super::sealing::{self, Sealing};
-use crate::model::{QueueName, Secret, Target, UnixMillis};
-
-/// A queue as the dispatcher needs it.
-#[derive(Debug, Clone)]
-pub struct Queue {
-    pub name: QueueName,
-    pub target: Target,
-    pub secret: Option<Secret>,
-    pub created_at: UnixMillis,
-}
+use crate::model::{QueueName, Secret, Target};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::Queue;
+use crate::store::sealing::{self, Sealing};
 
 /// Store a new queue; its secret is sealed when `sealing` has a master key.
 pub fn insert(conn: &Connection, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
@@ -129,54 +119,4 @@ pub fn exists(conn: &Connection, name: &QueueName) -> StoreResult<bool> {
         .query_row([name.as_str()], |_| Ok(()))
         .optional()?
         .is_some())
-}
-
-/// The queues, kept in memory so enqueue and dispatch never read the table. The writer
-/// thread updates it right after each commit, so it follows the database in commit order.
-#[derive(Clone, Default)]
-pub struct Registry {
-    queues: Arc<RwLock<BTreeMap<QueueName, Arc<Queue>>>>,
-}
-
-impl Registry {
-    pub fn new(queues: Vec<Queue>) -> Self {
-        let map = queues
-            .into_iter()
-            .map(|q| (q.name.clone(), Arc::new(q)))
-            .collect();
-        Self {
-            queues: Arc::new(RwLock::new(map)),
-        }
-    }
-
-    pub fn get(&self, name: &QueueName) -> Option<Arc<Queue>> {
-        self.read().get(name).cloned()
-    }
-
-    pub fn contains(&self, name: &QueueName) -> bool {
-        self.read().contains_key(name)
-    }
-
-    /// Every queue, in name order.
-    pub fn all(&self) -> Vec<Arc<Queue>> {
-        self.read().values().cloned().collect()
-    }
-
-    pub(crate) fn insert(&self, queue: Queue) {
-        self.write().insert(queue.name.clone(), Arc::new(queue));
-    }
-
-    pub(crate) fn remove(&self, name: &QueueName) {
-        self.write().remove(name);
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<QueueName, Arc<Queue>>> {
-        // A panic while holding the lock cannot leave the map half-updated (each update is
-        // one insert or remove), so a poisoned lock is still safe to use.
-        self.queues.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<QueueName, Arc<Queue>>> {
-        self.queues.write().unwrap_or_else(|e| e.into_inner())
-    }
 }

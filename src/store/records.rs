@@ -1,0 +1,300 @@
+//! The values the store hands in and out: queues, jobs, attempts, outcomes and dead letters,
+//! as plain domain values. Every backend reads and writes exactly these; none of them knows
+//! how a backend stores it, nor how the API shows it (the API builds its own wire types).
+
+use std::collections::BTreeMap;
+
+use crate::json::CanonicalJson;
+use crate::model::{JobId, QueueName, Secret, Target, UnixMillis};
+
+/// A queue as the dispatcher needs it.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pub name: QueueName,
+    pub target: Target,
+    pub secret: Option<Secret>,
+    pub created_at: UnixMillis,
+}
+
+/// Where a job stands in storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// Waiting for its `run_at` (new, or scheduled for a retry).
+    Ready,
+    /// Leased to a delivery.
+    InFlight,
+    /// Dead-lettered: attempts spent. Shown as `ERROR`.
+    Dead,
+}
+
+/// A job as stored, for the API.
+#[derive(Debug, Clone)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub queue: QueueName,
+    pub state: JobState,
+    pub payload: CanonicalJson,
+    pub attempts: u32,
+    pub created_at: UnixMillis,
+    pub run_at: UnixMillis,
+    pub last_error: Option<String>,
+    pub last_status: Option<u16>,
+}
+
+/// A job leased to one delivery attempt.
+#[derive(Debug, Clone)]
+pub struct ClaimedJob {
+    pub id: JobId,
+    pub payload: CanonicalJson,
+    /// The number of this attempt (1 for the first).
+    pub attempt: u32,
+    pub created_at: UnixMillis,
+    pub leased_until: UnixMillis,
+}
+
+impl ClaimedJob {
+    pub fn lease(&self) -> Lease {
+        Lease {
+            attempt: self.attempt,
+            until: self.leased_until,
+        }
+    }
+}
+
+/// The fencing token of one claim: an outcome is recorded only while the job is still in
+/// flight under exactly this lease. The attempt number alone is not enough: a replay resets
+/// attempts, so a lease lost before a replay could otherwise match a later claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Lease {
+    pub attempt: u32,
+    pub until: UnixMillis,
+}
+
+/// Why an attempt failed, as recorded in the job's history.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The worker's response body (capped) or the transport error.
+    pub error: String,
+    pub status: Option<u16>,
+    pub latency_ms: u64,
+    pub at: UnixMillis,
+}
+
+/// What a delivery attempt ended in.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// 2xx: the job is done and removed.
+    Delivered,
+    /// Failed, attempts remain: back to ready at `run_at`.
+    Retry {
+        run_at: UnixMillis,
+        failure: Failure,
+    },
+    /// Failed for the last time: moved to the dead letters.
+    Dead { failure: Failure },
+}
+
+/// One failed attempt, as the job's history keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub at: UnixMillis,
+    pub status: Option<u16>,
+    pub latency_ms: u64,
+    pub error: String,
+}
+
+/// Why a job was dead-lettered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    MaxAttemptsReached,
+    Expired,
+}
+
+impl FailureReason {
+    pub const ALL: [Self; 2] = [Self::MaxAttemptsReached, Self::Expired];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MaxAttemptsReached => "max_attempts_reached",
+            Self::Expired => "expired",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == raw)
+    }
+}
+
+/// Where a dead letter stands in its admin lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DlqState {
+    /// Awaiting action.
+    Pending,
+    /// Claimed by a replay in progress.
+    Replaying,
+    /// Put back on its queue (kept for audit).
+    Replayed,
+    /// Dismissed by an operator (kept for audit).
+    Acknowledged,
+}
+
+impl DlqState {
+    pub const ALL: [Self; 4] = [
+        Self::Pending,
+        Self::Replaying,
+        Self::Replayed,
+        Self::Acknowledged,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Replaying => "replaying",
+            Self::Replayed => "replayed",
+            Self::Acknowledged => "acknowledged",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == raw)
+    }
+}
+
+/// A dead letter: a job whose attempts were spent (or that expired), with its admin state.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub id: JobId,
+    pub queue: QueueName,
+    /// The queue's target when the job failed.
+    pub target: String,
+    pub created_at: UnixMillis,
+    pub failed_at: UnixMillis,
+    pub attempts: u32,
+    pub failure_reason: FailureReason,
+    pub last_error: Option<String>,
+    pub last_status: Option<u16>,
+    pub status: DlqState,
+    pub replay_count: u32,
+    pub replayed_at: Option<UnixMillis>,
+    pub acknowledged_at: Option<UnixMillis>,
+    /// The job, only when asked for.
+    pub payload: Option<CanonicalJson>,
+}
+
+impl DeadLetter {
+    /// The hyper API's view: an `ERROR` job.
+    pub fn into_job_record(self) -> JobRecord {
+        JobRecord {
+            id: self.id,
+            queue: self.queue,
+            state: JobState::Dead,
+            payload: self
+                .payload
+                .unwrap_or_else(|| CanonicalJson::from_stored("{}".into())),
+            attempts: self.attempts,
+            created_at: self.created_at,
+            run_at: self.failed_at,
+            last_error: self.last_error,
+            last_status: self.last_status,
+        }
+    }
+
+    /// Where this record stands in a listing by failure time.
+    pub fn position(&self) -> Position {
+        Position {
+            failed_at: self.failed_at,
+            id: self.id,
+        }
+    }
+}
+
+/// A position in a listing ordered by failure time: the last record of the previous page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub failed_at: UnixMillis,
+    pub id: JobId,
+}
+
+/// Which dead letters a listing shows.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub queue: Option<QueueName>,
+    /// `None` means every state.
+    pub state: Option<DlqState>,
+}
+
+/// One page of dead letters: the records and, when asked for, how many match in all.
+#[derive(Debug, Clone)]
+pub struct DeadLetterPage {
+    pub letters: Vec<DeadLetter>,
+    /// `None` unless the listing asked for the total.
+    pub total: Option<u64>,
+}
+
+/// How a dead-letter listing is ordered, paged and filled.
+#[derive(Debug, Clone, Copy)]
+pub struct PageRequest {
+    pub after: Option<Position>,
+    pub limit: usize,
+    pub newest_first: bool,
+    pub with_payload: bool,
+    /// Count every record matching the filter (one more query).
+    pub with_total: bool,
+}
+
+/// Which dead letters an admin action applies to.
+#[derive(Debug, Clone)]
+pub enum Selection {
+    Ids(Vec<JobId>),
+    /// Every pending dead letter of a queue.
+    Queue(QueueName),
+}
+
+/// What a replay did with the records it claimed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// The jobs put back, with their queue.
+    pub replayed: Vec<(JobId, QueueName)>,
+    /// Records that could not be put back (e.g. the job is live again); rolled back to pending.
+    pub failed: Vec<JobId>,
+}
+
+impl ReplayReport {
+    pub fn replayed_ids(&self) -> Vec<JobId> {
+        self.replayed.iter().map(|(id, _)| *id).collect()
+    }
+}
+
+/// Dead-letter figures for the admin stats and the alert signals.
+#[derive(Debug, Clone, Default)]
+pub struct DlqStats {
+    /// Every state, with its count (0 included).
+    pub by_status: BTreeMap<&'static str, u64>,
+    /// Pending dead letters per queue.
+    pub by_queue: BTreeMap<String, u64>,
+    pub oldest_pending_failed_at: Option<UnixMillis>,
+    pub oldest_pending_age_ms: Option<i64>,
+    /// Queues with the most pending dead letters, most first (at most 10).
+    pub top_failing_queues: Vec<CountOf<String>>,
+    /// Last HTTP statuses among pending dead letters (`None` = transport error), most first.
+    pub top_status_codes: Vec<CountOf<Option<u16>>>,
+    /// Pending dead letters replayed more than the repeat-failure threshold.
+    pub repeat_failures: u64,
+    pub last_24h: Last24h,
+}
+
+/// A key with its count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountOf<T> {
+    pub key: T,
+    pub count: u64,
+}
+
+/// Dead-letter activity over the last 24 hours.
+#[derive(Debug, Clone, Default)]
+pub struct Last24h {
+    pub new_failures: u64,
+    pub replayed: u64,
+    pub acknowledged: u64,
+}

@@ -1,0 +1,303 @@
+//! SQL for the `dead_letters` table: jobs whose attempts were spent (or that expired), with
+//! their admin lifecycle `pending → replaying → replayed` or `pending → acknowledged`.
+//! Replayed and acknowledged records are kept for audit until the retention sweep. Moves to
+//! and from the live jobs are in `moves`.
+
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+
+use crate::json::CanonicalJson;
+use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::error::StoreResult;
+use crate::store::records::{
+    CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, Last24h,
+    PageRequest, Selection,
+};
+
+const COLUMNS: &str = "id, queue, target, created_at, failed_at, attempts, failure_reason, \
+     last_error, last_status, state, replay_count, replayed_at, acknowledged_at";
+
+fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
+    let id: Vec<u8> = row.get(0)?;
+    let state: String = row.get(9)?;
+    Ok(DeadLetter {
+        id: JobId::from_slice(&id).ok_or(rusqlite::Error::InvalidColumnType(
+            0,
+            "id".into(),
+            rusqlite::types::Type::Blob,
+        ))?,
+        queue: QueueName::from_stored(row.get(1)?),
+        target: row.get(2)?,
+        created_at: row.get(3)?,
+        failed_at: row.get(4)?,
+        attempts: row.get(5)?,
+        failure_reason: FailureReason::parse(&row.get::<_, String>(6)?).ok_or(
+            rusqlite::Error::InvalidColumnType(
+                6,
+                "failure_reason".into(),
+                rusqlite::types::Type::Text,
+            ),
+        )?,
+        last_error: row.get(7)?,
+        last_status: row.get(8)?,
+        status: DlqState::parse(&state).ok_or(rusqlite::Error::InvalidColumnType(
+            9,
+            "state".into(),
+            rusqlite::types::Type::Text,
+        ))?,
+        replay_count: row.get(10)?,
+        replayed_at: row.get(11)?,
+        acknowledged_at: row.get(12)?,
+        payload: if payload {
+            Some(CanonicalJson::from_stored(row.get(13)?))
+        } else {
+            None
+        },
+    })
+}
+
+/// Whether `queue` has a dead letter `id` that still stands for the job: any state but
+/// `replayed` (that record is only audit; the job is live again or delivered since).
+pub fn is_open(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT 1 FROM dead_letters WHERE id = ?1 AND queue = ?2 AND state != 'replayed'",
+        )?
+        .query_row(params![&id.as_bytes()[..], queue.as_str()], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// A dead letter by id, with its payload; limited to `queue` when given.
+pub fn get(
+    conn: &Connection,
+    queue: Option<&QueueName>,
+    id: JobId,
+) -> StoreResult<Option<DeadLetter>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS}, payload FROM dead_letters
+             WHERE id = ?1 AND (?2 IS NULL OR queue = ?2)"
+        ))?
+        .query_row(
+            params![&id.as_bytes()[..], queue.map(QueueName::as_str)],
+            |row| from_row(row, true),
+        )
+        .optional()?)
+}
+
+/// The `WHERE` clause of a listing and its values.
+fn where_clause(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
+    let mut conditions = Vec::new();
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    if let Some(queue) = &filter.queue {
+        conditions.push("queue = ?");
+        values.push(queue.as_str().to_owned().into());
+    }
+    if let Some(state) = filter.state {
+        conditions.push("state = ?");
+        values.push(state.as_str().to_owned().into());
+    }
+    let clause = if conditions.is_empty() {
+        "1".to_owned()
+    } else {
+        conditions.join(" AND ")
+    };
+    (clause, values)
+}
+
+/// One page of dead letters in failure order (newest or oldest first) after `page.after`;
+/// with the number matching the filter only when `page.with_total` asks for it (a count over
+/// every matching record, which a plain listing should not pay for).
+pub fn list(conn: &Connection, filter: &Filter, page: PageRequest) -> StoreResult<DeadLetterPage> {
+    let (clause, mut values) = where_clause(filter);
+    let total = if page.with_total {
+        let total: i64 = conn
+            .prepare_cached(&format!("SELECT count(*) FROM dead_letters WHERE {clause}"))?
+            .query_row(params_from_iter(values.iter()), |row| row.get(0))?;
+        Some(total.max(0) as u64)
+    } else {
+        None
+    };
+    let (direction, compare) = if page.newest_first {
+        ("DESC", "<")
+    } else {
+        ("ASC", ">")
+    };
+    let mut sql = format!(
+        "SELECT {COLUMNS}{} FROM dead_letters WHERE {clause}",
+        if page.with_payload { ", payload" } else { "" }
+    );
+    if let Some(position) = page.after {
+        sql.push_str(&format!(" AND (failed_at, id) {compare} (?, ?)"));
+        values.push(position.failed_at.into());
+        values.push(position.id.as_bytes().to_vec().into());
+    }
+    sql.push_str(&format!(
+        " ORDER BY failed_at {direction}, id {direction} LIMIT ?"
+    ));
+    values.push((page.limit as i64).into());
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params_from_iter(values.iter()), |row| {
+        from_row(row, page.with_payload)
+    })?;
+    Ok(DeadLetterPage {
+        letters: rows.collect::<Result<_, _>>()?,
+        total,
+    })
+}
+
+/// Claim up to `limit` pending records for a replay: `pending → replaying`. Only one replay
+/// can claim a record, so two concurrent replays never send a job twice.
+pub fn claim_for_replay(
+    conn: &Connection,
+    selection: &Selection,
+    now: UnixMillis,
+    limit: usize,
+) -> StoreResult<Vec<JobId>> {
+    let mut claimed = Vec::new();
+    match selection {
+        Selection::Ids(ids) => {
+            let mut stmt = conn.prepare_cached(
+                "UPDATE dead_letters SET state = 'replaying', updated_at = ?2
+                 WHERE id = ?1 AND state = 'pending'",
+            )?;
+            for id in ids.iter().take(limit) {
+                if stmt.execute(params![&id.as_bytes()[..], now])? == 1 {
+                    claimed.push(*id);
+                }
+            }
+        }
+        Selection::Queue(queue) => {
+            let mut stmt = conn.prepare_cached(
+                "UPDATE dead_letters SET state = 'replaying', updated_at = ?2
+                 WHERE rowid IN (SELECT rowid FROM dead_letters
+                                 WHERE queue = ?1 AND state = 'pending'
+                                 ORDER BY failed_at LIMIT ?3)
+                 RETURNING id",
+            )?;
+            let rows = stmt.query_map(params![queue.as_str(), now, limit as i64], |row| {
+                row.get::<_, Vec<u8>>(0)
+            })?;
+            for bytes in rows {
+                if let Some(id) = JobId::from_slice(&bytes?) {
+                    claimed.push(id);
+                }
+            }
+        }
+    }
+    Ok(claimed)
+}
+
+/// Records left `replaying` by a process that stopped mid-replay go back to `pending`
+/// (their jobs were not put back, or the record would say `replayed`).
+pub fn reset_interrupted_replays(conn: &Connection, now: UnixMillis) -> StoreResult<usize> {
+    Ok(conn.execute(
+        "UPDATE dead_letters SET state = 'pending', updated_at = ?1 WHERE state = 'replaying'",
+        [now],
+    )?)
+}
+
+/// Dismiss pending records: `pending → acknowledged`. Returns how many.
+pub fn acknowledge(
+    conn: &Connection,
+    selection: &Selection,
+    now: UnixMillis,
+) -> StoreResult<usize> {
+    match selection {
+        Selection::Ids(ids) => {
+            let mut stmt = conn.prepare_cached(
+                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = ?2,
+                        updated_at = ?2
+                 WHERE id = ?1 AND state = 'pending'",
+            )?;
+            let mut count = 0;
+            for id in ids {
+                count += stmt.execute(params![&id.as_bytes()[..], now])?;
+            }
+            Ok(count)
+        }
+        Selection::Queue(queue) => Ok(conn
+            .prepare_cached(
+                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = ?2,
+                        updated_at = ?2
+                 WHERE queue = ?1 AND state = 'pending'",
+            )?
+            .execute(params![queue.as_str(), now])?),
+    }
+}
+
+/// Dead-letter figures at `now`; a pending record replayed more than `repeat_after_replays`
+/// times counts as a repeat failure.
+pub fn stats(
+    conn: &Connection,
+    now: UnixMillis,
+    repeat_after_replays: u32,
+) -> StoreResult<DlqStats> {
+    let mut stats = DlqStats::default();
+    for state in DlqState::ALL {
+        stats.by_status.insert(state.as_str(), 0);
+    }
+    let mut stmt =
+        conn.prepare_cached("SELECT state, count(*) FROM dead_letters GROUP BY state")?;
+    for row in stmt.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+    })? {
+        let (state, count) = row?;
+        if let Some(state) = DlqState::parse(&state) {
+            stats.by_status.insert(state.as_str(), count as u64);
+        }
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT queue, count(*) AS n FROM dead_letters WHERE state = 'pending'
+         GROUP BY queue ORDER BY n DESC, queue",
+    )?;
+    for row in stmt.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+    })? {
+        let (queue, count) = row?;
+        if stats.top_failing_queues.len() < 10 {
+            stats.top_failing_queues.push(CountOf {
+                key: queue.clone(),
+                count: count as u64,
+            });
+        }
+        stats.by_queue.insert(queue, count as u64);
+    }
+    stats.oldest_pending_failed_at = conn
+        .prepare_cached("SELECT min(failed_at) FROM dead_letters WHERE state = 'pending'")?
+        .query_row([], |row| row.get(0))?;
+    stats.oldest_pending_age_ms = stats.oldest_pending_failed_at.map(|at| (now - at).max(0));
+    let mut stmt = conn.prepare_cached(
+        "SELECT last_status, count(*) AS n FROM dead_letters WHERE state = 'pending'
+         GROUP BY last_status ORDER BY n DESC LIMIT 10",
+    )?;
+    for row in stmt.query_map([], |row| {
+        Ok((row.get::<_, Option<u16>>(0)?, row.get::<_, i64>(1)?))
+    })? {
+        let (status, count) = row?;
+        stats.top_status_codes.push(CountOf {
+            key: status,
+            count: count as u64,
+        });
+    }
+    let day_ago = now - 24 * 3600 * 1000;
+    let (repeat, new_failures, replayed, acknowledged): (i64, i64, i64, i64) = conn
+        .prepare_cached(
+            "SELECT
+                 coalesce(sum(state = 'pending' AND replay_count > ?2), 0),
+                 coalesce(sum(failed_at >= ?1), 0),
+                 coalesce(sum(replayed_at >= ?1), 0),
+                 coalesce(sum(acknowledged_at >= ?1), 0)
+             FROM dead_letters",
+        )?
+        .query_row(params![day_ago, repeat_after_replays], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })?;
+    stats.repeat_failures = repeat as u64;
+    stats.last_24h = Last24h {
+        new_failures: new_failures as u64,
+        replayed: replayed as u64,
+        acknowledged: acknowledged as u64,
+    };
+    Ok(stats)
+}

@@ -1,0 +1,515 @@
+//! The SQLite backend: one database file in WAL mode. A single writer thread applies every
+//! write with group commit ([`writer`]), a small pool of read-only connections serves reads
+//! ([`reader`]), a thread of its own checkpoints the WAL ([`checkpointer`]). The SQL lives
+//! with its table ([`jobs`], [`dead_letters`], [`queues`]); what moves a job between tables
+//! is in [`moves`]; the schema and its migrations in [`connection`]; the operator's work on
+//! the file itself (migrate, backup, check) in [`files`].
+//!
+//! Nothing outside `store` sees any of this: the rest of the server talks to
+//! [`Store`](super::Store).
+
+pub mod ceiling;
+mod checkpointer;
+mod connection;
+mod dead_letters;
+pub mod files;
+mod jobs;
+mod moves;
+mod queues;
+mod reader;
+mod writer;
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use rusqlite::ErrorCode;
+
+use super::error::{StoreError, StoreResult};
+use super::records::{
+    AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Filter, JobRecord, Lease,
+    Outcome, PageRequest, Queue, ReplayReport, Selection,
+};
+use super::registry::Registry;
+use super::sealing::Sealing;
+use super::{AfterCommit, BatchStats, StoreDone};
+use crate::json::CanonicalJson;
+use crate::model::{JobId, QueueName, UnixMillis};
+use reader::ReadPool;
+use writer::{Durability, Writer};
+
+pub use connection::SCHEMA_VERSION;
+
+const READ_POOL_SIZE: usize = 4;
+
+/// SQLite's durability level for commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synchronous {
+    /// Every durable commit survives a power loss (fsync at commit). The default.
+    Full,
+    /// Commits survive a crash of the process, not of the machine. Faster.
+    Normal,
+}
+
+impl Synchronous {
+    pub fn pragma_value(self) -> &'static str {
+        match self {
+            Self::Full => "FULL",
+            Self::Normal => "NORMAL",
+        }
+    }
+}
+
+impl std::str::FromStr for Synchronous {
+    type Err = String;
+
+    fn from_str(raw: &str) -> Result<Self, String> {
+        match raw.to_ascii_lowercase().as_str() {
+            "full" => Ok(Self::Full),
+            "normal" => Ok(Self::Normal),
+            _ => Err(format!("`{raw}` is neither full nor normal")),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(err: rusqlite::Error) -> Self {
+        match err.sqlite_error_code() {
+            Some(ErrorCode::DiskFull) => Self::StorageFull,
+            _ => Self::Database(Arc::new(err)),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    writer: Writer,
+    reader: ReadPool,
+    registry: Registry,
+    /// The master keys queue secrets are sealed with (if any).
+    sealing: Arc<Sealing>,
+    path: Arc<PathBuf>,
+    /// Runs WAL checkpoints until the last clone of the store is dropped.
+    _checkpointer: Arc<checkpointer::Checkpointer>,
+    /// Held for the store's lifetime: one process per database file.
+    _lock: Arc<File>,
+}
+
+impl SqliteStore {
+    /// Open (or create) the database at `path`, migrate it, release leases left by a previous
+    /// process, re-seal queue secrets with the current master key of `sealing` (rotation),
+    /// and start the writer thread.
+    pub fn open(
+        path: &Path,
+        synchronous: Synchronous,
+        sealing: Sealing,
+        now: UnixMillis,
+        on_batch: impl Fn(BatchStats) + Send + 'static,
+    ) -> anyhow::Result<(Self, StoreDone)> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the directory {}", dir.display()))?;
+        }
+        let lock = lock_database(path)?;
+        let mut conn = connection::open_writer(path, synchronous)?;
+        connection::migrate(&mut conn)?;
+        let released = jobs::release_all_leases(&conn, now)
+            .context("cannot release the leases of the previous run")?;
+        if released > 0 {
+            tracing::warn!(
+                jobs = released,
+                "found jobs in flight from a previous run; they will be delivered again"
+            );
+        }
+        let reset = dead_letters::reset_interrupted_replays(&conn, now)
+            .context("cannot reset interrupted replays")?;
+        if reset > 0 {
+            tracing::warn!(
+                records = reset,
+                "a replay was interrupted; its records are pending again"
+            );
+        }
+        let registry = Registry::new(load_queues(&mut conn, &sealing)?);
+        conn.execute_batch("PRAGMA optimize=0x10002")?;
+        let reader = ReadPool::open(path, READ_POOL_SIZE)?;
+        let rewind = checkpointer::RewindFlag::default();
+        let checkpointer = checkpointer::Checkpointer::spawn(path, synchronous, rewind.clone())?;
+        let (writer, done) = Writer::spawn(conn, synchronous, rewind, on_batch)
+            .context("cannot start the writer")?;
+        Ok((
+            Self {
+                writer,
+                reader,
+                registry,
+                sealing: Arc::new(sealing),
+                path: Arc::new(path.to_owned()),
+                _checkpointer: Arc::new(checkpointer),
+                _lock: Arc::new(lock),
+            },
+            StoreDone::new(done),
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The queues, mirrored in memory.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
+        let registry = self.registry.clone();
+        let sealing = self.sealing.clone();
+        let stored = queue.clone();
+        self.writer
+            .write_then(
+                move |conn| queues::insert(conn, &queue, &sealing),
+                Some(Box::new(move |_: &()| registry.insert(stored))),
+            )
+            .await
+    }
+
+    /// Delete a queue and all its jobs, READY and ERROR alike.
+    pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
+        let registry = self.registry.clone();
+        let removed = name.clone();
+        self.writer
+            .write_then(
+                move |conn| queues::delete(conn, &name),
+                Some(Box::new(move |_: &()| registry.remove(&removed))),
+            )
+            .await
+    }
+
+    /// Store a job; returns once it is committed to disk.
+    pub async fn enqueue(
+        &self,
+        queue: QueueName,
+        id: JobId,
+        payload: CanonicalJson,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        // One INSERT … SELECT: no savepoint needed.
+        self.writer
+            .write_one_statement(
+                Durability::Required,
+                move |conn| jobs::insert(conn, &queue, id, payload.as_str(), now),
+                None,
+            )
+            .await
+    }
+
+    /// Store a job already in flight (attempt 1, leased until `leased_until`) for a delivery
+    /// that `on_commit` starts right after the commit, on the writer thread; returns once it
+    /// is committed to disk. If the insert fails, `on_commit` is dropped without running.
+    pub async fn enqueue_leased(
+        &self,
+        queue: QueueName,
+        id: JobId,
+        payload: CanonicalJson,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        after_commit: AfterCommit,
+    ) -> StoreResult<()> {
+        self.writer
+            .write_one_statement(
+                Durability::Required,
+                move |conn| {
+                    jobs::insert_leased(conn, &queue, id, payload.as_str(), now, leased_until)
+                },
+                Some(Box::new(move |_: &()| after_commit())),
+            )
+            .await
+    }
+
+    pub async fn claim(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<ClaimedJob>> {
+        // Relaxed: a claim lost to a power cut is released at the next start. One
+        // UPDATE … RETURNING: no savepoint needed (were a returned row unreadable, its jobs
+        // would stay leased until the lease expires: delivered late, never lost).
+        self.writer
+            .write_one_statement(
+                Durability::Relaxed,
+                move |conn| jobs::claim(conn, &queue, now, leased_until, limit),
+                None,
+            )
+            .await
+    }
+
+    pub async fn record_outcome(
+        &self,
+        id: JobId,
+        lease: Lease,
+        outcome: Outcome,
+    ) -> StoreResult<bool> {
+        // Relaxed: an outcome lost to a power cut means the job is delivered again, which
+        // at-least-once allows.
+        self.writer
+            .write_relaxed(move |conn| moves::record_outcome(conn, id, lease, &outcome))
+            .await
+    }
+
+    pub async fn cancel(&self, queue: QueueName, id: JobId) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| moves::cancel(conn, &queue, id))
+            .await
+    }
+
+    pub async fn recover_stale_leases(
+        &self,
+        now: UnixMillis,
+        max_attempts: u32,
+    ) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| moves::recover_stale_leases(conn, now, max_attempts))
+            .await
+    }
+
+    /// Periodic upkeep: let SQLite refresh its query planner's statistics, if stale.
+    pub async fn maintain(&self) -> StoreResult<()> {
+        self.writer
+            .write(|conn| Ok(conn.execute_batch("PRAGMA optimize")?))
+            .await
+    }
+
+    /// One page of a queue's READY jobs (live), oldest first.
+    pub async fn list_ready(
+        &self,
+        queue: QueueName,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>> {
+        self.reader
+            .read(move |conn| {
+                if !queues::exists(conn, &queue)? {
+                    return Err(StoreError::QueueNotFound);
+                }
+                jobs::list(conn, &queue, after, limit)
+            })
+            .await
+    }
+
+    /// One page of the dead letters matching `filter`.
+    pub async fn list_dead_letters(
+        &self,
+        filter: Filter,
+        page: PageRequest,
+    ) -> StoreResult<DeadLetterPage> {
+        self.reader
+            .read(move |conn| {
+                if let Some(queue) = &filter.queue
+                    && !queues::exists(conn, queue)?
+                {
+                    return Err(StoreError::QueueNotFound);
+                }
+                dead_letters::list(conn, &filter, page)
+            })
+            .await
+    }
+
+    /// A job of `queue`, live or dead-lettered, with its attempt history.
+    pub async fn get_job(
+        &self,
+        queue: QueueName,
+        id: JobId,
+    ) -> StoreResult<(JobRecord, Vec<AttemptRecord>)> {
+        self.reader
+            .read(move |conn| {
+                let record = match jobs::get(conn, &queue, id)? {
+                    Some(record) => record,
+                    // A `replayed` record is only audit: its job is live again (found
+                    // above) or delivered since.
+                    None => dead_letters::get(conn, Some(&queue), id)?
+                        .filter(|letter| letter.status != DlqState::Replayed)
+                        .ok_or(StoreError::JobNotFound)?
+                        .into_job_record(),
+                };
+                Ok((record, jobs::history(conn, id)?))
+            })
+            .await
+    }
+
+    pub async fn dlq_stats(
+        &self,
+        now: UnixMillis,
+        repeat_after_replays: u32,
+    ) -> StoreResult<DlqStats> {
+        self.reader
+            .read(move |conn| dead_letters::stats(conn, now, repeat_after_replays))
+            .await
+    }
+
+    /// Replay dead letters: claim `pending` records (so concurrent replays never send a job
+    /// twice), put their jobs back as READY due at `run_at`, mark them `replayed`; failures
+    /// roll back to `pending`. Works in chunks so the writer is never held long.
+    pub async fn replay(
+        &self,
+        selection: Selection,
+        now: UnixMillis,
+        run_at: UnixMillis,
+    ) -> StoreResult<(usize, ReplayReport)> {
+        const CHUNK: usize = 500;
+        let mut claimed_total = 0;
+        let mut report = ReplayReport::default();
+        let mut remaining_ids = match &selection {
+            Selection::Ids(ids) => Some(ids.clone()),
+            Selection::Queue(_) => None,
+        };
+        loop {
+            let chunk_selection = match (&selection, remaining_ids.as_mut()) {
+                (_, Some(ids)) => {
+                    if ids.is_empty() {
+                        break;
+                    }
+                    let rest = ids.split_off(ids.len().min(CHUNK));
+                    Selection::Ids(std::mem::replace(ids, rest))
+                }
+                (queue, None) => queue.clone(),
+            };
+            let claimed = self
+                .writer
+                .write(move |conn| {
+                    dead_letters::claim_for_replay(conn, &chunk_selection, now, CHUNK)
+                })
+                .await?;
+            if claimed.is_empty() && remaining_ids.is_none() {
+                break;
+            }
+            claimed_total += claimed.len();
+            let chunk = self
+                .writer
+                .write(move |conn| moves::replay_claimed(conn, &claimed, now, run_at))
+                .await?;
+            let failed_in_chunk = !chunk.failed.is_empty();
+            report.replayed.extend(chunk.replayed);
+            report.failed.extend(chunk.failed);
+            // By queue, failed records are pending again: stop rather than claim them anew.
+            if remaining_ids.is_none() && failed_in_chunk {
+                break;
+            }
+        }
+        Ok((claimed_total, report))
+    }
+
+    pub async fn acknowledge(&self, selection: Selection, now: UnixMillis) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| dead_letters::acknowledge(conn, &selection, now))
+            .await
+    }
+
+    pub async fn delete_dead_letters(&self, selection: Selection) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| moves::delete(conn, &selection))
+            .await
+    }
+
+    /// Dead-letter (reason `expired`) up to `limit` ready jobs created before `cutoff`.
+    pub async fn expire_jobs(
+        &self,
+        cutoff: UnixMillis,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<QueueName>> {
+        self.writer
+            .write(move |conn| moves::expire(conn, cutoff, now, limit))
+            .await
+    }
+
+    /// Delete up to `limit` replayed/acknowledged dead letters last changed before `before`.
+    pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| moves::purge_closed(conn, before, limit))
+            .await
+    }
+
+    /// The earliest `run_at` among the ready jobs of `queue`.
+    pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
+        self.reader
+            .read(move |conn| jobs::next_due(conn, &queue))
+            .await
+    }
+
+    /// READY jobs and pending dead letters per queue (for the metrics' depth gauges).
+    pub async fn queue_depths(
+        &self,
+    ) -> StoreResult<(Vec<(QueueName, u64)>, Vec<(QueueName, u64)>)> {
+        self.reader
+            .read(|conn| {
+                let count_by_queue = |sql: &str| -> StoreResult<Vec<(QueueName, u64)>> {
+                    let mut stmt = conn.prepare_cached(sql)?;
+                    let rows = stmt.query_map([], |row| {
+                        Ok((QueueName::from_stored(row.get(0)?), row.get::<_, i64>(1)?.max(0) as u64))
+                    })?;
+                    Ok(rows.collect::<Result<_, _>>()?)
+                };
+                Ok((
+                    count_by_queue(
+                        "SELECT q.name, (SELECT count(*) FROM jobs j WHERE j.queue = q.name) FROM queues q",
+                    )?,
+                    count_by_queue(
+                        "SELECT q.name, (SELECT count(*) FROM dead_letters d
+                                         WHERE d.queue = q.name AND d.state = 'pending')
+                         FROM queues q",
+                    )?,
+                ))
+            })
+            .await
+    }
+
+    /// A read that proves the database answers.
+    pub async fn ping(&self) -> StoreResult<()> {
+        self.reader
+            .read(|conn| Ok(conn.query_row("SELECT 1", [], |_| Ok(()))?))
+            .await
+    }
+}
+
+/// Load the queues, first re-sealing (in the same transaction) every secret not sealed with
+/// the current master key. Fails, naming the queue, on a secret no configured key opens.
+fn load_queues(conn: &mut rusqlite::Connection, sealing: &Sealing) -> anyhow::Result<Vec<Queue>> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let resealed = queues::reseal_all(&tx, sealing).context("cannot re-seal queue secrets")?;
+    let loaded = queues::load_all(&tx, sealing).context("cannot load queues")?;
+    tx.commit()?;
+    if let (Some(key), false) = (sealing.current(), resealed.is_empty()) {
+        tracing::info!(
+            queues = resealed.len(),
+            key_id = key.id(),
+            "queue secrets sealed with the current master key"
+        );
+    }
+    Ok(loaded)
+}
+
+/// One hookq process per database: a second one would hand out the same jobs and release
+/// the first one's leases at start-up.
+pub fn lock_database(path: &Path) -> anyhow::Result<File> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_path = PathBuf::from(lock_path);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open the lock file {}", lock_path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => bail!(
+            "{} is in use by another hookq process (lock file {} is held)",
+            path.display(),
+            lock_path.display()
+        ),
+        Err(fs::TryLockError::Error(err)) => {
+            Err(err).with_context(|| format!("cannot lock {}", lock_path.display()))
+        }
+    }
+}
