@@ -87,6 +87,11 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_BACKOFF", default_value = "1s,5s,15s,30s,60s")]
     pub backoff: String,
 
+    /// How far each retry delay is spread either way, as a fraction of it (0.2 = ±20%), so
+    /// that jobs which failed together do not all retry together. 0 turns it off.
+    #[arg(long, env = "HOOKQ_BACKOFF_JITTER", default_value_t = crate::dispatch::retry::DEFAULT_JITTER)]
+    pub backoff_jitter: f64,
+
     /// Time allowed for one delivery attempt (connect, send, response).
     #[arg(long, env = "HOOKQ_DELIVERY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub delivery_timeout: Duration,
@@ -121,6 +126,25 @@ pub struct ServeArgs {
     /// to expire (and the jobs are delivered again on restart).
     #[arg(long, env = "HOOKQ_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
+
+    /// A client must send its request headers within this time after connecting (or after
+    /// its previous request), or the connection is closed (slow-loris clients).
+    #[arg(long, env = "HOOKQ_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+
+    /// A client must send a request's whole body within this time, or gets 408.
+    #[arg(long, env = "HOOKQ_BODY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub body_timeout: Duration,
+
+    /// How often the dispatcher re-checks every queue without being woken (a safety net;
+    /// enqueues, retries and freed slots wake it at once).
+    #[arg(long, env = "HOOKQ_DISPATCH_SWEEP", default_value = "5s", value_parser = parse_duration, hide = true)]
+    pub dispatch_sweep: Duration,
+
+    /// Open client connections served at once; further connections wait in the listen
+    /// backlog until one closes. Keep it below the process's file-descriptor limit.
+    #[arg(long, env = "HOOKQ_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
 }
 
 /// The validated configuration the server runs with.
@@ -143,6 +167,7 @@ pub struct Config {
     pub breaker_cooldown: Duration,
     pub max_attempts: u32,
     pub backoff: Vec<Duration>,
+    pub backoff_jitter: f64,
     pub delivery_timeout: Duration,
     pub lease_timeout: Duration,
     pub max_in_flight: usize,
@@ -151,6 +176,10 @@ pub struct Config {
     pub dispatch: bool,
     pub synchronous: Synchronous,
     pub shutdown_grace: Duration,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_connections: usize,
+    pub dispatch_sweep: Duration,
 }
 
 /// The server's API key. Does not print.
@@ -203,33 +232,19 @@ impl Config {
         }
     }
 
-    /// Defaults for everything but the database path: handy for tests and embedding.
+    /// Defaults for everything but the database path: handy for tests and embedding. The
+    /// defaults are the flags' own (declared once, on [`ServeArgs`]); the environment is
+    /// not read.
     pub fn with_db(db_path: PathBuf) -> Self {
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 6363)),
-            db_path,
-            api_key: None,
-            admin_key: None,
-            master_key: None,
-            master_key_previous: None,
-            job_ttl: Duration::from_secs(7 * 24 * 3600),
-            dlq_retention: Duration::from_secs(30 * 24 * 3600),
-            dlq_alert_pending: 100,
-            target_allowlist: Vec::new(),
-            https_only: false,
-            breaker_threshold: 10,
-            breaker_cooldown: Duration::from_secs(30),
-            max_attempts: 5,
-            backoff: parse_backoff("1s,5s,15s,30s,60s").unwrap_or_default(),
-            delivery_timeout: Duration::from_secs(30),
-            lease_timeout: Duration::from_secs(300),
-            max_in_flight: 256,
-            max_in_flight_per_queue: 256,
-            max_job_bytes: 262_144,
-            dispatch: true,
-            synchronous: Synchronous::Full,
-            shutdown_grace: Duration::from_secs(10),
-        }
+        use clap::{Args, FromArgMatches};
+        let command =
+            ServeArgs::augment_args(clap::Command::new("hookq")).mut_args(|arg| arg.env(None));
+        let parsed = command
+            .try_get_matches_from(["hookq"])
+            .and_then(|matches| ServeArgs::from_arg_matches(&matches));
+        let mut args = parsed.expect("the flags' defaults parse (checked by a unit test)");
+        args.db = Some(db_path);
+        Self::from_args(args).expect("the flags' defaults are valid (checked by a unit test)")
     }
 
     /// Check the flags and turn them into a configuration, with messages that say what to fix.
@@ -260,6 +275,7 @@ impl Config {
             breaker_cooldown: args.breaker_cooldown,
             max_attempts: args.max_attempts,
             backoff: parse_backoff(&args.backoff).context("invalid HOOKQ_BACKOFF / --backoff")?,
+            backoff_jitter: args.backoff_jitter,
             delivery_timeout: args.delivery_timeout,
             lease_timeout: args.lease_timeout,
             max_in_flight: args.max_in_flight,
@@ -268,6 +284,10 @@ impl Config {
             dispatch: args.dispatch,
             synchronous: args.synchronous,
             shutdown_grace: args.shutdown_grace,
+            header_timeout: args.header_timeout,
+            body_timeout: args.body_timeout,
+            max_connections: args.max_connections,
+            dispatch_sweep: args.dispatch_sweep,
         };
         config.validate()?;
         Ok(config)
@@ -315,6 +335,11 @@ impl Config {
         if self.backoff.is_empty() {
             bail!("HOOKQ_BACKOFF / --backoff must list at least one delay");
         }
+        if !(0.0..=1.0).contains(&self.backoff_jitter) {
+            bail!(
+                "HOOKQ_BACKOFF_JITTER / --backoff-jitter must be a fraction from 0 to 1, e.g. 0.2"
+            );
+        }
         if self.delivery_timeout.is_zero() {
             bail!("HOOKQ_DELIVERY_TIMEOUT / --delivery-timeout must be greater than zero");
         }
@@ -328,6 +353,12 @@ impl Config {
         }
         if self.max_in_flight == 0 || self.max_in_flight_per_queue == 0 {
             bail!("HOOKQ_MAX_IN_FLIGHT and HOOKQ_MAX_IN_FLIGHT_PER_QUEUE must be at least 1");
+        }
+        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            bail!("HOOKQ_HEADER_TIMEOUT and HOOKQ_BODY_TIMEOUT must be greater than zero");
+        }
+        if self.max_connections == 0 {
+            bail!("HOOKQ_MAX_CONNECTIONS / --max-connections must be at least 1");
         }
         if self.max_job_bytes < 2 {
             bail!("HOOKQ_MAX_JOB_BYTES / --max-job-bytes must be at least 2 (the body `{{}}`)");

@@ -1,7 +1,8 @@
 //! The HTTP accept loop: axum's router on hyper (HTTP/1.1), with the connection-level limits
-//! that `axum::serve` does not set — a header read timeout (slow-loris), keep-alive — and a
-//! graceful shutdown that lets in-flight requests finish.
+//! that `axum::serve` does not set — a cap on open connections, a header read timeout
+//! (slow-loris), keep-alive — and a graceful shutdown that lets in-flight requests finish.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -10,16 +11,30 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-/// A client must send its request headers within this time, or the connection is closed.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// In-flight requests get this long to finish after shutdown starts.
 pub const REQUEST_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The connection-level limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections served at once; the next one is accepted only when one closes, so memory
+    /// is bounded by this setting rather than by what clients open.
+    pub max_connections: usize,
+    /// A client must send its request headers within this time, or the connection is closed.
+    pub header_timeout: Duration,
+}
+
 /// Serve `app` on `listener` until `shutdown` fires, then stop accepting and wait for the
 /// open requests to finish (at most [`REQUEST_DRAIN_TIMEOUT`]).
-pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: CancellationToken,
+) {
     // HTTP/1.1 only: detecting HTTP/2 first reads bytes with no timer running, so a
     // connection that sends nothing would never be cut off. Producers and the hyper clients
     // speak HTTP/1.1.
@@ -27,10 +42,20 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
     loop {
+        // A free connection slot first (mini-redis's way): at the cap, new connections wait
+        // in the kernel's listen backlog instead of costing memory here.
+        let slot = tokio::select! {
+            () = shutdown.cancelled() => break,
+            slot = connections.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break, // never closed
+            },
+        };
         let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -56,6 +81,7 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
             if let Err(err) = connection.await {
                 tracing::debug!(%peer, error = %err, "connection ended with an error");
             }
+            drop(slot);
         });
     }
     drop(listener);

@@ -39,15 +39,18 @@ use tokio_util::sync::CancellationToken;
 
 use api::AppState;
 use config::Config;
-use dispatch::{Deliverer, Deliveries, DispatchConfig, Dispatcher, RetryPolicy, Wakeups};
+use dispatch::{Claimer, DeliveryPool, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
 use maintenance::Maintenance;
 use store::{Store, StoreDone};
 
 /// A hookq server, opened and bound but not yet serving.
 pub struct Server {
     listener: TcpListener,
-    state: AppState,
+    store: Store,
     store_done: StoreDone,
+    config: Arc<Config>,
+    wakeups: Wakeups,
+    pool: Option<DeliveryPool>,
 }
 
 impl Server {
@@ -69,8 +72,8 @@ impl Server {
         .context("store start-up task failed")??;
         tracing::info!(db = %store.location().display(), "database open");
         let wakeups = Wakeups::default();
-        let deliveries = if config.dispatch {
-            let deliverer = Deliverer::new(
+        let pool = if config.dispatch {
+            let webhook = WebhookClient::new(
                 config.delivery_timeout,
                 config.address_policy(),
                 config.https_only,
@@ -82,11 +85,16 @@ impl Server {
                 max_in_flight_per_queue: config.max_in_flight_per_queue,
                 lease_timeout: config.lease_timeout,
                 shutdown_grace: config.shutdown_grace,
-                retry: RetryPolicy::new(config.max_attempts, config.backoff.clone()),
+                sweep_interval: config.dispatch_sweep,
+                retry: RetryPolicy::new(
+                    config.max_attempts,
+                    config.backoff.clone(),
+                    config.backoff_jitter,
+                ),
             };
-            Some(Deliveries::new(
+            Some(DeliveryPool::new(
                 store.clone(),
-                deliverer,
+                webhook,
                 &dispatch,
                 wakeups.clone(),
             ))
@@ -95,15 +103,11 @@ impl Server {
         };
         Ok(Self {
             listener,
-            state: AppState::new(api::Shared {
-                store,
-                config: Arc::new(config),
-                wakeups,
-                deliveries,
-                alerts: Arc::default(),
-                shutdown: CancellationToken::new(),
-            }),
+            store,
             store_done,
+            config: Arc::new(config),
+            wakeups,
+            pool,
         })
     }
 
@@ -116,29 +120,32 @@ impl Server {
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let Self {
             listener,
-            state,
+            store,
             store_done,
+            config,
+            wakeups,
+            pool,
         } = self;
-        let config = state.config.clone();
         let background = CancellationToken::new();
 
-        let dispatcher = if let Some(deliveries) = &state.deliveries {
-            let dispatcher = Dispatcher::new(deliveries.clone());
-            Some(tokio::spawn(dispatcher.run(background.clone())))
+        let claimer = if let Some(pool) = &pool {
+            Some(tokio::spawn(
+                Claimer::new(pool.clone()).run(background.clone()),
+            ))
         } else {
             tracing::info!("dispatch is off: jobs are stored but not delivered by this node");
             None
         };
         let maintenance = tokio::spawn(
             Maintenance {
-                store: state.store.clone(),
-                wakeups: state.wakeups.clone(),
+                store: store.clone(),
+                wakeups: wakeups.clone(),
                 lease_timeout: config.lease_timeout,
                 max_attempts: config.max_attempts,
                 job_ttl: config.job_ttl,
                 dlq_retention: config.dlq_retention,
                 dlq_alert_pending: config.dlq_alert_pending,
-                alerts: state.alerts.clone(),
+                alerts: Arc::default(),
             }
             .run(background.clone()),
         );
@@ -146,26 +153,31 @@ impl Server {
         let metrics_upkeep = tokio::spawn(telemetry::run_upkeep(background.clone()));
 
         tracing::info!(addr = %listener.local_addr()?, "hookq listening");
-        let app = api::router(state.clone());
-        let ready_flag = state.shutdown.clone();
-        let watch_shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            watch_shutdown.cancelled().await;
-            ready_flag.cancel();
+        let limits = http_server::Limits {
+            max_connections: config.max_connections,
+            header_timeout: config.header_timeout,
+        };
+        // `/readyz` turns 503 on the same token that stops the accept loop.
+        let state = AppState::new(api::Shared {
+            store,
+            config,
+            wakeups,
+            pool,
+            shutdown: shutdown.clone(),
         });
-        http_server::serve(listener, app, shutdown).await;
+        http_server::serve(listener, api::router(state.clone()), limits, shutdown).await;
 
         tracing::info!("shutting down: no new jobs accepted, finishing deliveries");
         background.cancel();
-        if let Some(dispatcher) = dispatcher {
-            dispatcher.await.context("dispatcher task failed")?;
+        if let Some(claimer) = claimer {
+            claimer.await.context("claim loop task failed")?;
         }
         maintenance.await.context("maintenance task failed")?;
         metrics_upkeep.await.context("metrics upkeep task failed")?;
         drop(state);
         tokio::task::spawn_blocking(move || store_done.wait())
             .await
-            .context("waiting for the writer failed")?;
+            .context("waiting for the store to close failed")?;
         tracing::info!("database closed; bye");
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! Reading request bodies under a size limit, and parsing JSON bodies into the API's error
+//! Reading request bodies under a size limit and a time limit, and parsing JSON bodies into the API's error
 //! shape (malformed → 400, well-formed but wrong → 422, too large → 413).
 
 use std::time::Duration;
@@ -9,18 +9,15 @@ use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, ApiResult};
 
-/// A client must finish sending its body within this time (slow-loris producers).
-pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Read the whole body, refusing more than `limit` bytes without reading the excess, and
-/// giving up after [`BODY_READ_TIMEOUT`].
-pub async fn read_limited(body: Body, limit: usize) -> ApiResult<Vec<u8>> {
-    tokio::time::timeout(BODY_READ_TIMEOUT, read_to_limit(body, limit))
+/// giving up after `timeout` (`HOOKQ_BODY_TIMEOUT`: slow-loris producers).
+pub async fn read_limited(body: Body, limit: usize, timeout: Duration) -> ApiResult<Vec<u8>> {
+    tokio::time::timeout(timeout, read_to_limit(body, limit))
         .await
         .map_err(|_| {
             ApiError::RequestTimeout(format!(
-                "the request body was not received within {}s",
-                BODY_READ_TIMEOUT.as_secs()
+                "the request body was not received within {}",
+                humantime::format_duration(timeout)
             ))
         })?
 }

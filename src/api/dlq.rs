@@ -4,9 +4,7 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::body::Body;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
@@ -14,9 +12,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use super::body::{parse_json, read_limited};
+
 use super::cursor::Cursor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
+use super::extract::{ApiJson, ApiQuery, DeadLetterId, flag, page_size, queue_name, required};
 use crate::maintenance::REPEAT_FAILURE_REPLAYS;
 use crate::model::{JobId, QueueName, now_millis};
 use crate::store::{
@@ -183,20 +182,6 @@ pub struct DlqPage {
     pub has_more: bool,
 }
 
-fn parse_queue(raw: &str) -> ApiResult<QueueName> {
-    QueueName::parse(raw).map_err(|_| ApiError::queue_not_found())
-}
-
-fn parse_bool(name: &str, raw: Option<&str>) -> ApiResult<bool> {
-    match raw.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("false" | "0" | "no") => Ok(false),
-        Some("true" | "1" | "yes" | "") => Ok(true),
-        Some(other) => Err(ApiError::BadRequest(format!(
-            "{name} must be true or false, not `{other}`"
-        ))),
-    }
-}
-
 /// List dead letters, newest failure first, with a cursor stable under concurrent inserts.
 #[utoipa::path(
     get,
@@ -205,44 +190,34 @@ fn parse_bool(name: &str, raw: Option<&str>) -> ApiResult<bool> {
     params(ListParams),
     responses(
         (status = 200, description = "A page of dead letters", body = DlqPage),
-        (status = 400, description = "Bad `status`, `limit`, `cursor` or `include_payload`", body = ApiErrorBody),
+        (status = 400, description = "A `cursor` that is not one of this listing's, or an undecodable query string", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 422, description = "Bad `status`, `limit` or `include_payload`", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
 )]
 async fn list(
     State(state): State<AppState>,
-    query: Result<Query<ListParams>, QueryRejection>,
+    ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<DlqPage>> {
-    let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let queue = params.queue.as_deref().map(parse_queue).transpose()?;
+    let queue = params.queue.as_deref().map(queue_name).transpose()?;
     let status = match params.status.as_deref().unwrap_or("pending") {
         "all" => None,
         raw => Some(DlqState::parse(raw).ok_or_else(|| {
-            ApiError::BadRequest(
+            ApiError::Unprocessable(
                 "status must be pending, replaying, replayed, acknowledged or all".into(),
             )
         })?),
     };
-    let limit = match params.limit.as_deref() {
-        None => DEFAULT_PAGE,
-        Some(raw) => match raw.trim().parse::<u64>() {
-            Ok(n) if n >= 1 => (n as usize).min(MAX_PAGE),
-            _ => {
-                return Err(ApiError::BadRequest(
-                    "limit must be a whole number of at least 1".into(),
-                ));
-            }
-        },
-    };
+    let limit = page_size(params.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
     let after = params
         .cursor
         .as_deref()
         .map(|raw| Cursor::decode(raw)?.into_position())
         .transpose()?;
-    let include_payload = parse_bool("include_payload", params.include_payload.as_deref())?;
+    let include_payload = flag("include_payload", params.include_payload.as_deref())?;
     let filter = Filter {
         queue,
         state: status,
@@ -430,11 +405,6 @@ impl SelectionBody {
     }
 }
 
-async fn read_selection(body: Body) -> ApiResult<SelectionBody> {
-    let bytes = read_limited(body, MAX_ADMIN_BODY).await?;
-    parse_json(&bytes)
-}
-
 fn require_known_queue(state: &AppState, selection: &Selection) -> ApiResult<()> {
     match selection {
         Selection::Queue(queue) if !state.store.registry().contains(queue) => {
@@ -470,15 +440,17 @@ pub struct ReplayResult {
         (status = 400, description = "Malformed JSON", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
-        (status = 408, description = "The body did not arrive within 30 s", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 413, description = "Body larger than 256 KiB", body = ApiErrorBody),
         (status = 422, description = "Invalid selection or delay", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
 )]
-async fn replay(State(state): State<AppState>, body: Body) -> ApiResult<Json<ReplayResult>> {
-    let request = read_selection(body).await?;
+async fn replay(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<SelectionBody, MAX_ADMIN_BODY>,
+) -> ApiResult<Json<ReplayResult>> {
     let selection = request.selection()?;
     require_known_queue(&state, &selection)?;
     let delay = request.delay_seconds.unwrap_or(0);
@@ -554,7 +526,7 @@ pub struct AcknowledgeResult {
         (status = 400, description = "Malformed JSON", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
-        (status = 408, description = "The body did not arrive within 30 s", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 413, description = "Body larger than 256 KiB", body = ApiErrorBody),
         (status = 422, description = "Invalid selection, or `delay_seconds` given", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
@@ -563,9 +535,8 @@ pub struct AcknowledgeResult {
 )]
 async fn acknowledge(
     State(state): State<AppState>,
-    body: Body,
+    ApiJson(request): ApiJson<SelectionBody, MAX_ADMIN_BODY>,
 ) -> ApiResult<Json<AcknowledgeResult>> {
-    let request = read_selection(body).await?;
     if request.delay_seconds.is_some() {
         return Err(ApiError::Unprocessable(
             "delay_seconds applies to replay only".into(),
@@ -603,10 +574,8 @@ pub struct DeleteResult {
 )]
 async fn delete_one(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
+    DeadLetterId(id): DeadLetterId,
 ) -> ApiResult<Json<DeleteResult>> {
-    let Path(raw) = path.map_err(|_| ApiError::NotFound("dead letter not found".into()))?;
-    let id = JobId::parse(&raw).map_err(|_| ApiError::NotFound("dead letter not found".into()))?;
     let deleted = state
         .store
         .delete_dead_letters(Selection::Ids(vec![id]))
@@ -636,22 +605,23 @@ struct DeleteParams {
     params(DeleteParams),
     responses(
         (status = 200, description = "Deleted", body = DeleteResult),
-        (status = 400, description = "No `queue` given", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 422, description = "No `queue` given", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
 )]
 async fn delete_for_queue(
     State(state): State<AppState>,
-    query: Result<Query<DeleteParams>, QueryRejection>,
+    ApiQuery(params): ApiQuery<DeleteParams>,
 ) -> ApiResult<Json<DeleteResult>> {
-    let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let raw = params.queue.ok_or_else(|| {
-        ApiError::BadRequest("name the queue whose dead letters to delete: ?queue=…".into())
-    })?;
-    let queue = parse_queue(&raw)?;
+    let raw = required(
+        "queue",
+        params.queue.as_deref(),
+        "name the queue whose dead letters to delete, ?queue=…",
+    )?;
+    let queue = queue_name(raw)?;
     if !state.store.registry().contains(&queue) {
         return Err(ApiError::queue_not_found());
     }

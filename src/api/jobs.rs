@@ -2,8 +2,7 @@
 //! get one job, cancel a READY job, retry an ERROR job.
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -14,9 +13,9 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::cursor::{Cursor, invalid_cursor};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
+use super::extract::{ApiQuery, JobPath, KnownQueue, page_size, required};
 use super::openapi::IdBody;
-use super::queues::existing_queue_name;
-use crate::model::{JobId, JobStatus, QueueName, now_millis};
+use crate::model::{JobStatus, now_millis};
 use crate::store::{
     AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, PageRequest, Position,
     Selection,
@@ -183,17 +182,13 @@ pub struct JobList {
 )]
 pub async fn list_jobs(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    query: Result<Query<ListParams>, QueryRejection>,
+    KnownQueue(queue): KnownQueue,
+    ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<JobList>> {
-    let name = existing_queue_name(path)?;
-    let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let status = params
-        .status
-        .as_deref()
-        .ok_or_else(|| ApiError::Unprocessable("status is required: READY or ERROR".into()))
+    let name = queue.name.clone();
+    let status = required("status", params.status.as_deref(), "READY or ERROR")
         .and_then(|s| JobStatus::parse(s).map_err(|e| ApiError::Unprocessable(e.0)))?;
-    let limit = parse_limit(params.limit.as_deref())?;
+    let limit = page_size(params.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
     let cursor = params.cursor.as_deref().map(Cursor::decode).transpose()?;
     let (mut records, position_of): (Vec<JobRecord>, fn(&JobRecord) -> Cursor) = match status {
         JobStatus::Ready => {
@@ -255,34 +250,6 @@ pub async fn list_jobs(
     }))
 }
 
-fn parse_limit(raw: Option<&str>) -> ApiResult<usize> {
-    let Some(raw) = raw else {
-        return Ok(DEFAULT_PAGE);
-    };
-    match raw.trim().parse::<u64>() {
-        Ok(0) | Err(_) => Err(ApiError::Unprocessable(
-            "limit must be a whole number of at least 1".into(),
-        )),
-        Ok(n) => Ok((n.min(MAX_PAGE as u64)) as usize),
-    }
-}
-
-/// The queue and job named in the path. Ids that cannot be valid cannot exist either.
-fn job_path(path: Result<Path<(String, String)>, PathRejection>) -> ApiResult<(QueueName, JobId)> {
-    let Path((queue, id)) = path.map_err(|_| ApiError::job_not_found())?;
-    let queue = QueueName::parse(&queue).map_err(|_| ApiError::queue_not_found())?;
-    let id = JobId::parse(&id).map_err(|_| ApiError::job_not_found())?;
-    Ok((queue, id))
-}
-
-fn require_queue(state: &AppState, queue: &QueueName) -> ApiResult<()> {
-    if state.store.registry().contains(queue) {
-        Ok(())
-    } else {
-        Err(ApiError::queue_not_found())
-    }
-}
-
 /// One job, with its history of failed attempts.
 #[utoipa::path(
     get,
@@ -302,11 +269,9 @@ fn require_queue(state: &AppState, queue: &QueueName) -> ApiResult<()> {
 )]
 async fn get_job(
     State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    JobPath { queue, id }: JobPath,
 ) -> ApiResult<Json<JobView>> {
-    let (queue, id) = job_path(path)?;
-    require_queue(&state, &queue)?;
-    let (record, history) = state.store.get_job(queue, id).await?;
+    let (record, history) = state.store.get_job(queue.name.clone(), id).await?;
     let mut view = JobView::try_from(record)?;
     view.history = Some(history.into_iter().map(AttemptView::from).collect());
     Ok(Json(view))
@@ -332,11 +297,9 @@ async fn get_job(
 )]
 async fn cancel_job(
     State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    JobPath { queue, id }: JobPath,
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
-    let (queue, id) = job_path(path)?;
-    require_queue(&state, &queue)?;
-    state.store.cancel(queue, id).await?;
+    state.store.cancel(queue.name.clone(), id).await?;
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }
 
@@ -360,11 +323,9 @@ async fn cancel_job(
 )]
 async fn retry_job(
     State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    JobPath { queue, id }: JobPath,
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
-    let (queue, id) = job_path(path)?;
-    require_queue(&state, &queue)?;
-    let (record, _) = state.store.get_job(queue.clone(), id).await?;
+    let (record, _) = state.store.get_job(queue.name.clone(), id).await?;
     if record.state != JobState::Dead {
         return Err(ApiError::Conflict(
             "job is not in ERROR: only dead-lettered jobs can be retried".into(),
@@ -386,7 +347,7 @@ async fn retry_job(
         ));
     }
     if state.config.dispatch {
-        state.wakeups.mark_due(&queue, now);
+        state.wakeups.mark_due(&queue.name, now);
     }
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }

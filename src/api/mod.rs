@@ -8,6 +8,7 @@ pub mod body;
 pub mod cursor;
 pub mod dlq;
 pub mod error;
+pub mod extract;
 pub mod jobs;
 pub mod openapi;
 pub mod queues;
@@ -23,8 +24,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::config::Config;
-use crate::dispatch::{Deliveries, Wakeups};
-use crate::maintenance::DlqAlerts;
+use crate::dispatch::{DeliveryPool, Wakeups};
 use crate::store::Store;
 use error::ApiError;
 use tokio_util::sync::CancellationToken;
@@ -54,10 +54,8 @@ pub struct Shared {
     pub config: Arc<Config>,
     /// Marks a queue due when a job is enqueued, waking the dispatcher at once.
     pub wakeups: Wakeups,
-    /// The running deliveries, for direct hand-offs; `None` when dispatch is off.
-    pub deliveries: Option<Deliveries>,
-    /// Dead-letter alert signals, raised by maintenance.
-    pub alerts: Arc<DlqAlerts>,
+    /// The delivery pool, for direct hand-offs; `None` when dispatch is off.
+    pub pool: Option<DeliveryPool>,
     /// Fires when the server starts shutting down (`/readyz` turns 503).
     pub shutdown: CancellationToken,
 }

@@ -1,9 +1,7 @@
 //! Queue routes of the hyper Queue API: list, create (`PUT`), delete, and enqueue (`POST`).
 
 use axum::Json;
-use axum::body::Body;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -11,13 +9,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
+use super::extract::{ApiJson, JobBody, KnownQueue, NewQueueName};
 use super::jobs::{__path_list_jobs, list_jobs};
 use super::openapi::{IdBody, OkBody};
 use crate::dispatch::guard::AddressPolicy;
-use crate::json;
-use crate::model::{JobId, QueueName, Secret, Target, now_millis};
+use crate::model::{JobId, Secret, Target, now_millis};
 use crate::store::Queue;
 use crate::telemetry;
 
@@ -28,14 +25,6 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_queues))
         .routes(routes!(create_queue, delete_queue, enqueue, list_jobs))
-}
-
-/// A queue named in the path: a name that cannot be valid cannot exist either.
-pub(super) fn existing_queue_name(
-    path: Result<Path<String>, PathRejection>,
-) -> ApiResult<QueueName> {
-    let Path(raw) = path.map_err(|_| ApiError::queue_not_found())?;
-    QueueName::parse(&raw).map_err(|_| ApiError::queue_not_found())
 }
 
 /// The queues, by name.
@@ -99,7 +88,7 @@ pub struct CreateQueue {
         (status = 201, description = "Created", body = OkBody),
         (status = 400, description = "Malformed JSON", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
-        (status = 408, description = "The body did not arrive within 30 s", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 409, description = "The queue already exists", body = ApiErrorBody),
         (status = 413, description = "Body larger than 16 KiB", body = ApiErrorBody),
         (status = 422, description = "Invalid name, target or secret", body = ApiErrorBody),
@@ -109,13 +98,9 @@ pub struct CreateQueue {
 )]
 async fn create_queue(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    body: Body,
+    NewQueueName(name): NewQueueName,
+    ApiJson(request): ApiJson<CreateQueue, MAX_QUEUE_BODY>,
 ) -> ApiResult<(StatusCode, Json<OkBody>)> {
-    let Path(raw_name) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let bytes = read_limited(body, MAX_QUEUE_BODY).await?;
-    let request: CreateQueue = parse_json(&bytes)?;
-    let name = QueueName::parse(&raw_name).map_err(|e| ApiError::Unprocessable(e.0))?;
     let target = Target::parse(&request.target).map_err(|e| ApiError::Unprocessable(e.0))?;
     check_target_allowed(&state, &target)?;
     let secret = request
@@ -169,9 +154,9 @@ fn check_target_allowed(state: &AppState, target: &Target) -> ApiResult<()> {
 )]
 async fn delete_queue(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
+    KnownQueue(queue): KnownQueue,
 ) -> ApiResult<Json<OkBody>> {
-    let name = existing_queue_name(path)?;
+    let name = queue.name.clone();
     state.store.delete_queue(name.clone()).await?;
     state.wakeups.forget(&name);
     tracing::info!(queue = %name, "queue deleted with all its jobs");
@@ -194,7 +179,7 @@ async fn delete_queue(
         (status = 400, description = "Malformed JSON (or a lone UTF-16 surrogate)", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
-        (status = 408, description = "The body did not arrive within 30 s", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 413, description = "Larger than `HOOKQ_MAX_JOB_BYTES`", body = ApiErrorBody),
         (status = 422, description = "Not a JSON object", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
@@ -205,30 +190,19 @@ async fn delete_queue(
 #[tracing::instrument(level = "debug", skip_all, fields(queue))]
 async fn enqueue(
     State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    body: Body,
+    KnownQueue(queue): KnownQueue,
+    JobBody(payload): JobBody,
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
-    let name = existing_queue_name(path)?;
+    let name = queue.name.clone();
     tracing::Span::current().record("queue", name.as_str());
-    let Some(queue) = state.store.registry().get(&name) else {
-        return Err(ApiError::queue_not_found());
-    };
-    let bytes = read_limited(body, state.config.max_job_bytes).await?;
-    let payload = json::canonicalize(&bytes)
-        .map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))?;
-    if !payload.is_object() {
-        return Err(ApiError::Unprocessable(
-            "a job must be a JSON object".into(),
-        ));
-    }
     let id = JobId::new();
     let now = now_millis();
     // While no job waits to be claimed, the job is delivered straight after the commit;
     // otherwise the dispatcher claims it in turn.
     let handoff = state
-        .deliveries
+        .pool
         .as_ref()
-        .and_then(|deliveries| deliveries.try_handoff(&queue, id, &payload, now));
+        .and_then(|pool| pool.try_handoff(&queue, id, &payload, now));
     match handoff {
         Some(handoff) => {
             state

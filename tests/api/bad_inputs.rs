@@ -181,3 +181,24 @@ async fn unknown_routes_are_404_and_wrong_methods_are_405() {
         assert_rejected(&app, method, &path, None, 405).await;
     }
 }
+
+/// One rule for the same bad input on every route (docs/api.md, "400 or 422"): a value that
+/// is read but invalid is 422, a cursor that is not ours is 400.
+#[tokio::test]
+async fn the_same_bad_value_gets_the_same_status_on_every_listing() {
+    let (app, _) = app_with_a_job().await;
+    for (what, value, status) in [
+        ("limit", "0", 422),
+        ("limit", "many", 422),
+        ("cursor", "not-a-cursor", 400),
+    ] {
+        let jobs = format!("/queue/q?status=READY&{what}={value}");
+        let dead_letters = format!("/admin/dlq?{what}={value}");
+        for path in [jobs, dead_letters] {
+            assert_rejected(&app, Method::GET, &path, None, status).await;
+        }
+    }
+    // An invalid `status` is a value too.
+    assert_rejected(&app, Method::GET, "/queue/q?status=DONE", None, 422).await;
+    assert_rejected(&app, Method::GET, "/admin/dlq?status=done", None, 422).await;
+}

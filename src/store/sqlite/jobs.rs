@@ -54,7 +54,7 @@ pub fn insert(
 }
 
 /// Insert a job already leased for its first attempt (a direct hand-off: see
-/// `dispatch::deliveries`), as if [`insert`] and [`claim`] had run back to back.
+/// `dispatch::pool`), as if [`insert`] and [`claim`] had run back to back.
 pub fn insert_leased(
     conn: &Connection,
     queue: &QueueName,

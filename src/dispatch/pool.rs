@@ -1,13 +1,13 @@
-//! Running deliveries: the delivery slots (global and per queue), the circuit breakers and the
-//! delivery tasks themselves. Shared by the dispatcher's claim rounds and by the enqueue
-//! route's direct hand-off, so both draw on the same bounds.
+//! The delivery pool: the delivery slots (global and per queue), the circuit breakers and the
+//! tasks running attempts. Shared by the claim loop and by the enqueue route's direct
+//! hand-off, so both draw on the same bounds.
 //!
 //! **Direct hand-off.** When an enqueue finds nothing waiting to be claimed (in any queue:
 //! see [`Wakeups::nothing_waiting`]), its queue's breaker closed and a slot free, the job is
-//! stored already leased (attempt 1) and its delivery starts on the writer thread the moment
-//! the insert is committed: no claim write, no dispatcher round, no payload read back.
+//! stored already leased (attempt 1) and its attempt starts the moment the insert is
+//! committed: no claim write, no claim round, no payload read back.
 //! Anything else (a backlog anywhere, a resting queue, no room) takes the normal path:
-//! stored ready, claimed by the dispatcher in order and with fair shares between queues.
+//! stored ready, claimed by the claim loop in order and with fair shares between queues.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,21 +18,22 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Breakers, Deliverer, Delivery, DispatchConfig, RetryPolicy, Wakeups};
+use super::attempt::Attempt;
+use super::{Breakers, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::{AfterCommit, ClaimedJob, Queue, Store};
 use crate::telemetry;
 
-/// The delivery machinery, cheap to clone.
+/// The delivery pool, cheap to clone.
 #[derive(Clone)]
-pub struct Deliveries {
+pub struct DeliveryPool {
     inner: Arc<Inner>,
 }
 
 pub(super) struct Inner {
     pub(super) store: Store,
-    pub(super) deliverer: Deliverer,
+    pub(super) webhook: WebhookClient,
     pub(super) retry: RetryPolicy,
     pub(super) wakeups: Wakeups,
     pub(super) breakers: Breakers,
@@ -42,7 +43,8 @@ pub(super) struct Inner {
     pub(super) max_in_flight_per_queue: usize,
     lease_timeout: Duration,
     shutdown_grace: Duration,
-    /// Hand-offs start their deliveries from the writer thread, outside the runtime.
+    pub(super) sweep_interval: Duration,
+    /// Hand-offs may start their attempts from a store's thread, outside the runtime.
     runtime: Handle,
     tasks: TaskTracker,
     /// Fired when the shutdown grace period is over: deliveries still running stop.
@@ -54,12 +56,12 @@ pub(super) struct Inner {
 pub struct Slot {
     permit: Option<OwnedSemaphorePermit>,
     queue: QueueName,
-    deliveries: Deliveries,
+    pool: DeliveryPool,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let inner = &self.deliveries.inner;
+        let inner = &self.pool.inner;
         {
             let mut per_queue = lock(&inner.per_queue);
             if let Some(count) = per_queue.get_mut(&self.queue) {
@@ -70,7 +72,7 @@ impl Drop for Slot {
             }
         }
         drop(self.permit.take());
-        telemetry::in_flight(self.deliveries.in_flight_total());
+        telemetry::in_flight(self.pool.in_flight_total());
         inner.wakeups.poke();
     }
 }
@@ -83,18 +85,18 @@ pub struct Handoff {
     pub after_commit: AfterCommit,
 }
 
-impl Deliveries {
-    /// Must be called inside the tokio runtime the deliveries will run on.
+impl DeliveryPool {
+    /// Must be called inside the tokio runtime the attempts will run on.
     pub fn new(
         store: Store,
-        deliverer: Deliverer,
+        webhook: WebhookClient,
         config: &DispatchConfig,
         wakeups: Wakeups,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
-                deliverer,
+                webhook,
                 retry: config.retry.clone(),
                 wakeups,
                 breakers: Breakers::new(config.breaker_threshold, config.breaker_cooldown),
@@ -104,6 +106,7 @@ impl Deliveries {
                 max_in_flight_per_queue: config.max_in_flight_per_queue,
                 lease_timeout: config.lease_timeout,
                 shutdown_grace: config.shutdown_grace,
+                sweep_interval: config.sweep_interval,
                 runtime: Handle::current(),
                 tasks: TaskTracker::new(),
                 abandon: CancellationToken::new(),
@@ -153,7 +156,7 @@ impl Deliveries {
         Some(Slot {
             permit: Some(permit),
             queue: queue.clone(),
-            deliveries: self.clone(),
+            pool: self.clone(),
         })
     }
 
@@ -181,18 +184,18 @@ impl Deliveries {
             created_at: now,
             leased_until,
         };
-        let deliveries = self.clone();
+        let pool = self.clone();
         let queue = queue.clone();
         Some(Handoff {
             leased_until,
-            after_commit: Box::new(move || deliveries.start(queue, job, slot)),
+            after_commit: Box::new(move || pool.start(queue, job, slot)),
         })
     }
 
     /// Deliver `job` of `queue` in `slot`, on a task of its own.
     pub fn start(&self, queue: Arc<Queue>, job: ClaimedJob, slot: Slot) {
-        let delivery = Delivery {
-            deliveries: self.clone(),
+        let attempt = Attempt {
+            pool: self.clone(),
             slot: Some(slot),
         };
         let abandon = self.inner.abandon.clone();
@@ -200,7 +203,7 @@ impl Deliveries {
             async move {
                 tokio::select! {
                     () = abandon.cancelled() => {}
-                    () = delivery.run(queue, job) => {}
+                    () = attempt.run(queue, job) => {}
                 }
             },
             &self.inner.runtime,
@@ -246,7 +249,7 @@ mod tests {
     use crate::store::sqlite::Synchronous;
 
     struct Fixture {
-        deliveries: Deliveries,
+        pool: DeliveryPool,
         wakeups: Wakeups,
         queue: Arc<Queue>,
         _store: Store,
@@ -273,15 +276,16 @@ mod tests {
             max_in_flight_per_queue: 1,
             lease_timeout: Duration::from_secs(300),
             shutdown_grace: Duration::from_secs(1),
-            retry: RetryPolicy::new(3, Vec::new()),
+            sweep_interval: Duration::from_secs(5),
+            retry: RetryPolicy::new(3, Vec::new(), 0.0),
         };
         let policy = AddressPolicy {
             block_private: false,
             allowlist: Vec::new(),
         };
-        let deliverer = Deliverer::new(Duration::from_secs(1), policy, false).unwrap();
+        let webhook = WebhookClient::new(Duration::from_secs(1), policy, false).unwrap();
         let wakeups = Wakeups::default();
-        let deliveries = Deliveries::new(store.clone(), deliverer, &config, wakeups.clone());
+        let pool = DeliveryPool::new(store.clone(), webhook, &config, wakeups.clone());
         let queue = Arc::new(Queue {
             name: QueueName::parse("q").unwrap(),
             target: Target::parse("http://127.0.0.1:9/").unwrap(),
@@ -289,7 +293,7 @@ mod tests {
             created_at: 0,
         });
         Fixture {
-            deliveries,
+            pool,
             wakeups,
             queue,
             _store: store,
@@ -299,8 +303,7 @@ mod tests {
 
     fn handoff(f: &Fixture, now: UnixMillis) -> Option<Handoff> {
         let payload = crate::json::canonicalize(b"{}").expect("JSON");
-        f.deliveries
-            .try_handoff(&f.queue, JobId::new(), &payload, now)
+        f.pool.try_handoff(&f.queue, JobId::new(), &payload, now)
     }
 
     #[tokio::test]
@@ -308,11 +311,11 @@ mod tests {
         let f = fixture();
         let first = handoff(&f, 100).expect("nothing waits, room");
         assert_eq!(first.leased_until, 100 + 300_000);
-        assert_eq!(f.deliveries.in_flight(&f.queue.name), 1);
+        assert_eq!(f.pool.in_flight(&f.queue.name), 1);
         assert!(handoff(&f, 100).is_none(), "the queue's one slot is taken");
         drop(first); // the insert failed: the hook never runs
-        assert_eq!(f.deliveries.in_flight(&f.queue.name), 0);
-        assert_eq!(f.deliveries.free(), 2);
+        assert_eq!(f.pool.in_flight(&f.queue.name), 0);
+        assert_eq!(f.pool.free(), 2);
         assert!(handoff(&f, 100).is_some());
     }
 
@@ -344,13 +347,13 @@ mod tests {
     #[tokio::test]
     async fn no_handoff_while_the_breaker_is_not_closed() {
         let f = fixture();
-        f.deliveries.breakers().record(&f.queue.name, false, 100);
+        f.pool.breakers().record(&f.queue.name, false, 100);
         assert!(handoff(&f, 100).is_none());
         assert!(
             handoff(&f, 100 + 60_000).is_none(),
             "the probe is the dispatcher's"
         );
-        assert_eq!(f.deliveries.free(), 2, "no slot was taken");
+        assert_eq!(f.pool.free(), 2, "no slot was taken");
     }
 
     #[tokio::test]
@@ -358,12 +361,12 @@ mod tests {
         let f = fixture();
         let other = QueueName::parse("other").unwrap();
         let third = QueueName::parse("third").unwrap();
-        let a = f.deliveries.try_slot(&f.queue.name).unwrap();
-        assert!(f.deliveries.try_slot(&f.queue.name).is_none(), "per queue");
-        let b = f.deliveries.try_slot(&other).unwrap();
-        assert!(f.deliveries.try_slot(&third).is_none(), "global");
-        assert_eq!(f.deliveries.in_flight_total(), 2);
+        let a = f.pool.try_slot(&f.queue.name).unwrap();
+        assert!(f.pool.try_slot(&f.queue.name).is_none(), "per queue");
+        let b = f.pool.try_slot(&other).unwrap();
+        assert!(f.pool.try_slot(&third).is_none(), "global");
+        assert_eq!(f.pool.in_flight_total(), 2);
         drop((a, b));
-        assert_eq!(f.deliveries.in_flight_total(), 0);
+        assert_eq!(f.pool.in_flight_total(), 0);
     }
 }

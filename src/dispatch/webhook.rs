@@ -1,5 +1,5 @@
-//! One delivery attempt: POST the job's canonical JSON to the queue's target, signed when
-//! the queue has a secret, and classify the answer.
+//! The webhook client: POST a job's canonical JSON to its queue's target, signed when the
+//! queue has a secret, through the SSRF guard, and classify the answer.
 
 use std::time::{Duration, Instant};
 
@@ -34,15 +34,15 @@ pub enum AttemptResult {
     },
 }
 
-/// The HTTP client shared by every delivery (connection pooling and keep-alive).
+/// The HTTP client shared by every attempt (connection pooling and keep-alive).
 #[derive(Clone)]
-pub struct Deliverer {
+pub struct WebhookClient {
     client: reqwest::Client,
     policy: Arc<AddressPolicy>,
     https_only: bool,
 }
 
-impl Deliverer {
+impl WebhookClient {
     /// `policy` is enforced at connect time (see [`guard`](super::guard)); `https_only`
     /// refuses plain-HTTP targets.
     pub fn new(timeout: Duration, policy: AddressPolicy, https_only: bool) -> anyhow::Result<Self> {
@@ -66,8 +66,9 @@ impl Deliverer {
         })
     }
 
-    /// POST one job. `payload` is its canonical JSON; `now` stamps the signature.
-    pub async fn deliver(
+    /// POST one job. `payload` is its canonical JSON (the bytes signed and sent); `now`
+    /// stamps the signature.
+    pub async fn post(
         &self,
         queue: &Queue,
         id: JobId,
@@ -165,7 +166,7 @@ fn elapsed_ms(started: Instant) -> u64 {
     started.elapsed().as_millis().try_into().unwrap_or(u64::MAX)
 }
 
-impl Deliverer {
+impl WebhookClient {
     /// What the resolver cannot see: literal IP targets (no DNS lookup) and the scheme.
     fn check_target(&self, queue: &Queue) -> Result<(), String> {
         if self.https_only && queue.target.url().scheme() != "https" {

@@ -1,0 +1,192 @@
+//! Extractors: each turns one part of a request (path, query string, body) into the API's
+//! own parsed values, and rejects with the one error shape ([`ApiError`]). Handlers take
+//! these and never parse or `map_err` by hand. The status each rejection gets follows the
+//! rule written in docs/api.md ("400 or 422"):
+//!
+//! - **404**: a name or id in the path that cannot exist (invalid, or no such queue);
+//! - **400**: the request cannot be read: malformed JSON, an undecodable query string, a
+//!   cursor that is not one of ours, a body that breaks off;
+//! - **413** / **408**: a body larger than the route's limit / not received in time;
+//! - **422**: the request was read, but a value in it is invalid or missing.
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use super::AppState;
+use super::body::{parse_json, read_limited};
+use super::error::{ApiError, ApiResult};
+use crate::json::{self, CanonicalJson};
+use crate::model::{JobId, QueueName};
+use crate::store::Queue;
+
+/// `{name}`: a queue that exists. 404 when the name cannot be valid or there is no such
+/// queue, before any body is read.
+pub struct KnownQueue(pub Arc<Queue>);
+
+impl FromRequestParts<AppState> for KnownQueue {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::queue_not_found())?;
+        known_queue(state, &raw).map(Self)
+    }
+}
+
+/// `{name}` of a queue to create: 422 when the name is invalid.
+pub struct NewQueueName(pub QueueName);
+
+impl FromRequestParts<AppState> for NewQueueName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::BadRequest(e.body_text()))?;
+        QueueName::parse(&raw)
+            .map(Self)
+            .map_err(|e| ApiError::Unprocessable(e.0))
+    }
+}
+
+/// `{name}/{id}`: a job id in a queue that exists. 404 for an unknown queue or an id that
+/// is not a UUID (whether the job exists is the handler's question).
+pub struct JobPath {
+    pub queue: Arc<Queue>,
+    pub id: JobId,
+}
+
+impl FromRequestParts<AppState> for JobPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let Path((queue, id)) = Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::job_not_found())?;
+        let queue = known_queue(state, &queue)?;
+        let id = JobId::parse(&id).map_err(|_| ApiError::job_not_found())?;
+        Ok(Self { queue, id })
+    }
+}
+
+/// `{id}` of a dead letter: 404 when it is not a UUID.
+pub struct DeadLetterId(pub JobId);
+
+impl FromRequestParts<AppState> for DeadLetterId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let not_found = || ApiError::NotFound("dead letter not found".into());
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| not_found())?;
+        JobId::parse(&raw).map(Self).map_err(|_| not_found())
+    }
+}
+
+/// The query string decoded into `T`: 400 when it cannot be decoded. Values are checked by
+/// the parsers below (422).
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let Query(value) = Query::<T>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::BadRequest(e.body_text()))?;
+        Ok(Self(value))
+    }
+}
+
+/// A JSON body of at most `LIMIT` bytes, parsed into `T`: 413 when larger, 408 when not
+/// received within `HOOKQ_BODY_TIMEOUT`, 400 when malformed, 422 when well-formed but not a
+/// `T` (a missing field, a wrong type, an unknown field where `T` refuses them).
+pub struct ApiJson<T, const LIMIT: usize>(pub T);
+
+impl<T: DeserializeOwned, const LIMIT: usize> FromRequest<AppState> for ApiJson<T, LIMIT> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> ApiResult<Self> {
+        let bytes = read_limited(request.into_body(), LIMIT, state.config.body_timeout).await?;
+        parse_json(&bytes).map(Self)
+    }
+}
+
+/// A job: a JSON object of at most `HOOKQ_MAX_JOB_BYTES`, in canonical form (the bytes the
+/// worker receives and the signature covers). 400 when malformed, 422 when not an object.
+pub struct JobBody(pub CanonicalJson);
+
+impl FromRequest<AppState> for JobBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> ApiResult<Self> {
+        let config = &state.config;
+        let bytes = read_limited(
+            request.into_body(),
+            config.max_job_bytes,
+            config.body_timeout,
+        )
+        .await?;
+        let job = json::canonicalize(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))?;
+        if !job.is_object() {
+            return Err(ApiError::Unprocessable(
+                "a job must be a JSON object".into(),
+            ));
+        }
+        Ok(Self(job))
+    }
+}
+
+fn known_queue(state: &AppState, raw: &str) -> ApiResult<Arc<Queue>> {
+    let name = QueueName::parse(raw).map_err(|_| ApiError::queue_not_found())?;
+    state
+        .store
+        .registry()
+        .get(&name)
+        .ok_or_else(ApiError::queue_not_found)
+}
+
+// ---------------------------------------------------------------------------------------
+// Query values: each refuses a bad value with 422.
+// ---------------------------------------------------------------------------------------
+
+/// A page size: `default` when absent, capped at `max`; 422 unless a whole number ≥ 1.
+pub fn page_size(raw: Option<&str>, default: usize, max: usize) -> ApiResult<usize> {
+    let Some(raw) = raw else {
+        return Ok(default);
+    };
+    match raw.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(usize::try_from(n).unwrap_or(usize::MAX).min(max)),
+        _ => Err(ApiError::Unprocessable(
+            "limit must be a whole number of at least 1".into(),
+        )),
+    }
+}
+
+/// A boolean flag (`true`/`false`, `1`/`0`, `yes`/`no`, or present without a value); absent
+/// is false.
+pub fn flag(name: &str, raw: Option<&str>) -> ApiResult<bool> {
+    match raw.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("false" | "0" | "no") => Ok(false),
+        Some("true" | "1" | "yes" | "") => Ok(true),
+        Some(other) => Err(ApiError::Unprocessable(format!(
+            "{name} must be true or false, not `{other}`"
+        ))),
+    }
+}
+
+/// A queue named in a query or body: 404 when the name cannot be valid.
+pub fn queue_name(raw: &str) -> ApiResult<QueueName> {
+    QueueName::parse(raw).map_err(|_| ApiError::queue_not_found())
+}
+
+/// A required query value: 422 when absent.
+pub fn required<'a>(name: &str, raw: Option<&'a str>, example: &str) -> ApiResult<&'a str> {
+    raw.ok_or_else(|| ApiError::Unprocessable(format!("{name} is required: {example}")))
+}

@@ -1,0 +1,146 @@
+//! One delivery attempt: POST the job to its queue's target, tell the breaker how the
+//! target answered, count it, turn the answer into an outcome with the retry schedule, and
+//! record that outcome under the job's lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::pool::{DeliveryPool, Slot};
+use super::retry::{RetryPolicy, random_spread};
+use super::webhook::AttemptResult;
+use crate::model::{QueueName, UnixMillis, now_millis};
+use crate::store::{ClaimedJob, Failure, Outcome, Queue};
+use crate::telemetry;
+
+/// One job's attempt, from POST to recorded outcome. Owns its delivery slot.
+pub(super) struct Attempt {
+    pub(super) pool: DeliveryPool,
+    /// Held while the worker is being called; `None` once released.
+    pub(super) slot: Option<Slot>,
+}
+
+impl Attempt {
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = %queue.name, job_id = %job.id, attempt = job.attempt))]
+    pub(super) async fn run(mut self, queue: Arc<Queue>, job: ClaimedJob) {
+        let lease = job.lease();
+        let result = self
+            .pool
+            .inner()
+            .webhook
+            .post(&queue, job.id, job.attempt, job.payload, now_millis())
+            .await;
+        // The worker is done with us: its slot can serve the next job while the outcome
+        // commits (the lease fences a late outcome, so this is safe).
+        drop(self.slot.take());
+        let inner = self.pool.inner();
+        let now = now_millis();
+        inner
+            .breakers
+            .record(&queue.name, target_is_healthy(&result), now);
+        record_attempt_metrics(&queue.name, &result, job.created_at, now);
+        let outcome = outcome_of(&inner.retry, result, job.attempt, now);
+        match &outcome {
+            Outcome::Delivered => tracing::debug!("delivered"),
+            Outcome::Retry { run_at, failure } => {
+                tracing::info!(queue = %queue.name, job_id = %job.id, attempt = job.attempt, status = ?failure.status, error = %truncate(&failure.error), retry_in_ms = run_at - now, "attempt failed; will retry");
+            }
+            Outcome::Dead { failure } => {
+                tracing::warn!(queue = %queue.name, job_id = %job.id, attempt = job.attempt, status = ?failure.status, error = %truncate(&failure.error), "attempts spent; job dead-lettered");
+            }
+        }
+        let retry_at = match &outcome {
+            Outcome::Retry { run_at, .. } => Some(*run_at),
+            _ => None,
+        };
+        let dead = matches!(outcome, Outcome::Dead { .. });
+        match inner.store.record_outcome(job.id, lease, outcome).await {
+            Ok(true) => {
+                if let Some(at) = retry_at {
+                    inner.wakeups.mark_due(&queue.name, at);
+                }
+                if dead {
+                    telemetry::job_dead_lettered(&queue.name, "max_attempts_reached");
+                }
+            }
+            Ok(false) => {
+                tracing::info!(queue = %queue.name, job_id = %job.id, "lease lost before the outcome was recorded; ignored")
+            }
+            Err(err) => tracing::error!(
+                queue = %queue.name,
+                job_id = %job.id,
+                error = %err,
+                "cannot record the outcome; the lease will expire and the job be delivered again"
+            ),
+        }
+    }
+}
+
+/// Count one attempt. Dead-lettering is counted from the recorded outcome, so the retry
+/// policy stays the one place that decides it.
+fn record_attempt_metrics(
+    queue: &QueueName,
+    result: &AttemptResult,
+    created_at: UnixMillis,
+    now: UnixMillis,
+) {
+    match result {
+        AttemptResult::Delivered { latency_ms, .. } => telemetry::job_delivered(
+            queue,
+            Duration::from_millis(*latency_ms),
+            Duration::from_millis(now.saturating_sub(created_at).max(0) as u64),
+        ),
+        AttemptResult::Failed {
+            status, latency_ms, ..
+        } => telemetry::attempt_failed(queue, *status, Duration::from_millis(*latency_ms)),
+    }
+}
+
+/// Whether an attempt's result speaks for the target being up: a 2xx, or a 4xx about the job
+/// itself (but not 408 or 429, which say the target is struggling). Breakers count the rest.
+fn target_is_healthy(result: &AttemptResult) -> bool {
+    match result {
+        AttemptResult::Delivered { .. } => true,
+        AttemptResult::Failed {
+            status: Some(status),
+            ..
+        } => (400..500).contains(status) && !matches!(status, 408 | 429),
+        AttemptResult::Failed { status: None, .. } => false,
+    }
+}
+
+/// Turn an attempt's result into what the store records.
+pub fn outcome_of(
+    retry: &RetryPolicy,
+    result: AttemptResult,
+    attempt: u32,
+    now: UnixMillis,
+) -> Outcome {
+    match result {
+        AttemptResult::Delivered { .. } => Outcome::Delivered,
+        AttemptResult::Failed {
+            error,
+            status,
+            retry_after,
+            latency_ms,
+        } => {
+            let failure = Failure {
+                error,
+                status,
+                latency_ms,
+                at: now,
+            };
+            match retry.next_attempt_at(attempt, now, retry_after, random_spread()) {
+                Some(run_at) => Outcome::Retry { run_at, failure },
+                None => Outcome::Dead { failure },
+            }
+        }
+    }
+}
+
+fn truncate(text: &str) -> &str {
+    let end = text
+        .char_indices()
+        .nth(200)
+        .map_or(text.len(), |(index, _)| index);
+    &text[..end]
+}
