@@ -43,13 +43,39 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// A dead letter's state in its admin lifecycle (`all`: any of them).
 #[derive(ToSchema)]
 #[schema(rename_all = "snake_case")]
-#[allow(dead_code)] // documentation only: `DlqState::parse` and "all"
 pub enum DlqStatusFilter {
     Pending,
     Replaying,
     Replayed,
     Acknowledged,
     All,
+}
+
+impl DlqStatusFilter {
+    /// 422 for anything but a state or `all`.
+    fn parse(raw: &str) -> ApiResult<Self> {
+        match DlqState::parse(raw) {
+            Some(DlqState::Pending) => Ok(Self::Pending),
+            Some(DlqState::Replaying) => Ok(Self::Replaying),
+            Some(DlqState::Replayed) => Ok(Self::Replayed),
+            Some(DlqState::Acknowledged) => Ok(Self::Acknowledged),
+            None if raw == "all" => Ok(Self::All),
+            None => Err(ApiError::Unprocessable(
+                "status must be pending, replaying, replayed, acknowledged or all".into(),
+            )),
+        }
+    }
+
+    /// The state a listing filters on; `None`: every state.
+    fn state(self) -> Option<DlqState> {
+        match self {
+            Self::Pending => Some(DlqState::Pending),
+            Self::Replaying => Some(DlqState::Replaying),
+            Self::Replayed => Some(DlqState::Replayed),
+            Self::Acknowledged => Some(DlqState::Acknowledged),
+            Self::All => None,
+        }
+    }
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -135,6 +161,21 @@ pub enum FailureReasonName {
     Expired,
 }
 
+impl FailureReasonName {
+    pub fn as_str(self) -> &'static str {
+        FailureReason::from(self).as_str()
+    }
+}
+
+impl From<FailureReasonName> for FailureReason {
+    fn from(reason: FailureReasonName) -> Self {
+        match reason {
+            FailureReasonName::MaxAttemptsReached => Self::MaxAttemptsReached,
+            FailureReasonName::Expired => Self::Expired,
+        }
+    }
+}
+
 impl From<FailureReason> for FailureReasonName {
     fn from(reason: FailureReason) -> Self {
         match reason {
@@ -156,6 +197,23 @@ pub enum DlqStateName {
     Replayed,
     /// Dismissed by an operator (kept for audit).
     Acknowledged,
+}
+
+impl DlqStateName {
+    pub fn as_str(self) -> &'static str {
+        DlqState::from(self).as_str()
+    }
+}
+
+impl From<DlqStateName> for DlqState {
+    fn from(state: DlqStateName) -> Self {
+        match state {
+            DlqStateName::Pending => Self::Pending,
+            DlqStateName::Replaying => Self::Replaying,
+            DlqStateName::Replayed => Self::Replayed,
+            DlqStateName::Acknowledged => Self::Acknowledged,
+        }
+    }
 }
 
 impl From<DlqState> for DlqStateName {
@@ -203,14 +261,7 @@ async fn list(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<DlqPage>> {
     let queue = params.queue.as_deref().map(queue_name).transpose()?;
-    let status = match params.status.as_deref().unwrap_or("pending") {
-        "all" => None,
-        raw => Some(DlqState::parse(raw).ok_or_else(|| {
-            ApiError::Unprocessable(
-                "status must be pending, replaying, replayed, acknowledged or all".into(),
-            )
-        })?),
-    };
+    let status = DlqStatusFilter::parse(params.status.as_deref().unwrap_or("pending"))?.state();
     let limit = page_size(params.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
     let after = params
         .cursor
@@ -415,18 +466,18 @@ fn require_known_queue(state: &AppState, selection: &Selection) -> ApiResult<()>
 }
 
 /// What a replay did.
-#[derive(Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"ok": true, "requested": 3, "claimed": 3, "replayed": 3, "failed": 0}))]
 pub struct ReplayResult {
-    ok: bool,
+    pub ok: bool,
     /// Ids named, or pending dead letters of the queue.
-    requested: u64,
+    pub requested: u64,
     /// Records claimed (`pending` → `replaying`); others were not pending.
-    claimed: usize,
+    pub claimed: usize,
     /// Jobs put back on their queue.
-    replayed: usize,
+    pub replayed: usize,
     /// Claimed records that could not be put back (rolled back to `pending`).
-    failed: usize,
+    pub failed: usize,
 }
 
 /// Replay dead letters: claim them atomically and put each back on its queue as READY.
@@ -509,10 +560,10 @@ async fn replay(
 }
 
 /// How many pending dead letters became `acknowledged`.
-#[derive(Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 pub struct AcknowledgeResult {
-    ok: bool,
-    acknowledged: usize,
+    pub ok: bool,
+    pub acknowledged: usize,
 }
 
 /// Acknowledge (dismiss) pending dead letters; they are kept for audit.

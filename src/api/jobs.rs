@@ -43,6 +43,15 @@ pub enum JobStatusName {
     Error,
 }
 
+impl JobStatusName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "READY",
+            Self::Error => "ERROR",
+        }
+    }
+}
+
 impl From<JobStatus> for JobStatusName {
     fn from(status: JobStatus) -> Self {
         match status {
@@ -53,50 +62,50 @@ impl From<JobStatus> for JobStatusName {
 }
 
 /// A job as the API shows it.
-#[derive(Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobView {
     #[schema(format = "uuid")]
-    id: String,
-    status: JobStatusName,
+    pub id: String,
+    pub status: JobStatusName,
     /// The job, as stored (canonical JSON).
     #[schema(value_type = Object)]
-    job: Box<RawValue>,
-    queue: String,
+    pub job: Box<RawValue>,
+    pub queue: String,
     /// Delivery attempts made so far.
-    attempts: u32,
+    pub attempts: u32,
     /// Unix milliseconds.
-    created_at: i64,
+    pub created_at: i64,
     /// Unix milliseconds: when a READY job waiting for its turn is next tried.
     #[serde(skip_serializing_if = "Option::is_none")]
-    next_attempt_at: Option<i64>,
+    pub next_attempt_at: Option<i64>,
     /// Present (and `true`) while the job is being delivered.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[schema(required = false)]
-    in_flight: bool,
+    pub in_flight: bool,
     /// The worker's last response body (up to 64 KiB) or the transport error.
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub error: Option<String>,
     /// The worker's last HTTP status, absent for transport errors.
     #[serde(skip_serializing_if = "Option::is_none")]
-    last_status: Option<u16>,
+    pub last_status: Option<u16>,
     /// Failed attempts, oldest first (only on the single-job route).
     #[serde(skip_serializing_if = "Option::is_none")]
-    history: Option<Vec<AttemptView>>,
+    pub history: Option<Vec<AttemptView>>,
 }
 
 /// One failed delivery attempt.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AttemptView {
-    attempt: u32,
+    pub attempt: u32,
     /// Unix milliseconds.
-    at: i64,
+    pub at: i64,
     /// The worker's HTTP status, absent for transport errors.
     #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<u16>,
-    latency_ms: u64,
-    error: String,
+    pub status: Option<u16>,
+    pub latency_ms: u64,
+    pub error: String,
 }
 
 impl From<AttemptRecord> for AttemptView {
@@ -155,13 +164,13 @@ pub struct ListParams {
 }
 
 /// A page of a queue's jobs.
-#[derive(Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct JobList {
-    ok: bool,
-    jobs: Vec<JobView>,
+    pub ok: bool,
+    pub jobs: Vec<JobView>,
     /// The cursor of the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
-    next: Option<String>,
+    pub next: Option<String>,
 }
 
 /// List a queue's READY or ERROR jobs, paginated.

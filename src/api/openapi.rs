@@ -82,7 +82,7 @@ impl OkBody {
 }
 
 /// `{"ok":true,"id":…}`: the job a request created or acted on.
-#[derive(Serialize, ToSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
 pub struct IdBody {
     /// Always `true`.
     pub ok: bool,

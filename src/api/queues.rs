@@ -28,12 +28,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// The queues, by name.
-#[derive(Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"ok": true, "name": "queue", "queues": ["emails", "invoices"]}))]
 pub struct QueueList {
     pub ok: bool,
     /// Always `"queue"` (the hyper service name).
-    pub name: &'static str,
+    pub name: String,
     pub queues: Vec<String>,
 }
 
@@ -57,7 +57,7 @@ async fn list_queues(State(state): State<AppState>) -> Json<QueueList> {
         .collect();
     Json(QueueList {
         ok: true,
-        name: "queue",
+        name: "queue".into(),
         queues,
     })
 }

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, Url};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -23,119 +22,14 @@ pub struct Reply<T> {
     pub data: T,
 }
 
-/// `GET /queue`.
-#[derive(Debug, Deserialize)]
-pub struct QueueList {
-    pub queues: Vec<String>,
-}
-
-/// `POST /queue/{name}`.
-#[derive(Debug, Deserialize)]
-pub struct Enqueued {
-    pub id: String,
-}
-
-/// One job of `GET /queue/{name}?status=…`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Job {
-    pub id: String,
-    pub status: String,
-    pub attempts: u32,
-    pub created_at: i64,
-    #[serde(default)]
-    pub next_attempt_at: Option<i64>,
-    #[serde(default)]
-    pub in_flight: bool,
-    #[serde(default)]
-    pub error: Option<String>,
-    #[serde(default)]
-    pub last_status: Option<u16>,
-    pub job: Value,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct JobPage {
-    pub jobs: Vec<Job>,
-    #[serde(default)]
-    pub next: Option<String>,
-}
-
-/// One dead letter of `GET /admin/dlq`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct DeadLetter {
-    pub id: String,
-    pub queue: String,
-    pub failed_at: i64,
-    pub attempts: u32,
-    pub failure_reason: String,
-    #[serde(default)]
-    pub last_error: Option<String>,
-    #[serde(default)]
-    pub last_status: Option<u16>,
-    pub status: String,
-    pub replay_count: u32,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct DlqPage {
-    pub messages: Vec<DeadLetter>,
-    pub total_count: u64,
-    #[serde(default)]
-    pub next_cursor: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct Counted<K> {
-    pub key: K,
-    pub count: u64,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct DlqStats {
-    pub by_status: StatusCounts,
-    pub by_queue: serde_json::Map<String, Value>,
-    #[serde(default)]
-    pub oldest_pending_failed_at: Option<i64>,
-    #[serde(default)]
-    pub oldest_pending_age_ms: Option<i64>,
-    #[serde(default)]
-    pub top_status_codes: Vec<Counted<Option<u16>>>,
-    #[serde(default)]
-    pub repeat_failures: u64,
-    pub last_24h: Last24h,
-}
-
-/// Dead letters by lifecycle status.
-#[derive(Debug, Deserialize)]
-pub struct StatusCounts {
-    pub pending: u64,
-    pub replaying: u64,
-    pub replayed: u64,
-    pub acknowledged: u64,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct Last24h {
-    pub new_failures: u64,
-    pub replayed: u64,
-    pub acknowledged: u64,
-}
-
-/// `POST /admin/dlq/replay`.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-pub struct Replayed {
-    pub requested: u64,
-    pub claimed: u64,
-    pub replayed: u64,
-    pub failed: u64,
-}
-
-/// `POST /admin/dlq/acknowledge`.
-#[derive(Debug, Clone, Copy, Deserialize)]
-pub struct Acknowledged {
-    pub acknowledged: u64,
-}
+// The answers are the API's own wire types: what the server serializes is what this client
+// reads, so the two cannot drift apart.
+pub use crate::api::dlq::{
+    AcknowledgeResult, DeadLetterMessage, DlqPage, DlqStatsView, ReplayResult,
+};
+pub use crate::api::jobs::{JobList, JobView};
+pub use crate::api::openapi::IdBody;
+pub use crate::api::queues::QueueList;
 
 /// Which dead letters a replay or acknowledge acts on.
 #[derive(Debug, Clone)]
@@ -271,7 +165,7 @@ impl Client {
                 "{url} answered HTTP {status} with a body that is not JSON: is this a hookq server?"
             ))
         })?;
-        let data = serde_json::from_value(json.clone()).map_err(|e| {
+        let data = serde_json::from_slice(&bytes).map_err(|e| {
             CliError::Other(anyhow::anyhow!(
                 "unexpected answer from {url} ({e}): is this a hookq server of a matching version?"
             ))
@@ -310,7 +204,7 @@ impl Client {
     }
 
     /// Enqueue `job` as it is: the server validates and canonicalizes it.
-    pub async fn enqueue(&self, queue: &str, job: Vec<u8>) -> CliResult<Reply<Enqueued>> {
+    pub async fn enqueue(&self, queue: &str, job: Vec<u8>) -> CliResult<Reply<IdBody>> {
         let url = self.url(&["queue", queue], &[]);
         self.call(Method::POST, Route::Queue, url, Some(job)).await
     }
@@ -321,7 +215,7 @@ impl Client {
         status: &str,
         limit: u32,
         cursor: Option<&str>,
-    ) -> CliResult<Reply<JobPage>> {
+    ) -> CliResult<Reply<JobList>> {
         let mut query = vec![("status", status.to_owned()), ("limit", limit.to_string())];
         if let Some(cursor) = cursor {
             query.push(("cursor", cursor.to_owned()));
@@ -345,7 +239,7 @@ impl Client {
         self.call(Method::GET, Route::Admin, url, None).await
     }
 
-    pub async fn dlq_stats(&self) -> CliResult<Reply<DlqStats>> {
+    pub async fn dlq_stats(&self) -> CliResult<Reply<DlqStatsView>> {
         let url = self.url(&["admin", "dlq", "stats"], &[]);
         self.call(Method::GET, Route::Admin, url, None).await
     }
@@ -354,7 +248,7 @@ impl Client {
         &self,
         selection: &Selection,
         delay_seconds: Option<u64>,
-    ) -> CliResult<Reply<Replayed>> {
+    ) -> CliResult<Reply<ReplayResult>> {
         let mut body = selection.body();
         if let Some(delay) = delay_seconds {
             body["delay_seconds"] = Value::from(delay);
@@ -369,7 +263,10 @@ impl Client {
         .await
     }
 
-    pub async fn dlq_acknowledge(&self, selection: &Selection) -> CliResult<Reply<Acknowledged>> {
+    pub async fn dlq_acknowledge(
+        &self,
+        selection: &Selection,
+    ) -> CliResult<Reply<AcknowledgeResult>> {
         let url = self.url(&["admin", "dlq", "acknowledge"], &[]);
         let body = selection.body().to_string().into_bytes();
         self.call(Method::POST, Route::Admin, url, Some(body)).await

@@ -8,12 +8,13 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use super::client::{Client, DlqQuery, Replayed, Reply, Selection};
+use super::client::{Client, DlqQuery, ReplayResult, Reply, Selection};
 use super::table::{Table, age, relative, shorten, time};
 use super::{
     CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, Outcome,
     QueueCommand, RemoteArgs, SelectionArgs,
 };
+use crate::store::DlqState;
 
 /// The most ids the server takes in one replay or acknowledge request; more are sent in
 /// batches of this size (with a progress bar).
@@ -164,7 +165,7 @@ async fn jobs(args: JobsArgs) -> CliResult<()> {
             };
             table.row(vec![
                 job.id.clone(),
-                job.status.clone(),
+                job.status.as_str().to_owned(),
                 job.attempts.to_string(),
                 time(job.created_at),
                 next,
@@ -210,8 +211,8 @@ async fn dlq_list(args: DlqListArgs) -> CliResult<()> {
                 letter.queue.clone(),
                 time(letter.failed_at),
                 letter.attempts.to_string(),
-                letter.failure_reason.clone(),
-                letter.status.clone(),
+                letter.failure_reason.as_str().to_owned(),
+                letter.status.as_str().to_owned(),
                 letter.replay_count.to_string(),
                 letter
                     .last_status
@@ -242,13 +243,9 @@ async fn dlq_stats(remote: &RemoteArgs) -> CliResult<()> {
     let stats = &reply.data;
     print_or(remote, &reply.json, || {
         let mut by_status = Table::new(&["STATUS", "COUNT"]);
-        for (status, count) in [
-            ("pending", stats.by_status.pending),
-            ("replaying", stats.by_status.replaying),
-            ("replayed", stats.by_status.replayed),
-            ("acknowledged", stats.by_status.acknowledged),
-        ] {
-            by_status.row(vec![status.into(), count.to_string()]);
+        for state in DlqState::ALL {
+            let count = stats.by_status.get(state.as_str()).copied().unwrap_or(0);
+            by_status.row(vec![state.as_str().into(), count.to_string()]);
         }
         let mut out = by_status.render();
         if !stats.by_queue.is_empty() {
@@ -416,7 +413,13 @@ async fn dlq_replay(
         client.dlq_replay(batch, delay_seconds).await
     })
     .await?;
-    let mut total = Replayed::default();
+    let mut total = ReplayResult {
+        ok: true,
+        requested: 0,
+        claimed: 0,
+        replayed: 0,
+        failed: 0,
+    };
     for reply in &replies {
         total.requested += reply.data.requested;
         total.claimed += reply.data.claimed;
@@ -460,7 +463,7 @@ async fn dlq_ack(args: &SelectionArgs, remote: &RemoteArgs) -> CliResult<()> {
         client.dlq_acknowledge(batch).await
     })
     .await?;
-    let acknowledged: u64 = replies.iter().map(|r| r.data.acknowledged).sum();
+    let acknowledged: usize = replies.iter().map(|r| r.data.acknowledged).sum();
     let json = one_or_combined(replies, json!({ "ok": true, "acknowledged": acknowledged }));
     print_or(remote, &json, || format!("acknowledged {acknowledged}\n"));
     Ok(())
