@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -38,9 +38,8 @@ pub async fn serve(
     // HTTP/1.1 only: detecting HTTP/2 first reads bytes with no timer running, so a
     // connection that sends nothing would never be cut off. Producers and the hyper clients
     // speak HTTP/1.1.
-    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    let mut builder = http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
@@ -73,9 +72,7 @@ pub async fn serve(
             tracing::debug!(error = %err, "cannot set TCP_NODELAY");
         }
         let service = TowerToHyperService::new(app.clone());
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), service)
-            .into_owned();
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(err) = connection.await {
