@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::dispatch::guard::AddressPolicy;
+use crate::dispatch::retry;
 use crate::store::StoreOptions;
 use crate::store::sealing::{MasterKey, Sealing};
 use crate::store::sqlite::Synchronous;
@@ -88,7 +89,7 @@ pub struct ServeArgs {
     pub backoff: String,
 
     /// How far each retry delay is spread either way, as a fraction of it (0.2 = ±20%), so
-    /// that jobs which failed together do not all retry together. 0 turns it off.
+    /// that jobs which failed together do not all retry together. 0 turns it off; at most 0.5.
     #[arg(long, env = "HOOKQ_BACKOFF_JITTER", default_value_t = crate::dispatch::retry::DEFAULT_JITTER)]
     pub backoff_jitter: f64,
 
@@ -335,9 +336,10 @@ impl Config {
         if self.backoff.is_empty() {
             bail!("HOOKQ_BACKOFF / --backoff must list at least one delay");
         }
-        if !(0.0..=1.0).contains(&self.backoff_jitter) {
+        if !(0.0..=retry::MAX_JITTER).contains(&self.backoff_jitter) {
             bail!(
-                "HOOKQ_BACKOFF_JITTER / --backoff-jitter must be a fraction from 0 to 1, e.g. 0.2"
+                "HOOKQ_BACKOFF_JITTER / --backoff-jitter must be a fraction from 0 to {}, e.g. 0.2",
+                retry::MAX_JITTER
             );
         }
         if self.delivery_timeout.is_zero() {
@@ -505,6 +507,17 @@ mod tests {
             .to_string();
         assert!(err.contains("without HOOKQ_MASTER_KEY"), "{err}");
         assert!(parse(&[]).unwrap().sealing().keys().is_empty());
+    }
+
+    #[test]
+    fn jitter_is_a_fraction_of_at_most_a_half() {
+        let mut c = config();
+        c.backoff_jitter = 0.5;
+        c.validate().unwrap();
+        for bad in [0.6, 1.0, -0.1, f64::NAN] {
+            c.backoff_jitter = bad;
+            assert!(c.validate().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -19,9 +19,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use hookq::api::{AppState, Shared};
-use hookq::config::{Config, Synchronous};
+use hookq::config::Config;
 use hookq::dispatch::Wakeups;
-use hookq::store::{Store, WriterDone};
+use hookq::store::sqlite::Synchronous;
+use hookq::store::{Store, StoreDone};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -35,7 +36,7 @@ struct Harness {
     rt: Runtime,
     app: Router,
     /// Kept (never waited on): the writer thread lives as long as the process.
-    _writer_done: std::sync::Mutex<WriterDone>,
+    _store_done: std::sync::Mutex<StoreDone>,
     _dir: tempfile::TempDir,
 }
 
@@ -53,12 +54,11 @@ static HARNESS: LazyLock<Harness> = LazyLock::new(|| {
     config.synchronous = Synchronous::Normal;
     config.max_job_bytes = MAX_JOB_BYTES;
     config.validate().expect("a valid configuration");
-    let (app, writer_done) = rt.block_on(async {
-        let db_path = config.db_path.clone();
-        let (store, writer_done) = tokio::task::spawn_blocking(move || {
+    let (app, store_done) = rt.block_on(async {
+        let options = config.store_options();
+        let (store, store_done) = tokio::task::spawn_blocking(move || {
             Store::open(
-                &db_path,
-                Synchronous::Normal,
+                options,
                 hookq::store::Sealing::none(),
                 hookq::model::now_millis(),
                 |_| {},
@@ -71,8 +71,7 @@ static HARNESS: LazyLock<Harness> = LazyLock::new(|| {
             store,
             config: std::sync::Arc::new(config),
             wakeups: Wakeups::default(),
-            deliveries: None,
-            alerts: Default::default(),
+            pool: None,
             shutdown: tokio_util_token(),
         });
         let app = hookq::api::router(state);
@@ -84,12 +83,12 @@ static HARNESS: LazyLock<Harness> = LazyLock::new(|| {
         )
         .await;
         assert_eq!(status, StatusCode::CREATED, "create the queue: {body}");
-        (app, writer_done)
+        (app, store_done)
     });
     Harness {
         rt,
         app,
-        _writer_done: std::sync::Mutex::new(writer_done),
+        _store_done: std::sync::Mutex::new(store_done),
         _dir: dir,
     }
 });

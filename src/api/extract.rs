@@ -181,7 +181,8 @@ pub fn flag(name: &str, raw: Option<&str>) -> ApiResult<bool> {
     }
 }
 
-/// A queue named in a query or body: 404 when the name cannot be valid.
+/// A queue named in a query string filter (`?queue=`): 404 when the name cannot be valid,
+/// as in a path. (A queue named in a JSON body is a field value: invalid is 422.)
 pub fn queue_name(raw: &str) -> ApiResult<QueueName> {
     QueueName::parse(raw).map_err(|_| ApiError::queue_not_found())
 }

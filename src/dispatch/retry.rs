@@ -19,6 +19,10 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 /// The default spread of a retry delay: ±20%.
 pub const DEFAULT_JITTER: f64 = 0.2;
 
+/// The widest spread allowed: beyond ±50% the schedule stops meaning much, and a spread of
+/// 100% could turn a backoff into an immediate retry.
+pub const MAX_JITTER: f64 = 0.5;
+
 #[derive(Debug, Clone)]
 pub struct RetryPolicy {
     max_attempts: u32,
@@ -30,7 +34,7 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     /// `backoff` must not be empty (the configuration guarantees it); `jitter` is clamped
-    /// to 0–1.
+    /// to 0–[`MAX_JITTER`].
     pub fn new(max_attempts: u32, backoff: Vec<Duration>, jitter: f64) -> Self {
         let backoff = if backoff.is_empty() {
             vec![Duration::from_secs(1)]
@@ -41,7 +45,7 @@ impl RetryPolicy {
             max_attempts: max_attempts.max(1),
             backoff,
             jitter: if jitter.is_finite() {
-                jitter.clamp(0.0, 1.0)
+                jitter.clamp(0.0, MAX_JITTER)
             } else {
                 0.0
             },
