@@ -96,6 +96,8 @@ pub struct SqliteStore {
     _lock: Arc<File>,
 }
 
+/// Each operation's contract is documented once, on the port ([`Store`](super::Store)); the
+/// comments here say only how SQLite does it.
 impl SqliteStore {
     /// Open (or create) the database at `path`, migrate it, release leases left by a previous
     /// process, re-seal queue secrets with the current master key of `sealing` (rotation),
@@ -155,7 +157,6 @@ impl SqliteStore {
         &self.path
     }
 
-    /// The queues, mirrored in memory.
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
@@ -172,7 +173,7 @@ impl SqliteStore {
             .await
     }
 
-    /// Delete a queue and all its jobs, READY and ERROR alike.
+    /// Jobs, dead letters and history go with it (foreign keys `ON DELETE CASCADE`).
     pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
         let registry = self.registry.clone();
         let removed = name.clone();
@@ -184,7 +185,6 @@ impl SqliteStore {
             .await
     }
 
-    /// Store a job; returns once it is committed to disk.
     pub async fn enqueue(
         &self,
         queue: QueueName,
@@ -202,9 +202,7 @@ impl SqliteStore {
             .await
     }
 
-    /// Store a job already in flight (attempt 1, leased until `leased_until`) for a delivery
-    /// that `on_commit` starts right after the commit, on the writer thread; returns once it
-    /// is committed to disk. If the insert fails, `on_commit` is dropped without running.
+    /// `after_commit` runs on the writer thread, before the next batch.
     pub async fn enqueue_leased(
         &self,
         queue: QueueName,
@@ -280,7 +278,6 @@ impl SqliteStore {
             .await
     }
 
-    /// One page of a queue's READY jobs (live), oldest first.
     pub async fn list_ready(
         &self,
         queue: QueueName,
@@ -297,7 +294,6 @@ impl SqliteStore {
             .await
     }
 
-    /// One page of the dead letters matching `filter`.
     pub async fn list_dead_letters(
         &self,
         filter: Filter,
@@ -315,7 +311,6 @@ impl SqliteStore {
             .await
     }
 
-    /// A job of `queue`, live or dead-lettered, with its attempt history.
     pub async fn get_job(
         &self,
         queue: QueueName,
@@ -347,9 +342,8 @@ impl SqliteStore {
             .await
     }
 
-    /// Replay dead letters: claim `pending` records (so concurrent replays never send a job
-    /// twice), put their jobs back as READY due at `run_at`, mark them `replayed`; failures
-    /// roll back to `pending`. Works in chunks so the writer is never held long.
+    /// In chunks of 500 records, each claimed in one write and put back in the next, so the
+    /// writer is never held long.
     pub async fn replay(
         &self,
         selection: Selection,
@@ -411,7 +405,6 @@ impl SqliteStore {
             .await
     }
 
-    /// Dead-letter (reason `expired`) up to `limit` ready jobs created before `cutoff`.
     pub async fn expire_jobs(
         &self,
         cutoff: UnixMillis,
@@ -423,21 +416,18 @@ impl SqliteStore {
             .await
     }
 
-    /// Delete up to `limit` replayed/acknowledged dead letters last changed before `before`.
     pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
         self.writer
             .write(move |conn| moves::purge_closed(conn, before, limit))
             .await
     }
 
-    /// The earliest `run_at` among the ready jobs of `queue`.
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
         self.reader
             .read(move |conn| jobs::next_due(conn, &queue))
             .await
     }
 
-    /// READY jobs and pending dead letters per queue (for the metrics' depth gauges).
     pub async fn queue_depths(
         &self,
     ) -> StoreResult<(Vec<(QueueName, u64)>, Vec<(QueueName, u64)>)> {
@@ -464,7 +454,6 @@ impl SqliteStore {
             .await
     }
 
-    /// A read that proves the database answers.
     pub async fn ping(&self) -> StoreResult<()> {
         self.reader
             .read(|conn| Ok(conn.query_row("SELECT 1", [], |_| Ok(()))?))
