@@ -40,11 +40,28 @@ impl RewindFlag {
     }
 
     /// Called by the writer between batches: completes a checkpoint if one was asked for.
+    /// If it could not complete (the checkpoint thread's own checkpoint, or a reader, was in
+    /// the way), the flag stays raised and the writer tries again after its next batch:
+    /// clearing it would leave the WAL growing until the checkpoint thread raised it again.
     pub fn rewind_if_raised(&self, writer: &Connection) {
-        if self.0.swap(false, Ordering::Relaxed)
-            && let Err(err) = writer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-        {
-            tracing::warn!(error = %err, "WAL rewind checkpoint failed; will retry");
+        if !self.0.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        // Columns: busy flag, frames in the WAL, frames checkpointed.
+        let outcome = writer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        });
+        match outcome {
+            Ok((0, frames, checkpointed)) if checkpointed >= frames => {}
+            Ok(_) => self.raise(),
+            Err(err) => {
+                tracing::warn!(error = %err, "WAL rewind checkpoint failed; will retry");
+                self.raise();
+            }
         }
     }
 }
