@@ -217,6 +217,16 @@ impl Config {
         self.admin_key.as_ref().or(self.api_key.as_ref())
     }
 
+    /// The server's settings a queue's own policy falls back to.
+    pub fn policy_defaults(&self) -> crate::policy::Defaults {
+        crate::policy::Defaults {
+            max_attempts: self.max_attempts,
+            backoff: self.backoff.clone(),
+            timeout: self.delivery_timeout,
+            concurrency: u32::try_from(self.max_in_flight_per_queue).unwrap_or(u32::MAX),
+        }
+    }
+
     /// Where the store keeps its data, and how it commits.
     pub fn store_options(&self) -> StoreOptions {
         StoreOptions::Sqlite {

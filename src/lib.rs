@@ -23,6 +23,7 @@ pub mod http_server;
 pub mod json;
 pub mod maintenance;
 pub mod model;
+pub mod policy;
 pub mod store;
 pub mod telemetry;
 
@@ -39,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use api::AppState;
 use config::Config;
-use dispatch::{Claimer, DeliveryPool, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
+use dispatch::{Claimer, DeliveryPool, DispatchConfig, Wakeups, WebhookClient};
 use maintenance::Maintenance;
 use store::{Store, StoreDone};
 
@@ -82,15 +83,11 @@ impl Server {
                 breaker_threshold: config.breaker_threshold,
                 breaker_cooldown: config.breaker_cooldown,
                 max_in_flight: config.max_in_flight,
-                max_in_flight_per_queue: config.max_in_flight_per_queue,
+                defaults: config.policy_defaults(),
+                jitter: config.backoff_jitter,
                 lease_timeout: config.lease_timeout,
                 shutdown_grace: config.shutdown_grace,
                 sweep_interval: config.dispatch_sweep,
-                retry: RetryPolicy::new(
-                    config.max_attempts,
-                    config.backoff.clone(),
-                    config.backoff_jitter,
-                ),
             };
             Some(DeliveryPool::new(
                 store.clone(),

@@ -41,6 +41,7 @@ pub struct Maintenance {
     pub store: Store,
     pub wakeups: Wakeups,
     pub lease_timeout: Duration,
+    /// The server's attempt limit, for queues that set none.
     pub max_attempts: u32,
     pub job_ttl: Duration,
     pub dlq_retention: Duration,

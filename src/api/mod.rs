@@ -12,6 +12,7 @@ pub mod extract;
 pub mod jobs;
 pub mod openapi;
 pub mod queues;
+pub mod settings;
 pub mod system;
 
 use std::sync::Arc;
@@ -64,6 +65,7 @@ pub fn router(state: AppState) -> Router {
     let protected = OpenApiRouter::new()
         .merge(system::router())
         .merge(queues::router())
+        .merge(settings::router())
         .merge(jobs::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

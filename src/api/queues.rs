@@ -13,13 +13,14 @@ use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{ApiJson, JobBody, KnownQueue, NewQueueName};
 use super::jobs::{__path_list_jobs, list_jobs};
 use super::openapi::{IdBody, OkBody};
+use super::settings::{PolicyInput, check_burst_has_a_rate, policy_change};
 use crate::dispatch::guard::AddressPolicy;
 use crate::model::{JobId, Secret, Target, now_millis};
 use crate::store::Queue;
 use crate::telemetry;
 
 /// Queue definitions are small; this bounds what a client can make us read.
-const MAX_QUEUE_BODY: usize = 16 * 1024;
+pub(super) const MAX_QUEUE_BODY: usize = 16 * 1024;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -62,9 +63,12 @@ async fn list_queues(State(state): State<AppState>) -> Json<QueueList> {
     })
 }
 
-/// Unknown fields are ignored, as hyper does, so clients that send extra fields still work.
+/// A new queue: its target, an optional secret, and optionally its own delivery policy
+/// (what it leaves out follows the server's settings). Unknown fields are ignored, as hyper
+/// does, so clients that send extra fields still work.
 #[derive(Deserialize, ToSchema)]
-#[schema(example = json!({"target": "https://worker.example.com/jobs", "secret": "s3cret"}))]
+#[serde(rename_all = "camelCase")]
+#[schema(example = json!({"target": "https://worker.example.com/jobs", "secret": "s3cret", "maxAttempts": 10, "concurrency": 8}))]
 pub struct CreateQueue {
     /// Where jobs are delivered: an absolute http(s) URL with a host and no credentials.
     #[schema(format = "uri")]
@@ -74,6 +78,34 @@ pub struct CreateQueue {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 100)]
     secret: Option<String>,
+    /// Attempts before a job is dead-lettered, 1–100.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 100)]
+    max_attempts: Option<u32>,
+    /// Delays before retry n (`"500ms"`, `"5s"`, …), 1–20 entries; the last repeats.
+    #[serde(default)]
+    backoff: Option<Vec<String>>,
+    /// One attempt's time limit, 100ms–15m.
+    #[serde(default)]
+    timeout: Option<String>,
+    /// Deliveries in flight at once, 1–10 000.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 10000)]
+    concurrency: Option<u32>,
+    /// Deliveries started per second (> 0, fractions allowed).
+    #[serde(default)]
+    rate_per_second: Option<f64>,
+    /// Deliveries that may start at once (≥ 1; needs `ratePerSecond`).
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    burst: Option<u32>,
+    /// A cap on READY jobs (≥ 1): enqueues beyond it get 429.
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    max_queued: Option<u64>,
+    /// Accept jobs but deliver none (default false).
+    #[serde(default)]
+    paused: Option<bool>,
 }
 
 /// Create a queue.
@@ -91,7 +123,7 @@ pub struct CreateQueue {
         (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 409, description = "The queue already exists", body = ApiErrorBody),
         (status = 413, description = "Body larger than 16 KiB", body = ApiErrorBody),
-        (status = 422, description = "Invalid name, target or secret", body = ApiErrorBody),
+        (status = 422, description = "Invalid name, target, secret or policy value", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
@@ -109,22 +141,27 @@ async fn create_queue(
         .map(Secret::parse)
         .transpose()
         .map_err(|e| ApiError::Unprocessable(e.0))?;
-    state
-        .store
-        .create_queue(Queue {
-            name: name.clone(),
-            target,
-            secret,
-            created_at: now_millis(),
-        })
-        .await?;
+    let policy = policy_change(PolicyInput {
+        max_attempts: request.max_attempts.map(Some),
+        backoff: request.backoff.map(Some),
+        timeout: request.timeout.map(Some),
+        concurrency: request.concurrency.map(Some),
+        rate_per_second: request.rate_per_second.map(Some),
+        burst: request.burst.map(Some),
+        max_queued: request.max_queued.map(Some),
+        paused: request.paused.map(Some),
+    })?;
+    let mut queue = Queue::new(name.clone(), target, secret, now_millis());
+    check_burst_has_a_rate(&queue, &policy)?;
+    queue.apply(&policy);
+    state.store.create_queue(queue).await?;
     tracing::info!(queue = %name, "queue created");
     Ok((StatusCode::CREATED, Json(OkBody::OK)))
 }
 
 /// Refuse at creation what delivery would refuse anyway: plain http under HOOKQ_HTTPS_ONLY,
 /// and a literal IP address the SSRF guard blocks. (Names are checked at connect time.)
-fn check_target_allowed(state: &AppState, target: &Target) -> ApiResult<()> {
+pub(super) fn check_target_allowed(state: &AppState, target: &Target) -> ApiResult<()> {
     if state.config.https_only && target.url().scheme() != "https" {
         return Err(ApiError::Unprocessable(
             "target must use https (HOOKQ_HTTPS_ONLY is on)".into(),

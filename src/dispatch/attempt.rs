@@ -23,11 +23,19 @@ impl Attempt {
     #[tracing::instrument(level = "debug", skip_all, fields(queue = %queue.name, job_id = %job.id, attempt = job.attempt))]
     pub(super) async fn run(mut self, queue: Arc<Queue>, job: ClaimedJob) {
         let lease = job.lease();
+        let timeout = self.pool.timeout_of(&queue);
         let result = self
             .pool
             .inner()
             .webhook
-            .post(&queue, job.id, job.attempt, job.payload, now_millis())
+            .post(
+                &queue,
+                job.id,
+                job.attempt,
+                job.payload,
+                timeout,
+                now_millis(),
+            )
             .await;
         // The worker is done with us: its slot can serve the next job while the outcome
         // commits (the lease fences a late outcome, so this is safe).
@@ -38,7 +46,10 @@ impl Attempt {
             .breakers
             .record(&queue.name, target_is_healthy(&result), now);
         record_attempt_metrics(&queue.name, &result, job.created_at, now);
-        let outcome = outcome_of(&inner.retry, result, job.attempt, now);
+        let outcome = match result {
+            AttemptResult::Delivered { .. } => Outcome::Delivered,
+            failed => outcome_of(&self.pool.retry_of(&queue), failed, job.attempt, now),
+        };
         match &outcome {
             Outcome::Delivered => tracing::debug!("delivered"),
             Outcome::Retry { run_at, failure } => {

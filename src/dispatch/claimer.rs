@@ -107,10 +107,15 @@ impl Claimer {
                 self.wakeups.forget(&name); // deleted since it was marked
                 continue;
             };
+            if queue.paused {
+                // Nothing of it is claimed until it resumes (which marks it due again); its
+                // jobs wait for no slot meanwhile, so they hold up no hand-off.
+                self.wakeups.settle(&name);
+                continue;
+            }
             let queue_free = self
                 .pool
-                .inner()
-                .max_in_flight_per_queue
+                .concurrency_of(&queue)
                 .saturating_sub(self.pool.in_flight(&name));
             // A fair share of the free slots for each queue still to be served this round.
             let share = free.div_ceil(queue_count - index);
@@ -130,7 +135,9 @@ impl Claimer {
             };
             // Slots first, then the claim: a direct hand-off may take a slot at any moment,
             // and a claimed job must never wait for one.
-            let slots: Vec<Slot> = (0..want).map_while(|_| self.pool.try_slot(&name)).collect();
+            let slots: Vec<Slot> = (0..want)
+                .map_while(|_| self.pool.try_slot(&queue))
+                .collect();
             if slots.is_empty() {
                 if permit == Permit::Probe {
                     breakers.probe_unused(&name);
@@ -140,7 +147,7 @@ impl Claimer {
                 continue;
             }
             let want = slots.len();
-            let leased_until = self.pool.lease_until(now);
+            let leased_until = self.pool.lease_until(now, &queue);
             let claimed = match self
                 .store
                 .claim(name.clone(), now, leased_until, want)
@@ -196,11 +203,14 @@ impl Claimer {
         if self.parked.is_empty() || self.pool.free() == 0 {
             return;
         }
-        let limit = self.pool.inner().max_in_flight_per_queue;
         let pool = &self.pool;
         let wakeups = &self.wakeups;
+        let registry = self.store.registry();
         self.parked.retain(|name| {
-            let has_room = pool.in_flight(name) < limit;
+            let Some(queue) = registry.get(name) else {
+                return false; // deleted
+            };
+            let has_room = pool.in_flight(name) < pool.concurrency_of(&queue);
             if has_room {
                 wakeups.mark_due(name, now);
             }

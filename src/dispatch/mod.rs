@@ -23,6 +23,8 @@ pub mod webhook;
 
 use std::time::Duration;
 
+use crate::policy::Defaults;
+
 pub use attempt::outcome_of;
 pub use breaker::{Breakers, Permit};
 pub use claimer::{Claimer, RoundReport};
@@ -38,10 +40,14 @@ pub struct DispatchConfig {
     pub breaker_threshold: u32,
     pub breaker_cooldown: Duration,
     pub max_in_flight: usize,
-    pub max_in_flight_per_queue: usize,
+    /// What a queue's own policy falls back to (attempts, backoff, timeout, concurrency).
+    pub defaults: Defaults,
+    /// Spread of every retry delay (see [`retry`]).
+    pub jitter: f64,
+    /// How long a claim leases a job when its queue keeps the server's attempt timeout;
+    /// a queue with a longer timeout gets a lease longer by as much.
     pub lease_timeout: Duration,
     pub shutdown_grace: Duration,
     /// How often the claim loop re-checks every queue without being woken.
     pub sweep_interval: Duration,
-    pub retry: RetryPolicy,
 }

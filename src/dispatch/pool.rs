@@ -9,6 +9,7 @@
 //! Anything else (a backlog anywhere, a resting queue, no room) takes the normal path:
 //! stored ready, claimed by the claim loop in order and with fair shares between queues.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +23,7 @@ use super::attempt::Attempt;
 use super::{Breakers, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::policy::Defaults;
 use crate::store::{AfterCommit, ClaimedJob, Queue, Store};
 use crate::telemetry;
 
@@ -40,7 +42,7 @@ pub(super) struct Inner {
     slots: Arc<Semaphore>,
     per_queue: Mutex<HashMap<QueueName, usize>>,
     pub(super) max_in_flight: usize,
-    pub(super) max_in_flight_per_queue: usize,
+    defaults: Defaults,
     lease_timeout: Duration,
     shutdown_grace: Duration,
     pub(super) sweep_interval: Duration,
@@ -97,13 +99,17 @@ impl DeliveryPool {
             inner: Arc::new(Inner {
                 store,
                 webhook,
-                retry: config.retry.clone(),
+                retry: RetryPolicy::new(
+                    config.defaults.max_attempts,
+                    config.defaults.backoff.clone(),
+                    config.jitter,
+                ),
                 wakeups,
                 breakers: Breakers::new(config.breaker_threshold, config.breaker_cooldown),
                 slots: Arc::new(Semaphore::new(config.max_in_flight)),
                 per_queue: Mutex::default(),
                 max_in_flight: config.max_in_flight,
-                max_in_flight_per_queue: config.max_in_flight_per_queue,
+                defaults: config.defaults.clone(),
                 lease_timeout: config.lease_timeout,
                 shutdown_grace: config.shutdown_grace,
                 sweep_interval: config.sweep_interval,
@@ -137,25 +143,59 @@ impl DeliveryPool {
         lock(&self.inner.per_queue).get(queue).copied().unwrap_or(0)
     }
 
-    /// When a lease taken at `now` expires.
-    pub fn lease_until(&self, now: UnixMillis) -> UnixMillis {
-        now + self.inner.lease_timeout.as_millis() as i64
+    /// When a lease of a job of `queue` taken at `now` expires: the server's lease timeout,
+    /// longer by as much as the queue's attempt timeout exceeds the server's, so a lease
+    /// always outlasts its attempt.
+    pub fn lease_until(&self, now: UnixMillis, queue: &Queue) -> UnixMillis {
+        let inner = &self.inner;
+        let longer = queue
+            .policy
+            .timeout(&inner.defaults)
+            .saturating_sub(inner.defaults.timeout);
+        let lease = inner.lease_timeout + longer;
+        now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// Deliveries of `queue` allowed in flight at once.
+    pub fn concurrency_of(&self, queue: &Queue) -> usize {
+        queue.policy.concurrency(&self.inner.defaults) as usize
+    }
+
+    /// The retry schedule of `queue`: the server's, unless the queue sets its own attempts
+    /// or backoff.
+    pub fn retry_of(&self, queue: &Queue) -> Cow<'_, RetryPolicy> {
+        let own = &queue.policy;
+        if own.max_attempts.is_none() && own.backoff.is_none() {
+            return Cow::Borrowed(&self.inner.retry);
+        }
+        let effective = own.effective(&self.inner.defaults);
+        Cow::Owned(
+            self.inner
+                .retry
+                .with_schedule(effective.max_attempts, effective.backoff),
+        )
+    }
+
+    /// One attempt's time limit for `queue`.
+    pub fn timeout_of(&self, queue: &Queue) -> Duration {
+        queue.policy.timeout(&self.inner.defaults)
     }
 
     /// A slot for one delivery of `queue`, if both bounds have room.
-    pub fn try_slot(&self, queue: &QueueName) -> Option<Slot> {
+    pub fn try_slot(&self, queue: &Queue) -> Option<Slot> {
         let inner = &self.inner;
+        let name = &queue.name;
         let mut per_queue = lock(&inner.per_queue);
-        if per_queue.get(queue).copied().unwrap_or(0) >= inner.max_in_flight_per_queue {
+        if per_queue.get(name).copied().unwrap_or(0) >= self.concurrency_of(queue) {
             return None;
         }
         let permit = inner.slots.clone().try_acquire_owned().ok()?;
-        *per_queue.entry(queue.clone()).or_insert(0) += 1;
+        *per_queue.entry(name.clone()).or_insert(0) += 1;
         drop(per_queue);
         telemetry::in_flight(self.in_flight_total());
         Some(Slot {
             permit: Some(permit),
-            queue: queue.clone(),
+            queue: name.clone(),
             pool: self.clone(),
         })
     }
@@ -172,11 +212,14 @@ impl DeliveryPool {
         now: UnixMillis,
     ) -> Option<Handoff> {
         let inner = &self.inner;
-        if !inner.wakeups.nothing_waiting(now) || !inner.breakers.is_closed(&queue.name) {
+        if queue.paused
+            || !inner.wakeups.nothing_waiting(now)
+            || !inner.breakers.is_closed(&queue.name)
+        {
             return None;
         }
-        let slot = self.try_slot(&queue.name)?;
-        let leased_until = self.lease_until(now);
+        let slot = self.try_slot(queue)?;
+        let leased_until = self.lease_until(now, queue);
         let job = ClaimedJob {
             id,
             payload: payload.clone(),
@@ -273,11 +316,16 @@ mod tests {
             breaker_threshold: 1,
             breaker_cooldown: Duration::from_secs(60),
             max_in_flight: 2,
-            max_in_flight_per_queue: 1,
+            defaults: Defaults {
+                max_attempts: 3,
+                backoff: vec![Duration::from_secs(1)],
+                timeout: Duration::from_secs(1),
+                concurrency: 1,
+            },
+            jitter: 0.0,
             lease_timeout: Duration::from_secs(300),
             shutdown_grace: Duration::from_secs(1),
             sweep_interval: Duration::from_secs(5),
-            retry: RetryPolicy::new(3, Vec::new(), 0.0),
         };
         let policy = AddressPolicy {
             block_private: false,
@@ -286,12 +334,12 @@ mod tests {
         let webhook = WebhookClient::new(Duration::from_secs(1), policy, false).unwrap();
         let wakeups = Wakeups::default();
         let pool = DeliveryPool::new(store.clone(), webhook, &config, wakeups.clone());
-        let queue = Arc::new(Queue {
-            name: QueueName::parse("q").unwrap(),
-            target: Target::parse("http://127.0.0.1:9/").unwrap(),
-            secret: None,
-            created_at: 0,
-        });
+        let queue = Arc::new(Queue::new(
+            QueueName::parse("q").unwrap(),
+            Target::parse("http://127.0.0.1:9/").unwrap(),
+            None,
+            0,
+        ));
         Fixture {
             pool,
             wakeups,
@@ -357,14 +405,56 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_queue_with_a_longer_timeout_gets_a_longer_lease_and_its_own_concurrency() {
+        let f = fixture();
+        assert_eq!(f.pool.lease_until(1000, &f.queue), 1000 + 300_000);
+        let mut slow = (*f.queue).clone();
+        slow.policy.timeout = Some(Duration::from_secs(11));
+        // 10 s beyond the server's 1 s timeout: the lease is 10 s longer, so it still
+        // outlasts the attempt.
+        assert_eq!(f.pool.lease_until(1000, &slow), 1000 + 310_000);
+        slow.policy.timeout = Some(Duration::from_millis(100));
+        assert_eq!(
+            f.pool.lease_until(1000, &slow),
+            1000 + 300_000,
+            "never shorter"
+        );
+        let mut wide = (*f.queue).clone();
+        wide.policy.concurrency = Some(2);
+        let slots = (f.pool.try_slot(&wide), f.pool.try_slot(&wide));
+        assert!(slots.0.is_some() && slots.1.is_some(), "two for this queue");
+        assert!(
+            f.pool.try_slot(&f.queue).is_none(),
+            "the global bound of 2 is reached"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_handoff_to_a_paused_queue() {
+        let f = fixture();
+        let mut paused = (*f.queue).clone();
+        paused.paused = true;
+        let payload = crate::json::canonicalize(b"{}").expect("JSON");
+        assert!(
+            f.pool
+                .try_handoff(&Arc::new(paused), JobId::new(), &payload, 100)
+                .is_none()
+        );
+        assert_eq!(f.pool.free(), 2, "no slot was taken");
+    }
+
+    #[tokio::test]
     async fn slots_respect_both_bounds() {
         let f = fixture();
         let other = QueueName::parse("other").unwrap();
         let third = QueueName::parse("third").unwrap();
-        let a = f.pool.try_slot(&f.queue.name).unwrap();
-        assert!(f.pool.try_slot(&f.queue.name).is_none(), "per queue");
-        let b = f.pool.try_slot(&other).unwrap();
-        assert!(f.pool.try_slot(&third).is_none(), "global");
+        let queue_named = |name: QueueName| {
+            Queue::new(name, Target::parse("http://127.0.0.1:9/").unwrap(), None, 0)
+        };
+        let a = f.pool.try_slot(&f.queue).unwrap();
+        assert!(f.pool.try_slot(&f.queue).is_none(), "per queue");
+        let b = f.pool.try_slot(&queue_named(other)).unwrap();
+        assert!(f.pool.try_slot(&queue_named(third)).is_none(), "global");
         assert_eq!(f.pool.in_flight_total(), 2);
         drop((a, b));
         assert_eq!(f.pool.in_flight_total(), 0);

@@ -52,6 +52,11 @@ impl RetryPolicy {
         }
     }
 
+    /// The same jitter with another schedule (a queue's own attempts and backoff).
+    pub fn with_schedule(&self, max_attempts: u32, backoff: Vec<Duration>) -> Self {
+        Self::new(max_attempts, backoff, self.jitter)
+    }
+
     pub fn max_attempts(&self) -> u32 {
         self.max_attempts
     }

@@ -66,14 +66,15 @@ impl WebhookClient {
         })
     }
 
-    /// POST one job. `payload` is its canonical JSON (the bytes signed and sent); `now`
-    /// stamps the signature.
+    /// POST one job. `payload` is its canonical JSON (the bytes signed and sent); `timeout`
+    /// bounds the whole attempt (its queue's); `now` stamps the signature.
     pub async fn post(
         &self,
         queue: &Queue,
         id: JobId,
         attempt: u32,
         payload: CanonicalJson,
+        timeout: Duration,
         now: UnixMillis,
     ) -> AttemptResult {
         if let Err(error) = self.check_target(queue) {
@@ -87,6 +88,7 @@ impl WebhookClient {
         let mut request = self
             .client
             .post(queue.target.url().clone())
+            .timeout(timeout)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(USER_AGENT, concat!("hookq/", env!("CARGO_PKG_VERSION")))
             .header(JOB_ID_HEADER, id.to_string())

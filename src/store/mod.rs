@@ -30,6 +30,7 @@ pub use sealing::{MasterKey, Sealing};
 
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::policy::QueueChange;
 use sqlite::{SqliteStore, Synchronous};
 
 /// Where the data lives and how it is committed.
@@ -124,6 +125,13 @@ impl Store {
         on_backend!(self, db => db.create_queue(queue).await)
     }
 
+    /// Change a queue's target, secret, policy or pause flag; returns the queue as it becomes.
+    /// The registry follows once the change is committed, so the next claim, hand-off and
+    /// attempt see it.
+    pub async fn update_queue(&self, name: QueueName, change: QueueChange) -> StoreResult<Queue> {
+        on_backend!(self, db => db.update_queue(name, change).await)
+    }
+
     /// Delete a queue and all its jobs, READY and ERROR alike.
     pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
         on_backend!(self, db => db.delete_queue(name).await)
@@ -184,13 +192,14 @@ impl Store {
         on_backend!(self, db => db.cancel(queue, id).await)
     }
 
-    /// Expired leases back to READY, or dead-lettered if that was their last attempt.
+    /// Expired leases back to READY, or dead-lettered if that was their last attempt (by
+    /// their queue's `maxAttempts`, else `default_max_attempts`).
     pub async fn recover_stale_leases(
         &self,
         now: UnixMillis,
-        max_attempts: u32,
+        default_max_attempts: u32,
     ) -> StoreResult<usize> {
-        on_backend!(self, db => db.recover_stale_leases(now, max_attempts).await)
+        on_backend!(self, db => db.recover_stale_leases(now, default_max_attempts).await)
     }
 
     /// The backend's periodic upkeep (SQLite: refresh the query planner's statistics).

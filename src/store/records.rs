@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, Secret, Target, UnixMillis};
+use crate::policy::{QueueChange, QueuePolicy, Rate};
 
 /// A queue as the dispatcher needs it.
 #[derive(Debug, Clone)]
@@ -14,6 +15,60 @@ pub struct Queue {
     pub target: Target,
     pub secret: Option<Secret>,
     pub created_at: UnixMillis,
+    /// What the queue sets for itself; the rest follows the server.
+    pub policy: QueuePolicy,
+    /// Accepts jobs, delivers none.
+    pub paused: bool,
+}
+
+impl Queue {
+    /// A new queue with the server's policy, not paused.
+    pub fn new(
+        name: QueueName,
+        target: Target,
+        secret: Option<Secret>,
+        created_at: UnixMillis,
+    ) -> Self {
+        Self {
+            name,
+            target,
+            secret,
+            created_at,
+            policy: QueuePolicy::default(),
+            paused: false,
+        }
+    }
+
+    /// Apply `change` to the queue's target, secret, policy and pause flag.
+    pub fn apply(&mut self, change: &QueueChange) {
+        if let Some(target) = &change.target {
+            self.target = target.clone();
+        }
+        if let Some(secret) = &change.secret {
+            self.secret = secret.clone();
+        }
+        let policy = &mut self.policy;
+        set(&mut policy.max_attempts, &change.max_attempts);
+        set(&mut policy.backoff, &change.backoff);
+        set(&mut policy.timeout, &change.timeout);
+        set(&mut policy.concurrency, &change.concurrency);
+        set(&mut policy.max_queued, &change.max_queued);
+        let mut per_second = policy.rate.map(|r| r.per_second);
+        let mut burst = policy.rate.and_then(|r| r.burst);
+        set(&mut per_second, &change.rate_per_second);
+        set(&mut burst, &change.burst);
+        // A burst means nothing without a rate: resetting the rate drops it too.
+        policy.rate = per_second.map(|per_second| Rate { per_second, burst });
+        if let Some(paused) = change.paused {
+            self.paused = paused;
+        }
+    }
+}
+
+fn set<T: Clone>(field: &mut Option<T>, change: &Option<Option<T>>) {
+    if let Some(value) = change {
+        *field = value.clone();
+    }
 }
 
 /// Where a job stands in storage.

@@ -170,7 +170,7 @@ async fn unknown_routes_are_404_and_wrong_methods_are_405() {
         assert_rejected(&app, method, &path, None, 404).await;
     }
     for (method, path) in [
-        (Method::PATCH, "/queue/q".to_owned()),
+        (Method::PATCH, "/queue".to_owned()),
         (Method::DELETE, "/queue".to_owned()),
         (Method::POST, "/".to_owned()),
         (Method::POST, "/healthz".to_owned()),

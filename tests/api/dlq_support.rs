@@ -185,12 +185,12 @@ impl StoreFixture {
     pub async fn create_queue(&self, name: &str) -> QueueName {
         let queue = QueueName::parse(name).expect("a valid queue name");
         self.store
-            .create_queue(Queue {
-                name: queue.clone(),
-                target: Target::parse("http://127.0.0.1:9/hook").unwrap(),
-                secret: None,
-                created_at: now_millis(),
-            })
+            .create_queue(Queue::new(
+                queue.clone(),
+                Target::parse("http://127.0.0.1:9/hook").unwrap(),
+                None,
+                now_millis(),
+            ))
             .await
             .expect("create the queue");
         queue

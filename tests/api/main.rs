@@ -16,6 +16,7 @@ mod master_key;
 mod observability;
 mod openapi;
 mod operator_cli;
+mod queue_settings;
 mod queues;
 mod recovery;
 mod state_machine;

@@ -570,7 +570,11 @@ async fn migrate_refuses_a_database_a_server_holds_and_prepares_a_new_one() {
     let dir = tempfile::tempdir().unwrap();
     let fresh = dir.path().join("sub").join("fresh.db");
     let out = hookq(&["migrate", "--db", path_str(&fresh)], &[], None).await;
-    assert!(out.ok().contains("schema version 1 (created)"), "{out:?}");
+    let created = format!(
+        "schema version {} (created)",
+        hookq::store::sqlite::SCHEMA_VERSION
+    );
+    assert!(out.ok().contains(&created), "{out:?}");
     let out = hookq(&["migrate"], &[("HOOKQ_DB", path_str(&fresh))], None).await;
     assert!(out.ok().contains("(up to date)"), "{out:?}");
     assert_eq!(count_stored(&fresh, Stored::Queues), 0);

@@ -10,10 +10,16 @@ use rusqlite::{Connection, OpenFlags};
 use super::Synchronous;
 
 /// Migrations in order; migration N (1-based) moves `user_version` from N-1 to N.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "0001_init",
-    include_str!("../../../migrations/0001_init.sql"),
-)];
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001_init",
+        include_str!("../../../migrations/0001_init.sql"),
+    ),
+    (
+        "0002_queue_policy",
+        include_str!("../../../migrations/0002_queue_policy.sql"),
+    ),
+];
 
 /// The schema version this binary expects.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

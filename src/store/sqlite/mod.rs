@@ -36,6 +36,7 @@ use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::policy::QueueChange;
 use reader::ReadPool;
 use writer::{Durability, Writer};
 
@@ -169,6 +170,21 @@ impl SqliteStore {
             .write_then(
                 move |conn| queues::insert(conn, &queue, &sealing),
                 Some(Box::new(move |_: &()| registry.insert(stored))),
+            )
+            .await
+    }
+
+    /// Reads the queue back inside the write (two changes in one batch build on each other)
+    /// and mirrors the result in the registry after the commit.
+    pub async fn update_queue(&self, name: QueueName, change: QueueChange) -> StoreResult<Queue> {
+        let registry = self.registry.clone();
+        let sealing = self.sealing.clone();
+        self.writer
+            .write_then(
+                move |conn| queues::update(conn, &name, &change, &sealing),
+                Some(Box::new(move |queue: &Queue| {
+                    registry.insert(queue.clone())
+                })),
             )
             .await
     }

@@ -103,24 +103,29 @@ pub fn cancel(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<()
 pub fn recover_stale_leases(
     conn: &Connection,
     now: UnixMillis,
-    max_attempts: u32,
+    default_max_attempts: u32,
 ) -> StoreResult<usize> {
     const ERROR: &str = "delivery interrupted: the lease expired before an outcome was recorded";
-    let stale: Vec<(JobId, Lease)> = conn
+    // Each job's queue decides its last attempt: its own maxAttempts, else the server's.
+    let stale: Vec<(JobId, Lease, u32)> = conn
         .prepare_cached(
-            "SELECT id, attempts, leased_until FROM jobs WHERE status = 1 AND leased_until < ?1",
+            "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, ?2)
+             FROM jobs j JOIN queues q ON q.name = j.queue
+             WHERE j.status = 1 AND j.leased_until < ?1",
         )?
-        .query_map([now], |row| {
+        .query_map(params![now, default_max_attempts], |row| {
             Ok((
                 id_from_row(row, 0)?,
                 Lease {
                     attempt: row.get(1)?,
                     until: row.get(2)?,
                 },
+                row.get(3)?,
             ))
         })?
         .collect::<Result<_, _>>()?;
-    for (id, lease) in &stale {
+    for (id, lease, max_attempts) in &stale {
+        let max_attempts = *max_attempts;
         let failure = Failure {
             error: ERROR.to_owned(),
             status: None,

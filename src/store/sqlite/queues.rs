@@ -1,33 +1,109 @@
 //! SQL for the `queues` table. Secrets are sealed on the way in and opened on the way out
 //! (`store::sealing`).
 
+use std::time::Duration;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::model::{QueueName, Secret, Target};
+use crate::policy::{QueueChange, QueuePolicy, Rate};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::Queue;
-use crate::store::sealing::{self, Sealing};
+use crate::store::sealing::{self, MasterKey, Sealing};
+
+/// The columns of a queue, in the order [`from_row`] reads them.
+const COLUMNS: &str = "name, target, secret, created_at, max_attempts, backoff_ms, timeout_ms, \
+     concurrency, rate_per_second, burst, max_queued, paused";
 
 /// Store a new queue; its secret is sealed when `sealing` has a master key.
 pub fn insert(conn: &Connection, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
     let inserted = conn
-        .prepare_cached(
-            "INSERT INTO queues(name, target, secret, created_at) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(name) DO NOTHING",
-        )?
-        .execute(params![
-            queue.name.as_str(),
-            queue.target.as_str(),
-            queue
-                .secret
-                .as_ref()
-                .map(|s| sealing.to_stored(s.expose(), queue.name.as_str())),
-            queue.created_at
-        ])?;
+        .prepare_cached(&format!(
+            "INSERT INTO queues({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT(name) DO NOTHING"
+        ))?
+        .execute(row_values(queue, sealing).as_params())?;
     if inserted == 0 {
         return Err(StoreError::QueueExists);
     }
     Ok(())
+}
+
+/// Apply `change` to queue `name` as stored now (in this transaction, so two changes in one
+/// batch build on each other) and return the queue as it becomes.
+pub fn update(
+    conn: &Connection,
+    name: &QueueName,
+    change: &QueueChange,
+    sealing: &Sealing,
+) -> StoreResult<Queue> {
+    let mut queue = load_one(conn, name, sealing)?.ok_or(StoreError::QueueNotFound)?;
+    queue.apply(change);
+    conn.prepare_cached(
+        "UPDATE queues SET target = ?2, secret = ?3, max_attempts = ?5, backoff_ms = ?6,
+                timeout_ms = ?7, concurrency = ?8, rate_per_second = ?9, burst = ?10,
+                max_queued = ?11, paused = ?12
+         WHERE name = ?1 AND created_at = ?4",
+    )?
+    .execute(row_values(&queue, sealing).as_params())?;
+    Ok(queue)
+}
+
+/// A queue's row, ready to bind as `?1`…`?12` in [`COLUMNS`] order.
+struct RowValues {
+    values: [rusqlite::types::Value; 12],
+}
+
+impl RowValues {
+    fn as_params(&self) -> rusqlite::ParamsFromIter<std::slice::Iter<'_, rusqlite::types::Value>> {
+        rusqlite::params_from_iter(self.values.iter())
+    }
+}
+
+fn row_values(queue: &Queue, sealing: &Sealing) -> RowValues {
+    use rusqlite::types::Value;
+    let policy = &queue.policy;
+    let millis =
+        |d: std::time::Duration| Value::Integer(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let optional = |v: Option<Value>| v.unwrap_or(Value::Null);
+    RowValues {
+        values: [
+            Value::Text(queue.name.as_str().to_owned()),
+            Value::Text(queue.target.as_str().to_owned()),
+            optional(
+                queue
+                    .secret
+                    .as_ref()
+                    .map(|s| Value::Text(sealing.to_stored(s.expose(), queue.name.as_str()))),
+            ),
+            Value::Integer(queue.created_at),
+            optional(policy.max_attempts.map(|n| Value::Integer(n.into()))),
+            optional(policy.backoff.as_ref().map(|steps| {
+                Value::Text(
+                    steps
+                        .iter()
+                        .map(|d| d.as_millis().to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )
+            })),
+            optional(policy.timeout.map(millis)),
+            optional(policy.concurrency.map(|n| Value::Integer(n.into()))),
+            optional(policy.rate.map(|r| Value::Real(r.per_second))),
+            optional(
+                policy
+                    .rate
+                    .and_then(|r| r.burst)
+                    .map(|n| Value::Integer(n.into())),
+            ),
+            optional(
+                policy
+                    .max_queued
+                    .map(|n| Value::Integer(i64::try_from(n).unwrap_or(i64::MAX))),
+            ),
+            Value::Integer(queue.paused.into()),
+        ],
+    }
 }
 
 /// Delete a queue; its jobs go with it (foreign key `ON DELETE CASCADE`).
@@ -45,38 +121,108 @@ pub fn delete(conn: &Connection, name: &QueueName) -> StoreResult<()> {
 /// or stored in clear). A secret that cannot be read is an error naming its queue, never a
 /// queue without its secret.
 pub fn load_all(conn: &Connection, sealing: &Sealing) -> StoreResult<Vec<Queue>> {
-    let mut stmt =
-        conn.prepare("SELECT name, target, secret, created_at FROM queues ORDER BY name")?;
-    let rows = stmt.query_map([], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            row.get::<_, String>(1)?,
-            row.get::<_, Option<String>>(2)?,
-            row.get::<_, i64>(3)?,
-        ))
-    })?;
+    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM queues ORDER BY name"))?;
+    let rows = stmt.query_map([], StoredQueue::from_row)?;
     let keys = sealing.keys();
     let mut queues = Vec::new();
     for row in rows {
-        let (name, target, secret, created_at) = row?;
-        let target = Target::from_stored(&target)
+        queues.push(row?.open(&keys)?);
+    }
+    Ok(queues)
+}
+
+/// One queue, as [`load_all`] reads it.
+pub fn load_one(
+    conn: &Connection,
+    name: &QueueName,
+    sealing: &Sealing,
+) -> StoreResult<Option<Queue>> {
+    let stored = conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM queues WHERE name = ?1"))?
+        .query_row([name.as_str()], StoredQueue::from_row)
+        .optional()?;
+    stored.map(|s| s.open(&sealing.keys())).transpose()
+}
+
+/// A queue's row as read, its secret still sealed.
+struct StoredQueue {
+    name: String,
+    target: String,
+    secret: Option<String>,
+    created_at: i64,
+    max_attempts: Option<u32>,
+    backoff_ms: Option<String>,
+    timeout_ms: Option<i64>,
+    concurrency: Option<u32>,
+    rate_per_second: Option<f64>,
+    burst: Option<u32>,
+    max_queued: Option<i64>,
+    paused: bool,
+}
+
+impl StoredQueue {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            name: row.get(0)?,
+            target: row.get(1)?,
+            secret: row.get(2)?,
+            created_at: row.get(3)?,
+            max_attempts: row.get(4)?,
+            backoff_ms: row.get(5)?,
+            timeout_ms: row.get(6)?,
+            concurrency: row.get(7)?,
+            rate_per_second: row.get(8)?,
+            burst: row.get(9)?,
+            max_queued: row.get(10)?,
+            paused: row.get(11)?,
+        })
+    }
+
+    /// The queue, with its secret opened by one of `keys`.
+    fn open(self, keys: &[&MasterKey]) -> StoreResult<Queue> {
+        let name = self.name;
+        let target = Target::from_stored(&self.target)
             .map_err(|e| anyhow::anyhow!("stored target of queue {name} is invalid: {e}"))?;
-        let secret = secret
+        let secret = self
+            .secret
             .map(|stored| {
-                let plain = sealing::open(&keys, &stored, &name)
+                let plain = sealing::open(keys, &stored, &name)
                     .map_err(|e| anyhow::anyhow!("cannot read the secret of queue {name}: {e}"))?;
                 Secret::parse(&plain)
                     .map_err(|e| anyhow::anyhow!("stored secret of queue {name} is invalid: {e}"))
             })
             .transpose()?;
-        queues.push(Queue {
+        let backoff = self
+            .backoff_ms
+            .map(|text| {
+                text.split(',')
+                    .map(|step| step.parse::<u64>().map(Duration::from_millis))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| anyhow::anyhow!("stored backoff of queue {name} is invalid: {e}"))
+            })
+            .transpose()?;
+        let policy = QueuePolicy {
+            max_attempts: self.max_attempts,
+            backoff,
+            timeout: self
+                .timeout_ms
+                .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+            concurrency: self.concurrency,
+            rate: self.rate_per_second.map(|per_second| Rate {
+                per_second,
+                burst: self.burst,
+            }),
+            max_queued: self.max_queued.map(|n| u64::try_from(n).unwrap_or(0)),
+        };
+        Ok(Queue {
             name: QueueName::from_stored(name),
             target,
             secret,
-            created_at,
-        });
+            created_at: self.created_at,
+            policy,
+            paused: self.paused,
+        })
     }
-    Ok(queues)
 }
 
 /// Rotation: re-seal with the current master key every secret stored in clear or sealed

@@ -1,0 +1,345 @@
+//! A queue's settings: change them (`PATCH /queue/{name}`), read them with their effective
+//! values (`GET /queue/{name}/_settings`), pause and resume (`POST …/_pause`, `…/_resume`).
+//! The policy fields a queue may set are also accepted when it is created (`PUT`, see
+//! [`super::queues`]); both go through [`policy_change`], so one value is checked one way.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::error::{ApiError, ApiErrorBody, ApiResult};
+use super::extract::{ApiJson, KnownQueue};
+use super::openapi::OkBody;
+use super::queues::{MAX_QUEUE_BODY, check_target_allowed};
+use crate::model::{InvalidInput, Secret, Target, now_millis};
+use crate::policy::{self, QueueChange};
+use crate::store::Queue;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(update_queue))
+        .routes(routes!(queue_settings))
+        .routes(routes!(pause_queue))
+        .routes(routes!(resume_queue))
+}
+
+/// The policy fields of a request: absent (`None`), `null` (`Some(None)`: back to the
+/// server's setting), or a value.
+#[derive(Debug, Default)]
+pub(super) struct PolicyInput {
+    pub max_attempts: Option<Option<u32>>,
+    pub backoff: Option<Option<Vec<String>>>,
+    pub timeout: Option<Option<String>>,
+    pub concurrency: Option<Option<u32>>,
+    pub rate_per_second: Option<Option<f64>>,
+    pub burst: Option<Option<u32>>,
+    pub max_queued: Option<Option<u64>>,
+    pub paused: Option<Option<bool>>,
+}
+
+/// Check every policy value given (422 naming the field) and turn them into a change.
+pub(super) fn policy_change(input: PolicyInput) -> ApiResult<QueueChange> {
+    fn checked<T, U>(
+        value: Option<Option<T>>,
+        check: impl FnOnce(T) -> Result<U, InvalidInput>,
+    ) -> ApiResult<Option<Option<U>>> {
+        match value {
+            None => Ok(None),
+            Some(None) => Ok(Some(None)),
+            Some(Some(value)) => check(value)
+                .map(|v| Some(Some(v)))
+                .map_err(|e| ApiError::Unprocessable(e.0)),
+        }
+    }
+    Ok(QueueChange {
+        max_attempts: checked(input.max_attempts, policy::check_max_attempts)?,
+        backoff: checked(input.backoff, |steps| policy::check_backoff(&steps))?,
+        timeout: checked(input.timeout, |raw| policy::check_timeout(&raw))?,
+        concurrency: checked(input.concurrency, policy::check_concurrency)?,
+        rate_per_second: checked(input.rate_per_second, policy::check_rate)?,
+        burst: checked(input.burst, policy::check_burst)?,
+        max_queued: checked(input.max_queued, policy::check_max_queued)?,
+        // `null` resumes: not paused is the default.
+        paused: input.paused.map(|paused| paused.unwrap_or(false)),
+        ..QueueChange::default()
+    })
+}
+
+/// Refuse a burst on a queue that would have no rate for it to apply to.
+pub(super) fn check_burst_has_a_rate(queue: &Queue, change: &QueueChange) -> ApiResult<()> {
+    if matches!(change.burst, Some(Some(_))) {
+        let mut changed = queue.clone();
+        changed.apply(change);
+        if changed.policy.rate.is_none() {
+            return Err(ApiError::Unprocessable(
+                "burst applies to a rate: set ratePerSecond too".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `null` is a value of its own here (reset), not the same as an absent field.
+fn nullable<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// Any subset of a queue's settings. `null` puts a setting back on the server's default
+/// (`"secret": null` removes the secret: deliveries are no longer signed). Unknown fields
+/// are refused.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"maxAttempts": 10, "backoff": ["500ms", "5s"], "ratePerSecond": 20, "secret": null}))]
+pub struct UpdateQueue {
+    /// A new target (not `null`).
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>, format = "uri")]
+    target: Option<Option<String>>,
+    /// A new secret (1–100 characters), or `null` to stop signing.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>, nullable)]
+    secret: Option<Option<String>>,
+    /// Attempts before a job is dead-lettered, 1–100.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<u32>, nullable, minimum = 1, maximum = 100)]
+    max_attempts: Option<Option<u32>>,
+    /// Delays before retry n (`"500ms"`, `"5s"`, …), 1–20 entries; the last repeats.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<Vec<String>>, nullable)]
+    backoff: Option<Option<Vec<String>>>,
+    /// One attempt's time limit, 100ms–15m.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>, nullable)]
+    timeout: Option<Option<String>>,
+    /// Deliveries in flight at once, 1–10 000.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<u32>, nullable, minimum = 1, maximum = 10000)]
+    concurrency: Option<Option<u32>>,
+    /// Deliveries started per second (> 0, fractions allowed).
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<f64>, nullable)]
+    rate_per_second: Option<Option<f64>>,
+    /// Deliveries that may start at once (≥ 1; needs a rate).
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<u32>, nullable, minimum = 1)]
+    burst: Option<Option<u32>>,
+    /// A cap on READY jobs (≥ 1): enqueues beyond it get 429.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<u64>, nullable, minimum = 1)]
+    max_queued: Option<Option<u64>>,
+    /// Accept jobs but deliver none.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<bool>, nullable)]
+    paused: Option<Option<bool>>,
+}
+
+/// Change a queue's settings.
+///
+/// Jobs already queued use the new target, secret and policy from their next attempt on.
+#[utoipa::path(
+    patch,
+    path = "/queue/{name}",
+    tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body = UpdateQueue,
+    responses(
+        (status = 200, description = "Changed", body = OkBody),
+        (status = 400, description = "Malformed JSON", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
+        (status = 413, description = "Body larger than 16 KiB", body = ApiErrorBody),
+        (status = 422, description = "An unknown field, or an invalid value", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn update_queue(
+    State(state): State<AppState>,
+    KnownQueue(queue): KnownQueue,
+    ApiJson(request): ApiJson<UpdateQueue, MAX_QUEUE_BODY>,
+) -> ApiResult<Json<OkBody>> {
+    let mut change = policy_change(PolicyInput {
+        max_attempts: request.max_attempts,
+        backoff: request.backoff,
+        timeout: request.timeout,
+        concurrency: request.concurrency,
+        rate_per_second: request.rate_per_second,
+        burst: request.burst,
+        max_queued: request.max_queued,
+        paused: request.paused,
+    })?;
+    change.target = match request.target {
+        None => None,
+        Some(None) => {
+            return Err(ApiError::Unprocessable(
+                "target cannot be null: a queue always has a target".into(),
+            ));
+        }
+        Some(Some(raw)) => {
+            let target = Target::parse(&raw).map_err(|e| ApiError::Unprocessable(e.0))?;
+            check_target_allowed(&state, &target)?;
+            Some(target)
+        }
+    };
+    change.secret = match request.secret {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(raw)) => Some(Some(
+            Secret::parse(&raw).map_err(|e| ApiError::Unprocessable(e.0))?,
+        )),
+    };
+    check_burst_has_a_rate(&queue, &change)?;
+    apply(&state, &queue, change).await?;
+    Ok(Json(OkBody::OK))
+}
+
+/// Commit `change` to `queue` and let the claim loop look at the queue again (a resumed
+/// queue, a larger concurrency or a new target may have deliveries to start).
+async fn apply(state: &AppState, queue: &Queue, change: QueueChange) -> ApiResult<()> {
+    let name = queue.name.clone();
+    state.store.update_queue(name.clone(), change).await?;
+    if state.config.dispatch {
+        state.wakeups.mark_due(&name, now_millis());
+    }
+    tracing::info!(queue = %name, "queue settings changed");
+    Ok(())
+}
+
+/// A queue's settings, each with its effective value (the queue's own, or the server's).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueSettings {
+    pub ok: bool,
+    pub name: String,
+    pub target: String,
+    /// Whether deliveries are signed. The secret itself is never shown.
+    pub has_secret: bool,
+    pub max_attempts: u32,
+    /// Delays before retry n; the last repeats.
+    pub backoff: Vec<String>,
+    /// One attempt's time limit.
+    pub timeout: String,
+    /// Deliveries in flight at once.
+    pub concurrency: u32,
+    /// Deliveries started per second; `null`: no rate limit.
+    pub rate_per_second: Option<f64>,
+    /// With a rate: deliveries that may start at once.
+    pub burst: Option<u32>,
+    /// A cap on READY jobs; `null`: none.
+    pub max_queued: Option<u64>,
+    pub paused: bool,
+    /// The settings this queue sets itself; the others follow the server's.
+    pub overrides: Vec<String>,
+}
+
+impl QueueSettings {
+    fn of(queue: &Queue, defaults: &policy::Defaults) -> Self {
+        let own = &queue.policy;
+        let effective = own.effective(defaults);
+        let overrides = [
+            ("maxAttempts", own.max_attempts.is_some()),
+            ("backoff", own.backoff.is_some()),
+            ("timeout", own.timeout.is_some()),
+            ("concurrency", own.concurrency.is_some()),
+            ("ratePerSecond", own.rate.is_some()),
+            ("burst", own.rate.is_some_and(|r| r.burst.is_some())),
+            ("maxQueued", own.max_queued.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, set)| *set)
+        .map(|(field, _)| field.to_owned())
+        .collect();
+        Self {
+            ok: true,
+            name: queue.name.to_string(),
+            target: queue.target.as_str().to_owned(),
+            has_secret: queue.secret.is_some(),
+            max_attempts: effective.max_attempts,
+            backoff: effective
+                .backoff
+                .iter()
+                .copied()
+                .map(policy::format_duration)
+                .collect(),
+            timeout: policy::format_duration(effective.timeout),
+            concurrency: effective.concurrency,
+            rate_per_second: effective.rate.map(|r| r.per_second),
+            burst: effective.rate.map(|r| r.effective_burst()),
+            max_queued: effective.max_queued,
+            paused: queue.paused,
+            overrides,
+        }
+    }
+}
+
+/// A queue's settings with their effective values. Never the secret.
+#[utoipa::path(
+    get,
+    path = "/queue/{name}/_settings",
+    tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "The settings", body = QueueSettings),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+    ),
+)]
+async fn queue_settings(
+    State(state): State<AppState>,
+    KnownQueue(queue): KnownQueue,
+) -> Json<QueueSettings> {
+    Json(QueueSettings::of(&queue, &state.config.policy_defaults()))
+}
+
+/// Pause a queue: it accepts jobs and delivers none; deliveries in flight finish.
+#[utoipa::path(
+    post,
+    path = "/queue/{name}/_pause",
+    tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "Paused", body = OkBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn pause_queue(
+    State(state): State<AppState>,
+    KnownQueue(queue): KnownQueue,
+) -> ApiResult<Json<OkBody>> {
+    apply(&state, &queue, QueueChange::paused(true)).await?;
+    Ok(Json(OkBody::OK))
+}
+
+/// Resume a paused queue: its due jobs are delivered again.
+#[utoipa::path(
+    post,
+    path = "/queue/{name}/_resume",
+    tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "Resumed", body = OkBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn resume_queue(
+    State(state): State<AppState>,
+    KnownQueue(queue): KnownQueue,
+) -> ApiResult<Json<OkBody>> {
+    apply(&state, &queue, QueueChange::paused(false)).await?;
+    Ok(Json(OkBody::OK))
+}
