@@ -126,6 +126,35 @@ async fn a_failed_attempt_is_retried_until_it_succeeds() {
 }
 
 #[tokio::test]
+async fn retries_of_jobs_that_failed_together_are_spread_by_the_jitter() {
+    let receiver = TestReceiver::always(Reply::status(503)).await;
+    let app = spawn_app(|c| {
+        c.backoff = vec![Duration::from_secs(100)];
+        c.backoff_jitter = 0.2;
+    })
+    .await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut ids = Vec::new();
+    for n in 0..20 {
+        ids.push(app.enqueue_ok("q", &payload(n)).await);
+    }
+    let mut delays = std::collections::BTreeSet::new();
+    for id in &ids {
+        let job = app
+            .wait_for_job("q", id, "the first failure", |r| {
+                r.json().get("error").is_some()
+            })
+            .await
+            .json();
+        let failed_at = job["history"][0]["at"].as_i64().unwrap();
+        let delay = job["nextAttemptAt"].as_i64().unwrap() - failed_at;
+        assert!((80_000..=120_000).contains(&delay), "{delay} ms: 100 s ± 20%");
+        delays.insert(delay);
+    }
+    assert!(delays.len() > 10, "20 retries at {} distinct times", delays.len());
+}
+
+#[tokio::test]
 async fn a_job_waiting_for_its_retry_is_ready_with_its_last_error() {
     // A long backoff keeps the job waiting after its first failure.
     let receiver = TestReceiver::always(Reply::with_body(503, "try later")).await;

@@ -377,6 +377,8 @@ pub fn test_config(db_path: PathBuf) -> Config {
     let mut config = Config::with_db(db_path);
     config.max_attempts = 3;
     config.backoff = vec![Duration::from_millis(20)];
+    // Retry times exactly on schedule, so tests can check them; jitter has its own tests.
+    config.backoff_jitter = 0.0;
     config.delivery_timeout = Duration::from_secs(2);
     config.lease_timeout = Duration::from_secs(10);
     config.shutdown_grace = Duration::from_secs(1);
