@@ -11,6 +11,7 @@ pub mod error;
 pub mod extract;
 pub mod jobs;
 pub mod openapi;
+pub mod queue_stats;
 pub mod queues;
 pub mod settings;
 pub mod system;
@@ -66,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .merge(system::router())
         .merge(queues::router())
         .merge(settings::router())
+        .merge(queue_stats::router())
         .merge(jobs::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -71,7 +71,7 @@ impl Modify for SecuritySchemes {
 }
 
 /// `{"ok":true}`.
-#[derive(Serialize, ToSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
 pub struct OkBody {
     /// Always `true`.
     pub ok: bool,

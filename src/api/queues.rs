@@ -196,6 +196,9 @@ async fn delete_queue(
     let name = queue.name.clone();
     state.store.delete_queue(name.clone()).await?;
     state.wakeups.forget(&name);
+    if let Some(pool) = &state.pool {
+        pool.forget(&name);
+    }
     tracing::info!(queue = %name, "queue deleted with all its jobs");
     Ok(Json(OkBody::OK))
 }

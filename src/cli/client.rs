@@ -29,7 +29,10 @@ pub use crate::api::dlq::{
 };
 pub use crate::api::jobs::{JobList, JobView};
 pub use crate::api::openapi::IdBody;
+pub use crate::api::openapi::OkBody;
+pub use crate::api::queue_stats::QueueStats;
 pub use crate::api::queues::QueueList;
+pub use crate::api::settings::QueueSettings;
 
 /// Which dead letters a replay or acknowledge acts on.
 #[derive(Debug, Clone)]
@@ -201,6 +204,33 @@ impl Client {
     pub async fn delete_queue(&self, name: &str) -> CliResult<Reply<Value>> {
         let url = self.url(&["queue", name], &[]);
         self.call(Method::DELETE, Route::Queue, url, None).await
+    }
+
+    /// `GET /queue/{name}/_settings`.
+    pub async fn queue_settings(&self, name: &str) -> CliResult<Reply<QueueSettings>> {
+        let url = self.url(&["queue", name, "_settings"], &[]);
+        self.call(Method::GET, Route::Queue, url, None).await
+    }
+
+    /// `GET /queue/{name}/_stats`.
+    pub async fn queue_stats(&self, name: &str) -> CliResult<Reply<QueueStats>> {
+        let url = self.url(&["queue", name, "_stats"], &[]);
+        self.call(Method::GET, Route::Queue, url, None).await
+    }
+
+    /// `PATCH /queue/{name}` with `body`.
+    pub async fn update_queue(&self, name: &str, body: &Value) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["queue", name], &[]);
+        let body = body.to_string().into_bytes();
+        self.call(Method::PATCH, Route::Queue, url, Some(body))
+            .await
+    }
+
+    /// `POST /queue/{name}/_pause` (`paused`) or `_resume`.
+    pub async fn set_paused(&self, name: &str, paused: bool) -> CliResult<Reply<OkBody>> {
+        let action = if paused { "_pause" } else { "_resume" };
+        let url = self.url(&["queue", name, action], &[]);
+        self.call(Method::POST, Route::Queue, url, None).await
     }
 
     /// Enqueue `job` as it is: the server validates and canonicalizes it.

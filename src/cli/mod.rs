@@ -35,7 +35,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the server (the default).
     Serve(Box<ServeArgs>),
-    /// Create, list or delete queues on a running server.
+    /// Create, list, show, change, pause, resume or delete queues on a running server.
     #[command(subcommand)]
     Queue(QueueCommand),
     /// Enqueue one job: JSON from the argument, or from stdin.
@@ -91,6 +91,26 @@ pub enum QueueCommand {
         #[command(flatten)]
         remote: RemoteArgs,
     },
+    /// A queue's settings (effective values) and figures.
+    Show {
+        name: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Change a queue's settings; `--reset` puts settings back on the server's default.
+    Set(QueueSetArgs),
+    /// Pause a queue: it accepts jobs and delivers none.
+    Pause {
+        name: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Resume a paused queue.
+    Resume {
+        name: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// Delete a queue with all its jobs and dead letters (needs --yes).
     Delete {
         name: String,
@@ -100,6 +120,90 @@ pub enum QueueCommand {
         #[command(flatten)]
         remote: RemoteArgs,
     },
+}
+
+/// `hookq queue set NAME …`: only what is given changes.
+#[derive(Debug, Args)]
+pub struct QueueSetArgs {
+    pub name: String,
+    /// A new target URL.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// A new signing secret (`--reset secret` stops signing).
+    #[arg(long)]
+    pub secret: Option<String>,
+    /// Attempts before a job is dead-lettered (1-100).
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// Delays before retry n, comma-separated (e.g. `500ms,5s,1m`); the last repeats.
+    #[arg(long, value_delimiter = ',')]
+    pub backoff: Vec<String>,
+    /// One attempt's time limit (100ms-15m).
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// Deliveries in flight at once (1-10000).
+    #[arg(long)]
+    pub concurrency: Option<u32>,
+    /// Deliveries started per second (fractions allowed).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Deliveries that may start at once (with a rate).
+    #[arg(long)]
+    pub burst: Option<u32>,
+    /// A cap on READY jobs.
+    #[arg(long)]
+    pub max_queued: Option<u64>,
+    /// Settings to put back on the server's default, comma-separated: max-attempts,
+    /// backoff, timeout, concurrency, rate, burst, max-queued, secret.
+    #[arg(long, value_delimiter = ',', value_parser = [
+        "max-attempts", "backoff", "timeout", "concurrency", "rate", "burst", "max-queued", "secret",
+    ])]
+    pub reset: Vec<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+impl QueueSetArgs {
+    /// The PATCH body: the given settings, and `null` for each one reset.
+    pub fn patch_body(&self) -> Result<serde_json::Value, String> {
+        use serde_json::{Value, json};
+        let mut body = serde_json::Map::new();
+        let mut put = |field: &str, value: Option<Value>| {
+            if let Some(value) = value {
+                body.insert(field.to_owned(), value);
+            }
+        };
+        put("target", self.target.clone().map(Value::from));
+        put("secret", self.secret.clone().map(Value::from));
+        put("maxAttempts", self.max_attempts.map(Value::from));
+        put(
+            "backoff",
+            (!self.backoff.is_empty()).then(|| json!(self.backoff)),
+        );
+        put("timeout", self.timeout.clone().map(Value::from));
+        put("concurrency", self.concurrency.map(Value::from));
+        put("ratePerSecond", self.rate.map(Value::from));
+        put("burst", self.burst.map(Value::from));
+        put("maxQueued", self.max_queued.map(Value::from));
+        for reset in &self.reset {
+            let field = match reset.as_str() {
+                "max-attempts" => "maxAttempts",
+                "rate" => "ratePerSecond",
+                "max-queued" => "maxQueued",
+                other => other,
+            };
+            if body.contains_key(field) {
+                return Err(format!("--{reset} is both set and reset"));
+            }
+            body.insert(field.to_owned(), Value::Null);
+        }
+        if body.is_empty() {
+            return Err(
+                "nothing to change: give a setting (e.g. --max-attempts 10) or --reset".into(),
+            );
+        }
+        Ok(Value::Object(body))
+    }
 }
 
 #[derive(Debug, Args)]

@@ -8,7 +8,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use super::client::{Client, DlqQuery, ReplayResult, Reply, Selection};
+use super::client::{Client, DlqQuery, QueueSettings, QueueStats, ReplayResult, Reply, Selection};
 use super::table::{Table, age, relative, shorten, time};
 use super::{
     CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, Outcome,
@@ -60,6 +60,32 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
                 }
                 table.render()
             });
+        }
+        Command::Queue(QueueCommand::Show { name, remote }) => {
+            let client = Client::new(&remote)?;
+            let settings = client.queue_settings(&name).await?;
+            let stats = client.queue_stats(&name).await?;
+            let json = json!({ "ok": true, "settings": settings.json, "stats": stats.json });
+            print_or(&remote, &json, || show_queue(&settings.data, &stats.data));
+        }
+        Command::Queue(QueueCommand::Set(args)) => {
+            let body = args.patch_body().map_err(CliError::Usage)?;
+            let reply = Client::new(&args.remote)?
+                .update_queue(&args.name, &body)
+                .await?;
+            print_or(&args.remote, &reply.json, || {
+                format!("queue {} changed\n", args.name)
+            });
+        }
+        Command::Queue(QueueCommand::Pause { name, remote }) => {
+            let reply = Client::new(&remote)?.set_paused(&name, true).await?;
+            print_or(&remote, &reply.json, || {
+                format!("queue {name} paused: it accepts jobs and delivers none\n")
+            });
+        }
+        Command::Queue(QueueCommand::Resume { name, remote }) => {
+            let reply = Client::new(&remote)?.set_paused(&name, false).await?;
+            print_or(&remote, &reply.json, || format!("queue {name} resumed\n"));
         }
         Command::Queue(QueueCommand::Delete { name, yes, remote }) => {
             if !yes {
@@ -290,6 +316,81 @@ async fn dlq_stats(remote: &RemoteArgs) -> CliResult<()> {
         out
     });
     Ok(())
+}
+
+/// `hookq queue show`: settings (a mark on those the queue sets itself), then figures.
+fn show_queue(settings: &QueueSettings, stats: &QueueStats) -> String {
+    let own = |field: &str| {
+        if settings.overrides.iter().any(|o| o == field) {
+            " (queue)"
+        } else {
+            ""
+        }
+    };
+    let optional = |value: Option<String>| value.unwrap_or_else(|| "none".into());
+    let mut table = Table::new(&["SETTING", "VALUE"]);
+    for (name, value) in [
+        ("target", settings.target.clone()),
+        (
+            "signed",
+            if settings.has_secret { "yes" } else { "no" }.into(),
+        ),
+        ("paused", if settings.paused { "yes" } else { "no" }.into()),
+        (
+            "max attempts",
+            format!("{}{}", settings.max_attempts, own("maxAttempts")),
+        ),
+        (
+            "backoff",
+            format!("{}{}", settings.backoff.join(", "), own("backoff")),
+        ),
+        ("timeout", format!("{}{}", settings.timeout, own("timeout"))),
+        (
+            "concurrency",
+            format!("{}{}", settings.concurrency, own("concurrency")),
+        ),
+        (
+            "rate per second",
+            optional(
+                settings
+                    .rate_per_second
+                    .map(|r| format!("{r} (burst {})", settings.burst.unwrap_or(1))),
+            ),
+        ),
+        (
+            "max queued",
+            optional(settings.max_queued.map(|n| n.to_string())),
+        ),
+    ] {
+        table.row(vec![name.into(), value]);
+    }
+    let mut out = table.render();
+    let mut figures = Table::new(&[
+        "READY",
+        "SCHEDULED",
+        "IN FLIGHT",
+        "DEAD",
+        "LAG",
+        "OK/MIN",
+        "FAILED/MIN",
+        "BREAKER",
+    ]);
+    figures.row(vec![
+        stats.ready.to_string(),
+        stats.scheduled.to_string(),
+        stats.in_flight.to_string(),
+        stats.dead.to_string(),
+        stats
+            .oldest_ready_age_ms
+            .map(|ms| age(u64::try_from(ms).unwrap_or(0)))
+            .unwrap_or_else(|| "-".into()),
+        stats.delivered_last_minute.to_string(),
+        stats.failed_last_minute.to_string(),
+        stats.breaker.clone(),
+    ]);
+    out.push('\n');
+    out.push_str(&figures.render());
+    out
 }
 
 fn selection(args: &SelectionArgs) -> CliResult<Selection> {

@@ -45,6 +45,8 @@ impl Attempt {
         inner
             .breakers
             .record(&queue.name, target_is_healthy(&result), now);
+        let delivered = matches!(result, AttemptResult::Delivered { .. });
+        inner.activity.record(&queue.name, delivered, now);
         record_attempt_metrics(&queue.name, &result, job.created_at, now);
         let outcome = match result {
             AttemptResult::Delivered { .. } => Outcome::Delivered,

@@ -27,6 +27,27 @@ pub enum Permit {
     Wait(UnixMillis),
 }
 
+/// Where a queue's breaker stands, as its stats show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Deliveries flow.
+    Closed,
+    /// Resting after repeated failures (a probe goes out when the pause is over).
+    Open,
+    /// One probe is out or about to be; its outcome closes or reopens the breaker.
+    HalfOpen,
+}
+
+impl BreakerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Closed => "closed",
+            Self::Open => "open",
+            Self::HalfOpen => "half-open",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Closed { failures: u32 },
@@ -84,13 +105,22 @@ impl Breakers {
         }
     }
 
-    /// A claimed probe found no job to send: hand the probe back.
     /// Whether `queue`'s breaker is closed. Unlike [`permit`](Self::permit), it changes
-    /// nothing: an open breaker whose pause is over stays for the dispatcher to probe.
+    /// nothing: an open breaker whose pause is over stays for the claim loop to probe.
     pub fn is_closed(&self, queue: &QueueName) -> bool {
         matches!(self.lock().get(queue), None | Some(State::Closed { .. }))
     }
 
+    /// Where `queue`'s breaker stands, for its stats. Changes nothing.
+    pub fn state(&self, queue: &QueueName) -> BreakerState {
+        match self.lock().get(queue) {
+            None | Some(State::Closed { .. }) => BreakerState::Closed,
+            Some(State::Open { .. }) => BreakerState::Open,
+            Some(State::HalfOpen { .. }) => BreakerState::HalfOpen,
+        }
+    }
+
+    /// A claimed probe found no job to send: hand the probe back.
     pub fn probe_unused(&self, queue: &QueueName) {
         if let Some(State::HalfOpen { probing, .. }) = self.lock().get_mut(queue) {
             *probing = false;

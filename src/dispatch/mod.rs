@@ -12,6 +12,7 @@
 //! - [`webhook`]: the HTTP client that POSTs a job to its target, signed, behind the SSRF
 //!   [`guard`], and classifies the answer.
 
+pub mod activity;
 pub mod attempt;
 pub mod breaker;
 pub mod claimer;
@@ -25,8 +26,9 @@ use std::time::Duration;
 
 use crate::policy::Defaults;
 
+pub use activity::{Activity, LastMinute};
 pub use attempt::outcome_of;
-pub use breaker::{Breakers, Permit};
+pub use breaker::{BreakerState, Breakers, Permit};
 pub use claimer::{Claimer, RoundReport};
 pub use pool::{DeliveryPool, Handoff, Slot};
 pub use retry::RetryPolicy;

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::attempt::Attempt;
-use super::{Breakers, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
+use super::{Activity, Breakers, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::policy::Defaults;
@@ -39,6 +39,7 @@ pub(super) struct Inner {
     pub(super) retry: RetryPolicy,
     pub(super) wakeups: Wakeups,
     pub(super) breakers: Breakers,
+    pub(super) activity: Activity,
     slots: Arc<Semaphore>,
     per_queue: Mutex<HashMap<QueueName, usize>>,
     pub(super) max_in_flight: usize,
@@ -106,6 +107,7 @@ impl DeliveryPool {
                 ),
                 wakeups,
                 breakers: Breakers::new(config.breaker_threshold, config.breaker_cooldown),
+                activity: Activity::default(),
                 slots: Arc::new(Semaphore::new(config.max_in_flight)),
                 per_queue: Mutex::default(),
                 max_in_flight: config.max_in_flight,
@@ -126,6 +128,17 @@ impl DeliveryPool {
 
     pub fn breakers(&self) -> &Breakers {
         &self.inner.breakers
+    }
+
+    /// `queue` is gone: drop its breaker and its last minute.
+    pub fn forget(&self, queue: &QueueName) {
+        self.inner.breakers.forget(queue);
+        self.inner.activity.forget(queue);
+    }
+
+    /// What each queue's attempts ended in over the last minute.
+    pub fn activity(&self) -> &Activity {
+        &self.inner.activity
     }
 
     /// Free slots in the global bound.

@@ -23,7 +23,7 @@ pub use error::{StoreError, StoreResult};
 pub use records::{
     AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, Failure,
     FailureReason, Filter, JobRecord, JobState, Last24h, Lease, Outcome, PageRequest, Position,
-    Queue, ReplayReport, Selection,
+    Queue, QueueCounts, ReplayReport, Selection,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -281,6 +281,15 @@ impl Store {
     /// Delete up to `limit` replayed/acknowledged dead letters last changed before `before`.
     pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
         on_backend!(self, db => db.purge_dead_letters(before, limit).await)
+    }
+
+    /// Where `queue`'s jobs stand at `now`: due, scheduled, in flight, dead.
+    pub async fn queue_counts(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+    ) -> StoreResult<QueueCounts> {
+        on_backend!(self, db => db.queue_counts(queue, now).await)
     }
 
     /// The earliest `run_at` among the ready jobs of `queue`.

@@ -321,6 +321,21 @@ impl ReplayReport {
     }
 }
 
+/// Where a queue's jobs stand, for its stats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// READY and due now.
+    pub ready: u64,
+    /// READY but not due yet (a retry's backoff, a delay).
+    pub scheduled: u64,
+    /// Leased to a delivery.
+    pub in_flight: u64,
+    /// Pending dead letters.
+    pub dead: u64,
+    /// When the longest-waiting due job became due.
+    pub oldest_due_at: Option<UnixMillis>,
+}
+
 /// Dead-letter figures for the admin stats and the alert signals.
 #[derive(Debug, Clone, Default)]
 pub struct DlqStats {

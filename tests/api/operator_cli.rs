@@ -181,6 +181,81 @@ async fn queue_create_list_and_delete_work_against_a_running_server() {
 }
 
 #[tokio::test]
+async fn queue_set_show_pause_and_resume_work_against_a_running_server() {
+    let app = storing_app().await;
+    let out = at(
+        &app,
+        &[
+            "queue",
+            "set",
+            "q",
+            "--max-attempts",
+            "9",
+            "--backoff",
+            "500ms,5s",
+            "--concurrency",
+            "4",
+        ],
+    )
+    .await;
+    assert_eq!(out.ok(), "queue q changed\n");
+    let settings = app.get("/queue/q/_settings").await.expect(200);
+    assert_eq!(settings["maxAttempts"], 9);
+    assert_eq!(settings["backoff"], json!(["500ms", "5s"]));
+    assert_eq!(settings["concurrency"], 4);
+
+    at(
+        &app,
+        &["queue", "set", "q", "--reset", "max-attempts,backoff"],
+    )
+    .await
+    .ok();
+    let settings = app.get("/queue/q/_settings").await.expect(200);
+    assert_eq!(settings["maxAttempts"], 3, "the server's again");
+    assert_eq!(settings["overrides"], json!(["concurrency"]));
+
+    at(&app, &["queue", "set", "q"])
+        .await
+        .fails_with(2, "nothing to change");
+    at(
+        &app,
+        &["queue", "set", "q", "--timeout", "5s", "--reset", "timeout"],
+    )
+    .await
+    .fails_with(2, "both set and reset");
+    at(&app, &["queue", "set", "q", "--max-attempts", "0"])
+        .await
+        .fails_with(1, "maxAttempts must be 1 to 100 (HTTP 422)");
+
+    let out = at(&app, &["queue", "pause", "q"]).await;
+    assert!(out.ok().contains("queue q paused"), "{out:?}");
+    let show = at(&app, &["queue", "show", "q"]).await;
+    let text = show.ok();
+    assert_eq!(lines_with(text, "paused").len(), 1, "{text}");
+    assert!(lines_with(text, "paused")[0].contains("yes"), "{text}");
+    assert!(
+        lines_with(text, "concurrency")[0].contains("4 (queue)"),
+        "{text}"
+    );
+    assert!(text.contains("READY"), "{text}");
+    let json = at(&app, &["queue", "show", "q", "--json"]).await.json();
+    assert_eq!(
+        json["settings"],
+        app.get("/queue/q/_settings").await.expect(200)
+    );
+    assert_eq!(json["stats"]["paused"], true);
+
+    at(&app, &["queue", "resume", "q"]).await.ok();
+    assert_eq!(
+        app.get("/queue/q/_settings").await.expect(200)["paused"],
+        false
+    );
+    at(&app, &["queue", "show", "nope"])
+        .await
+        .fails_with(1, "queue not found (HTTP 404)");
+}
+
+#[tokio::test]
 async fn enqueue_takes_the_job_from_the_argument_or_stdin_and_prints_its_id() {
     let app = storing_app().await;
     let env = [("HOOKQ_URL", app.base.as_str())];

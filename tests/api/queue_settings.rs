@@ -357,3 +357,85 @@ async fn a_paused_queue_accepts_jobs_and_delivers_them_only_once_resumed() {
         app.wait_until_gone("paused", id).await;
     }
 }
+
+#[tokio::test]
+async fn queue_stats_count_jobs_by_state_and_the_last_minutes_attempts() {
+    let release = CancellationToken::new();
+    let receiver = TestReceiver::scripted(
+        vec![Reply::status(500), Reply::ok()],
+        Reply::HoldUntil(release.clone()),
+    )
+    .await;
+    let failing = TestReceiver::always(Reply::status(500)).await;
+    let app = spawn_app(|_| {}).await;
+    put(
+        &app,
+        "q",
+        &json!({"target": receiver.url, "maxAttempts": 2, "backoff": ["1h"], "concurrency": 5}),
+    )
+    .await
+    .expect(201);
+    put(&app, "d", &json!({"target": failing.url, "maxAttempts": 1}))
+        .await
+        .expect(201);
+
+    // Failed once, its retry an hour away: scheduled.
+    let retrying = app.enqueue_ok("q", &payload(1)).await;
+    app.wait_for_job("q", &retrying, "the failed first attempt", |r| {
+        let job = r.json();
+        job["attempts"] == 1 && job.get("inFlight").is_none()
+    })
+    .await;
+    // Delivered.
+    let delivered = app.enqueue_ok("q", &payload(2)).await;
+    app.wait_until_gone("q", &delivered).await;
+    // Held by the worker: in flight.
+    app.enqueue_ok("q", &payload(3)).await;
+    receiver.wait_for(3).await;
+    // Due, but the queue is paused: ready.
+    app.call(Method::POST, "/queue/q/_pause", None)
+        .await
+        .expect(200);
+    app.enqueue_ok("q", &payload(4)).await;
+    // A dead letter elsewhere.
+    let dead = app.enqueue_ok("d", &payload(5)).await;
+    app.wait_until_error("d", &dead).await;
+
+    let stats = app.get("/queue/q/_stats").await.expect(200);
+    assert!(
+        stats["oldestReadyAgeMs"]
+            .as_i64()
+            .is_some_and(|age| age >= 0),
+        "{stats}"
+    );
+    let mut stats = stats;
+    stats["oldestReadyAgeMs"] = json!("checked");
+    assert_eq!(
+        stats,
+        json!({
+            "ok": true,
+            "ready": 1,
+            "scheduled": 1,
+            "inFlight": 1,
+            "dead": 0,
+            "oldestReadyAgeMs": "checked",
+            "deliveredLastMinute": 1,
+            "failedLastMinute": 1,
+            "concurrency": {"limit": 5, "effective": 5},
+            "breaker": "closed",
+            "paused": true,
+        })
+    );
+    let d = app.get("/queue/d/_stats").await.expect(200);
+    assert_eq!(
+        (
+            &d["dead"],
+            &d["failedLastMinute"],
+            &d["ready"],
+            &d["oldestReadyAgeMs"]
+        ),
+        (&json!(1), &json!(1), &json!(0), &Value::Null)
+    );
+    app.get("/queue/nope/_stats").await.expect_error(404);
+    release.cancel();
+}

@@ -55,6 +55,14 @@ fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
     })
 }
 
+/// How many dead letters of `queue` are pending.
+pub fn pending_count(conn: &Connection, queue: &QueueName) -> StoreResult<u64> {
+    let count: i64 = conn
+        .prepare_cached("SELECT count(*) FROM dead_letters WHERE queue = ?1 AND state = 'pending'")?
+        .query_row([queue.as_str()], |row| row.get(0))?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
 /// Whether `queue` has a dead letter `id` that still stands for the job: any state but
 /// `replayed` (that record is only audit; the job is live again or delivered since).
 pub fn is_open(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<bool> {

@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState};
+use crate::store::records::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, QueueCounts};
 
 const READY: i64 = 0;
 const IN_FLIGHT: i64 = 1;
@@ -159,6 +159,35 @@ pub fn history(conn: &Connection, id: JobId) -> StoreResult<Vec<AttemptRecord>> 
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Due, scheduled and in-flight jobs of `queue` at `now`, and the earliest due time; each
+/// count walks only its own index entries.
+pub fn counts(conn: &Connection, queue: &QueueName, now: UnixMillis) -> StoreResult<QueueCounts> {
+    let (ready, oldest_due_at): (i64, Option<i64>) = conn
+        .prepare_cached(
+            "SELECT count(*), min(run_at) FROM jobs WHERE queue = ?1 AND status = 0 AND run_at <= ?2",
+        )?
+        .query_row(params![queue.as_str(), now], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    let scheduled: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM jobs WHERE queue = ?1 AND status = 0 AND run_at > ?2",
+        )?
+        .query_row(params![queue.as_str(), now], |row| row.get(0))?;
+    // Through the small index of in-flight jobs (all queues), not the queue's every job.
+    let in_flight: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM jobs INDEXED BY jobs_leased WHERE status = 1 AND queue = ?1",
+        )?
+        .query_row([queue.as_str()], |row| row.get(0))?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(QueueCounts {
+        ready: count(ready),
+        scheduled: count(scheduled),
+        in_flight: count(in_flight),
+        dead: 0,
+        oldest_due_at,
+    })
 }
 
 /// The earliest `run_at` among the ready jobs of `queue`.
@@ -326,7 +355,22 @@ mod tests {
             retention.contains("dead_letters_by_age (state=? AND updated_at<?)"),
             "{retention}"
         );
+        let ready_count = plan(
+            &conn,
+            "SELECT count(*), min(run_at) FROM jobs WHERE queue = 'q' AND status = 0 AND run_at <= 5",
+        );
+        assert!(
+            ready_count.contains("COVERING INDEX jobs_ready"),
+            "{ready_count}"
+        );
+        let in_flight_count = plan(
+            &conn,
+            "SELECT count(*) FROM jobs INDEXED BY jobs_leased WHERE status = 1 AND queue = 'q'",
+        );
+        assert!(in_flight_count.contains("jobs_leased"), "{in_flight_count}");
         for (name, p) in [
+            ("ready_count", &ready_count),
+            ("in_flight_count", &in_flight_count),
             ("claim", &claim),
             ("next_due", &next_due),
             ("list", &list),

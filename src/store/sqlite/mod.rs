@@ -29,7 +29,7 @@ use rusqlite::ErrorCode;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Filter, JobRecord, Lease,
-    Outcome, PageRequest, Queue, ReplayReport, Selection,
+    Outcome, PageRequest, Queue, QueueCounts, ReplayReport, Selection,
 };
 use super::registry::Registry;
 use super::sealing::Sealing;
@@ -435,6 +435,23 @@ impl SqliteStore {
     pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
         self.writer
             .write(move |conn| moves::purge_closed(conn, before, limit))
+            .await
+    }
+
+    pub async fn queue_counts(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+    ) -> StoreResult<QueueCounts> {
+        self.reader
+            .read(move |conn| {
+                if !queues::exists(conn, &queue)? {
+                    return Err(StoreError::QueueNotFound);
+                }
+                let mut counts = jobs::counts(conn, &queue, now)?;
+                counts.dead = dead_letters::pending_count(conn, &queue)?;
+                Ok(counts)
+            })
             .await
     }
 

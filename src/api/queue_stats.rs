@@ -1,0 +1,102 @@
+//! `GET /queue/{name}/_stats`: where a queue's jobs stand (due, scheduled, in flight, dead),
+//! what its attempts ended in over the last minute, and how its deliveries are throttled
+//! (concurrency, breaker, pause).
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::error::{ApiErrorBody, ApiResult};
+use super::extract::KnownQueue;
+use crate::dispatch::{BreakerState, LastMinute};
+use crate::model::now_millis;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(queue_stats))
+}
+
+/// A queue's figures. `ready` and `scheduled` together are the hyper `READY` list.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStats {
+    pub ok: bool,
+    /// READY jobs due now.
+    pub ready: u64,
+    /// READY jobs not due yet (waiting for a retry's backoff).
+    pub scheduled: u64,
+    /// Jobs being delivered.
+    pub in_flight: u64,
+    /// Pending dead letters (`ERROR`).
+    pub dead: u64,
+    /// How long the longest-waiting due job has been due; `null` when none is.
+    pub oldest_ready_age_ms: Option<i64>,
+    /// Attempts delivered (2xx) in the last 60 s, by this node.
+    pub delivered_last_minute: u64,
+    /// Attempts failed in the last 60 s, by this node.
+    pub failed_last_minute: u64,
+    pub concurrency: ConcurrencyView,
+    /// The circuit breaker: `closed`, `open` or `half-open`.
+    #[schema(example = "closed")]
+    pub breaker: String,
+    pub paused: bool,
+}
+
+/// Deliveries of the queue allowed in flight at once.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ConcurrencyView {
+    /// The queue's `concurrency` (or the server's).
+    pub limit: u32,
+    /// What the dispatcher allows now (equal to the limit until adaptive concurrency
+    /// backs it off).
+    pub effective: u32,
+}
+
+/// A queue's figures: jobs by state, last minute's attempts, throttling.
+#[utoipa::path(
+    get,
+    path = "/queue/{name}/_stats",
+    tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "The figures", body = QueueStats),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn queue_stats(
+    State(state): State<AppState>,
+    KnownQueue(queue): KnownQueue,
+) -> ApiResult<Json<QueueStats>> {
+    let now = now_millis();
+    let counts = state.store.queue_counts(queue.name.clone(), now).await?;
+    let limit = queue.policy.concurrency(&state.config.policy_defaults());
+    let (last_minute, breaker) = match &state.pool {
+        Some(pool) => (
+            pool.activity().last_minute(&queue.name, now),
+            pool.breakers().state(&queue.name),
+        ),
+        None => (LastMinute::default(), BreakerState::Closed),
+    };
+    Ok(Json(QueueStats {
+        ok: true,
+        ready: counts.ready,
+        scheduled: counts.scheduled,
+        in_flight: counts.in_flight,
+        dead: counts.dead,
+        oldest_ready_age_ms: counts.oldest_due_at.map(|at| (now - at).max(0)),
+        delivered_last_minute: last_minute.delivered,
+        failed_last_minute: last_minute.failed,
+        concurrency: ConcurrencyView {
+            limit,
+            effective: limit,
+        },
+        breaker: breaker.as_str().to_owned(),
+        paused: queue.paused,
+    }))
+}
