@@ -10,16 +10,18 @@
 //! - **422**: the request was read, but a value in it is invalid or missing.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::AppState;
 use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiResult};
 use crate::json::{self, CanonicalJson};
-use crate::model::{JobId, QueueName};
+use crate::model::{JobId, QueueName, UnixMillis, now_millis};
 use crate::store::Queue;
 
 /// `{name}`: a queue that exists. 404 when the name cannot be valid or there is no such
@@ -140,6 +142,108 @@ impl FromRequest<AppState> for JobBody {
             ));
         }
         Ok(Self(job))
+    }
+}
+
+/// How far ahead a job may be scheduled.
+pub const MAX_SCHEDULE_AHEAD: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// When an enqueued job may first be delivered: `delay` (`?delay=30s` or `X-Hookq-Delay`)
+/// or `runAt` (`?runAt=<unix ms>` or `X-Hookq-Run-At`), from the query string or a header,
+/// so the body stays the job (hyper clients send neither). 422 for an invalid value, both
+/// options at once, the same option given differently as a parameter and a header, a past
+/// `runAt`, or a start more than 366 days ahead.
+pub struct EnqueueOptions {
+    /// The request's time: the job's creation.
+    pub now: UnixMillis,
+    /// Not delivered before this time; `None`: at once.
+    pub not_before: Option<UnixMillis>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EnqueueQuery {
+    delay: Option<String>,
+    run_at: Option<String>,
+}
+
+impl FromRequestParts<AppState> for EnqueueOptions {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let ApiQuery(query) = ApiQuery::<EnqueueQuery>::from_request_parts(parts, state).await?;
+        let now = now_millis();
+        let delay = option_value("delay", query.delay, parts, "x-hookq-delay")?;
+        let run_at = option_value("runAt", query.run_at, parts, "x-hookq-run-at")?;
+        let ahead = i64::try_from(MAX_SCHEDULE_AHEAD.as_millis()).unwrap_or(i64::MAX);
+        let not_before = match (delay, run_at) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::Unprocessable(
+                    "give either delay or runAt, not both".into(),
+                ));
+            }
+            (Some(raw), None) => {
+                let delay = humantime::parse_duration(raw.trim()).map_err(|_| {
+                    ApiError::Unprocessable(format!(
+                        "delay: `{raw}` is not a duration such as 500ms, 30s or 2h"
+                    ))
+                })?;
+                let delay = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+                if delay > ahead {
+                    return Err(ApiError::Unprocessable(
+                        "delay must be at most 366 days".into(),
+                    ));
+                }
+                Some(now + delay)
+            }
+            (None, Some(raw)) => {
+                let at: UnixMillis = raw.trim().parse().map_err(|_| {
+                    ApiError::Unprocessable(format!(
+                        "runAt: `{raw}` is not a time in unix milliseconds"
+                    ))
+                })?;
+                if at < now {
+                    return Err(ApiError::Unprocessable(format!(
+                        "runAt {at} is in the past (now {now})"
+                    )));
+                }
+                if at - now > ahead {
+                    return Err(ApiError::Unprocessable(
+                        "runAt must be at most 366 days ahead".into(),
+                    ));
+                }
+                Some(at)
+            }
+            (None, None) => None,
+        };
+        Ok(Self { now, not_before })
+    }
+}
+
+/// An enqueue option given as query parameter `name` or as header `header`.
+fn option_value(
+    name: &str,
+    query: Option<String>,
+    parts: &Parts,
+    header: &str,
+) -> ApiResult<Option<String>> {
+    let header = parts
+        .headers
+        .get(header)
+        .map(|value| {
+            value
+                .to_str()
+                .map(str::to_owned)
+                .map_err(|_| ApiError::Unprocessable(format!("the {header} header is not text")))
+        })
+        .transpose()?;
+    match (query, header) {
+        (Some(query), Some(header)) if query.trim() != header.trim() => {
+            Err(ApiError::Unprocessable(format!(
+                "{name} is given twice, differently, as a query parameter and a header"
+            )))
+        }
+        (query, header) => Ok(query.or(header)),
     }
 }
 

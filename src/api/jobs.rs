@@ -79,6 +79,9 @@ pub struct JobView {
     /// Unix milliseconds: when a READY job waiting for its turn is next tried.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_attempt_at: Option<i64>,
+    /// Unix milliseconds: the start the producer asked for (`delay` / `runAt`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<i64>,
     /// Present (and `true`) while the job is being delivered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[schema(required = false)]
@@ -142,6 +145,7 @@ impl TryFrom<JobRecord> for JobView {
             attempts: record.attempts,
             created_at: record.created_at,
             next_attempt_at: (record.state == JobState::Ready).then_some(record.run_at),
+            run_at: record.not_before,
             in_flight: record.state == JobState::InFlight,
             error: record.last_error,
             last_status: record.last_status,

@@ -10,13 +10,13 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
-use super::extract::{ApiJson, JobBody, KnownQueue, NewQueueName};
+use super::extract::{ApiJson, EnqueueOptions, JobBody, KnownQueue, NewQueueName};
 use super::jobs::{__path_list_jobs, list_jobs};
 use super::openapi::{IdBody, OkBody};
 use super::settings::{PolicyInput, check_burst_has_a_rate, policy_change};
 use crate::dispatch::guard::AddressPolicy;
 use crate::model::{JobId, Secret, Target, now_millis};
-use crate::store::Queue;
+use crate::store::{NewJob, Queue};
 use crate::telemetry;
 
 /// Queue definitions are small; this bounds what a client can make us read.
@@ -211,7 +211,15 @@ async fn delete_queue(
     post,
     path = "/queue/{name}",
     tag = "queues",
-    params(("name" = String, Path, description = "Queue name")),
+    params(
+        ("name" = String, Path, description = "Queue name"),
+        ("delay" = Option<String>, Query,
+            description = "Deliver no sooner than this from now: `500ms`, `30s`, `2h` (at most 366 days)"),
+        ("runAt" = Option<i64>, Query,
+            description = "Deliver no sooner than this time, unix milliseconds (not past, at most 366 days ahead)"),
+        ("X-Hookq-Delay" = Option<String>, Header, description = "`delay`, as a header"),
+        ("X-Hookq-Run-At" = Option<i64>, Header, description = "`runAt`, as a header"),
+    ),
     request_body(content = Object, description = "The job: any JSON object, at most \
         `HOOKQ_MAX_JOB_BYTES` bytes (default 262 144)"),
     responses(
@@ -221,7 +229,7 @@ async fn delete_queue(
         (status = 404, description = "No such queue", body = ApiErrorBody),
         (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 413, description = "Larger than `HOOKQ_MAX_JOB_BYTES`", body = ApiErrorBody),
-        (status = 422, description = "Not a JSON object", body = ApiErrorBody),
+        (status = 422, description = "Not a JSON object, or an invalid `delay` / `runAt`", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
         (status = 507, description = "The disk is full: the job was not stored", body = ApiErrorBody),
@@ -231,36 +239,43 @@ async fn delete_queue(
 async fn enqueue(
     State(state): State<AppState>,
     KnownQueue(queue): KnownQueue,
+    options: EnqueueOptions,
     JobBody(payload): JobBody,
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
     let name = queue.name.clone();
     tracing::Span::current().record("queue", name.as_str());
-    let id = JobId::new();
-    let now = now_millis();
-    // While no job waits to be claimed, the job is delivered straight after the commit;
-    // otherwise the dispatcher claims it in turn.
-    let handoff = state
-        .pool
-        .as_ref()
-        .and_then(|pool| pool.try_handoff(&queue, id, &payload, now));
+    let job = NewJob {
+        id: JobId::new(),
+        payload,
+        created_at: options.now,
+        not_before: options.not_before,
+    };
+    let id = job.id;
+    let due_at = job.due_at();
+    // While no job waits to be claimed, a job due now is delivered straight after the
+    // commit; otherwise the claim loop claims it in turn, when it is due.
+    let handoff = match &state.pool {
+        Some(pool) if due_at <= options.now => {
+            pool.try_handoff(&queue, id, &job.payload, options.now)
+        }
+        _ => None,
+    };
     match handoff {
         Some(handoff) => {
             state
                 .store
                 .enqueue_leased(
                     name.clone(),
-                    id,
-                    payload,
-                    now,
+                    job,
                     handoff.leased_until,
                     handoff.after_commit,
                 )
                 .await?
         }
         None => {
-            state.store.enqueue(name.clone(), id, payload, now).await?;
+            state.store.enqueue(name.clone(), job).await?;
             if state.config.dispatch {
-                state.wakeups.mark_due(&name, now);
+                state.wakeups.mark_due(&name, due_at);
             }
         }
     }

@@ -22,13 +22,12 @@ use std::sync::mpsc as std_mpsc;
 pub use error::{StoreError, StoreResult};
 pub use records::{
     AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, Failure,
-    FailureReason, Filter, JobRecord, JobState, Last24h, Lease, Outcome, PageRequest, Position,
-    Queue, QueueCounts, ReplayReport, Selection,
+    FailureReason, Filter, JobRecord, JobState, Last24h, Lease, NewJob, Outcome, PageRequest,
+    Position, Queue, QueueCounts, ReplayReport, Selection,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
 
-use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::policy::QueueChange;
 use sqlite::{SqliteStore, Synchronous};
@@ -138,32 +137,21 @@ impl Store {
     }
 
     /// Store a job; returns once it is durably committed.
-    pub async fn enqueue(
-        &self,
-        queue: QueueName,
-        id: JobId,
-        payload: CanonicalJson,
-        now: UnixMillis,
-    ) -> StoreResult<()> {
-        on_backend!(self, db => db.enqueue(queue, id, payload, now).await)
+    pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<()> {
+        on_backend!(self, db => db.enqueue(queue, job).await)
     }
 
-    /// Store a job already in flight (attempt 1, leased until `leased_until`) for a delivery
-    /// that `after_commit` starts right after the commit; returns once it is durably
-    /// committed. If the insert fails, `after_commit` is dropped without running.
+    /// Store a job due at once already in flight (attempt 1, leased until `leased_until`)
+    /// for a delivery that `after_commit` starts right after the commit; returns once it is
+    /// durably committed. If the insert fails, `after_commit` is dropped without running.
     pub async fn enqueue_leased(
         &self,
         queue: QueueName,
-        id: JobId,
-        payload: CanonicalJson,
-        now: UnixMillis,
+        job: NewJob,
         leased_until: UnixMillis,
         after_commit: AfterCommit,
     ) -> StoreResult<()> {
-        on_backend!(self, db => {
-            db.enqueue_leased(queue, id, payload, now, leased_until, after_commit)
-                .await
-        })
+        on_backend!(self, db => db.enqueue_leased(queue, job, leased_until, after_commit).await)
     }
 
     /// Lease up to `limit` due jobs of `queue`, oldest first.

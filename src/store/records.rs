@@ -82,6 +82,35 @@ pub enum JobState {
     Dead,
 }
 
+/// A job to store: what a producer sent, and when.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub id: JobId,
+    /// Canonical JSON: the bytes the worker receives and the signature covers.
+    pub payload: CanonicalJson,
+    pub created_at: UnixMillis,
+    /// Not delivered before this time (`delay` / `runAt`); `None`: as soon as it can be.
+    pub not_before: Option<UnixMillis>,
+}
+
+impl NewJob {
+    /// A job to deliver as soon as it can be.
+    pub fn now(id: JobId, payload: CanonicalJson, created_at: UnixMillis) -> Self {
+        Self {
+            id,
+            payload,
+            created_at,
+            not_before: None,
+        }
+    }
+
+    /// When the job is first due.
+    pub fn due_at(&self) -> UnixMillis {
+        self.not_before
+            .map_or(self.created_at, |at| at.max(self.created_at))
+    }
+}
+
 /// A job as stored, for the API.
 #[derive(Debug, Clone)]
 pub struct JobRecord {
@@ -94,6 +123,8 @@ pub struct JobRecord {
     pub run_at: UnixMillis,
     pub last_error: Option<String>,
     pub last_status: Option<u16>,
+    /// The start the producer asked for (`delay` / `runAt`), if any.
+    pub not_before: Option<UnixMillis>,
 }
 
 /// A job leased to one delivery attempt.
@@ -252,6 +283,7 @@ impl DeadLetter {
             run_at: self.failed_at,
             last_error: self.last_error,
             last_status: self.last_status,
+            not_before: None,
         }
     }
 

@@ -148,10 +148,17 @@ async fn retries_of_jobs_that_failed_together_are_spread_by_the_jitter() {
             .json();
         let failed_at = job["history"][0]["at"].as_i64().unwrap();
         let delay = job["nextAttemptAt"].as_i64().unwrap() - failed_at;
-        assert!((80_000..=120_000).contains(&delay), "{delay} ms: 100 s ± 20%");
+        assert!(
+            (80_000..=120_000).contains(&delay),
+            "{delay} ms: 100 s ± 20%"
+        );
         delays.insert(delay);
     }
-    assert!(delays.len() > 10, "20 retries at {} distinct times", delays.len());
+    assert!(
+        delays.len() > 10,
+        "20 retries at {} distinct times",
+        delays.len()
+    );
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use hookq::maintenance::Maintenance;
 use hookq::model::{JobId, QueueName, Target, UnixMillis, now_millis};
 use hookq::store::sqlite::Synchronous;
 use hookq::store::testing::{Inspector, Stored};
-use hookq::store::{Failure, Outcome, Queue, Store, StoreDone, StoreOptions};
+use hookq::store::{Failure, NewJob, Outcome, Queue, Store, StoreDone, StoreOptions};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -207,7 +207,7 @@ impl StoreFixture {
             let queue = queue.clone();
             tasks.spawn(async move {
                 store
-                    .enqueue(queue, id, canonical(&json!({ "n": i })), now)
+                    .enqueue(queue, NewJob::now(id, canonical(&json!({ "n": i })), now))
                     .await
             });
         }

@@ -19,4 +19,5 @@ mod operator_cli;
 mod queue_settings;
 mod queues;
 mod recovery;
+mod scheduling;
 mod state_machine;

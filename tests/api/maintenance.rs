@@ -8,7 +8,8 @@ use hookq::maintenance::{REPEAT_FAILURE_REPLAYS, SWEEP_BATCH};
 use hookq::model::{JobId, UnixMillis, now_millis};
 use hookq::store::testing::Stored;
 use hookq::store::{
-    DlqState, Failure, FailureReason, Filter, JobState, Outcome, PageRequest, Selection, Store,
+    DlqState, Failure, FailureReason, Filter, JobState, NewJob, Outcome, PageRequest, Selection,
+    Store,
 };
 
 use crate::dlq_support::{DAY_MS, HOUR_MS, StoreFixture, count_stored};
@@ -228,6 +229,30 @@ async fn ttl_expiry_dead_letters_ready_jobs_as_expired_and_leaves_jobs_in_flight
     assert_eq!(record.state, JobState::Dead);
     // Nothing left to expire.
     assert_eq!(fx.maintenance.expire_jobs(now + 1).await, 0);
+    fx.close().await;
+}
+
+#[tokio::test]
+async fn a_delayed_jobs_time_to_live_counts_from_when_it_is_due() {
+    let fx = StoreFixture::open();
+    let queue = fx.create_queue("q").await;
+    let t0 = now_millis();
+    let ttl = fx.ttl_ms();
+    // Due in 10 days, with a 7-day TTL: still alive at day 8 and day 16, expired after 17.
+    let due = t0 + 10 * DAY_MS;
+    let job = NewJob {
+        not_before: Some(due),
+        ..NewJob::now(JobId::new(), hookq::json::canonicalize(b"{}").unwrap(), t0)
+    };
+    let id = job.id;
+    fx.store.enqueue(queue.clone(), job).await.unwrap();
+    let (record, _) = fx.store.get_job(queue.clone(), id).await.unwrap();
+    assert_eq!((record.run_at, record.not_before), (due, Some(due)));
+    assert_eq!(fx.maintenance.expire_jobs(t0 + 8 * DAY_MS).await, 0);
+    assert_eq!(fx.maintenance.expire_jobs(due + ttl - 1000).await, 0);
+    assert_eq!(fx.maintenance.expire_jobs(due + ttl + 1000).await, 1);
+    let (record, _) = fx.store.get_job(queue, id).await.unwrap();
+    assert_eq!(record.state, JobState::Dead);
     fx.close().await;
 }
 

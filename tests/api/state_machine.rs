@@ -19,8 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use hookq::model::{JobId, QueueName, UnixMillis};
 use hookq::store::testing::{Inspector, Stored};
 use hookq::store::{
-    DeadLetterPage, DlqState, Failure, FailureReason, Filter, JobRecord, JobState, Lease, Outcome,
-    PageRequest, Selection, StoreError,
+    DeadLetterPage, DlqState, Failure, FailureReason, Filter, JobRecord, JobState, Lease, NewJob,
+    Outcome, PageRequest, Selection, StoreError,
 };
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
@@ -377,9 +377,11 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 store
                     .enqueue(
                         queue_name(*queue),
-                        id,
-                        hookq::json::canonicalize(br#"{"k":1}"#).expect("JSON"),
-                        m.now,
+                        NewJob::now(
+                            id,
+                            hookq::json::canonicalize(br#"{"k":1}"#).expect("JSON"),
+                            m.now,
+                        ),
                     )
                     .await
                     .expect("enqueue");
@@ -1110,9 +1112,11 @@ async fn replayed_and_claimed() -> (StoreFixture, QueueName, JobId) {
     store
         .enqueue(
             queue.clone(),
-            id,
-            hookq::json::canonicalize("{}".as_bytes()).expect("JSON"),
-            T0,
+            NewJob::now(
+                id,
+                hookq::json::canonicalize("{}".as_bytes()).expect("JSON"),
+                T0,
+            ),
         )
         .await
         .unwrap();
@@ -1188,9 +1192,11 @@ async fn cancel_of_a_job_gone_after_a_replay_claims_it_is_dead_lettered() {
     fx.store
         .enqueue(
             queue.clone(),
-            other,
-            hookq::json::canonicalize("{}".as_bytes()).expect("JSON"),
-            T0 + 1,
+            NewJob::now(
+                other,
+                hookq::json::canonicalize("{}".as_bytes()).expect("JSON"),
+                T0 + 1,
+            ),
         )
         .await
         .unwrap();
@@ -1227,9 +1233,11 @@ async fn a_lease_lost_before_a_replay_cannot_record_an_outcome_after_it() {
     store
         .enqueue(
             queue.clone(),
-            id,
-            hookq::json::canonicalize("{}".as_bytes()).expect("JSON"),
-            T0,
+            NewJob::now(
+                id,
+                hookq::json::canonicalize("{}".as_bytes()).expect("JSON"),
+                T0,
+            ),
         )
         .await
         .unwrap();

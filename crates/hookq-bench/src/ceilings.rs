@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use hookq::model::{JobId, QueueName, now_millis};
 use hookq::store::sqlite::Synchronous;
-use hookq::store::{self, Store, StoreOptions};
+use hookq::store::{self, NewJob, Store, StoreOptions};
 
 pub use hookq::store::sqlite::ceiling::{QUEUE, insert_jobs, open_with_queue, sqlite_insert_rate};
 
@@ -62,7 +62,10 @@ pub async fn store_enqueue_rate(
         // Warm-up, not timed.
         for _ in 0..100 {
             store
-                .enqueue(queue.clone(), JobId::new(), payload.clone(), now_millis())
+                .enqueue(
+                    queue.clone(),
+                    NewJob::now(JobId::new(), payload.clone(), now_millis()),
+                )
                 .await?;
         }
         let (b0, o0, c0) = (
@@ -86,7 +89,10 @@ pub async fn store_enqueue_rate(
                     && started.elapsed() < duration
                 {
                     store
-                        .enqueue(queue.clone(), JobId::new(), payload.clone(), now_millis())
+                        .enqueue(
+                            queue.clone(),
+                            NewJob::now(JobId::new(), payload.clone(), now_millis()),
+                        )
                         .await?;
                     done += 1;
                 }

@@ -9,8 +9,14 @@ use anyhow::Context;
 use rusqlite::Connection;
 
 use super::{Synchronous, connection, jobs, queues};
+use crate::json::{self, CanonicalJson};
 use crate::model::{JobId, QueueName, Target, now_millis};
-use crate::store::records::Queue;
+use crate::store::records::{NewJob, Queue};
+
+fn canonical(payload: &str) -> anyhow::Result<CanonicalJson> {
+    json::canonicalize(payload.as_bytes())
+        .map_err(|e| anyhow::anyhow!("the payload is not JSON: {e}"))
+}
 use crate::store::sealing::Sealing;
 
 /// The queue the helpers below create.
@@ -41,13 +47,18 @@ pub fn insert_jobs(
     count: u64,
     batch: u64,
 ) -> anyhow::Result<()> {
+    let payload = canonical(payload)?;
     let mut done = 0;
     while done < count {
         let n = batch.min(count - done);
         conn.execute_batch("BEGIN IMMEDIATE")?;
         let now = now_millis();
         for _ in 0..n {
-            jobs::insert(conn, queue, JobId::new(), payload, now)?;
+            jobs::insert(
+                conn,
+                queue,
+                &NewJob::now(JobId::new(), payload.clone(), now),
+            )?;
         }
         conn.execute_batch("COMMIT")?;
         done += n;
@@ -68,6 +79,7 @@ pub fn sqlite_insert_rate(
     let (conn, queue) = open_with_queue(db, "http://127.0.0.1:9/")?;
     // Warm-up: one batch, not timed.
     insert_jobs(&conn, &queue, payload, batch, batch)?;
+    let payload = canonical(payload)?;
     let started = Instant::now();
     let mut rows = 0u64;
     while rows < max_rows && started.elapsed() < duration {
@@ -77,7 +89,11 @@ pub fn sqlite_insert_rate(
             if savepoints {
                 conn.execute_batch("SAVEPOINT op")?;
             }
-            jobs::insert(&conn, &queue, JobId::new(), payload, now)?;
+            jobs::insert(
+                &conn,
+                &queue,
+                &NewJob::now(JobId::new(), payload.clone(), now),
+            )?;
             if savepoints {
                 conn.execute_batch("RELEASE op")?;
             }

@@ -19,6 +19,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0002_queue_policy",
         include_str!("../../../migrations/0002_queue_policy.sql"),
     ),
+    (
+        "0003_job_not_before",
+        include_str!("../../../migrations/0003_job_not_before.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

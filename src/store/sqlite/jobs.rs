@@ -8,7 +8,9 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, QueueCounts};
+use crate::store::records::{
+    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, NewJob, QueueCounts,
+};
 
 const READY: i64 = 0;
 const IN_FLIGHT: i64 = 1;
@@ -32,21 +34,24 @@ pub(super) fn id_from_row(row: &Row<'_>, index: usize) -> rusqlite::Result<JobId
     ))
 }
 
-pub fn insert(
-    conn: &Connection,
-    queue: &QueueName,
-    id: JobId,
-    payload: &str,
-    now: UnixMillis,
-) -> StoreResult<()> {
+pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult<()> {
     // Inserting through a SELECT on `queues` makes "queue exists" and "job stored" one step,
-    // so a job can never land in a queue deleted a moment before.
+    // so a job can never land in a queue deleted a moment before. A delayed job's time to
+    // live starts when it is due (`ttl_from`).
     let inserted = conn
         .prepare_cached(
-            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at)
-             SELECT ?1, name, 0, ?3, 0, ?4, ?4 FROM queues WHERE name = ?2",
+            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
+                              not_before, ttl_from)
+             SELECT ?1, name, 0, ?3, 0, ?4, ?5, ?6, ?6 FROM queues WHERE name = ?2",
         )?
-        .execute(params![&id.as_bytes()[..], queue.as_str(), payload, now])?;
+        .execute(params![
+            &job.id.as_bytes()[..],
+            queue.as_str(),
+            job.payload.as_str(),
+            job.due_at(),
+            job.created_at,
+            job.not_before
+        ])?;
     if inserted == 0 {
         return Err(StoreError::QueueNotFound);
     }
@@ -55,12 +60,11 @@ pub fn insert(
 
 /// Insert a job already leased for its first attempt (a direct hand-off: see
 /// `dispatch::pool`), as if [`insert`] and [`claim`] had run back to back.
+/// Only for a job due at once.
 pub fn insert_leased(
     conn: &Connection,
     queue: &QueueName,
-    id: JobId,
-    payload: &str,
-    now: UnixMillis,
+    job: &NewJob,
     leased_until: UnixMillis,
 ) -> StoreResult<()> {
     let inserted = conn
@@ -69,10 +73,10 @@ pub fn insert_leased(
              SELECT ?1, name, 1, ?3, 1, ?4, ?4, ?5 FROM queues WHERE name = ?2",
         )?
         .execute(params![
-            &id.as_bytes()[..],
+            &job.id.as_bytes()[..],
             queue.as_str(),
-            payload,
-            now,
+            job.payload.as_str(),
+            job.created_at,
             leased_until
         ])?;
     if inserted == 0 {
@@ -197,8 +201,8 @@ pub fn next_due(conn: &Connection, queue: &QueueName) -> StoreResult<Option<Unix
         .query_row([queue.as_str()], |row| row.get(0))?)
 }
 
-const RECORD_COLUMNS: &str =
-    "id, queue, status, payload, attempts, created_at, run_at, last_error, last_status";
+const RECORD_COLUMNS: &str = "id, queue, status, payload, attempts, created_at, run_at, \
+     last_error, last_status, not_before";
 
 fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     Ok(JobRecord {
@@ -211,6 +215,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         run_at: row.get(6)?,
         last_error: row.get(7)?,
         last_status: row.get(8)?,
+        not_before: row.get(9)?,
     })
 }
 

@@ -29,12 +29,11 @@ use rusqlite::ErrorCode;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Filter, JobRecord, Lease,
-    Outcome, PageRequest, Queue, QueueCounts, ReplayReport, Selection,
+    NewJob, Outcome, PageRequest, Queue, QueueCounts, ReplayReport, Selection,
 };
 use super::registry::Registry;
 use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
-use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::policy::QueueChange;
 use reader::ReadPool;
@@ -201,18 +200,12 @@ impl SqliteStore {
             .await
     }
 
-    pub async fn enqueue(
-        &self,
-        queue: QueueName,
-        id: JobId,
-        payload: CanonicalJson,
-        now: UnixMillis,
-    ) -> StoreResult<()> {
+    pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<()> {
         // One INSERT … SELECT: no savepoint needed.
         self.writer
             .write_one_statement(
                 Durability::Required,
-                move |conn| jobs::insert(conn, &queue, id, payload.as_str(), now),
+                move |conn| jobs::insert(conn, &queue, &job),
                 None,
             )
             .await
@@ -222,18 +215,14 @@ impl SqliteStore {
     pub async fn enqueue_leased(
         &self,
         queue: QueueName,
-        id: JobId,
-        payload: CanonicalJson,
-        now: UnixMillis,
+        job: NewJob,
         leased_until: UnixMillis,
         after_commit: AfterCommit,
     ) -> StoreResult<()> {
         self.writer
             .write_one_statement(
                 Durability::Required,
-                move |conn| {
-                    jobs::insert_leased(conn, &queue, id, payload.as_str(), now, leased_until)
-                },
+                move |conn| jobs::insert_leased(conn, &queue, &job, leased_until),
                 Some(Box::new(move |_: &()| after_commit())),
             )
             .await

@@ -357,6 +357,11 @@ mod tests {
         (conn, queue)
     }
 
+    fn empty_job(id: JobId, now: UnixMillis) -> crate::store::records::NewJob {
+        let payload = crate::json::canonicalize(b"{}").expect("JSON");
+        crate::store::records::NewJob::now(id, payload, now)
+    }
+
     fn failure(at: UnixMillis) -> Failure {
         Failure {
             error: "boom".into(),
@@ -376,7 +381,7 @@ mod tests {
         let mut ids: Vec<JobId> = (0..n).map(|_| JobId::new()).collect();
         ids.sort();
         for id in &ids {
-            jobs::insert(conn, queue, *id, "{}", now).unwrap();
+            jobs::insert(conn, queue, &empty_job(*id, now)).unwrap();
         }
         for job in jobs::claim(conn, queue, now, now + 60_000, n).unwrap() {
             let dead = Outcome::Dead {
@@ -397,7 +402,7 @@ mod tests {
             dead_letters::claim_for_replay(&conn, &Selection::Ids(ids.clone()), t0, 10).unwrap();
         assert_eq!(claimed, ids);
         // The middle job is live again, so re-inserting it violates the unique id.
-        jobs::insert(&conn, &queue, ids[1], "{}", t0).unwrap();
+        jobs::insert(&conn, &queue, &empty_job(ids[1], t0)).unwrap();
 
         let report = replay_claimed(&conn, &claimed, t0 + 5, t0 + 5).unwrap();
         assert_eq!(report.replayed_ids(), [ids[0], ids[2]]);
