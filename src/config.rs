@@ -142,6 +142,11 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_DISPATCH_SWEEP", default_value = "5s", value_parser = parse_duration, hide = true)]
     pub dispatch_sweep: Duration,
 
+    /// Enqueues waiting for their commit at most; past it an enqueue answers 429 with
+    /// Retry-After at once, while reads, health checks and deliveries go on.
+    #[arg(long, env = "HOOKQ_MAX_PENDING_WRITES", default_value_t = crate::store::DEFAULT_MAX_PENDING_ENQUEUES)]
+    pub max_pending_writes: usize,
+
     /// Open client connections served at once; further connections wait in the listen
     /// backlog until one closes. Keep it below the process's file-descriptor limit.
     #[arg(long, env = "HOOKQ_MAX_CONNECTIONS", default_value_t = 1024)]
@@ -180,6 +185,7 @@ pub struct Config {
     pub header_timeout: Duration,
     pub body_timeout: Duration,
     pub max_connections: usize,
+    pub max_pending_writes: usize,
     pub dispatch_sweep: Duration,
 }
 
@@ -298,6 +304,7 @@ impl Config {
             header_timeout: args.header_timeout,
             body_timeout: args.body_timeout,
             max_connections: args.max_connections,
+            max_pending_writes: args.max_pending_writes,
             dispatch_sweep: args.dispatch_sweep,
         };
         config.validate()?;
@@ -371,6 +378,9 @@ impl Config {
         }
         if self.max_connections == 0 {
             bail!("HOOKQ_MAX_CONNECTIONS / --max-connections must be at least 1");
+        }
+        if self.max_pending_writes == 0 {
+            bail!("HOOKQ_MAX_PENDING_WRITES / --max-pending-writes must be at least 1");
         }
         if self.max_job_bytes < 2 {
             bail!("HOOKQ_MAX_JOB_BYTES / --max-job-bytes must be at least 2 (the body `{{}}`)");

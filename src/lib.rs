@@ -71,6 +71,7 @@ impl Server {
         })
         .await
         .context("store start-up task failed")??;
+        let store = store.with_max_pending_enqueues(config.max_pending_writes);
         tracing::info!(db = %store.location().display(), "database open");
         let wakeups = Wakeups::default();
         let pool = if config.dispatch {
@@ -110,6 +111,11 @@ impl Server {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// A handle to the server's store (for embedding, and tests that look behind the API).
+    pub fn store(&self) -> Store {
+        self.store.clone()
     }
 
     /// Serve until `shutdown` fires: stop accepting, let in-flight requests and deliveries

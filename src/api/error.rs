@@ -27,6 +27,9 @@ pub enum ApiError {
     PayloadTooLarge(String),
     #[error("{0}")]
     Unprocessable(String),
+    /// Overloaded: try again after `retry_after_secs` (sent as `Retry-After`).
+    #[error("{msg}")]
+    TooManyRequests { msg: String, retry_after_secs: u32 },
     #[error("storage is full: the job was not stored; retry later")]
     InsufficientStorage,
     #[error("{0}")]
@@ -46,6 +49,7 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -69,6 +73,10 @@ impl From<StoreError> for ApiError {
             StoreError::JobNotFound => Self::job_not_found(),
             StoreError::JobConflict(msg) => Self::Conflict(msg.into()),
             StoreError::StorageFull => Self::InsufficientStorage,
+            StoreError::Overloaded => Self::TooManyRequests {
+                msg: StoreError::Overloaded.to_string(),
+                retry_after_secs: 1,
+            },
             StoreError::Closed => Self::Unavailable("the server is shutting down".into()),
             other => Self::Internal(other.into()),
         }
@@ -86,7 +94,17 @@ impl IntoResponse for ApiError {
             status: status.as_u16(),
             msg: self.to_string(),
         };
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Self::TooManyRequests {
+            retry_after_secs, ..
+        } = self
+        {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(retry_after_secs),
+            );
+        }
+        response
     }
 }
 

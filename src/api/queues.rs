@@ -231,6 +231,7 @@ async fn delete_queue(
         (status = 413, description = "Larger than `HOOKQ_MAX_JOB_BYTES`", body = ApiErrorBody),
         (status = 422, description = "Not a JSON object, or an invalid `delay` / `runAt`", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 429, description = "Too many enqueues waiting for the disk (`HOOKQ_MAX_PENDING_WRITES`): not stored; retry after `Retry-After` seconds", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
         (status = 507, description = "The disk is full: the job was not stored", body = ApiErrorBody),
     ),

@@ -18,6 +18,10 @@ pub enum StoreError {
     /// The disk (or the database's size limit) is full: nothing was written.
     #[error("storage is full")]
     StorageFull,
+    /// Too many enqueues are already waiting to be committed (`HOOKQ_MAX_PENDING_WRITES`):
+    /// nothing was written; the producer should retry shortly.
+    #[error("too many writes waiting: the job was not stored; retry shortly")]
+    Overloaded,
     /// The store has stopped (shutting down, or its writer failed and gave up).
     #[error("the store is shutting down")]
     Closed,

@@ -17,7 +17,10 @@ pub mod sqlite;
 pub mod testing;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{StoreError, StoreResult};
 pub use records::{
@@ -71,7 +74,20 @@ impl StoreDone {
 #[derive(Clone)]
 pub struct Store {
     backend: Backend,
+    /// Enqueues waiting for their commit, bounded: past the bound an enqueue is refused at
+    /// once ([`StoreError::Overloaded`]) instead of queuing without limit. Only enqueues
+    /// count: claims, outcomes and admin writes keep flowing, so a flood of producers
+    /// cannot stop deliveries.
+    pending_enqueues: Arc<Semaphore>,
+    max_pending_enqueues: usize,
 }
+
+/// The default bound on enqueues waiting for their commit. The SQLite writer commits up to
+/// 1 024 operations a batch at about 25 000 enqueues/s on 2 cores (docs/benchmarks.md), so
+/// 512 waiting is about 20 ms of its work: enough to keep every batch full under load, while
+/// a producer past it hears `429` at once rather than waiting behind everybody else. It is
+/// half the default connection cap, so reads and health checks keep connections to use.
+pub const DEFAULT_MAX_PENDING_ENQUEUES: usize = 512;
 
 #[derive(Clone)]
 enum Backend {
@@ -103,11 +119,39 @@ impl Store {
                 Ok((
                     Self {
                         backend: Backend::Sqlite(db),
+                        pending_enqueues: Arc::new(Semaphore::new(DEFAULT_MAX_PENDING_ENQUEUES)),
+                        max_pending_enqueues: DEFAULT_MAX_PENDING_ENQUEUES,
                     },
                     done,
                 ))
             }
         }
+    }
+
+    /// Bound the enqueues waiting for their commit to `max` (at least 1).
+    pub fn with_max_pending_enqueues(mut self, max: usize) -> Self {
+        self.max_pending_enqueues = max.max(1);
+        self.pending_enqueues = Arc::new(Semaphore::new(self.max_pending_enqueues));
+        self
+    }
+
+    /// Enqueues waiting for their commit right now.
+    pub fn enqueues_waiting(&self) -> usize {
+        self.max_pending_enqueues - self.pending_enqueues.available_permits()
+    }
+
+    /// A place among the enqueues waiting for their commit, or `Overloaded`.
+    fn admit_enqueue(&self) -> StoreResult<OwnedSemaphorePermit> {
+        self.pending_enqueues
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| StoreError::Overloaded)
+    }
+
+    /// Tests only: stop every write until the returned hold is dropped, to fill the
+    /// write path on purpose.
+    pub(in crate::store) async fn hold_writes(&self) -> StoreResult<testing::WriteHold> {
+        on_backend!(self, db => db.hold_writes().await)
     }
 
     /// Where the data lives, for logs.
@@ -137,7 +181,9 @@ impl Store {
     }
 
     /// Store a job; returns once it is durably committed.
+    /// `Overloaded` at once when too many enqueues are waiting already.
     pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<()> {
+        let _admitted = self.admit_enqueue()?;
         on_backend!(self, db => db.enqueue(queue, job).await)
     }
 
@@ -151,6 +197,7 @@ impl Store {
         leased_until: UnixMillis,
         after_commit: AfterCommit,
     ) -> StoreResult<()> {
+        let _admitted = self.admit_enqueue()?;
         on_backend!(self, db => db.enqueue_leased(queue, job, leased_until, after_commit).await)
     }
 

@@ -6,6 +6,23 @@ use std::path::{Path, PathBuf};
 
 use crate::model::{JobId, QueueName, UnixMillis};
 
+/// While held, the store commits nothing: writes wait (and enqueues past the bound are
+/// refused). Dropping it lets them through.
+pub struct WriteHold {
+    _release: std::sync::mpsc::Sender<()>,
+}
+
+impl WriteHold {
+    pub(in crate::store) fn new(release: std::sync::mpsc::Sender<()>) -> Self {
+        Self { _release: release }
+    }
+
+    /// Hold `store`'s writes; returns once they are held.
+    pub async fn start(store: &super::Store) -> super::StoreResult<Self> {
+        store.hold_writes().await
+    }
+}
+
 /// What a test can count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stored {

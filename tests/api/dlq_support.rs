@@ -152,6 +152,8 @@ impl StoreFixture {
             |_| {},
         )
         .expect("open the store");
+        // The fixture enqueues thousands of jobs at once (`enqueue`): no admission bound.
+        let store = store.with_max_pending_enqueues(1_000_000);
         let maintenance = Maintenance {
             store: store.clone(),
             wakeups: Wakeups::default(),

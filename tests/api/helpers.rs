@@ -358,6 +358,9 @@ where
 pub struct TestApp {
     pub api: ApiClient,
     pub db_path: PathBuf,
+    /// The server's store, for tests that look behind the API; let go of at `stop` (the
+    /// server closes its database only once every handle is gone).
+    store: Option<hookq::store::Store>,
     pub shutdown: CancellationToken,
     server: Option<JoinHandle<anyhow::Result<()>>>,
     /// Kept alive for the test's duration: dropping it deletes the database.
@@ -407,11 +410,13 @@ async fn start(config: Config, dir: TempDir) -> TestApp {
         .await
         .expect("the server builds");
     let addr = server.local_addr().expect("the server has an address");
+    let store = server.store();
     let shutdown = CancellationToken::new();
     let handle = tokio::spawn(server.run(shutdown.clone()));
     TestApp {
         api: ApiClient::new(addr, api_key),
         db_path,
+        store: Some(store),
         shutdown,
         server: Some(handle),
         dir,
@@ -419,8 +424,14 @@ async fn start(config: Config, dir: TempDir) -> TestApp {
 }
 
 impl TestApp {
+    /// The server's store.
+    pub fn store(&self) -> &hookq::store::Store {
+        self.store.as_ref().expect("the server is running")
+    }
+
     /// Shut down gracefully and wait for the server to finish (it must exit cleanly).
     pub async fn stop(mut self) -> TempDir {
+        drop(self.store.take());
         self.shutdown.cancel();
         if let Some(server) = self.server.take() {
             tokio::time::timeout(DEADLINE, server)

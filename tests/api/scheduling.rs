@@ -137,3 +137,53 @@ async fn invalid_delays_and_starts_are_422_and_store_nothing() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn enqueues_beyond_the_pending_write_bound_get_429_and_everything_else_stays_up() {
+    let app = spawn_app(|c| {
+        c.dispatch = false;
+        c.max_pending_writes = 2;
+    })
+    .await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    // Hold the writer: the first two enqueues wait for their commit, the bound is full.
+    let hold = hookq::store::testing::WriteHold::start(app.store())
+        .await
+        .unwrap();
+    let waiting: Vec<_> = (0..2)
+        .map(|n| {
+            let api = app.api.clone();
+            tokio::spawn(async move { api.enqueue("q", &payload(n)).await })
+        })
+        .collect();
+    crate::helpers::eventually("two enqueues waiting for their commit", || async {
+        (app.store().enqueues_waiting() == 2).then_some(())
+    })
+    .await;
+    // The bound is full: the next one is refused at once, not queued.
+    let refused = app.enqueue("q", &payload(9)).await;
+    let msg = refused.expect_error(429);
+    assert!(msg.contains("retry"), "{msg}");
+    let raw = app
+        .request(Method::POST, "/queue/q")
+        .body(payload(8).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 429);
+    assert_eq!(raw.headers()["retry-after"], "1");
+    // Reads and health stay responsive while the write path is full.
+    assert_eq!(app.get("/healthz").await.status, 200);
+    assert_eq!(app.get("/queue").await.status, 200);
+    drop(hold);
+    for task in waiting {
+        task.await.unwrap().expect(201);
+    }
+    assert_eq!(
+        app.list("q", "READY").await.len(),
+        2,
+        "every 201 is stored, no 429 is"
+    );
+    app.enqueue_ok("q", &payload(3)).await;
+}

@@ -427,6 +427,24 @@ impl SqliteStore {
             .await
     }
 
+    /// The writer runs an operation that waits until the hold is dropped.
+    pub async fn hold_writes(&self) -> StoreResult<crate::store::testing::WriteHold> {
+        let (entered, has_entered) = tokio::sync::oneshot::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let writer = self.writer.clone();
+        tokio::spawn(async move {
+            writer
+                .write(move |_| {
+                    let _ = entered.send(());
+                    let _ = released.recv();
+                    Ok(())
+                })
+                .await
+        });
+        has_entered.await.map_err(|_| StoreError::Closed)?;
+        Ok(crate::store::testing::WriteHold::new(release))
+    }
+
     pub async fn queue_counts(
         &self,
         queue: QueueName,
