@@ -51,6 +51,11 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_JOB_TTL", default_value = "7d", value_parser = parse_duration)]
     pub job_ttl: Duration,
 
+    /// How long an enqueue's `Idempotency-Key` keeps standing for its job: a second enqueue
+    /// with the key within this time stores nothing and answers with the first job's id.
+    #[arg(long, env = "HOOKQ_IDEMPOTENCY_TTL", default_value = "24h", value_parser = parse_duration)]
+    pub idempotency_ttl: Duration,
+
     /// Replayed and acknowledged dead letters are deleted this long after their last change.
     /// Pending dead letters are never deleted automatically.
     #[arg(long, env = "HOOKQ_DLQ_RETENTION", default_value = "30d", value_parser = parse_duration)]
@@ -165,6 +170,7 @@ pub struct Config {
     /// Opens secrets sealed before a rotation.
     pub master_key_previous: Option<MasterKey>,
     pub job_ttl: Duration,
+    pub idempotency_ttl: Duration,
     pub dlq_retention: Duration,
     pub dlq_alert_pending: u64,
     pub target_allowlist: Vec<ipnet::IpNet>,
@@ -284,6 +290,7 @@ impl Config {
                 "HOOKQ_MASTER_KEY_PREVIOUS / --master-key-previous",
             )?,
             job_ttl: args.job_ttl,
+            idempotency_ttl: args.idempotency_ttl,
             dlq_retention: args.dlq_retention,
             dlq_alert_pending: args.dlq_alert_pending,
             target_allowlist: args.target_allowlist,
@@ -344,8 +351,11 @@ impl Config {
                  HOOKQ_MASTER_KEY to the new key and HOOKQ_MASTER_KEY_PREVIOUS to the old one"
             );
         }
-        if self.job_ttl.is_zero() || self.dlq_retention.is_zero() {
-            bail!("HOOKQ_JOB_TTL and HOOKQ_DLQ_RETENTION must be greater than zero");
+        if self.job_ttl.is_zero() || self.dlq_retention.is_zero() || self.idempotency_ttl.is_zero()
+        {
+            bail!(
+                "HOOKQ_JOB_TTL, HOOKQ_DLQ_RETENTION and HOOKQ_IDEMPOTENCY_TTL must be greater than zero"
+            );
         }
         if self.max_attempts == 0 {
             bail!("HOOKQ_MAX_ATTEMPTS / --max-attempts must be at least 1");

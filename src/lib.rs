@@ -146,6 +146,7 @@ impl Server {
                 lease_timeout: config.lease_timeout,
                 max_attempts: config.max_attempts,
                 job_ttl: config.job_ttl,
+                idempotency_ttl: config.idempotency_ttl,
                 dlq_retention: config.dlq_retention,
                 dlq_alert_pending: config.dlq_alert_pending,
                 alerts: Arc::default(),

@@ -44,6 +44,8 @@ pub struct Maintenance {
     /// The server's attempt limit, for queues that set none.
     pub max_attempts: u32,
     pub job_ttl: Duration,
+    /// Idempotency keys older than this are deleted (they count as absent already).
+    pub idempotency_ttl: Duration,
     pub dlq_retention: Duration,
     pub dlq_alert_pending: u64,
     pub alerts: Arc<DlqAlerts>,
@@ -75,7 +77,11 @@ impl Maintenance {
                 _ = leases.tick() => { self.recover_stale_leases(now_millis()).await; }
                 _ = ttl.tick() => { self.expire_jobs(now_millis()).await; }
                 _ = alerts.tick() => { self.check_alerts(now_millis()).await; }
-                _ = retention.tick() => { self.purge_dead_letters(now_millis()).await; }
+                _ = retention.tick() => {
+                    let now = now_millis();
+                    self.purge_dead_letters(now).await;
+                    self.purge_idempotency_keys(now).await;
+                }
                 _ = optimize.tick() => {
                     if let Err(err) = self.store.maintain().await {
                         tracing::warn!(error = %err, "store upkeep failed");
@@ -161,6 +167,28 @@ impl Maintenance {
                 records = total,
                 "deleted closed dead letters past retention"
             );
+        }
+        total
+    }
+
+    /// Delete expired idempotency keys, in batches. Returns how many.
+    pub async fn purge_idempotency_keys(&self, now: UnixMillis) -> usize {
+        let before = now.saturating_sub(self.idempotency_ttl.as_millis() as i64);
+        let mut total = 0;
+        loop {
+            match self.store.purge_idempotency_keys(before, SWEEP_BATCH).await {
+                Ok(count) => {
+                    total += count;
+                    if count < SWEEP_BATCH {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "idempotency key sweep failed");
+                    break;
+                }
+            }
         }
         total
     }

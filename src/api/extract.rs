@@ -22,7 +22,7 @@ use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiResult};
 use crate::json::{self, CanonicalJson};
 use crate::model::{JobId, QueueName, UnixMillis, now_millis};
-use crate::store::Queue;
+use crate::store::{IdempotencyKey, Queue};
 
 /// `{name}`: a queue that exists. 404 when the name cannot be valid or there is no such
 /// queue, before any body is read.
@@ -153,12 +153,19 @@ pub const MAX_SCHEDULE_AHEAD: Duration = Duration::from_secs(366 * 24 * 3600);
 /// so the body stays the job (hyper clients send neither). 422 for an invalid value, both
 /// options at once, the same option given differently as a parameter and a header, a past
 /// `runAt`, or a start more than 366 days ahead.
+///
+/// And the `Idempotency-Key` header (1–200 characters): the same key on the same queue
+/// within `HOOKQ_IDEMPOTENCY_TTL` stores one job.
 pub struct EnqueueOptions {
     /// The request's time: the job's creation.
     pub now: UnixMillis,
     /// Not delivered before this time; `None`: at once.
     pub not_before: Option<UnixMillis>,
+    pub idempotency: Option<IdempotencyKey>,
 }
+
+/// The longest `Idempotency-Key` accepted, in characters.
+pub const MAX_IDEMPOTENCY_KEY: usize = 200;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -216,7 +223,31 @@ impl FromRequestParts<AppState> for EnqueueOptions {
             }
             (None, None) => None,
         };
-        Ok(Self { now, not_before })
+        let idempotency = match parts.headers.get("idempotency-key") {
+            None => None,
+            Some(value) => {
+                let key = value.to_str().map_err(|_| {
+                    ApiError::Unprocessable("the Idempotency-Key header is not text".into())
+                })?;
+                let length = key.chars().count();
+                if key.trim().is_empty() || length > MAX_IDEMPOTENCY_KEY {
+                    return Err(ApiError::Unprocessable(format!(
+                        "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters"
+                    )));
+                }
+                let ttl =
+                    i64::try_from(state.config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+                Some(IdempotencyKey {
+                    key: key.to_owned(),
+                    valid_since: now.saturating_sub(ttl),
+                })
+            }
+        };
+        Ok(Self {
+            now,
+            not_before,
+            idempotency,
+        })
     }
 }
 

@@ -89,6 +89,11 @@ pub struct IdBody {
     /// The job id (a UUIDv7).
     #[schema(format = "uuid")]
     pub id: String,
+    /// Present (and `true`) when an enqueue was a duplicate of an earlier one with the same
+    /// `Idempotency-Key`: nothing was stored, `id` is the first job's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schema(required = false)]
+    pub duplicate: bool,
 }
 
 impl IdBody {
@@ -96,6 +101,15 @@ impl IdBody {
         Self {
             ok: true,
             id: id.to_string(),
+            duplicate: false,
+        }
+    }
+
+    /// The answer to a duplicate enqueue: the first job's id.
+    pub fn duplicate(first: impl ToString) -> Self {
+        Self {
+            duplicate: true,
+            ..Self::new(first)
         }
     }
 }

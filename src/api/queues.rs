@@ -16,7 +16,7 @@ use super::openapi::{IdBody, OkBody};
 use super::settings::{PolicyInput, check_burst_has_a_rate, policy_change};
 use crate::dispatch::guard::AddressPolicy;
 use crate::model::{JobId, Secret, Target, now_millis};
-use crate::store::{NewJob, Queue};
+use crate::store::{Enqueued, NewJob, Queue};
 use crate::telemetry;
 
 /// Queue definitions are small; this bounds what a client can make us read.
@@ -219,11 +219,14 @@ async fn delete_queue(
             description = "Deliver no sooner than this time, unix milliseconds (not past, at most 366 days ahead)"),
         ("X-Hookq-Delay" = Option<String>, Header, description = "`delay`, as a header"),
         ("X-Hookq-Run-At" = Option<i64>, Header, description = "`runAt`, as a header"),
+        ("Idempotency-Key" = Option<String>, Header,
+            description = "1–200 characters: the same key on this queue within `HOOKQ_IDEMPOTENCY_TTL` stores one job"),
     ),
     request_body(content = Object, description = "The job: any JSON object, at most \
         `HOOKQ_MAX_JOB_BYTES` bytes (default 262 144)"),
     responses(
         (status = 201, description = "Stored; the id is a UUIDv7", body = IdBody),
+        (status = 200, description = "A duplicate: this `Idempotency-Key` was used on this queue within `HOOKQ_IDEMPOTENCY_TTL`; nothing stored; `id` is the first job's, `duplicate` is true", body = IdBody),
         (status = 400, description = "Malformed JSON (or a lone UTF-16 surrogate)", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
@@ -250,13 +253,15 @@ async fn enqueue(
         payload,
         created_at: options.now,
         not_before: options.not_before,
+        idempotency: options.idempotency,
     };
     let id = job.id;
     let due_at = job.due_at();
     // While no job waits to be claimed, a job due now is delivered straight after the
-    // commit; otherwise the claim loop claims it in turn, when it is due.
+    // commit; otherwise the claim loop claims it in turn, when it is due. A job with an
+    // idempotency key takes the normal path: it may turn out to be a duplicate.
     let handoff = match &state.pool {
-        Some(pool) if due_at <= options.now => {
+        Some(pool) if due_at <= options.now && job.idempotency.is_none() => {
             pool.try_handoff(&queue, id, &job.payload, options.now)
         }
         _ => None,
@@ -273,12 +278,16 @@ async fn enqueue(
                 )
                 .await?
         }
-        None => {
-            state.store.enqueue(name.clone(), job).await?;
-            if state.config.dispatch {
-                state.wakeups.mark_due(&name, due_at);
+        None => match state.store.enqueue(name.clone(), job).await? {
+            Enqueued::Stored => {
+                if state.config.dispatch {
+                    state.wakeups.mark_due(&name, due_at);
+                }
             }
-        }
+            Enqueued::Duplicate(first) => {
+                return Ok((StatusCode::OK, Json(IdBody::duplicate(first))));
+            }
+        },
     }
     telemetry::job_enqueued(&name);
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))

@@ -24,9 +24,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, Failure,
-    FailureReason, Filter, JobRecord, JobState, Last24h, Lease, NewJob, Outcome, PageRequest,
-    Position, Queue, QueueCounts, ReplayReport, Selection,
+    AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, Enqueued,
+    Failure, FailureReason, Filter, IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob,
+    Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport, Selection,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -181,10 +181,20 @@ impl Store {
     }
 
     /// Store a job; returns once it is durably committed.
-    /// `Overloaded` at once when too many enqueues are waiting already.
-    pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<()> {
+    /// `Overloaded` at once when too many enqueues are waiting already. With an idempotency
+    /// key that still stands for a job of `queue`, stores nothing and names that job.
+    pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<Enqueued> {
         let _admitted = self.admit_enqueue()?;
         on_backend!(self, db => db.enqueue(queue, job).await)
+    }
+
+    /// Delete up to `limit` idempotency keys recorded before `before` (expired ones).
+    pub async fn purge_idempotency_keys(
+        &self,
+        before: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<usize> {
+        on_backend!(self, db => db.purge_idempotency_keys(before, limit).await)
     }
 
     /// Store a job due at once already in flight (attempt 1, leased until `leased_until`)

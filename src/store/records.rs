@@ -91,6 +91,26 @@ pub struct NewJob {
     pub created_at: UnixMillis,
     /// Not delivered before this time (`delay` / `runAt`); `None`: as soon as it can be.
     pub not_before: Option<UnixMillis>,
+    /// The producer's `Idempotency-Key`, if any.
+    pub idempotency: Option<IdempotencyKey>,
+}
+
+/// A producer's key for one enqueue: the same key on the same queue stores one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey {
+    pub key: String,
+    /// A key recorded before this time has expired: it counts as absent.
+    pub valid_since: UnixMillis,
+}
+
+/// What an enqueue did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    /// The job is stored.
+    Stored,
+    /// Its idempotency key was used already (and has not expired): nothing was stored; this
+    /// is the first job's id.
+    Duplicate(JobId),
 }
 
 impl NewJob {
@@ -101,6 +121,7 @@ impl NewJob {
             payload,
             created_at,
             not_before: None,
+            idempotency: None,
         }
     }
 

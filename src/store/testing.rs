@@ -33,6 +33,8 @@ pub enum Stored {
     DeadLetters,
     /// Failed attempts kept in the jobs' histories.
     AttemptHistory,
+    /// Idempotency keys, expired or not.
+    IdempotencyKeys,
 }
 
 /// A database file, opened beside (or after) a server for tests.
@@ -58,6 +60,7 @@ impl Inspector {
             Stored::Jobs => "jobs",
             Stored::DeadLetters => "dead_letters",
             Stored::AttemptHistory => "job_attempts",
+            Stored::IdempotencyKeys => "idempotency_keys",
         };
         let count: i64 =
             self.conn
@@ -74,6 +77,7 @@ impl Inspector {
             Stored::Jobs => ("jobs", "queue"),
             Stored::DeadLetters => ("dead_letters", "queue"),
             Stored::AttemptHistory => ("job_attempts", "queue"),
+            Stored::IdempotencyKeys => ("idempotency_keys", "queue"),
         };
         let count: i64 = self.conn.query_row(
             &format!("SELECT count(*) FROM {table} WHERE {column} = ?1"),

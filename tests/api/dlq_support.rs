@@ -160,6 +160,7 @@ impl StoreFixture {
             lease_timeout: Duration::from_secs(300),
             max_attempts: 3,
             job_ttl: Duration::from_secs(7 * 24 * 3600),
+            idempotency_ttl: Duration::from_secs(24 * 3600),
             dlq_retention: Duration::from_secs(30 * 24 * 3600),
             dlq_alert_pending: 100,
             alerts: Default::default(),

@@ -10,6 +10,7 @@ mod dlq;
 mod dlq_support;
 mod faults;
 mod helpers;
+mod idempotency;
 mod jobs;
 mod maintenance;
 mod master_key;

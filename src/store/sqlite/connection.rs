@@ -23,6 +23,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_job_not_before",
         include_str!("../../../migrations/0003_job_not_before.sql"),
     ),
+    (
+        "0004_idempotency_keys",
+        include_str!("../../../migrations/0004_idempotency_keys.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -13,6 +13,7 @@ mod checkpointer;
 mod connection;
 mod dead_letters;
 pub mod files;
+mod idempotency;
 mod jobs;
 mod moves;
 mod queues;
@@ -28,8 +29,8 @@ use rusqlite::ErrorCode;
 
 use super::error::{StoreError, StoreResult};
 use super::records::{
-    AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Filter, JobRecord, Lease,
-    NewJob, Outcome, PageRequest, Queue, QueueCounts, ReplayReport, Selection,
+    AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Enqueued, Filter, JobRecord,
+    Lease, NewJob, Outcome, PageRequest, Queue, QueueCounts, ReplayReport, Selection,
 };
 use super::registry::Registry;
 use super::sealing::Sealing;
@@ -200,14 +201,34 @@ impl SqliteStore {
             .await
     }
 
-    pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<()> {
-        // One INSERT … SELECT: no savepoint needed.
+    /// Without an idempotency key, one INSERT … SELECT (no savepoint needed: the hot path);
+    /// with one, a lookup, the insert and the key's record, in a savepoint of their own.
+    pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<Enqueued> {
+        match job.idempotency.clone() {
+            None => {
+                self.writer
+                    .write_one_statement(
+                        Durability::Required,
+                        move |conn| jobs::insert(conn, &queue, &job).map(|()| Enqueued::Stored),
+                        None,
+                    )
+                    .await
+            }
+            Some(key) => {
+                self.writer
+                    .write(move |conn| moves::enqueue_once(conn, &queue, &job, &key))
+                    .await
+            }
+        }
+    }
+
+    pub async fn purge_idempotency_keys(
+        &self,
+        before: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<usize> {
         self.writer
-            .write_one_statement(
-                Durability::Required,
-                move |conn| jobs::insert(conn, &queue, &job),
-                None,
-            )
+            .write(move |conn| idempotency::purge(conn, before, limit))
             .await
     }
 

@@ -5,13 +5,31 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::dead_letters;
 use super::jobs::{delete_history, id_from_row, record_attempt, state_of};
+use super::{dead_letters, idempotency, jobs};
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    Failure, FailureReason, JobState, Lease, Outcome, ReplayReport, Selection,
+    Enqueued, Failure, FailureReason, IdempotencyKey, JobState, Lease, NewJob, Outcome,
+    ReplayReport, Selection,
 };
+
+/// Store `job` unless its idempotency key already stands for a job of `queue` (and has not
+/// expired): the lookup, the insert and the key's record commit together, so concurrent
+/// enqueues with one key store one job.
+pub fn enqueue_once(
+    conn: &Connection,
+    queue: &QueueName,
+    job: &NewJob,
+    key: &IdempotencyKey,
+) -> StoreResult<Enqueued> {
+    if let Some(first) = idempotency::find(conn, queue, key)? {
+        return Ok(Enqueued::Duplicate(first));
+    }
+    jobs::insert(conn, queue, job)?;
+    idempotency::record(conn, queue, key, job.id, job.created_at)?;
+    Ok(Enqueued::Stored)
+}
 
 /// Record the outcome of job `id` under `lease`. Returns false (and changes nothing) if the
 /// lease was lost in the meantime: the job was recovered, cancelled, replayed or its queue
@@ -341,7 +359,7 @@ mod tests {
     use crate::model::now_millis;
     use crate::store::records::{DlqState, Filter, PageRequest};
     use crate::store::sealing::Sealing;
-    use crate::store::sqlite::{SqliteStore, Synchronous, jobs};
+    use crate::store::sqlite::{SqliteStore, Synchronous};
 
     // ---------------------------------------------------------------------------------------
     // Replay rollback and interrupted replays

@@ -1,0 +1,157 @@
+//! Idempotent enqueues: the same `Idempotency-Key` on the same queue, within
+//! `HOOKQ_IDEMPOTENCY_TTL`, stores one job and answers every repeat with its id.
+
+use axum::http::Method;
+use hookq::store::testing::{Inspector, Stored};
+use hookq::store::{Enqueued, IdempotencyKey, NewJob};
+use serde_json::json;
+
+use crate::dlq_support::{DAY_MS, StoreFixture};
+use crate::helpers::{ApiResponse, Reply, TestApp, TestReceiver, payload, spawn_app};
+
+async fn enqueue_keyed(app: &TestApp, queue: &str, key: &str, n: usize) -> ApiResponse {
+    app.send(
+        app.request(Method::POST, &format!("/queue/{queue}"))
+            .header("content-type", "application/json")
+            .header("Idempotency-Key", key)
+            .body(payload(n).to_string()),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_repeated_key_answers_with_the_first_job_and_stores_nothing_even_after_delivery() {
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    app.create_queue_ok("other", &receiver.url, None).await;
+    let first = enqueue_keyed(&app, "q", "order-42", 1).await.expect(201);
+    assert!(first.get("duplicate").is_none(), "{first}");
+    let id = first["id"].as_str().unwrap().to_owned();
+    let again = enqueue_keyed(&app, "q", "order-42", 2).await.expect(200);
+    assert_eq!(again, json!({"ok": true, "id": id, "duplicate": true}));
+    // Delivered, and still a duplicate.
+    receiver.wait_for(1).await;
+    app.wait_until_gone("q", &id).await;
+    let later = enqueue_keyed(&app, "q", "order-42", 3).await.expect(200);
+    assert_eq!(later["id"], id.as_str());
+    // Another queue, or another key, is another job.
+    let elsewhere = enqueue_keyed(&app, "other", "order-42", 4)
+        .await
+        .expect(201);
+    assert_ne!(elsewhere["id"], id.as_str());
+    enqueue_keyed(&app, "q", "order-43", 5).await.expect(201);
+    receiver.wait_for(3).await;
+    assert_eq!(
+        receiver.received()[0].body_text(),
+        payload(1).to_string(),
+        "the first job's body went out, never a duplicate's"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_enqueues_with_one_key_store_one_job() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    let sent = (0..20).map(|n| enqueue_keyed(&app, "q", "same", n));
+    let answers = futures_util::future::join_all(sent).await;
+    let created: Vec<_> = answers.iter().filter(|a| a.status == 201).collect();
+    assert_eq!(created.len(), 1, "exactly one enqueue stored a job");
+    let id = created[0].json()["id"].clone();
+    for answer in &answers {
+        if answer.status != 201 {
+            assert_eq!(
+                answer.expect(200),
+                json!({"ok": true, "id": id, "duplicate": true})
+            );
+        }
+    }
+    assert_eq!(app.list("q", "READY").await.len(), 1);
+}
+
+#[tokio::test]
+async fn invalid_keys_are_422_and_store_nothing() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    for key in [String::new(), " ".into(), "k".repeat(201)] {
+        enqueue_keyed(&app, "q", &key, 1).await.expect_error(422);
+    }
+    enqueue_keyed(&app, "q", &"k".repeat(200), 1)
+        .await
+        .expect(201);
+    assert_eq!(app.list("q", "READY").await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_key_expires_after_its_time_to_live_and_the_sweep_deletes_it() {
+    let fx = StoreFixture::open();
+    let queue = fx.create_queue("q").await;
+    let t0 = hookq::model::now_millis();
+    let ttl = 24 * 3600 * 1000;
+    let keyed = |now: i64| {
+        let mut job = NewJob::now(
+            hookq::model::JobId::new(),
+            hookq::json::canonicalize(b"{}").unwrap(),
+            now,
+        );
+        job.idempotency = Some(IdempotencyKey {
+            key: "k".into(),
+            valid_since: now - ttl,
+        });
+        job
+    };
+    let first = keyed(t0);
+    assert_eq!(
+        fx.store
+            .enqueue(queue.clone(), first.clone())
+            .await
+            .unwrap(),
+        Enqueued::Stored
+    );
+    assert_eq!(
+        fx.store
+            .enqueue(queue.clone(), keyed(t0 + ttl))
+            .await
+            .unwrap(),
+        Enqueued::Duplicate(first.id),
+        "still within its TTL"
+    );
+    let after = keyed(t0 + ttl + 1);
+    assert_eq!(
+        fx.store
+            .enqueue(queue.clone(), after.clone())
+            .await
+            .unwrap(),
+        Enqueued::Stored,
+        "expired: a new job"
+    );
+    assert_eq!(
+        fx.store
+            .enqueue(queue.clone(), keyed(t0 + ttl + 2))
+            .await
+            .unwrap(),
+        Enqueued::Duplicate(after.id),
+        "the key stands for the new job now"
+    );
+    let keys = || {
+        Inspector::open(&fx.db_path())
+            .unwrap()
+            .count(Stored::IdempotencyKeys)
+            .unwrap()
+    };
+    assert_eq!(keys(), 1);
+    assert_eq!(
+        fx.maintenance.purge_idempotency_keys(t0 + 2 * DAY_MS).await,
+        0
+    );
+    assert_eq!(
+        fx.maintenance
+            .purge_idempotency_keys(t0 + ttl + 1 + ttl + 1)
+            .await,
+        1
+    );
+    assert_eq!(keys(), 0);
+    fx.close().await;
+}
