@@ -119,6 +119,10 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_MAX_JOB_BYTES", default_value_t = 262_144)]
     pub max_job_bytes: usize,
 
+    /// Largest accepted batch body (`POST /queue/{name}/_batch`) in bytes.
+    #[arg(long, env = "HOOKQ_MAX_BATCH_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_batch_bytes: usize,
+
     /// `on` runs the dispatcher; `off` makes an enqueue-only node (jobs wait in the database).
     #[arg(long, env = "HOOKQ_DISPATCH", default_value = "on", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub dispatch: bool,
@@ -185,6 +189,7 @@ pub struct Config {
     pub max_in_flight: usize,
     pub max_in_flight_per_queue: usize,
     pub max_job_bytes: usize,
+    pub max_batch_bytes: usize,
     pub dispatch: bool,
     pub synchronous: Synchronous,
     pub shutdown_grace: Duration,
@@ -305,6 +310,7 @@ impl Config {
             max_in_flight: args.max_in_flight,
             max_in_flight_per_queue: args.max_in_flight_per_queue.unwrap_or(args.max_in_flight),
             max_job_bytes: args.max_job_bytes,
+            max_batch_bytes: args.max_batch_bytes,
             dispatch: args.dispatch,
             synchronous: args.synchronous,
             shutdown_grace: args.shutdown_grace,

@@ -4,6 +4,7 @@
 //! document served at `GET /openapi.json` is assembled from the routes themselves.
 
 pub mod auth;
+pub mod batch;
 pub mod body;
 pub mod cursor;
 pub mod dlq;
@@ -68,6 +69,7 @@ pub fn router(state: AppState) -> Router {
         .merge(queues::router())
         .merge(settings::router())
         .merge(queue_stats::router())
+        .merge(batch::router())
         .merge(jobs::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

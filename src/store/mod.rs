@@ -188,6 +188,17 @@ impl Store {
         on_backend!(self, db => db.enqueue(queue, job).await)
     }
 
+    /// Store every job of `jobs` in one commit, or none of them. The batch counts as one
+    /// enqueue against the pending-write bound (it is one write).
+    pub async fn enqueue_batch(
+        &self,
+        queue: QueueName,
+        jobs: Vec<NewJob>,
+    ) -> StoreResult<Vec<Enqueued>> {
+        let _admitted = self.admit_enqueue()?;
+        on_backend!(self, db => db.enqueue_batch(queue, jobs).await)
+    }
+
     /// Delete up to `limit` idempotency keys recorded before `before` (expired ones).
     pub async fn purge_idempotency_keys(
         &self,

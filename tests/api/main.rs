@@ -3,6 +3,7 @@
 
 mod auth;
 mod bad_inputs;
+mod batch;
 mod breaker;
 mod cli;
 mod delivery;

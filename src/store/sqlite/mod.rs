@@ -222,6 +222,24 @@ impl SqliteStore {
         }
     }
 
+    /// Every job in one savepoint: one fails, none is stored.
+    pub async fn enqueue_batch(
+        &self,
+        queue: QueueName,
+        jobs: Vec<NewJob>,
+    ) -> StoreResult<Vec<Enqueued>> {
+        self.writer
+            .write(move |conn| {
+                jobs.iter()
+                    .map(|job| match &job.idempotency {
+                        None => jobs::insert(conn, &queue, job).map(|()| Enqueued::Stored),
+                        Some(key) => moves::enqueue_once(conn, &queue, job, key),
+                    })
+                    .collect()
+            })
+            .await
+    }
+
     pub async fn purge_idempotency_keys(
         &self,
         before: UnixMillis,

@@ -1,0 +1,160 @@
+//! `POST /queue/{name}/_batch`: enqueue up to 1 000 jobs in one commit, all or nothing.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::body::{parse_json, read_limited};
+use super::error::{ApiError, ApiErrorBody, ApiResult};
+use super::extract::{EnqueueOptions, KnownQueue};
+use crate::json;
+use crate::model::JobId;
+use crate::store::{Enqueued, IdempotencyKey, NewJob};
+use crate::telemetry;
+
+/// The most jobs one batch may hold.
+pub const MAX_BATCH_JOBS: usize = 1000;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(enqueue_batch))
+}
+
+/// The jobs a batch stored (or, for a repeated `Idempotency-Key`, stored before).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct IdsBody {
+    pub ok: bool,
+    /// The jobs' ids, in the batch's order.
+    pub ids: Vec<String>,
+    /// Present (and `true`) when the batch repeats an earlier one with the same
+    /// `Idempotency-Key`: nothing was stored, `ids` are the earlier jobs'.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schema(required = false)]
+    pub duplicate: bool,
+}
+
+/// Enqueue a batch of jobs, in one commit: all are stored, or none.
+///
+/// The body is a JSON array of 1–1 000 job objects. The enqueue options (`delay`, `runAt`,
+/// their headers) apply to every job; with an `Idempotency-Key`, job `i` of the batch is
+/// keyed `<key>/<i>`, so a repeated batch stores nothing and answers with the first ids.
+#[utoipa::path(
+    post,
+    path = "/queue/{name}/_batch",
+    tag = "queues",
+    params(
+        ("name" = String, Path, description = "Queue name"),
+        ("delay" = Option<String>, Query, description = "As for one job, for every job"),
+        ("runAt" = Option<i64>, Query, description = "As for one job, for every job"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Job `i` is keyed `<key>/<i>`"),
+    ),
+    request_body(content = Vec<Object>, description = "1–1 000 job objects, at most \
+        `HOOKQ_MAX_BATCH_BYTES` bytes (default 4 MiB), each at most `HOOKQ_MAX_JOB_BYTES`"),
+    responses(
+        (status = 201, description = "Every job stored, in one commit", body = IdsBody),
+        (status = 200, description = "A repeated batch (same `Idempotency-Key`): nothing stored", body = IdsBody),
+        (status = 400, description = "Malformed JSON (the message names the job)", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
+        (status = 413, description = "Larger than `HOOKQ_MAX_BATCH_BYTES`, or a job larger than `HOOKQ_MAX_JOB_BYTES` (named)", body = ApiErrorBody),
+        (status = 422, description = "Not an array of 1–1 000 job objects (the message names the job), or invalid options", body = ApiErrorBody),
+        (status = 429, description = "Too many enqueues waiting for the disk: nothing stored", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+        (status = 507, description = "The disk is full: nothing stored", body = ApiErrorBody),
+    ),
+)]
+async fn enqueue_batch(
+    State(state): State<AppState>,
+    KnownQueue(queue): KnownQueue,
+    options: EnqueueOptions,
+    body: Body,
+) -> ApiResult<(StatusCode, Json<IdsBody>)> {
+    let config = &state.config;
+    let bytes = read_limited(body, config.max_batch_bytes, config.body_timeout).await?;
+    let items: Vec<Box<RawValue>> = parse_json(&bytes).map_err(|err| match err {
+        ApiError::Unprocessable(_) => {
+            ApiError::Unprocessable("a batch is a JSON array of job objects".into())
+        }
+        other => other,
+    })?;
+    if items.is_empty() || items.len() > MAX_BATCH_JOBS {
+        return Err(ApiError::Unprocessable(format!(
+            "a batch holds 1 to {MAX_BATCH_JOBS} jobs, not {}",
+            items.len()
+        )));
+    }
+    let mut jobs = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let raw = item.get().as_bytes();
+        if raw.len() > config.max_job_bytes {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "job {index} is larger than {} bytes",
+                config.max_job_bytes
+            )));
+        }
+        let payload = json::canonicalize(raw)
+            .map_err(|e| ApiError::BadRequest(format!("job {index}: malformed JSON: {e}")))?;
+        if !payload.is_object() {
+            return Err(ApiError::Unprocessable(format!(
+                "job {index} is not a JSON object"
+            )));
+        }
+        jobs.push(NewJob {
+            id: JobId::new(),
+            payload,
+            created_at: options.now,
+            not_before: options.not_before,
+            idempotency: options.idempotency.as_ref().map(|key| IdempotencyKey {
+                key: format!("{}/{index}", key.key),
+                valid_since: key.valid_since,
+            }),
+        });
+    }
+    let ids: Vec<JobId> = jobs.iter().map(|job| job.id).collect();
+    let due_at = jobs.iter().map(NewJob::due_at).min().unwrap_or(options.now);
+    let name = queue.name.clone();
+    let outcomes = state.store.enqueue_batch(name.clone(), jobs).await?;
+    let duplicate = outcomes
+        .iter()
+        .any(|outcome| matches!(outcome, Enqueued::Duplicate(_)));
+    let ids = ids
+        .iter()
+        .zip(&outcomes)
+        .map(|(id, outcome)| match outcome {
+            Enqueued::Stored => id.to_string(),
+            Enqueued::Duplicate(first) => first.to_string(),
+        })
+        .collect();
+    if duplicate {
+        return Ok((
+            StatusCode::OK,
+            Json(IdsBody {
+                ok: true,
+                ids,
+                duplicate: true,
+            }),
+        ));
+    }
+    if config.dispatch {
+        state.wakeups.mark_due(&name, due_at);
+    }
+    for _ in &outcomes {
+        telemetry::job_enqueued(&name);
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(IdsBody {
+            ok: true,
+            ids,
+            duplicate: false,
+        }),
+    ))
+}
