@@ -135,7 +135,7 @@ impl Claimer {
             };
             // Slots first, then the claim: a direct hand-off may take a slot at any moment,
             // and a claimed job must never wait for one.
-            let slots: Vec<Slot> = (0..want)
+            let mut slots: Vec<Slot> = (0..want)
                 .map_while(|_| self.pool.try_slot(&queue))
                 .collect();
             if slots.is_empty() {
@@ -146,6 +146,24 @@ impl Claimer {
                 self.parked.insert(name);
                 continue;
             }
+            // A rate-limited queue starts no more deliveries than it has tokens.
+            if let Some(rate) = queue.policy.rate {
+                let instant = std::time::Instant::now();
+                let allowed = self.pool.rates().take(&name, rate, slots.len(), instant);
+                slots.truncate(allowed); // dropped slots are given back
+                if slots.is_empty() {
+                    if permit == Permit::Probe {
+                        breakers.probe_unused(&name);
+                    }
+                    // Look again when the next token is there; meanwhile its jobs wait
+                    // for no slot, so they hold up no hand-off.
+                    let wait = self.pool.rates().next_token_in(&name, instant);
+                    let wait_ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+                    self.wakeups.mark_due(&name, now + wait_ms.max(1));
+                    self.wakeups.settle(&name);
+                    continue;
+                }
+            }
             let want = slots.len();
             let leased_until = self.pool.lease_until(now, &queue);
             let claimed = match self
@@ -155,12 +173,18 @@ impl Claimer {
             {
                 Ok(jobs) => jobs,
                 Err(err) => {
+                    if queue.policy.rate.is_some() {
+                        self.pool.rates().give_back(&name, want);
+                    }
                     tracing::error!(queue = %name, error = %err, "claim failed; will retry");
                     self.wakeups.mark_due(&name, now + 1000);
                     continue;
                 }
             };
             let got = claimed.len();
+            if queue.policy.rate.is_some() {
+                self.pool.rates().give_back(&name, want - got);
+            }
             if got == 0 && permit == Permit::Probe {
                 self.pool.breakers().probe_unused(&name);
             }

@@ -18,6 +18,7 @@ pub mod breaker;
 pub mod claimer;
 pub mod guard;
 pub mod pool;
+pub mod rate;
 pub mod retry;
 pub mod wakeups;
 pub mod webhook;

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::attempt::Attempt;
+use super::rate::RateLimits;
 use super::{Activity, Breakers, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
@@ -40,6 +41,7 @@ pub(super) struct Inner {
     pub(super) wakeups: Wakeups,
     pub(super) breakers: Breakers,
     pub(super) activity: Activity,
+    pub(super) rates: RateLimits,
     slots: Arc<Semaphore>,
     per_queue: Mutex<HashMap<QueueName, usize>>,
     pub(super) max_in_flight: usize,
@@ -108,6 +110,7 @@ impl DeliveryPool {
                 wakeups,
                 breakers: Breakers::new(config.breaker_threshold, config.breaker_cooldown),
                 activity: Activity::default(),
+                rates: RateLimits::default(),
                 slots: Arc::new(Semaphore::new(config.max_in_flight)),
                 per_queue: Mutex::default(),
                 max_in_flight: config.max_in_flight,
@@ -134,6 +137,12 @@ impl DeliveryPool {
     pub fn forget(&self, queue: &QueueName) {
         self.inner.breakers.forget(queue);
         self.inner.activity.forget(queue);
+        self.inner.rates.forget(queue);
+    }
+
+    /// The per-queue rate limits.
+    pub fn rates(&self) -> &RateLimits {
+        &self.inner.rates
     }
 
     /// What each queue's attempts ended in over the last minute.
@@ -232,6 +241,16 @@ impl DeliveryPool {
             return None;
         }
         let slot = self.try_slot(queue)?;
+        // A rate-limited queue's hand-off needs a token like any delivery; without one the
+        // job waits for the claim loop (dropping the slot gives it back).
+        if let Some(rate) = queue.policy.rate
+            && inner
+                .rates
+                .take(&queue.name, rate, 1, std::time::Instant::now())
+                == 0
+        {
+            return None;
+        }
         let leased_until = self.lease_until(now, queue);
         let job = ClaimedJob {
             id,

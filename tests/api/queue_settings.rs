@@ -1,6 +1,8 @@
 //! A queue's own delivery policy: set at creation or with PATCH, read back with its effective
 //! values, applied to the next attempt of jobs already queued; pause and resume.
 
+use std::time::Duration;
+
 use axum::http::Method;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -438,4 +440,40 @@ async fn queue_stats_count_jobs_by_state_and_the_last_minutes_attempts() {
     );
     app.get("/queue/nope/_stats").await.expect_error(404);
     release.cancel();
+}
+
+#[tokio::test]
+async fn a_rate_limited_queue_starts_no_more_deliveries_than_its_rate_allows() {
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    put(
+        &app,
+        "q",
+        &json!({"target": receiver.url, "ratePerSecond": 20, "burst": 2}),
+    )
+    .await
+    .expect(201);
+    let sent = std::time::Instant::now();
+    let jobs: Vec<Value> = (0..30).map(payload).collect();
+    app.call(
+        Method::POST,
+        "/queue/q/_batch",
+        Some(Value::from(jobs).to_string().as_bytes()),
+    )
+    .await
+    .expect(201);
+    let delivered = receiver.wait_for(30).await;
+    // A lower bound, so it holds on any machine: 2 at once, then 20 a second, so the 30th
+    // cannot start before 28 / 20 = 1.4 s after the batch was sent.
+    let last = delivered.iter().map(|d| d.at).max().unwrap();
+    assert!(
+        last - sent >= Duration::from_millis(1400),
+        "30 deliveries in {:?}: faster than 20/s with a burst of 2",
+        last - sent
+    );
+    crate::helpers::eventually("30 deliveries counted", || async {
+        let stats = app.get("/queue/q/_stats").await.expect(200);
+        (stats["deliveredLastMinute"] == 30).then_some(())
+    })
+    .await;
 }
