@@ -50,8 +50,8 @@ pub struct QueueStats {
 pub struct ConcurrencyView {
     /// The queue's `concurrency` (or the server's).
     pub limit: u32,
-    /// What the dispatcher allows now (equal to the limit until adaptive concurrency
-    /// backs it off).
+    /// What the dispatcher allows now: the limit, halved while the target answers 429 or
+    /// 503 or times out, and won back by successes.
     pub effective: u32,
 }
 
@@ -76,12 +76,13 @@ async fn queue_stats(
     let now = now_millis();
     let counts = state.store.queue_counts(queue.name.clone(), now).await?;
     let limit = queue.policy.concurrency(&state.config.policy_defaults());
-    let (last_minute, breaker) = match &state.pool {
+    let (last_minute, breaker, effective) = match &state.pool {
         Some(pool) => (
             pool.activity().last_minute(&queue.name, now),
             pool.breakers().state(&queue.name),
+            u32::try_from(pool.concurrency_of(&queue)).unwrap_or(limit),
         ),
-        None => (LastMinute::default(), BreakerState::Closed),
+        None => (LastMinute::default(), BreakerState::Closed, limit),
     };
     Ok(Json(QueueStats {
         ok: true,
@@ -92,10 +93,7 @@ async fn queue_stats(
         oldest_ready_age_ms: counts.oldest_due_at.map(|at| (now - at).max(0)),
         delivered_last_minute: last_minute.delivered,
         failed_last_minute: last_minute.failed,
-        concurrency: ConcurrencyView {
-            limit,
-            effective: limit,
-        },
+        concurrency: ConcurrencyView { limit, effective },
         breaker: breaker.as_str().to_owned(),
         paused: queue.paused,
     }))

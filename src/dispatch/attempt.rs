@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::adaptive::Load;
 use super::pool::{DeliveryPool, Slot};
 use super::retry::{RetryPolicy, random_spread};
 use super::webhook::AttemptResult;
@@ -47,6 +48,12 @@ impl Attempt {
             .record(&queue.name, target_is_healthy(&result), now);
         let delivered = matches!(result, AttemptResult::Delivered { .. });
         inner.activity.record(&queue.name, delivered, now);
+        inner.adaptive.record(
+            &queue.name,
+            load_of(&result),
+            self.pool.concurrency_limit_of(&queue),
+            std::time::Instant::now(),
+        );
         record_attempt_metrics(&queue.name, &result, job.created_at, now);
         let outcome = match result {
             AttemptResult::Delivered { .. } => Outcome::Delivered,
@@ -108,6 +115,21 @@ fn record_attempt_metrics(
     }
 }
 
+/// What an attempt's result says about the target's load (adaptive concurrency).
+fn load_of(result: &AttemptResult) -> Load {
+    match result {
+        AttemptResult::Delivered { .. } => Load::Coping,
+        AttemptResult::Failed {
+            timed_out: true, ..
+        }
+        | AttemptResult::Failed {
+            status: Some(429 | 503),
+            ..
+        } => Load::Overloaded,
+        AttemptResult::Failed { .. } => Load::Unrelated,
+    }
+}
+
 /// Whether an attempt's result speaks for the target being up: a 2xx, or a 4xx about the job
 /// itself (but not 408 or 429, which say the target is struggling). Breakers count the rest.
 fn target_is_healthy(result: &AttemptResult) -> bool {
@@ -135,6 +157,7 @@ pub fn outcome_of(
             status,
             retry_after,
             latency_ms,
+            ..
         } => {
             let failure = Failure {
                 error,

@@ -13,6 +13,7 @@
 //!   [`guard`], and classifies the answer.
 
 pub mod activity;
+pub mod adaptive;
 pub mod attempt;
 pub mod breaker;
 pub mod claimer;

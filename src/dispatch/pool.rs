@@ -19,6 +19,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::adaptive::AdaptiveConcurrency;
 use super::attempt::Attempt;
 use super::rate::RateLimits;
 use super::{Activity, Breakers, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
@@ -42,6 +43,7 @@ pub(super) struct Inner {
     pub(super) breakers: Breakers,
     pub(super) activity: Activity,
     pub(super) rates: RateLimits,
+    pub(super) adaptive: AdaptiveConcurrency,
     slots: Arc<Semaphore>,
     per_queue: Mutex<HashMap<QueueName, usize>>,
     pub(super) max_in_flight: usize,
@@ -111,6 +113,7 @@ impl DeliveryPool {
                 breakers: Breakers::new(config.breaker_threshold, config.breaker_cooldown),
                 activity: Activity::default(),
                 rates: RateLimits::default(),
+                adaptive: AdaptiveConcurrency::default(),
                 slots: Arc::new(Semaphore::new(config.max_in_flight)),
                 per_queue: Mutex::default(),
                 max_in_flight: config.max_in_flight,
@@ -138,6 +141,7 @@ impl DeliveryPool {
         self.inner.breakers.forget(queue);
         self.inner.activity.forget(queue);
         self.inner.rates.forget(queue);
+        self.inner.adaptive.forget(queue);
     }
 
     /// The per-queue rate limits.
@@ -178,9 +182,17 @@ impl DeliveryPool {
         now.saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX))
     }
 
-    /// Deliveries of `queue` allowed in flight at once.
-    pub fn concurrency_of(&self, queue: &Queue) -> usize {
+    /// The queue's `concurrency` (or the server's).
+    pub fn concurrency_limit_of(&self, queue: &Queue) -> usize {
         queue.policy.concurrency(&self.inner.defaults) as usize
+    }
+
+    /// Deliveries of `queue` allowed in flight now: its limit, lowered while its target
+    /// says it is overloaded (see [`adaptive`](super::adaptive)).
+    pub fn concurrency_of(&self, queue: &Queue) -> usize {
+        self.inner
+            .adaptive
+            .effective(&queue.name, self.concurrency_limit_of(queue))
     }
 
     /// The retry schedule of `queue`: the server's, unless the queue sets its own attempts

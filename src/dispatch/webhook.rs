@@ -26,6 +26,8 @@ pub enum AttemptResult {
     Delivered { status: u16, latency_ms: u64 },
     /// Anything else: a non-2xx answer (its body as `error`) or a transport failure.
     Failed {
+        /// The attempt ran out of time (the worker was too slow, or unreachable in time).
+        timed_out: bool,
         error: String,
         status: Option<u16>,
         /// The worker's `Retry-After`, when it sent one with a 429 or 503.
@@ -79,6 +81,7 @@ impl WebhookClient {
     ) -> AttemptResult {
         if let Err(error) = self.check_target(queue) {
             return AttemptResult::Failed {
+                timed_out: false,
                 error,
                 status: None,
                 retry_after: None,
@@ -136,6 +139,7 @@ impl WebhookClient {
             );
         }
         AttemptResult::Failed {
+            timed_out: false,
             error,
             status: Some(status.as_u16()),
             retry_after: retry_after.filter(|_| status.as_u16() == 429 || status.as_u16() == 503),
@@ -157,6 +161,7 @@ fn transport_failure(err: &reqwest::Error, started: Instant) -> AttemptResult {
         format!("request failed: {}", error_chain(err))
     };
     AttemptResult::Failed {
+        timed_out: err.is_timeout(),
         error,
         status: None,
         retry_after: None,

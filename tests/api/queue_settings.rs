@@ -477,3 +477,37 @@ async fn a_rate_limited_queue_starts_no_more_deliveries_than_its_rate_allows() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_overloaded_target_halves_its_queues_concurrency_and_successes_win_it_back() {
+    // One 503, then successes.
+    let receiver = TestReceiver::scripted(vec![Reply::status(503)], Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    put(
+        &app,
+        "q",
+        &json!({"target": receiver.url, "concurrency": 8, "maxAttempts": 1}),
+    )
+    .await
+    .expect(201);
+    let concurrency = |stats: &Value| stats["concurrency"].clone();
+    let first = app.enqueue_ok("q", &payload(0)).await;
+    app.wait_until_error("q", &first).await;
+    let stats = app.get("/queue/q/_stats").await.expect(200);
+    assert_eq!(concurrency(&stats), json!({"limit": 8, "effective": 4}));
+    // 4 -> 8 takes 4 + 5 + 6 + 7 = 22 successes.
+    let jobs: Vec<Value> = (1..=30).map(payload).collect();
+    app.call(
+        Method::POST,
+        "/queue/q/_batch",
+        Some(Value::from(jobs).to_string().as_bytes()),
+    )
+    .await
+    .expect(201);
+    receiver.wait_for(31).await;
+    crate::helpers::eventually("the limit won back", || async {
+        let stats = app.get("/queue/q/_stats").await.expect(200);
+        (concurrency(&stats) == json!({"limit": 8, "effective": 8})).then_some(())
+    })
+    .await;
+}
