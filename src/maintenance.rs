@@ -145,23 +145,10 @@ impl Maintenance {
     /// Delete replayed/acknowledged dead letters past retention, in batches. Returns how many.
     pub async fn purge_dead_letters(&self, now: UnixMillis) -> usize {
         let before = now.saturating_sub(self.dlq_retention.as_millis() as i64);
-        let mut total = 0;
-        loop {
-            match self.store.purge_dead_letters(before, SWEEP_BATCH).await {
-                Ok(count) => {
-                    total += count;
-                    if count < SWEEP_BATCH {
-                        break;
-                    }
-                    // Let other writes through between batches.
-                    tokio::task::yield_now().await;
-                }
-                Err(err) => {
-                    tracing::error!(error = %err, "dead-letter retention sweep failed");
-                    break;
-                }
-            }
-        }
+        let total = in_batches("dead-letter retention sweep", || {
+            self.store.purge_dead_letters(before, SWEEP_BATCH)
+        })
+        .await;
         if total > 0 {
             tracing::info!(
                 records = total,
@@ -174,23 +161,10 @@ impl Maintenance {
     /// Delete expired idempotency keys, in batches. Returns how many.
     pub async fn purge_idempotency_keys(&self, now: UnixMillis) -> usize {
         let before = now.saturating_sub(self.idempotency_ttl.as_millis() as i64);
-        let mut total = 0;
-        loop {
-            match self.store.purge_idempotency_keys(before, SWEEP_BATCH).await {
-                Ok(count) => {
-                    total += count;
-                    if count < SWEEP_BATCH {
-                        break;
-                    }
-                    tokio::task::yield_now().await;
-                }
-                Err(err) => {
-                    tracing::error!(error = %err, "idempotency key sweep failed");
-                    break;
-                }
-            }
-        }
-        total
+        in_batches("idempotency key sweep", || {
+            self.store.purge_idempotency_keys(before, SWEEP_BATCH)
+        })
+        .await
     }
 
     /// Evaluate the alert conditions; log each one when it starts and when it clears.
@@ -242,6 +216,32 @@ impl Maintenance {
     fn wake_all(&self, now: UnixMillis) {
         for queue in self.store.registry().all() {
             self.wakeups.mark_due(&queue.name, now);
+        }
+    }
+}
+
+/// Run `sweep`, which deletes up to [`SWEEP_BATCH`] rows, until a batch comes back short;
+/// returns how many rows went in all. Other writes get through between batches. A failure is
+/// logged (naming `what`) and ends this round; the next round tries again.
+async fn in_batches<F, Fut>(what: &str, sweep: F) -> usize
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = crate::store::StoreResult<usize>>,
+{
+    let mut total = 0;
+    loop {
+        match sweep().await {
+            Ok(count) => {
+                total += count;
+                if count < SWEEP_BATCH {
+                    return total;
+                }
+                tokio::task::yield_now().await;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "{what} failed");
+                return total;
+            }
         }
     }
 }

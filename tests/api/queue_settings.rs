@@ -24,6 +24,18 @@ async fn patch(app: &TestApp, queue: &str, body: &Value) -> crate::helpers::ApiR
     .await
 }
 
+/// Enqueue `payload(n)` for every `n` of `range` to queue `q`, in one batch.
+async fn post_batch(app: &TestApp, range: std::ops::Range<usize>) {
+    let jobs: Vec<Value> = range.map(payload).collect();
+    app.call(
+        Method::POST,
+        "/queue/q/_batch",
+        Some(Value::from(jobs).to_string().as_bytes()),
+    )
+    .await
+    .expect(201);
+}
+
 async fn put(app: &TestApp, queue: &str, body: &Value) -> crate::helpers::ApiResponse {
     app.call(
         Method::PUT,
@@ -454,14 +466,7 @@ async fn a_rate_limited_queue_starts_no_more_deliveries_than_its_rate_allows() {
     .await
     .expect(201);
     let sent = std::time::Instant::now();
-    let jobs: Vec<Value> = (0..30).map(payload).collect();
-    app.call(
-        Method::POST,
-        "/queue/q/_batch",
-        Some(Value::from(jobs).to_string().as_bytes()),
-    )
-    .await
-    .expect(201);
+    post_batch(&app, 0..30).await;
     let delivered = receiver.wait_for(30).await;
     // A lower bound, so it holds on any machine: 2 at once, then 20 a second, so the 30th
     // cannot start before 28 / 20 = 1.4 s after the batch was sent.
@@ -496,14 +501,7 @@ async fn an_overloaded_target_halves_its_queues_concurrency_and_successes_win_it
     let stats = app.get("/queue/q/_stats").await.expect(200);
     assert_eq!(concurrency(&stats), json!({"limit": 8, "effective": 4}));
     // 4 -> 8 takes 4 + 5 + 6 + 7 = 22 successes.
-    let jobs: Vec<Value> = (1..=30).map(payload).collect();
-    app.call(
-        Method::POST,
-        "/queue/q/_batch",
-        Some(Value::from(jobs).to_string().as_bytes()),
-    )
-    .await
-    .expect(201);
+    post_batch(&app, 1..31).await;
     receiver.wait_for(31).await;
     crate::helpers::eventually("the limit won back", || async {
         let stats = app.get("/queue/q/_stats").await.expect(200);
