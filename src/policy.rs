@@ -93,11 +93,6 @@ impl QueuePolicy {
     pub fn concurrency(&self, defaults: &Defaults) -> u32 {
         self.concurrency.unwrap_or(defaults.concurrency)
     }
-
-    /// The attempt limit in effect.
-    pub fn max_attempts(&self, defaults: &Defaults) -> u32 {
-        self.max_attempts.unwrap_or(defaults.max_attempts)
-    }
 }
 
 /// A change to a queue: each field `None` leaves the setting as it is; `Some(None)` resets

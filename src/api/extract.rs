@@ -190,11 +190,8 @@ impl FromRequestParts<AppState> for EnqueueOptions {
                 ));
             }
             (Some(raw), None) => {
-                let delay = humantime::parse_duration(raw.trim()).map_err(|_| {
-                    ApiError::Unprocessable(format!(
-                        "delay: `{raw}` is not a duration such as 500ms, 30s or 2h"
-                    ))
-                })?;
+                let delay = crate::policy::parse_duration("delay", &raw)
+                    .map_err(|e| ApiError::Unprocessable(e.0))?;
                 let delay = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
                 if delay > ahead {
                     return Err(ApiError::Unprocessable(
