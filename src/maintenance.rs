@@ -121,6 +121,8 @@ impl Maintenance {
                     let count = queues.len();
                     for queue in &queues {
                         telemetry::job_dead_lettered(queue, "expired");
+                        // An expired key head lets the key's next job go.
+                        self.wakeups.mark_due(queue, now);
                     }
                     total += count;
                     if count < SWEEP_BATCH {

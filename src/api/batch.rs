@@ -116,6 +116,8 @@ async fn enqueue_batch(
                 key: format!("{}/{index}", key.key),
                 valid_since: key.valid_since,
             }),
+            priority: options.priority,
+            ordering_key: options.ordering_key.clone(),
         });
     }
     let ids: Vec<JobId> = jobs.iter().map(|job| job.id).collect();

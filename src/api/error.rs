@@ -77,6 +77,10 @@ impl From<StoreError> for ApiError {
                 msg: StoreError::Overloaded.to_string(),
                 retry_after_secs: 1,
             },
+            StoreError::QueueFull => Self::TooManyRequests {
+                msg: StoreError::QueueFull.to_string(),
+                retry_after_secs: 1,
+            },
             StoreError::Closed => Self::Unavailable("the server is shutting down".into()),
             other => Self::Internal(other.into()),
         }

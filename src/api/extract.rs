@@ -162,16 +162,25 @@ pub struct EnqueueOptions {
     /// Not delivered before this time; `None`: at once.
     pub not_before: Option<UnixMillis>,
     pub idempotency: Option<IdempotencyKey>,
+    /// −100…100: among a queue's due jobs, higher first.
+    pub priority: i32,
+    pub ordering_key: Option<String>,
 }
 
 /// The longest `Idempotency-Key` accepted, in characters.
 pub const MAX_IDEMPOTENCY_KEY: usize = 200;
+/// The longest `orderingKey` accepted, in characters.
+pub const MAX_ORDERING_KEY: usize = 200;
+/// The priorities a job may have.
+pub const PRIORITIES: std::ops::RangeInclusive<i32> = -100..=100;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct EnqueueQuery {
     delay: Option<String>,
     run_at: Option<String>,
+    priority: Option<String>,
+    ordering_key: Option<String>,
 }
 
 impl FromRequestParts<AppState> for EnqueueOptions {
@@ -240,10 +249,38 @@ impl FromRequestParts<AppState> for EnqueueOptions {
                 })
             }
         };
+        let priority = match option_value("priority", query.priority, parts, "x-hookq-priority")? {
+            None => 0,
+            Some(raw) => raw
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|p| PRIORITIES.contains(p))
+                .ok_or_else(|| {
+                    ApiError::Unprocessable(format!(
+                        "priority: `{raw}` is not an integer from -100 to 100"
+                    ))
+                })?,
+        };
+        let ordering_key = option_value(
+            "orderingKey",
+            query.ordering_key,
+            parts,
+            "x-hookq-ordering-key",
+        )?;
+        if let Some(key) = &ordering_key
+            && (key.is_empty() || key.chars().count() > MAX_ORDERING_KEY)
+        {
+            return Err(ApiError::Unprocessable(format!(
+                "orderingKey must be 1 to {MAX_ORDERING_KEY} characters"
+            )));
+        }
         Ok(Self {
             now,
             not_before,
             idempotency,
+            priority,
+            ordering_key,
         })
     }
 }

@@ -82,6 +82,13 @@ pub struct JobView {
     /// Unix milliseconds: the start the producer asked for (`delay` / `runAt`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_at: Option<i64>,
+    /// −100…100, when not 0: among a queue's due jobs, higher first.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schema(required = false)]
+    pub priority: i32,
+    /// The job's ordering key, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering_key: Option<String>,
     /// Present (and `true`) while the job is being delivered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[schema(required = false)]
@@ -123,6 +130,10 @@ impl From<AttemptRecord> for AttemptView {
     }
 }
 
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
 impl TryFrom<JobRecord> for JobView {
     type Error = ApiError;
 
@@ -146,6 +157,8 @@ impl TryFrom<JobRecord> for JobView {
             created_at: record.created_at,
             next_attempt_at: (record.state == JobState::Ready).then_some(record.run_at),
             run_at: record.not_before,
+            priority: record.priority,
+            ordering_key: record.ordering_key,
             in_flight: record.state == JobState::InFlight,
             error: record.last_error,
             last_status: record.last_status,
@@ -313,6 +326,10 @@ async fn cancel_job(
     JobPath { queue, id }: JobPath,
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
     state.store.cancel(queue.name.clone(), id).await?;
+    if state.config.dispatch {
+        // A cancelled key head lets the key's next job go.
+        state.wakeups.mark_due(&queue.name, now_millis());
+    }
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }
 

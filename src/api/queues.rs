@@ -254,14 +254,21 @@ async fn enqueue(
         created_at: options.now,
         not_before: options.not_before,
         idempotency: options.idempotency,
+        priority: options.priority,
+        ordering_key: options.ordering_key,
     };
     let id = job.id;
     let due_at = job.due_at();
     // While no job waits to be claimed, a job due now is delivered straight after the
     // commit; otherwise the claim loop claims it in turn, when it is due. A job with an
-    // idempotency key takes the normal path: it may turn out to be a duplicate.
+    // idempotency key takes the normal path (it may turn out to be a duplicate), and so does
+    // a job with an ordering key (it may have to wait for an earlier one).
     let handoff = match &state.pool {
-        Some(pool) if due_at <= options.now && job.idempotency.is_none() => {
+        Some(pool)
+            if due_at <= options.now
+                && job.idempotency.is_none()
+                && job.ordering_key.is_none() =>
+        {
             pool.try_handoff(&queue, id, &job.payload, options.now)
         }
         _ => None,

@@ -24,6 +24,7 @@ impl Attempt {
     #[tracing::instrument(level = "debug", skip_all, fields(queue = %queue.name, job_id = %job.id, attempt = job.attempt))]
     pub(super) async fn run(mut self, queue: Arc<Queue>, job: ClaimedJob) {
         let lease = job.lease();
+        let keyed = job.ordering_key.is_some();
         let timeout = self.pool.timeout_of(&queue);
         let result = self
             .pool
@@ -77,6 +78,9 @@ impl Attempt {
             Ok(true) => {
                 if let Some(at) = retry_at {
                     inner.wakeups.mark_due(&queue.name, at);
+                } else if keyed {
+                    // The job left: the next job of its key may be ready now.
+                    inner.wakeups.mark_due(&queue.name, now);
                 }
                 if dead {
                     telemetry::job_dead_lettered(&queue.name, "max_attempts_reached");

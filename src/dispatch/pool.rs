@@ -270,6 +270,7 @@ impl DeliveryPool {
             attempt: 1,
             created_at: now,
             leased_until,
+            ordering_key: None,
         };
         let pool = self.clone();
         let queue = queue.clone();

@@ -22,6 +22,9 @@ pub enum StoreError {
     /// nothing was written; the producer should retry shortly.
     #[error("too many writes waiting: the job was not stored; retry shortly")]
     Overloaded,
+    /// The queue holds its `maxQueued` jobs already: nothing was written.
+    #[error("queue full: it holds its maxQueued jobs already; retry later")]
+    QueueFull,
     /// The store has stopped (shutting down, or its writer failed and gave up).
     #[error("the store is shutting down")]
     Closed,

@@ -74,7 +74,8 @@ fn set<T: Clone>(field: &mut Option<T>, change: &Option<Option<T>>) {
 /// Where a job stands in storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobState {
-    /// Waiting for its `run_at` (new, or scheduled for a retry).
+    /// Waiting: due, scheduled (a delay, a retry's backoff) or behind an earlier job of its
+    /// ordering key.
     Ready,
     /// Leased to a delivery.
     InFlight,
@@ -93,6 +94,10 @@ pub struct NewJob {
     pub not_before: Option<UnixMillis>,
     /// The producer's `Idempotency-Key`, if any.
     pub idempotency: Option<IdempotencyKey>,
+    /// Among a queue's due jobs, higher first (−100…100; 0 by default).
+    pub priority: i32,
+    /// Jobs of a queue with the same key are delivered one at a time, in enqueue order.
+    pub ordering_key: Option<String>,
 }
 
 /// A producer's key for one enqueue: the same key on the same queue stores one job.
@@ -122,6 +127,8 @@ impl NewJob {
             created_at,
             not_before: None,
             idempotency: None,
+            priority: 0,
+            ordering_key: None,
         }
     }
 
@@ -146,6 +153,8 @@ pub struct JobRecord {
     pub last_status: Option<u16>,
     /// The start the producer asked for (`delay` / `runAt`), if any.
     pub not_before: Option<UnixMillis>,
+    pub priority: i32,
+    pub ordering_key: Option<String>,
 }
 
 /// A job leased to one delivery attempt.
@@ -157,6 +166,8 @@ pub struct ClaimedJob {
     pub attempt: u32,
     pub created_at: UnixMillis,
     pub leased_until: UnixMillis,
+    /// Its ordering key: the key's next job waits for this one's outcome.
+    pub ordering_key: Option<String>,
 }
 
 impl ClaimedJob {
@@ -287,6 +298,9 @@ pub struct DeadLetter {
     pub acknowledged_at: Option<UnixMillis>,
     /// The job, only when asked for.
     pub payload: Option<CanonicalJson>,
+    /// Kept for a replay, which puts them back.
+    pub priority: i32,
+    pub ordering_key: Option<String>,
 }
 
 impl DeadLetter {
@@ -305,6 +319,8 @@ impl DeadLetter {
             last_error: self.last_error,
             last_status: self.last_status,
             not_before: None,
+            priority: self.priority,
+            ordering_key: self.ordering_key,
         }
     }
 
@@ -381,6 +397,8 @@ pub struct QueueCounts {
     pub ready: u64,
     /// READY but not due yet (a retry's backoff, a delay).
     pub scheduled: u64,
+    /// READY, waiting behind an earlier job of its ordering key.
+    pub blocked: u64,
     /// Leased to a delivery.
     pub in_flight: u64,
     /// Pending dead letters.

@@ -116,8 +116,9 @@ impl Inspector {
         Ok(())
     }
 
-    /// Behind the server's back: a live READY job `id` in `queue`, due at `run_at`.
-    pub fn insert_ready_job(
+    /// Behind the server's back: a live READY job `id` in `queue`, scheduled for `run_at`
+    /// (a time in the future).
+    pub fn insert_scheduled_job(
         &self,
         queue: &QueueName,
         id: JobId,
@@ -125,7 +126,7 @@ impl Inspector {
     ) -> anyhow::Result<()> {
         self.conn.execute(
             "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at)
-             VALUES (?1, ?2, 0, '{}', 0, ?3, ?3)",
+             VALUES (?1, ?2, 3, '{}', 0, ?3, ?3)",
             rusqlite::params![&id.as_bytes()[..], queue.as_str(), run_at],
         )?;
         Ok(())

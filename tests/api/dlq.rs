@@ -615,7 +615,7 @@ async fn a_replay_that_cannot_put_its_job_back_leaves_the_dead_letter_pending() 
     // putting it back on its queue fails on the unique id.
     hookq::store::testing::Inspector::open(&app.db_path)
         .unwrap()
-        .insert_ready_job(
+        .insert_scheduled_job(
             &hookq::model::QueueName::parse("q").unwrap(),
             hookq::model::JobId::parse(&ids[0]).unwrap(),
             now_millis() + 86_400_000,

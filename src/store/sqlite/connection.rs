@@ -27,6 +27,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0004_idempotency_keys",
         include_str!("../../../migrations/0004_idempotency_keys.sql"),
     ),
+    (
+        "0005_priorities_and_ordering_keys",
+        include_str!("../../../migrations/0005_priorities_and_ordering_keys.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

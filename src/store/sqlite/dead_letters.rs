@@ -14,7 +14,8 @@ use crate::store::records::{
 };
 
 const COLUMNS: &str = "id, queue, target, created_at, failed_at, attempts, failure_reason, \
-     last_error, last_status, state, replay_count, replayed_at, acknowledged_at";
+     last_error, last_status, state, replay_count, replayed_at, acknowledged_at, priority, \
+     ordering_key";
 
 fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
     let id: Vec<u8> = row.get(0)?;
@@ -47,8 +48,10 @@ fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
         replay_count: row.get(10)?,
         replayed_at: row.get(11)?,
         acknowledged_at: row.get(12)?,
+        priority: row.get(13)?,
+        ordering_key: row.get(14)?,
         payload: if payload {
-            Some(CanonicalJson::from_stored(row.get(13)?))
+            Some(CanonicalJson::from_stored(row.get(15)?))
         } else {
             None
         },

@@ -12,17 +12,37 @@ use crate::store::records::{
     AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, NewJob, QueueCounts,
 };
 
+/// Due: claimable now.
 const READY: i64 = 0;
 const IN_FLIGHT: i64 = 1;
 const DEAD: i64 = 2;
+/// Not due yet: a delay, or a retry's backoff. Promoted to ready by the claim that finds it
+/// due ([`promote_due`]).
+const SCHEDULED: i64 = 3;
+/// Behind an earlier live job of its ordering key; promoted when that one leaves
+/// ([`promote_next_of_key`]).
+const BLOCKED: i64 = 4;
 
 fn state_from_code(code: i64) -> rusqlite::Result<JobState> {
     match code {
-        READY => Ok(JobState::Ready),
+        READY | SCHEDULED | BLOCKED => Ok(JobState::Ready),
         IN_FLIGHT => Ok(JobState::InFlight),
         DEAD => Ok(JobState::Dead),
         other => Err(rusqlite::Error::IntegralValueOutOfRange(2, other)),
     }
+}
+
+/// The status a job entering `jobs` of queue `?queue` starts in, as SQL over the
+/// placeholders named: blocked behind its key's live jobs, else scheduled until `?due`,
+/// else ready. A job without a key never looks at the key index.
+pub(super) fn entry_status(queue: &str, key: &str, due: &str, now: &str) -> String {
+    format!(
+        "CASE WHEN {key} IS NOT NULL AND EXISTS (
+                  SELECT 1 FROM jobs WHERE queue = {queue} AND ordering_key = {key})
+              THEN {BLOCKED}
+              WHEN {due} > {now} THEN {SCHEDULED}
+              ELSE {READY} END"
+    )
 }
 
 pub(super) fn id_from_row(row: &Row<'_>, index: usize) -> rusqlite::Result<JobId> {
@@ -36,56 +56,199 @@ pub(super) fn id_from_row(row: &Row<'_>, index: usize) -> rusqlite::Result<JobId
 
 pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult<()> {
     // Inserting through a SELECT on `queues` makes "queue exists" and "job stored" one step,
-    // so a job can never land in a queue deleted a moment before. A delayed job's time to
-    // live starts when it is due (`ttl_from`).
+    // so a job can never land in a queue deleted a moment before; the same step refuses a
+    // queue at its cap. A delayed job's time to live starts when it is due (`ttl_from`).
     let inserted = conn
-        .prepare_cached(
+        .prepare_cached(&format!(
             "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
-                              not_before, ttl_from)
-             SELECT ?1, name, 0, ?3, 0, ?4, ?5, ?6, ?6 FROM queues WHERE name = ?2",
-        )?
+                              not_before, ttl_from, priority, ordering_key)
+             SELECT ?1, name, {status}, ?3, 0, ?4, ?5, ?6, ?6, ?7, ?8
+             FROM queues WHERE name = ?2 AND {ROOM}",
+            status = entry_status("?2", "?8", "?4", "?5"),
+        ))?
         .execute(params![
             &job.id.as_bytes()[..],
             queue.as_str(),
             job.payload.as_str(),
             job.due_at(),
             job.created_at,
-            job.not_before
+            job.not_before,
+            job.priority,
+            job.ordering_key,
         ])?;
     if inserted == 0 {
-        return Err(StoreError::QueueNotFound);
+        return Err(missing_or_full(conn, queue)?);
     }
     Ok(())
 }
 
+/// The insert condition of a queue's cap (`queue_sizes` has a row only for a queue that
+/// has one), with the queue's name as `?2`.
+const ROOM: &str =
+    "NOT EXISTS (SELECT 1 FROM queue_sizes WHERE queue = ?2 AND live >= cap)";
+
+/// Why a job could not be inserted into `queue`: it does not exist, or it is full.
+fn missing_or_full(conn: &Connection, queue: &QueueName) -> StoreResult<StoreError> {
+    let exists = conn
+        .prepare_cached("SELECT 1 FROM queues WHERE name = ?1")?
+        .query_row([queue.as_str()], |_| Ok(()))
+        .optional()?
+        .is_some();
+    Ok(if exists {
+        StoreError::QueueFull
+    } else {
+        StoreError::QueueNotFound
+    })
+}
+
 /// Insert a job already leased for its first attempt (a direct hand-off: see
 /// `dispatch::pool`), as if [`insert`] and [`claim`] had run back to back.
-/// Only for a job due at once.
+/// Only for a job due at once, without an ordering key.
 pub fn insert_leased(
     conn: &Connection,
     queue: &QueueName,
     job: &NewJob,
     leased_until: UnixMillis,
 ) -> StoreResult<()> {
+    debug_assert!(job.ordering_key.is_none(), "a keyed job waits for its turn");
     let inserted = conn
-        .prepare_cached(
-            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at, leased_until)
-             SELECT ?1, name, 1, ?3, 1, ?4, ?4, ?5 FROM queues WHERE name = ?2",
-        )?
+        .prepare_cached(&format!(
+            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
+                              leased_until, priority)
+             SELECT ?1, name, 1, ?3, 1, ?4, ?4, ?5, ?6 FROM queues WHERE name = ?2 AND {ROOM}"
+        ))?
         .execute(params![
             &job.id.as_bytes()[..],
             queue.as_str(),
             job.payload.as_str(),
             job.created_at,
-            leased_until
+            leased_until,
+            job.priority,
         ])?;
     if inserted == 0 {
-        return Err(StoreError::QueueNotFound);
+        return Err(missing_or_full(conn, queue)?);
     }
     Ok(())
 }
 
-/// Lease up to `limit` due jobs of `queue`, oldest first, in one statement.
+/// How many scheduled jobs one claim promotes at most: a million delayed jobs falling due
+/// at once are promoted over several claims, not in one long write.
+const PROMOTE_BATCH: i64 = 1000;
+
+/// Scheduled jobs of `queue` due at `now` become ready (at most [`PROMOTE_BATCH`], earliest
+/// due first).
+fn promote_due(conn: &Connection, queue: &QueueName, now: UnixMillis) -> StoreResult<usize> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "UPDATE jobs SET status = {READY}
+             WHERE rowid IN (
+                 SELECT rowid FROM jobs
+                 WHERE queue = ?1 AND status = {SCHEDULED} AND run_at <= ?2
+                 ORDER BY run_at LIMIT ?3)"
+        ))?
+        .execute(params![queue.as_str(), now, PROMOTE_BATCH])?)
+}
+
+/// After a job of `key` left `jobs` (delivered, dead-lettered, cancelled, expired): if the
+/// key has no head any more, its earliest blocked job becomes the head: ready, or
+/// scheduled if it asked to start later. Returns whether one did.
+pub(super) fn promote_next_of_key(
+    conn: &Connection,
+    queue: &str,
+    key: &str,
+    now: UnixMillis,
+) -> StoreResult<bool> {
+    let promoted = conn
+        .prepare_cached(&format!(
+            "UPDATE jobs SET status = CASE WHEN run_at > ?3 THEN {SCHEDULED} ELSE {READY} END
+             WHERE rowid = (
+                 SELECT rowid FROM jobs
+                 WHERE queue = ?1 AND ordering_key = ?2 AND status = {BLOCKED}
+                 ORDER BY id LIMIT 1)
+             AND NOT EXISTS (
+                 SELECT 1 FROM jobs
+                 WHERE queue = ?1 AND ordering_key = ?2
+                   AND status IN ({READY}, {IN_FLIGHT}, {SCHEDULED}))"
+        ))?
+        .execute(params![queue, key, now])?;
+    Ok(promoted == 1)
+}
+
+/// Delete job `id` if it is still in flight under the lease (`attempt`, `until`), and let
+/// its key move on. `None`: the lease was lost; otherwise whether the job had failed
+/// attempts (so history to drop).
+pub(super) fn delete_leased(
+    conn: &Connection,
+    id: JobId,
+    attempt: u32,
+    until: UnixMillis,
+    now: UnixMillis,
+) -> StoreResult<Option<bool>> {
+    let deleted: Option<(String, Option<String>, bool)> = conn
+        .prepare_cached(&format!(
+            "DELETE FROM jobs
+             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3
+             RETURNING queue, ordering_key, last_error IS NOT NULL"
+        ))?
+        .query_row(params![&id.as_bytes()[..], attempt, until], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .optional()?;
+    let Some((queue, key, had_failures)) = deleted else {
+        return Ok(None);
+    };
+    if let Some(key) = key {
+        promote_next_of_key(conn, &queue, &key, now)?;
+    }
+    Ok(Some(had_failures))
+}
+
+/// Delete live job `id` whatever its status, and let its key move on. Returns whether it
+/// was there.
+pub(super) fn remove(conn: &Connection, id: JobId, now: UnixMillis) -> StoreResult<bool> {
+    let deleted: Option<(String, Option<String>)> = conn
+        .prepare_cached("DELETE FROM jobs WHERE id = ?1 RETURNING queue, ordering_key")?
+        .query_row([&id.as_bytes()[..]], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((queue, key)) = deleted else {
+        return Ok(false);
+    };
+    if let Some(key) = key {
+        promote_next_of_key(conn, &queue, &key, now)?;
+    }
+    Ok(true)
+}
+
+/// Put job `id`, in flight under the lease (`attempt`, `until`), back to wait for its retry
+/// at `run_at`: scheduled, or ready if that is already the time of the `failure`. It stays
+/// its key's head. Returns false if the lease was lost.
+pub(super) fn reschedule_leased(
+    conn: &Connection,
+    id: JobId,
+    (attempt, until): (u32, UnixMillis),
+    run_at: UnixMillis,
+    failure: &Failure,
+) -> StoreResult<bool> {
+    let changed = conn
+        .prepare_cached(&format!(
+            "UPDATE jobs SET status = CASE WHEN ?4 > ?5 THEN {SCHEDULED} ELSE {READY} END,
+                    run_at = ?4, leased_until = NULL, last_error = ?6, last_status = ?7
+             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3"
+        ))?
+        .execute(params![
+            &id.as_bytes()[..],
+            attempt,
+            until,
+            run_at,
+            failure.at,
+            failure.error,
+            failure.status
+        ])?;
+    Ok(changed == 1)
+}
+
+/// Lease up to `limit` due jobs of `queue` in one statement: higher priority first, then
+/// the longest due. Scheduled jobs that fell due are promoted first.
 pub fn claim(
     conn: &Connection,
     queue: &QueueName,
@@ -93,30 +256,32 @@ pub fn claim(
     leased_until: UnixMillis,
     limit: usize,
 ) -> StoreResult<Vec<ClaimedJob>> {
-    let mut stmt = conn.prepare_cached(
-        "UPDATE jobs SET status = 1, attempts = attempts + 1, leased_until = ?3
+    promote_due(conn, queue, now)?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = ?2
          WHERE rowid IN (
              SELECT rowid FROM jobs
-             WHERE queue = ?1 AND status = 0 AND run_at <= ?2
-             ORDER BY run_at LIMIT ?4)
-         RETURNING id, payload, attempts, created_at, leased_until",
-    )?;
-    let rows = stmt.query_map(
-        params![queue.as_str(), now, leased_until, limit as i64],
-        |row| {
-            Ok(ClaimedJob {
-                id: id_from_row(row, 0)?,
-                payload: CanonicalJson::from_stored(row.get(1)?),
-                attempt: row.get(2)?,
-                created_at: row.get(3)?,
-                leased_until: row.get(4)?,
-            })
-        },
-    )?;
+             WHERE queue = ?1 AND status = {READY}
+             ORDER BY priority DESC, run_at LIMIT ?3)
+         RETURNING id, payload, attempts, created_at, leased_until, ordering_key, priority,
+                   run_at"
+    ))?;
+    let rows = stmt.query_map(params![queue.as_str(), leased_until, limit as i64], |row| {
+        let job = ClaimedJob {
+            id: id_from_row(row, 0)?,
+            payload: CanonicalJson::from_stored(row.get(1)?),
+            attempt: row.get(2)?,
+            created_at: row.get(3)?,
+            leased_until: row.get(4)?,
+            ordering_key: row.get(5)?,
+        };
+        let order: (i64, UnixMillis) = (row.get(6)?, row.get(7)?);
+        Ok((order, job))
+    })?;
     let mut claimed = rows.collect::<Result<Vec<_>, _>>()?;
-    // RETURNING gives no order guarantee; deliver oldest first.
-    claimed.sort_by_key(|job| job.id);
-    Ok(claimed)
+    // RETURNING gives no order guarantee; start them in claim order.
+    claimed.sort_by_key(|((priority, run_at), job)| (-priority, *run_at, job.id));
+    Ok(claimed.into_iter().map(|(_, job)| job).collect())
 }
 
 /// Append a failed attempt to the job's history.
@@ -165,44 +330,68 @@ pub fn history(conn: &Connection, id: JobId) -> StoreResult<Vec<AttemptRecord>> 
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Due, scheduled and in-flight jobs of `queue` at `now`, and the earliest due time; each
-/// count walks only its own index entries.
+/// Due, scheduled, blocked and in-flight jobs of `queue` at `now`, and the earliest due
+/// time among the due; each count walks only its own index entries.
 pub fn counts(conn: &Connection, queue: &QueueName, now: UnixMillis) -> StoreResult<QueueCounts> {
+    let count_of = |sql: &str| -> StoreResult<i64> {
+        Ok(conn
+            .prepare_cached(sql)?
+            .query_row([queue.as_str()], |row| row.get(0))?)
+    };
     let (ready, oldest_due_at): (i64, Option<i64>) = conn
-        .prepare_cached(
-            "SELECT count(*), min(run_at) FROM jobs WHERE queue = ?1 AND status = 0 AND run_at <= ?2",
-        )?
-        .query_row(params![queue.as_str(), now], |row| Ok((row.get(0)?, row.get(1)?)))?;
-    let scheduled: i64 = conn
-        .prepare_cached(
-            "SELECT count(*) FROM jobs WHERE queue = ?1 AND status = 0 AND run_at > ?2",
-        )?
-        .query_row(params![queue.as_str(), now], |row| row.get(0))?;
+        .prepare_cached(&format!(
+            "SELECT count(*), min(run_at) FROM jobs WHERE queue = ?1 AND status = {READY}"
+        ))?
+        .query_row([queue.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    // Scheduled jobs already due (not promoted yet: no claim since) count as ready.
+    let (due_scheduled, oldest_scheduled): (i64, Option<i64>) = conn
+        .prepare_cached(&format!(
+            "SELECT count(*), min(run_at) FROM jobs
+             WHERE queue = ?1 AND status = {SCHEDULED} AND run_at <= ?2"
+        ))?
+        .query_row(params![queue.as_str(), now], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
+    let scheduled = count_of(&format!(
+        "SELECT count(*) FROM jobs WHERE queue = ?1 AND status = {SCHEDULED}"
+    ))?;
+    let blocked = count_of(&format!(
+        "SELECT count(*) FROM jobs INDEXED BY jobs_by_key
+         WHERE queue = ?1 AND ordering_key IS NOT NULL AND status = {BLOCKED}"
+    ))?;
     // Through the small index of in-flight jobs (all queues), not the queue's every job.
-    let in_flight: i64 = conn
-        .prepare_cached(
-            "SELECT count(*) FROM jobs INDEXED BY jobs_leased WHERE status = 1 AND queue = ?1",
-        )?
-        .query_row([queue.as_str()], |row| row.get(0))?;
+    let in_flight = count_of(&format!(
+        "SELECT count(*) FROM jobs INDEXED BY jobs_leased WHERE status = {IN_FLIGHT} AND queue = ?1"
+    ))?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let oldest_due_at = match (oldest_due_at, oldest_scheduled) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     Ok(QueueCounts {
-        ready: count(ready),
-        scheduled: count(scheduled),
+        ready: count(ready + due_scheduled),
+        scheduled: count(scheduled - due_scheduled),
+        blocked: count(blocked),
         in_flight: count(in_flight),
         dead: 0,
         oldest_due_at,
     })
 }
 
-/// The earliest `run_at` among the ready jobs of `queue`.
+/// When `queue` next has a job to claim: a ready job's due time (in the past), else the
+/// earliest scheduled job's.
 pub fn next_due(conn: &Connection, queue: &QueueName) -> StoreResult<Option<UnixMillis>> {
     Ok(conn
-        .prepare_cached("SELECT min(run_at) FROM jobs WHERE queue = ?1 AND status = 0")?
+        .prepare_cached(&format!(
+            "SELECT coalesce(
+                 (SELECT run_at FROM jobs WHERE queue = ?1 AND status = {READY} LIMIT 1),
+                 (SELECT min(run_at) FROM jobs WHERE queue = ?1 AND status = {SCHEDULED}))"
+        ))?
         .query_row([queue.as_str()], |row| row.get(0))?)
 }
 
 const RECORD_COLUMNS: &str = "id, queue, status, payload, attempts, created_at, run_at, \
-     last_error, last_status, not_before";
+     last_error, last_status, not_before, priority, ordering_key";
 
 fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     Ok(JobRecord {
@@ -216,6 +405,8 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         last_error: row.get(7)?,
         last_status: row.get(8)?,
         not_before: row.get(9)?,
+        priority: row.get(10)?,
+        ordering_key: row.get(11)?,
     })
 }
 
@@ -267,9 +458,11 @@ pub(super) fn state_of(
 /// Those jobs go back to ready, due now, and the interrupted attempt is not counted.
 pub fn release_all_leases(conn: &Connection, now: UnixMillis) -> StoreResult<usize> {
     Ok(conn.execute(
-        "UPDATE jobs SET status = 0, attempts = max(attempts - 1, 0), leased_until = NULL,
-                run_at = ?1
-         WHERE status = 1",
+        &format!(
+            "UPDATE jobs SET status = {READY}, attempts = max(attempts - 1, 0),
+                    leased_until = NULL, run_at = ?1
+             WHERE status = {IN_FLIGHT}"
+        ),
         [now],
     )?)
 }
@@ -299,15 +492,49 @@ mod tests {
         migrate(&mut conn).unwrap();
         let claim = plan(
             &conn,
-            "SELECT rowid FROM jobs WHERE queue = 'q' AND status = 0 AND run_at <= 5 ORDER BY run_at LIMIT 10",
+            "SELECT rowid FROM jobs WHERE queue = 'q' AND status = 0 ORDER BY priority DESC, run_at LIMIT 10",
         );
         assert!(claim.contains("USING COVERING INDEX jobs_ready"), "{claim}");
         assert!(!claim.contains("TEMP B-TREE"), "{claim}");
+        let promote = plan(
+            &conn,
+            "SELECT rowid FROM jobs WHERE queue = 'q' AND status = 3 AND run_at <= 5 ORDER BY run_at LIMIT 10",
+        );
+        assert!(
+            promote.contains("COVERING INDEX jobs_scheduled (queue=? AND run_at<?)"),
+            "{promote}"
+        );
+        assert!(!promote.contains("TEMP B-TREE"), "{promote}");
+        let key_next = plan(
+            &conn,
+            "SELECT rowid FROM jobs WHERE queue = 'q' AND ordering_key = 'k' AND status = 4 ORDER BY id LIMIT 1",
+        );
+        assert!(
+            key_next.contains("jobs_by_key (queue=? AND ordering_key=? AND status=?)"),
+            "{key_next}"
+        );
+        assert!(!key_next.contains("TEMP B-TREE"), "{key_next}");
+        let key_head = plan(
+            &conn,
+            "SELECT 1 FROM jobs WHERE queue = 'q' AND ordering_key = 'k' AND status IN (0, 1, 3)",
+        );
+        assert!(
+            key_head.contains("jobs_by_key (queue=? AND ordering_key=? AND status=?)"),
+            "{key_head}"
+        );
+        let key_busy = plan(
+            &conn,
+            "SELECT 1 FROM jobs WHERE queue = 'q' AND ordering_key = 'k'",
+        );
+        assert!(
+            key_busy.contains("jobs_by_key (queue=? AND ordering_key=?)"),
+            "{key_busy}"
+        );
         let next_due = plan(
             &conn,
-            "SELECT min(run_at) FROM jobs WHERE queue = 'q' AND status = 0",
+            "SELECT min(run_at) FROM jobs WHERE queue = 'q' AND status = 3",
         );
-        assert!(next_due.contains("jobs_ready"), "{next_due}");
+        assert!(next_due.contains("jobs_scheduled"), "{next_due}");
         let list = plan(
             &conn,
             "SELECT * FROM jobs WHERE queue = 'q' AND id > x'' ORDER BY id LIMIT 10",
@@ -323,7 +550,7 @@ mod tests {
         assert!(by_id.contains("sqlite_autoindex_jobs_1"), "{by_id}");
         let expire = plan(
             &conn,
-            "SELECT id FROM jobs WHERE id < x'01' AND status = 0 AND ttl_from IS NULL LIMIT 10",
+            "SELECT id FROM jobs WHERE id < x'01' AND status <> 1 AND ttl_from IS NULL LIMIT 10",
         );
         assert!(
             expire.contains("sqlite_autoindex_jobs_1 (id<?)"),
@@ -331,7 +558,7 @@ mod tests {
         );
         let expire_replayed = plan(
             &conn,
-            "SELECT id FROM jobs WHERE ttl_from < 5 AND status = 0 LIMIT 10",
+            "SELECT id FROM jobs WHERE ttl_from < 5 AND status <> 1 LIMIT 10",
         );
         assert!(
             expire_replayed.contains("jobs_ttl_replayed"),
@@ -362,7 +589,7 @@ mod tests {
         );
         let ready_count = plan(
             &conn,
-            "SELECT count(*), min(run_at) FROM jobs WHERE queue = 'q' AND status = 0 AND run_at <= 5",
+            "SELECT count(*), min(run_at) FROM jobs WHERE queue = 'q' AND status = 0",
         );
         assert!(
             ready_count.contains("COVERING INDEX jobs_ready"),
@@ -377,6 +604,10 @@ mod tests {
             ("ready_count", &ready_count),
             ("in_flight_count", &in_flight_count),
             ("claim", &claim),
+            ("promote", &promote),
+            ("key_next", &key_next),
+            ("key_head", &key_head),
+            ("key_busy", &key_busy),
             ("next_due", &next_due),
             ("list", &list),
             ("stale", &stale),

@@ -31,53 +31,34 @@ pub fn enqueue_once(
     Ok(Enqueued::Stored)
 }
 
-/// Record the outcome of job `id` under `lease`. Returns false (and changes nothing) if the
-/// lease was lost in the meantime: the job was recovered, cancelled, replayed or its queue
-/// deleted.
+/// Record the outcome of job `id` under `lease`, at `now`. Returns false (and changes
+/// nothing) if the lease was lost in the meantime: the job was recovered, cancelled,
+/// replayed or its queue deleted. A job that leaves (delivered, dead-lettered) lets the next
+/// job of its ordering key go.
 pub fn record_outcome(
     conn: &Connection,
     id: JobId,
     lease: Lease,
     outcome: &Outcome,
+    now: UnixMillis,
 ) -> StoreResult<bool> {
-    let key = &id.as_bytes()[..];
     let Lease { attempt, until } = lease;
     match outcome {
         Outcome::Delivered => {
-            let had_failures: Option<bool> = conn
-                .prepare_cached(
-                    "DELETE FROM jobs
-                     WHERE id = ?1 AND status = 1 AND attempts = ?2 AND leased_until = ?3
-                     RETURNING last_error IS NOT NULL",
-                )?
-                .query_row(params![key, attempt, until], |row| row.get(0))
-                .optional()?;
+            let deleted = jobs::delete_leased(conn, id, attempt, until, now)?;
             // Only a job that failed before has history to drop: a first-time success
             // writes nothing beyond its claim and this delete.
-            if had_failures == Some(true) {
+            if deleted == Some(true) {
                 delete_history(conn, id)?;
             }
-            Ok(had_failures.is_some())
+            Ok(deleted.is_some())
         }
         Outcome::Retry { run_at, failure } => {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE jobs SET status = 0, run_at = ?4, leased_until = NULL,
-                            last_error = ?5, last_status = ?6
-                     WHERE id = ?1 AND status = 1 AND attempts = ?2 AND leased_until = ?3",
-                )?
-                .execute(params![
-                    key,
-                    attempt,
-                    until,
-                    run_at,
-                    failure.error,
-                    failure.status
-                ])?;
-            if changed == 1 {
+            let changed = jobs::reschedule_leased(conn, id, (attempt, until), *run_at, failure)?;
+            if changed {
                 record_attempt(conn, id, attempt, failure)?;
             }
-            Ok(changed == 1)
+            Ok(changed)
         }
         Outcome::Dead { failure } => {
             let changed = conn
@@ -85,7 +66,13 @@ pub fn record_outcome(
                     "UPDATE jobs SET last_error = ?4, last_status = ?5
                      WHERE id = ?1 AND status = 1 AND attempts = ?2 AND leased_until = ?3",
                 )?
-                .execute(params![key, attempt, until, failure.error, failure.status])?;
+                .execute(params![
+                    &id.as_bytes()[..],
+                    attempt,
+                    until,
+                    failure.error,
+                    failure.status
+                ])?;
             if changed == 1 {
                 record_attempt(conn, id, attempt, failure)?;
                 bury(conn, id, FailureReason::MaxAttemptsReached, failure.at)?;
@@ -96,11 +83,15 @@ pub fn record_outcome(
 }
 
 /// Remove a ready job that is not being delivered.
-pub fn cancel(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<()> {
+pub fn cancel(
+    conn: &Connection,
+    queue: &QueueName,
+    id: JobId,
+    now: UnixMillis,
+) -> StoreResult<()> {
     match state_of(conn, queue, id)? {
         Some(JobState::Ready) => {
-            conn.prepare_cached("DELETE FROM jobs WHERE id = ?1")?
-                .execute([&id.as_bytes()[..]])?;
+            jobs::remove(conn, id, now)?;
             delete_history(conn, id)?;
             Ok(())
         }
@@ -158,7 +149,7 @@ pub fn recover_stale_leases(
                 failure,
             }
         };
-        record_outcome(conn, *id, *lease, &outcome)?;
+        record_outcome(conn, *id, *lease, &outcome, now)?;
     }
     Ok(stale.len())
 }
@@ -181,7 +172,7 @@ pub fn expire(
     let mut expired: Vec<(JobId, QueueName)> = conn
         .prepare_cached(
             "SELECT id, queue FROM jobs
-             WHERE id < ?1 AND status = 0 AND ttl_from IS NULL LIMIT ?2",
+             WHERE id < ?1 AND status <> 1 AND ttl_from IS NULL LIMIT ?2",
         )?
         .query_map(params![&bound.as_bytes()[..], limit as i64], row)?
         .collect::<Result<_, _>>()?;
@@ -189,7 +180,7 @@ pub fn expire(
     if room > 0 {
         let replayed = conn
             .prepare_cached(
-                "SELECT id, queue FROM jobs WHERE ttl_from < ?1 AND status = 0 LIMIT ?2",
+                "SELECT id, queue FROM jobs WHERE ttl_from < ?1 AND status <> 1 LIMIT ?2",
             )?
             .query_map(params![cutoff, room as i64], row)?
             .collect::<Result<Vec<_>, _>>()?;
@@ -218,9 +209,10 @@ pub fn bury(
     conn.prepare_cached(
         "INSERT INTO dead_letters(id, queue, target, payload, created_at, attempts,
                 failure_reason, last_error, last_status, failed_at, state, replay_count,
-                updated_at)
+                updated_at, priority, ordering_key)
          SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, ?2,
-                j.last_error, j.last_status, ?3, 'pending', j.replay_count, ?3
+                j.last_error, j.last_status, ?3, 'pending', j.replay_count, ?3, j.priority,
+                j.ordering_key
          FROM jobs j JOIN queues q ON q.name = j.queue
          WHERE j.id = ?1
          ON CONFLICT(id) DO UPDATE SET
@@ -229,11 +221,11 @@ pub fn bury(
              last_error = excluded.last_error, last_status = excluded.last_status,
              failed_at = excluded.failed_at, state = 'pending',
              replay_count = excluded.replay_count, acknowledged_at = NULL,
-             updated_at = excluded.updated_at",
+             updated_at = excluded.updated_at, priority = excluded.priority,
+             ordering_key = excluded.ordering_key",
     )?
     .execute(params![key, reason.as_str(), now])?;
-    conn.prepare_cached("DELETE FROM jobs WHERE id = ?1")?
-        .execute([key])?;
+    jobs::remove(conn, id, now)?;
     Ok(())
 }
 
@@ -252,15 +244,22 @@ pub fn replay_claimed(
         conn.execute_batch("SAVEPOINT replay_one")?;
         let attempt = (|| -> StoreResult<Option<QueueName>> {
             let queue: Option<String> = conn
-                .prepare_cached(
+                .prepare_cached(&format!(
                     "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
-                            last_error, last_status, replay_count, ttl_from)
-                     SELECT id, queue, 0, payload, 0, ?2, created_at, last_error, last_status,
-                            replay_count + 1, ?2
+                            last_error, last_status, replay_count, ttl_from, priority,
+                            ordering_key)
+                     SELECT id, queue, {status}, payload, 0, ?2, created_at, last_error,
+                            last_status, replay_count + 1, ?2, priority, ordering_key
                      FROM dead_letters WHERE id = ?1 AND state = 'replaying'
                      RETURNING queue",
-                )?
-                .query_row(params![key, run_at], |row| row.get(0))
+                    status = jobs::entry_status(
+                        "dead_letters.queue",
+                        "dead_letters.ordering_key",
+                        "?2",
+                        "?3"
+                    ),
+                ))?
+                .query_row(params![key, run_at, now], |row| row.get(0))
                 .optional()?;
             let Some(queue) = queue else {
                 return Ok(None);
@@ -405,7 +404,7 @@ mod tests {
             let dead = Outcome::Dead {
                 failure: failure(now),
             };
-            assert!(record_outcome(conn, job.id, job.lease(), &dead).unwrap());
+            assert!(record_outcome(conn, job.id, job.lease(), &dead, now).unwrap());
         }
         ids
     }

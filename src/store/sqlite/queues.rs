@@ -26,7 +26,7 @@ pub fn insert(conn: &Connection, queue: &Queue, sealing: &Sealing) -> StoreResul
     if inserted == 0 {
         return Err(StoreError::QueueExists);
     }
-    Ok(())
+    keep_cap(conn, &queue.name, queue.policy.max_queued)
 }
 
 /// Apply `change` to queue `name` as stored now (in this transaction, so two changes in one
@@ -46,7 +46,33 @@ pub fn update(
          WHERE name = ?1 AND created_at = ?4",
     )?
     .execute(row_values(&queue, sealing).as_params())?;
+    if change.max_queued.is_some() {
+        keep_cap(conn, name, queue.policy.max_queued)?;
+    }
     Ok(queue)
+}
+
+/// Keep `queue_sizes` in step with a queue's `maxQueued`: a capped queue has a row whose
+/// `live` the triggers on `jobs` keep exact (counted once here when the cap is set); an
+/// uncapped queue has none.
+fn keep_cap(conn: &Connection, name: &QueueName, cap: Option<u64>) -> StoreResult<()> {
+    let Some(cap) = cap else {
+        conn.prepare_cached("DELETE FROM queue_sizes WHERE queue = ?1")?
+            .execute([name.as_str()])?;
+        return Ok(());
+    };
+    let cap = i64::try_from(cap).unwrap_or(i64::MAX);
+    let updated = conn
+        .prepare_cached("UPDATE queue_sizes SET cap = ?2 WHERE queue = ?1")?
+        .execute(params![name.as_str(), cap])?;
+    if updated == 0 {
+        conn.prepare_cached(
+            "INSERT INTO queue_sizes(queue, live, cap)
+             SELECT ?1, count(*), ?2 FROM jobs WHERE queue = ?1",
+        )?
+        .execute(params![name.as_str(), cap])?;
+    }
+    Ok(())
 }
 
 /// A queue's row, ready to bind as `?1`…`?12` in [`COLUMNS`] order.
