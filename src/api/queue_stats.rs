@@ -19,15 +19,18 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(queue_stats))
 }
 
-/// A queue's figures. `ready` and `scheduled` together are the hyper `READY` list.
+/// A queue's figures. `ready`, `scheduled`, `blocked` and `inFlight` together are the hyper
+/// `READY` list.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueStats {
     pub ok: bool,
     /// READY jobs due now.
     pub ready: u64,
-    /// READY jobs not due yet (waiting for a retry's backoff).
+    /// READY jobs not due yet (a delay, or a retry's backoff).
     pub scheduled: u64,
+    /// READY jobs waiting behind an earlier job of their ordering key.
+    pub blocked: u64,
     /// Jobs being delivered.
     pub in_flight: u64,
     /// Pending dead letters (`ERROR`).
@@ -88,6 +91,7 @@ async fn queue_stats(
         ok: true,
         ready: counts.ready,
         scheduled: counts.scheduled,
+        blocked: counts.blocked,
         in_flight: counts.in_flight,
         dead: counts.dead,
         oldest_ready_age_ms: counts.oldest_due_at.map(|at| (now - at).max(0)),

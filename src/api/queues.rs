@@ -265,9 +265,7 @@ async fn enqueue(
     // a job with an ordering key (it may have to wait for an earlier one).
     let handoff = match &state.pool {
         Some(pool)
-            if due_at <= options.now
-                && job.idempotency.is_none()
-                && job.ordering_key.is_none() =>
+            if due_at <= options.now && job.idempotency.is_none() && job.ordering_key.is_none() =>
         {
             pool.try_handoff(&queue, id, &job.payload, options.now)
         }

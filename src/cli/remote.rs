@@ -368,6 +368,7 @@ fn show_queue(settings: &QueueSettings, stats: &QueueStats) -> String {
     let mut figures = Table::new(&[
         "READY",
         "SCHEDULED",
+        "BLOCKED",
         "IN FLIGHT",
         "DEAD",
         "LAG",
@@ -378,6 +379,7 @@ fn show_queue(settings: &QueueSettings, stats: &QueueStats) -> String {
     figures.row(vec![
         stats.ready.to_string(),
         stats.scheduled.to_string(),
+        stats.blocked.to_string(),
         stats.in_flight.to_string(),
         stats.dead.to_string(),
         stats

@@ -44,10 +44,15 @@ pub const DEADLINE: Duration = Duration::from_secs(10);
 pub struct ApiResponse {
     pub status: u16,
     pub content_type: Option<String>,
+    pub headers: HeaderMap,
     pub body: Bytes,
 }
 
 impl ApiResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!(
@@ -165,10 +170,12 @@ impl ApiClient {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let headers = response.headers().clone();
         let body = response.bytes().await.expect("read the response body");
         ApiResponse {
             status,
             content_type,
+            headers,
             body,
         }
     }
@@ -203,6 +210,28 @@ impl ApiClient {
             .await
     }
 
+    /// `PUT /queue/{name}` with `body` (a target and any policy).
+    pub async fn put_queue(&self, name: &str, body: &Value) -> ApiResponse {
+        let body = body.to_string();
+        self.call(
+            Method::PUT,
+            &format!("/queue/{name}"),
+            Some(body.as_bytes()),
+        )
+        .await
+    }
+
+    /// `PATCH /queue/{name}` with `body`.
+    pub async fn patch_queue(&self, name: &str, body: &Value) -> ApiResponse {
+        let body = body.to_string();
+        self.call(
+            Method::PATCH,
+            &format!("/queue/{name}"),
+            Some(body.as_bytes()),
+        )
+        .await
+    }
+
     /// Create a queue and insist it worked.
     pub async fn create_queue_ok(&self, name: &str, target: &str, secret: Option<&str>) {
         let body = self.create_queue(name, target, secret).await.expect(201);
@@ -223,6 +252,35 @@ impl ApiClient {
     pub async fn enqueue(&self, queue: &str, job: &Value) -> ApiResponse {
         self.enqueue_raw(queue, &serde_json::to_vec(job).unwrap())
             .await
+    }
+
+    /// `POST /queue/{queue}?{query}` with `payload(1)` and `headers` (enqueue options).
+    pub async fn enqueue_with(
+        &self,
+        queue: &str,
+        query: &str,
+        headers: &[(&str, &str)],
+    ) -> ApiResponse {
+        self.enqueue_job_with(queue, &payload(1), query, headers)
+            .await
+    }
+
+    /// `POST /queue/{queue}?{query}` with `job` and `headers` (enqueue options).
+    pub async fn enqueue_job_with(
+        &self,
+        queue: &str,
+        job: &Value,
+        query: &str,
+        headers: &[(&str, &str)],
+    ) -> ApiResponse {
+        let mut request = self
+            .request(Method::POST, &format!("/queue/{queue}?{query}"))
+            .header(CONTENT_TYPE, "application/json")
+            .body(job.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.send(request).await
     }
 
     /// Enqueue a job, insist on `201 {"ok":true,"id"}`, return the id.
@@ -686,9 +744,13 @@ impl Received {
     }
 }
 
+/// Picks the reply for one request from what it carries (`None`: follow the script).
+type Rule = Box<dyn Fn(&Received) -> Option<Reply> + Send + Sync>;
+
 struct ReceiverState {
     /// Replies for the next requests, in order; then `default`.
     script: Mutex<(VecDeque<Reply>, Reply)>,
+    rule: Option<Rule>,
     received: Mutex<Vec<Received>>,
     /// The number of recorded requests; bumped on every arrival.
     changed: watch::Sender<usize>,
@@ -705,9 +767,22 @@ pub struct TestReceiver {
 impl TestReceiver {
     /// A receiver answering `replies` in order, then `default` forever.
     pub async fn scripted(replies: Vec<Reply>, default: Reply) -> Self {
+        Self::start(replies, default, None).await
+    }
+
+    /// A receiver that answers each request as `rule` says from its content, `200` where
+    /// the rule says nothing.
+    pub async fn by_rule(
+        rule: impl Fn(&Received) -> Option<Reply> + Send + Sync + 'static,
+    ) -> Self {
+        Self::start(Vec::new(), Reply::ok(), Some(Box::new(rule))).await
+    }
+
+    async fn start(replies: Vec<Reply>, default: Reply, rule: Option<Rule>) -> Self {
         let (changed, _) = watch::channel(0);
         let state = Arc::new(ReceiverState {
             script: Mutex::new((replies.into(), default)),
+            rule,
             received: Mutex::new(Vec::new()),
             changed,
             stop: CancellationToken::new(),
@@ -791,25 +866,27 @@ async fn receive(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let reply = {
+    let mut request = Received {
+        method,
+        uri,
+        headers,
+        body,
+        replied: None,
+        at: std::time::Instant::now(),
+    };
+    let ruled = state.rule.as_ref().and_then(|rule| rule(&request));
+    let reply = ruled.unwrap_or_else(|| {
         let mut script = state.script.lock().unwrap();
         let (pending, default) = &mut *script;
         pending.pop_front().unwrap_or_else(|| default.clone())
-    };
-    let replied = match &reply {
+    });
+    request.replied = match &reply {
         Reply::Respond { status, .. } => Some(*status),
         Reply::Hang | Reply::HoldUntil(_) => None,
     };
     let index = {
         let mut received = state.received.lock().unwrap();
-        received.push(Received {
-            method,
-            uri,
-            headers,
-            body,
-            replied,
-            at: std::time::Instant::now(),
-        });
+        received.push(request);
         received.len() - 1
     };
     state.changed.send_replace(index + 1);

@@ -18,6 +18,7 @@ mod master_key;
 mod observability;
 mod openapi;
 mod operator_cli;
+mod ordering;
 mod queue_settings;
 mod queues;
 mod recovery;

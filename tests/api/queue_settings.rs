@@ -15,15 +15,6 @@ async fn settings(app: &TestApp, queue: &str) -> Value {
         .expect(200)
 }
 
-async fn patch(app: &TestApp, queue: &str, body: &Value) -> crate::helpers::ApiResponse {
-    app.call(
-        Method::PATCH,
-        &format!("/queue/{queue}"),
-        Some(body.to_string().as_bytes()),
-    )
-    .await
-}
-
 /// Enqueue `payload(n)` for every `n` of `range` to queue `q`, in one batch.
 async fn post_batch(app: &TestApp, range: std::ops::Range<usize>) {
     let jobs: Vec<Value> = range.map(payload).collect();
@@ -36,20 +27,10 @@ async fn post_batch(app: &TestApp, range: std::ops::Range<usize>) {
     .expect(201);
 }
 
-async fn put(app: &TestApp, queue: &str, body: &Value) -> crate::helpers::ApiResponse {
-    app.call(
-        Method::PUT,
-        &format!("/queue/{queue}"),
-        Some(body.to_string().as_bytes()),
-    )
-    .await
-}
-
 #[tokio::test]
 async fn a_queue_created_with_a_policy_shows_it_and_follows_the_server_for_the_rest() {
     let app = spawn_app(|c| c.dispatch = false).await;
-    put(
-        &app,
+    app.put_queue(
         "q",
         &json!({
             "target": "http://127.0.0.1:9/hook",
@@ -120,20 +101,20 @@ async fn invalid_policy_values_are_422_and_change_nothing() {
     ] {
         let mut create = bad.clone();
         create["target"] = json!(target);
-        put(&app, "new", &create).await.expect_error(422);
-        patch(&app, "q", &bad).await.expect_error(422);
+        app.put_queue("new", &create).await.expect_error(422);
+        app.patch_queue("q", &bad).await.expect_error(422);
     }
     // PATCH refuses what PUT ignores, and a queue always has a target.
-    patch(&app, "q", &json!({"colour": "blue"}))
+    app.patch_queue("q", &json!({"colour": "blue"}))
         .await
         .expect_error(422);
-    patch(&app, "q", &json!({"target": null}))
+    app.patch_queue("q", &json!({"target": null}))
         .await
         .expect_error(422);
-    patch(&app, "q", &json!({"maxAttempts": 2}))
+    app.patch_queue("q", &json!({"maxAttempts": 2}))
         .await
         .expect(200);
-    patch(&app, "nope", &json!({"maxAttempts": 2}))
+    app.patch_queue("nope", &json!({"maxAttempts": 2}))
         .await
         .expect_error(404);
     app.call(Method::POST, "/queue/nope/_pause", None)
@@ -150,14 +131,12 @@ async fn invalid_policy_values_are_422_and_change_nothing() {
 #[tokio::test]
 async fn patch_changes_what_it_names_and_null_puts_a_setting_back_on_the_server() {
     let app = spawn_app(|c| c.dispatch = false).await;
-    put(
-        &app,
-        "q",
+    app.put_queue("q",
         &json!({"target": "http://127.0.0.1:9/a", "secret": "one", "maxAttempts": 9, "ratePerSecond": 10, "burst": 4}),
     )
     .await
     .expect(201);
-    patch(&app, "q", &json!({"timeout": "500ms", "maxQueued": 1000}))
+    app.patch_queue("q", &json!({"timeout": "500ms", "maxQueued": 1000}))
         .await
         .expect(200);
     let shown = settings(&app, "q").await;
@@ -166,9 +145,7 @@ async fn patch_changes_what_it_names_and_null_puts_a_setting_back_on_the_server(
     assert_eq!(shown["maxQueued"], 1000);
     assert_eq!(shown["burst"], 4);
 
-    patch(
-        &app,
-        "q",
+    app.patch_queue("q",
         &json!({"maxAttempts": null, "ratePerSecond": null, "secret": null, "target": "http://127.0.0.1:9/b"}),
     )
     .await
@@ -199,7 +176,7 @@ async fn concurrent_patches_all_apply() {
         json!({"backoff": ["1s"]}),
         json!({"paused": true}),
     ];
-    let sent = changes.iter().map(|change| patch(&app, "q", change));
+    let sent = changes.iter().map(|change| app.patch_queue("q", change));
     for response in futures_util::future::join_all(sent).await {
         response.expect(200);
     }
@@ -217,8 +194,7 @@ async fn queued_jobs_use_the_new_target_and_secret_from_their_next_attempt() {
     let old = TestReceiver::always(Reply::status(500)).await;
     let new = TestReceiver::always(Reply::ok()).await;
     let app = spawn_app(|_| {}).await;
-    put(
-        &app,
+    app.put_queue(
         "q",
         &json!({"target": old.url, "secret": "old-secret", "backoff": ["300ms"], "maxAttempts": 5}),
     )
@@ -227,13 +203,9 @@ async fn queued_jobs_use_the_new_target_and_secret_from_their_next_attempt() {
     let id = app.enqueue_ok("q", &payload(1)).await;
     let first = old.wait_for(1).await.remove(0);
     assert_signed(&first, "old-secret");
-    patch(
-        &app,
-        "q",
-        &json!({"target": new.url, "secret": "new-secret"}),
-    )
-    .await
-    .expect(200);
+    app.patch_queue("q", &json!({"target": new.url, "secret": "new-secret"}))
+        .await
+        .expect(200);
     let delivered = new.wait_for(1).await.remove(0);
     assert_eq!(delivered.job_id(), id);
     assert_eq!(delivered.attempt(), 2, "the same job, its next attempt");
@@ -241,7 +213,9 @@ async fn queued_jobs_use_the_new_target_and_secret_from_their_next_attempt() {
     app.wait_until_gone("q", &id).await;
 
     // And without a secret, deliveries are no longer signed.
-    patch(&app, "q", &json!({"secret": null})).await.expect(200);
+    app.patch_queue("q", &json!({"secret": null}))
+        .await
+        .expect(200);
     app.enqueue_ok("q", &payload(2)).await;
     let unsigned = new.wait_for(2).await.remove(1);
     assert!(unsigned.header("x-hyper-signature").is_none());
@@ -252,15 +226,10 @@ async fn a_queues_max_attempts_decides_when_its_jobs_are_dead_lettered() {
     let receiver = TestReceiver::always(Reply::status(500)).await;
     // The server allows 3 attempts; this queue 1, that one 5.
     let app = spawn_app(|_| {}).await;
-    put(
-        &app,
-        "once",
-        &json!({"target": receiver.url, "maxAttempts": 1}),
-    )
-    .await
-    .expect(201);
-    put(
-        &app,
+    app.put_queue("once", &json!({"target": receiver.url, "maxAttempts": 1}))
+        .await
+        .expect(201);
+    app.put_queue(
         "often",
         &json!({"target": receiver.url, "maxAttempts": 5, "backoff": ["10ms"]}),
     )
@@ -283,8 +252,7 @@ async fn a_queues_timeout_bounds_its_attempts() {
         c.lease_timeout = std::time::Duration::from_secs(120);
     })
     .await;
-    put(
-        &app,
+    app.put_queue(
         "q",
         &json!({"target": receiver.url, "timeout": "200ms", "maxAttempts": 1}),
     )
@@ -302,13 +270,9 @@ async fn a_queues_concurrency_bounds_its_deliveries_in_flight() {
     let release = CancellationToken::new();
     let receiver = TestReceiver::always(Reply::HoldUntil(release.clone())).await;
     let app = spawn_app(|_| {}).await;
-    put(
-        &app,
-        "q",
-        &json!({"target": receiver.url, "concurrency": 2}),
-    )
-    .await
-    .expect(201);
+    app.put_queue("q", &json!({"target": receiver.url, "concurrency": 2}))
+        .await
+        .expect(201);
     for n in 0..6 {
         app.enqueue_ok("q", &payload(n)).await;
     }
@@ -321,7 +285,7 @@ async fn a_queues_concurrency_bounds_its_deliveries_in_flight() {
         "a third delivery started beyond the queue's concurrency of 2"
     );
     // Raising it lets more start at once.
-    patch(&app, "q", &json!({"concurrency": 4}))
+    app.patch_queue("q", &json!({"concurrency": 4}))
         .await
         .expect(200);
     receiver.wait_for(4).await;
@@ -382,14 +346,13 @@ async fn queue_stats_count_jobs_by_state_and_the_last_minutes_attempts() {
     .await;
     let failing = TestReceiver::always(Reply::status(500)).await;
     let app = spawn_app(|_| {}).await;
-    put(
-        &app,
+    app.put_queue(
         "q",
         &json!({"target": receiver.url, "maxAttempts": 2, "backoff": ["1h"], "concurrency": 5}),
     )
     .await
     .expect(201);
-    put(&app, "d", &json!({"target": failing.url, "maxAttempts": 1}))
+    app.put_queue("d", &json!({"target": failing.url, "maxAttempts": 1}))
         .await
         .expect(201);
 
@@ -430,6 +393,7 @@ async fn queue_stats_count_jobs_by_state_and_the_last_minutes_attempts() {
             "ok": true,
             "ready": 1,
             "scheduled": 1,
+            "blocked": 0,
             "inFlight": 1,
             "dead": 0,
             "oldestReadyAgeMs": "checked",
@@ -458,8 +422,7 @@ async fn queue_stats_count_jobs_by_state_and_the_last_minutes_attempts() {
 async fn a_rate_limited_queue_starts_no_more_deliveries_than_its_rate_allows() {
     let receiver = TestReceiver::always(Reply::ok()).await;
     let app = spawn_app(|_| {}).await;
-    put(
-        &app,
+    app.put_queue(
         "q",
         &json!({"target": receiver.url, "ratePerSecond": 20, "burst": 2}),
     )
@@ -488,8 +451,7 @@ async fn an_overloaded_target_halves_its_queues_concurrency_and_successes_win_it
     // One 503, then successes.
     let receiver = TestReceiver::scripted(vec![Reply::status(503)], Reply::ok()).await;
     let app = spawn_app(|_| {}).await;
-    put(
-        &app,
+    app.put_queue(
         "q",
         &json!({"target": receiver.url, "concurrency": 8, "maxAttempts": 1}),
     )

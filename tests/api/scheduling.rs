@@ -6,24 +6,7 @@ use std::time::{Duration, Instant};
 use axum::http::Method;
 use serde_json::Value;
 
-use crate::helpers::{Reply, TestApp, TestReceiver, payload, spawn_app};
-
-/// `POST /queue/{queue}?{query}` with `headers`; the job id of a 201.
-async fn enqueue_with(
-    app: &TestApp,
-    queue: &str,
-    query: &str,
-    headers: &[(&str, &str)],
-) -> crate::helpers::ApiResponse {
-    let mut request = app
-        .request(Method::POST, &format!("/queue/{queue}?{query}"))
-        .header("content-type", "application/json")
-        .body(payload(1).to_string());
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    app.send(request).await
-}
+use crate::helpers::{Reply, TestReceiver, payload, spawn_app};
 
 fn id_of(response: &crate::helpers::ApiResponse) -> String {
     response.expect(201)["id"].as_str().unwrap().to_owned()
@@ -40,7 +23,7 @@ async fn a_delayed_job_is_not_delivered_before_its_time() {
     ] {
         let sent = Instant::now();
         let before = hookq::model::now_millis();
-        let id = id_of(&enqueue_with(&app, "q", query, &headers).await);
+        let id = id_of(&app.enqueue_with("q", query, &headers).await);
         let job = app.get_job("q", &id).await.expect(200);
         assert_eq!(job["status"], "READY");
         let run_at = job["runAt"].as_i64().expect("runAt is shown");
@@ -70,9 +53,11 @@ async fn a_job_scheduled_with_run_at_waits_as_scheduled() {
     let app = spawn_app(|_| {}).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let at = hookq::model::now_millis() + 24 * 3600 * 1000;
-    let by_query = id_of(&enqueue_with(&app, "q", &format!("runAt={at}"), &[]).await);
-    let by_header =
-        id_of(&enqueue_with(&app, "q", "", &[("X-Hookq-Run-At", &at.to_string())]).await);
+    let by_query = id_of(&app.enqueue_with("q", &format!("runAt={at}"), &[]).await);
+    let by_header = id_of(
+        &app.enqueue_with("q", "", &[("X-Hookq-Run-At", &at.to_string())])
+            .await,
+    );
     for id in [&by_query, &by_header] {
         let job = app.get_job("q", id).await.expect(200);
         assert_eq!(
@@ -119,12 +104,14 @@ async fn invalid_delays_and_starts_are_422_and_store_nothing() {
         (String::new(), vec![("X-Hookq-Delay", "later")]),
     ];
     for (query, headers) in &cases {
-        let response = enqueue_with(&app, "q", query, headers).await;
+        let response = app.enqueue_with("q", query, headers).await;
         response.expect_error(422);
     }
     assert!(app.list("q", "READY").await.is_empty());
     // The same value as parameter and header is fine.
-    let response = enqueue_with(&app, "q", "delay=5s", &[("X-Hookq-Delay", "5s")]).await;
+    let response = app
+        .enqueue_with("q", "delay=5s", &[("X-Hookq-Delay", "5s")])
+        .await;
     let delayed = id_of(&response);
     assert!(app.get_job("q", &delayed).await.expect(200)["runAt"].is_i64());
     // A job without delay or runAt shows none.

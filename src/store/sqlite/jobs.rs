@@ -84,8 +84,7 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
 
 /// The insert condition of a queue's cap (`queue_sizes` has a row only for a queue that
 /// has one), with the queue's name as `?2`.
-const ROOM: &str =
-    "NOT EXISTS (SELECT 1 FROM queue_sizes WHERE queue = ?2 AND live >= cap)";
+const ROOM: &str = "NOT EXISTS (SELECT 1 FROM queue_sizes WHERE queue = ?2 AND live >= cap)";
 
 /// Why a job could not be inserted into `queue`: it does not exist, or it is full.
 fn missing_or_full(conn: &Connection, queue: &QueueName) -> StoreResult<StoreError> {

@@ -83,12 +83,7 @@ pub fn record_outcome(
 }
 
 /// Remove a ready job that is not being delivered.
-pub fn cancel(
-    conn: &Connection,
-    queue: &QueueName,
-    id: JobId,
-    now: UnixMillis,
-) -> StoreResult<()> {
+pub fn cancel(conn: &Connection, queue: &QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
     match state_of(conn, queue, id)? {
         Some(JobState::Ready) => {
             jobs::remove(conn, id, now)?;
