@@ -325,10 +325,11 @@ async fn cancel_job(
     State(state): State<AppState>,
     JobPath { queue, id }: JobPath,
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
-    state.store.cancel(queue.name.clone(), id).await?;
+    let now = now_millis();
+    state.store.cancel(queue.name.clone(), id, now).await?;
     if state.config.dispatch {
         // A cancelled key head lets the key's next job go.
-        state.wakeups.mark_due(&queue.name, now_millis());
+        state.wakeups.mark_due(&queue.name, now);
     }
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }

@@ -57,11 +57,11 @@ impl Attempt {
         );
         record_attempt_metrics(&queue.name, &result, job.created_at, now);
         let outcome = match result {
-            AttemptResult::Delivered { .. } => Outcome::Delivered,
+            AttemptResult::Delivered { .. } => Outcome::Delivered { at: now },
             failed => outcome_of(&self.pool.retry_of(&queue), failed, job.attempt, now),
         };
         match &outcome {
-            Outcome::Delivered => tracing::debug!("delivered"),
+            Outcome::Delivered { .. } => tracing::debug!("delivered"),
             Outcome::Retry { run_at, failure } => {
                 tracing::info!(queue = %queue.name, job_id = %job.id, attempt = job.attempt, status = ?failure.status, error = %truncate(&failure.error), retry_in_ms = run_at - now, "attempt failed; will retry");
             }
@@ -155,7 +155,7 @@ pub fn outcome_of(
     now: UnixMillis,
 ) -> Outcome {
     match result {
-        AttemptResult::Delivered { .. } => Outcome::Delivered,
+        AttemptResult::Delivered { .. } => Outcome::Delivered { at: now },
         AttemptResult::Failed {
             error,
             status,

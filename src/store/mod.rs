@@ -243,9 +243,10 @@ impl Store {
         on_backend!(self, db => db.record_outcome(id, lease, outcome).await)
     }
 
-    /// Remove a READY job that is not being delivered.
-    pub async fn cancel(&self, queue: QueueName, id: JobId) -> StoreResult<()> {
-        on_backend!(self, db => db.cancel(queue, id).await)
+    /// Remove a READY job that is not being delivered, at `now` (the next job of its
+    /// ordering key goes next).
+    pub async fn cancel(&self, queue: QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
+        on_backend!(self, db => db.cancel(queue, id, now).await)
     }
 
     /// Expired leases back to READY, or dead-lettered if that was their last attempt (by

@@ -198,11 +198,11 @@ pub struct Failure {
     pub at: UnixMillis,
 }
 
-/// What a delivery attempt ended in.
+/// What a delivery attempt ended in, and when (a failure carries its time).
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    /// 2xx: the job is done and removed.
-    Delivered,
+    /// 2xx at `at`: the job is done and removed.
+    Delivered { at: UnixMillis },
     /// Failed, attempts remain: back to ready at `run_at`.
     Retry {
         run_at: UnixMillis,

@@ -13,6 +13,11 @@
 //!
 //! The counts: `enqueued = ready + in flight + pending + acknowledged + delivered +
 //! cancelled + deleted`; `replayed` records are counted apart, never as a place.
+//!
+//! Jobs have a priority (−1…1) and maybe an ordering key (`a` or `b`). Of a key's live
+//! jobs only one, its head, is ever due, in flight or scheduled; the others wait blocked
+//! until the head leaves (delivered, dead-lettered, cancelled, expired), when the earliest
+//! blocked one becomes the head. A claim takes due, unblocked jobs by (priority, due time).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -63,6 +68,8 @@ enum Op {
     Enqueue {
         queue: usize,
         n: usize,
+        priority: i32,
+        key: Option<&'static str>,
     },
     Claim {
         queue: usize,
@@ -142,7 +149,13 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => Just(Pool::All)
     ];
     prop_oneof![
-        8 => (queue.clone(), 1..3usize).prop_map(|(queue, n)| Op::Enqueue { queue, n }),
+        8 => (
+            queue.clone(),
+            1..3usize,
+            -1..=1i32,
+            prop_oneof![2 => Just(None), 1 => Just(Some("a")), 1 => Just(Some("b"))]
+        )
+            .prop_map(|(queue, n, priority, key)| Op::Enqueue { queue, n, priority, key }),
         10 => (queue.clone(), 1..3usize).prop_map(|(queue, k)| Op::Claim { queue, k }),
         4 => pick.clone().prop_map(|pick| Op::Deliver { pick }),
         10 => (pick.clone(), prop_oneof![Just(0), 1..2_000i64])
@@ -178,6 +191,8 @@ struct Live {
     lease: Option<UnixMillis>,
     /// When the time to live starts: creation, or the `run_at` of the last replay.
     ttl_from: UnixMillis,
+    /// Waiting behind its key's head.
+    blocked: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -218,6 +233,8 @@ struct Job {
     replay_count: u32,
     /// Rows of the job's attempt history (failed attempts) in `job_attempts`.
     history: usize,
+    priority: i32,
+    key: Option<&'static str>,
 }
 
 impl Job {
@@ -300,6 +317,42 @@ impl Model {
             .unwrap_or_else(|| panic!("unknown job {id}"))
     }
 
+    /// Whether `queue` has a live job with ordering key `key`.
+    fn key_busy(&self, queue: usize, key: Option<&str>) -> bool {
+        key.is_some()
+            && self
+                .jobs
+                .iter()
+                .any(|j| j.queue == queue && j.key == key && j.live.is_some())
+    }
+
+    /// A job of `queue` with `key` left: if the key has no head any more, its earliest
+    /// blocked job becomes the head.
+    fn key_moves_on(&mut self, queue: usize, key: Option<&str>) {
+        if key.is_none() {
+            return;
+        }
+        let of_key = |j: &&mut Job| j.queue == queue && j.key == key && j.live.is_some();
+        if self
+            .jobs
+            .iter_mut()
+            .filter(of_key)
+            .any(|j| !j.live.as_ref().unwrap().blocked)
+        {
+            return;
+        }
+        if let Some(next) = self.jobs.iter_mut().filter(of_key).min_by_key(|j| j.id) {
+            next.live.as_mut().unwrap().blocked = false;
+        }
+    }
+
+    /// Job `id` left the live jobs (already done in the model): its key moves on.
+    fn left(&mut self, id: JobId) {
+        let job = self.find(id);
+        let (queue, key) = (job.queue, job.key);
+        self.key_moves_on(queue, key);
+    }
+
     fn in_flight(&self) -> Vec<(JobId, Lease)> {
         self.jobs
             .iter()
@@ -371,21 +424,29 @@ fn failure(now: UnixMillis) -> Failure {
 async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
     let store = &fx.store;
     match op {
-        Op::Enqueue { queue, n } => {
+        Op::Enqueue {
+            queue,
+            n,
+            priority,
+            key,
+        } => {
             for _ in 0..*n {
                 let id = m.next_id();
-                store
-                    .enqueue(
-                        queue_name(*queue),
-                        NewJob::now(
-                            id,
-                            hookq::json::canonicalize(br#"{"k":1}"#).expect("JSON"),
-                            m.now,
-                        ),
+                let job = NewJob {
+                    priority: *priority,
+                    ordering_key: key.map(str::to_owned),
+                    ..NewJob::now(
+                        id,
+                        hookq::json::canonicalize(br#"{"k":1}"#).expect("JSON"),
+                        m.now,
                     )
+                };
+                store
+                    .enqueue(queue_name(*queue), job)
                     .await
                     .expect("enqueue");
                 m.counters.enqueued += 1;
+                let blocked = m.key_busy(*queue, *key);
                 m.jobs.push(Job {
                     id,
                     queue: *queue,
@@ -395,11 +456,14 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                         run_at: m.now,
                         lease: None,
                         ttl_from: m.now,
+                        blocked,
                     }),
                     letter: None,
                     end: None,
                     replay_count: 0,
                     history: 0,
+                    priority: *priority,
+                    key: *key,
                 });
             }
         }
@@ -409,12 +473,15 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 .claim(queue_name(*queue), now, now + LEASE_MS, *k)
                 .await
                 .expect("claim");
-            let due: BTreeMap<JobId, UnixMillis> = m
+            // Each due job's rank: higher priority first, then the longest due.
+            let due: BTreeMap<JobId, (i32, UnixMillis)> = m
                 .jobs
                 .iter()
                 .filter(|j| j.queue == *queue)
                 .filter_map(|j| match &j.live {
-                    Some(l) if l.lease.is_none() && l.run_at <= now => Some((j.id, l.run_at)),
+                    Some(l) if l.lease.is_none() && !l.blocked && l.run_at <= now => {
+                        Some((j.id, (-j.priority, l.run_at)))
+                    }
                     _ => None,
                 })
                 .collect();
@@ -429,12 +496,12 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 claimed.len(),
                 "a job claimed twice in one claim"
             );
-            let latest_taken = claimed.iter().map(|c| due[&c.id]).max();
-            for (id, run_at) in &due {
+            let last_taken = claimed.iter().map(|c| due[&c.id]).max();
+            for (id, rank) in &due {
                 if !taken.contains(id) {
                     assert!(
-                        latest_taken.is_none_or(|t| *run_at >= t),
-                        "claim skipped {id} (due {run_at}) for a later one"
+                        last_taken.is_none_or(|t| *rank >= t),
+                        "claim skipped {id} (rank {rank:?}) for one ranked after it"
                     );
                 }
             }
@@ -455,13 +522,14 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 return;
             };
             let held = store
-                .record_outcome(id, lease, Outcome::Delivered)
+                .record_outcome(id, lease, Outcome::Delivered { at: m.now })
                 .await
                 .expect("record Delivered");
             assert!(held, "the lease {lease:?} of {id} held");
             let Model { jobs, counters, .. } = m;
             let job = jobs.iter_mut().find(|j| j.id == id).unwrap();
             job.finish(End::Delivered, counters);
+            m.left(id);
         }
         Op::Fail { pick, backoff_ms } => {
             let flying = m.in_flight();
@@ -489,6 +557,7 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
             job.history += 1;
             if last {
                 job.bury(FailureReason::MaxAttemptsReached, now);
+                m.left(id);
             } else {
                 let live = job.live.as_mut().unwrap();
                 live.lease = None;
@@ -508,7 +577,7 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
             };
             let now = m.now;
             let outcome = match kind {
-                Late::Delivered => Outcome::Delivered,
+                Late::Delivered => Outcome::Delivered { at: now },
                 Late::Retry => Outcome::Retry {
                     run_at: now,
                     failure: failure(now),
@@ -529,12 +598,13 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
             };
             let job = m.find(id);
             let (place, audit) = (job.place(), job.letter.is_some());
-            let result = fx.store.cancel(queue_name(job.queue), id).await;
+            let result = fx.store.cancel(queue_name(job.queue), id, m.now).await;
             match (place, audit, result) {
                 (Place::Ready, _, Ok(())) => {
                     let Model { jobs, counters, .. } = m;
                     let job = jobs.iter_mut().find(|j| j.id == id).unwrap();
                     job.finish(End::Cancelled, counters);
+                    m.left(id);
                 }
                 (
                     Place::InFlight | Place::DeadPending | Place::DeadAcknowledged,
@@ -672,6 +742,7 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 let live = job.live.as_mut().unwrap();
                 if live.attempts >= MAX_ATTEMPTS {
                     job.bury(FailureReason::MaxAttemptsReached, now);
+                    m.left(id);
                 } else {
                     live.lease = None;
                     live.run_at = now;
@@ -697,8 +768,11 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 .await
                 .expect("expire jobs");
             assert_eq!(queues.len(), expiring.len(), "expired jobs");
+            for id in &expiring {
+                m.find(*id).bury(FailureReason::Expired, now);
+            }
             for id in expiring {
-                m.find(id).bury(FailureReason::Expired, now);
+                m.left(id);
             }
         }
         Op::Purge { advance_ms } => {
@@ -764,7 +838,14 @@ async fn replay(
     let replayed: BTreeSet<JobId> = report.replayed_ids().into_iter().collect();
     assert_eq!(replayed.len(), report.replayed.len(), "replayed twice");
     assert_eq!(replayed, expected, "replayed jobs");
-    for id in expected {
+    // In the store's order: a replayed job waits behind its key's live jobs, including
+    // one replayed just before it.
+    for id in report.replayed_ids() {
+        let (queue, key) = {
+            let job = m.find(id);
+            (job.queue, job.key)
+        };
+        let blocked = m.key_busy(queue, key);
         let job = m.find(id);
         job.replay_count += 1;
         let letter = job.letter.as_mut().unwrap();
@@ -775,6 +856,7 @@ async fn replay(
             run_at,
             lease: None,
             ttl_from: run_at,
+            blocked,
         });
     }
 }
@@ -855,7 +937,47 @@ async fn check(fx: &StoreFixture, raw: &Inspector, m: &Model) {
             assert_eq!(record.run_at, live.run_at, "run_at of {}", job.id);
             assert_eq!(record.created_at, job.created, "created_at of {}", job.id);
             assert_eq!(record.queue.as_str(), *name);
+            assert_eq!(record.priority, job.priority, "priority of {}", job.id);
+            assert_eq!(
+                record.ordering_key.as_deref(),
+                job.key,
+                "ordering key of {}",
+                job.id
+            );
             live_in_store.insert(record.id);
+        }
+
+        // Where the live jobs stand: due, scheduled, blocked, in flight.
+        let counts = store
+            .queue_counts(queue_name(q), m.now)
+            .await
+            .expect("queue counts");
+        let lives = || expected.iter().map(|j| j.live.as_ref().unwrap());
+        let waiting = || lives().filter(|l| l.lease.is_none() && !l.blocked);
+        let figures = |ready, scheduled, blocked, in_flight| (ready, scheduled, blocked, in_flight);
+        assert_eq!(
+            figures(
+                counts.ready,
+                counts.scheduled,
+                counts.blocked,
+                counts.in_flight
+            ),
+            figures(
+                waiting().filter(|l| l.run_at <= m.now).count() as u64,
+                waiting().filter(|l| l.run_at > m.now).count() as u64,
+                lives().filter(|l| l.blocked).count() as u64,
+                lives().filter(|l| l.lease.is_some()).count() as u64,
+            ),
+            "ready, scheduled, blocked, in flight of {name}"
+        );
+        // Each key has exactly one head while it has live jobs.
+        for key in ["a", "b"] {
+            let heads = expected
+                .iter()
+                .filter(|j| j.key == Some(key) && !j.live.as_ref().unwrap().blocked)
+                .count();
+            let any = expected.iter().any(|j| j.key == Some(key));
+            assert_eq!(heads, usize::from(any), "heads of key {key} in {name}");
         }
     }
 
@@ -1174,14 +1296,14 @@ async fn cancel_of_a_job_gone_after_a_replay_claims_it_is_dead_lettered() {
                     attempt: 1,
                     until: T0 + LEASE_MS,
                 },
-                Outcome::Delivered,
+                Outcome::Delivered { at: T0 },
             )
             .await
             .unwrap()
     );
     let got = fx.store.get_job(queue.clone(), id).await;
     assert!(matches!(got, Err(StoreError::JobNotFound)), "{got:?}");
-    let cancelled = fx.store.cancel(queue.clone(), id).await;
+    let cancelled = fx.store.cancel(queue.clone(), id, T0).await;
     assert!(
         matches!(cancelled, Err(StoreError::JobNotFound)),
         "cancel of a delivered job (only a replayed audit record left) gave {cancelled:?}"
@@ -1209,8 +1331,8 @@ async fn cancel_of_a_job_gone_after_a_replay_claims_it_is_dead_lettered() {
         .replay(Selection::Ids(vec![other]), later, later)
         .await
         .unwrap();
-    fx.store.cancel(queue.clone(), other).await.unwrap();
-    let again = fx.store.cancel(queue, other).await;
+    fx.store.cancel(queue.clone(), other, T0).await.unwrap();
+    let again = fx.store.cancel(queue, other, T0).await;
     assert!(
         matches!(again, Err(StoreError::JobNotFound)),
         "a second cancel gave {again:?}"

@@ -35,7 +35,7 @@ use super::records::{
 use super::registry::Registry;
 use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
-use crate::model::{JobId, QueueName, UnixMillis, now_millis};
+use crate::model::{JobId, QueueName, UnixMillis};
 use crate::policy::QueueChange;
 use reader::ReadPool;
 use writer::{Durability, Writer};
@@ -295,15 +295,13 @@ impl SqliteStore {
         // Relaxed: an outcome lost to a power cut means the job is delivered again, which
         // at-least-once allows.
         self.writer
-            .write_relaxed(move |conn| {
-                moves::record_outcome(conn, id, lease, &outcome, now_millis())
-            })
+            .write_relaxed(move |conn| moves::record_outcome(conn, id, lease, &outcome))
             .await
     }
 
-    pub async fn cancel(&self, queue: QueueName, id: JobId) -> StoreResult<()> {
+    pub async fn cancel(&self, queue: QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
         self.writer
-            .write(move |conn| moves::cancel(conn, &queue, id, now_millis()))
+            .write(move |conn| moves::cancel(conn, &queue, id, now))
             .await
     }
 

@@ -31,7 +31,7 @@ pub fn enqueue_once(
     Ok(Enqueued::Stored)
 }
 
-/// Record the outcome of job `id` under `lease`, at `now`. Returns false (and changes
+/// Record the outcome of job `id` under `lease`. Returns false (and changes
 /// nothing) if the lease was lost in the meantime: the job was recovered, cancelled,
 /// replayed or its queue deleted. A job that leaves (delivered, dead-lettered) lets the next
 /// job of its ordering key go.
@@ -40,12 +40,11 @@ pub fn record_outcome(
     id: JobId,
     lease: Lease,
     outcome: &Outcome,
-    now: UnixMillis,
 ) -> StoreResult<bool> {
     let Lease { attempt, until } = lease;
     match outcome {
-        Outcome::Delivered => {
-            let deleted = jobs::delete_leased(conn, id, attempt, until, now)?;
+        Outcome::Delivered { at } => {
+            let deleted = jobs::delete_leased(conn, id, attempt, until, *at)?;
             // Only a job that failed before has history to drop: a first-time success
             // writes nothing beyond its claim and this delete.
             if deleted == Some(true) {
@@ -144,7 +143,7 @@ pub fn recover_stale_leases(
                 failure,
             }
         };
-        record_outcome(conn, *id, *lease, &outcome, now)?;
+        record_outcome(conn, *id, *lease, &outcome)?;
     }
     Ok(stale.len())
 }
@@ -399,7 +398,7 @@ mod tests {
             let dead = Outcome::Dead {
                 failure: failure(now),
             };
-            assert!(record_outcome(conn, job.id, job.lease(), &dead, now).unwrap());
+            assert!(record_outcome(conn, job.id, job.lease(), &dead).unwrap());
         }
         ids
     }
