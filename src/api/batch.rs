@@ -52,6 +52,9 @@ pub struct IdsBody {
         ("name" = String, Path, description = "Queue name"),
         ("delay" = Option<String>, Query, description = "As for one job, for every job"),
         ("runAt" = Option<i64>, Query, description = "As for one job, for every job"),
+        ("priority" = Option<i32>, Query, description = "As for one job, for every job"),
+        ("orderingKey" = Option<String>, Query,
+            description = "As for one job: the batch's jobs are delivered one at a time, in array order"),
         ("Idempotency-Key" = Option<String>, Header, description = "Job `i` is keyed `<key>/<i>`"),
     ),
     request_body(content = Vec<Object>, description = "1–1 000 job objects, at most \
@@ -65,7 +68,7 @@ pub struct IdsBody {
         (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 413, description = "Larger than `HOOKQ_MAX_BATCH_BYTES`, or a job larger than `HOOKQ_MAX_JOB_BYTES` (named)", body = ApiErrorBody),
         (status = 422, description = "Not an array of 1–1 000 job objects (the message names the job), or invalid options", body = ApiErrorBody),
-        (status = 429, description = "Too many enqueues waiting for the disk: nothing stored", body = ApiErrorBody),
+        (status = 429, description = "Too many enqueues waiting for the disk, or the batch does not fit under the queue's `maxQueued` (\"queue full\"): nothing stored", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
         (status = 507, description = "The disk is full: nothing stored", body = ApiErrorBody),
