@@ -19,6 +19,11 @@ pub const DELIVERY_LAG: &str = "hookq_enqueue_to_delivery_seconds";
 pub const IN_FLIGHT: &str = "hookq_deliveries_in_flight";
 pub const QUEUE_READY: &str = "hookq_queue_ready_jobs";
 pub const QUEUE_DEAD: &str = "hookq_queue_dead_letters_pending";
+pub const QUEUE_JOBS: &str = "hookq_queue_jobs";
+pub const QUEUE_OLDEST_READY_AGE: &str = "hookq_queue_oldest_ready_age_seconds";
+pub const QUEUE_CONCURRENCY_LIMIT: &str = "hookq_queue_concurrency_limit";
+pub const QUEUE_CONCURRENCY_EFFECTIVE: &str = "hookq_queue_concurrency_effective";
+pub const QUEUE_PAUSED: &str = "hookq_queue_paused";
 pub const WRITER_BATCH: &str = "hookq_writer_batch_size";
 pub const WRITER_COMMIT: &str = "hookq_writer_commit_seconds";
 pub const DLQ_ALERT: &str = "hookq_dlq_alert";
@@ -180,13 +185,44 @@ pub fn writer_batch(ops: usize, commit: Duration) {
     histogram!(WRITER_COMMIT).record(commit.as_secs_f64());
 }
 
-pub fn queue_depths(ready: &[(QueueName, u64)], dead: &[(QueueName, u64)]) {
-    for (queue, count) in ready {
-        gauge!(QUEUE_READY, "queue" => queue_label(queue)).set(*count as f64);
+/// A queue's figures at one moment, as `GET /queue/{name}/_stats` shows them.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueFigures {
+    pub ready: u64,
+    pub scheduled: u64,
+    pub blocked: u64,
+    pub in_flight: u64,
+    pub dead: u64,
+    pub oldest_ready_age: Option<Duration>,
+    pub concurrency_limit: u32,
+    pub concurrency_effective: u32,
+    pub paused: bool,
+}
+
+/// Set a queue's gauges (at scrape time). Queues beyond the label cap share `_other`, whose
+/// gauges then show the last of them.
+pub fn queue_figures(queue: &QueueName, figures: &QueueFigures) {
+    let label = queue_label(queue);
+    let live = figures.ready + figures.scheduled + figures.blocked + figures.in_flight;
+    gauge!(QUEUE_READY, "queue" => label.clone()).set(live as f64);
+    gauge!(QUEUE_DEAD, "queue" => label.clone()).set(figures.dead as f64);
+    for (state, count) in [
+        ("ready", figures.ready),
+        ("scheduled", figures.scheduled),
+        ("blocked", figures.blocked),
+        ("in_flight", figures.in_flight),
+    ] {
+        gauge!(QUEUE_JOBS, "queue" => label.clone(), "state" => state).set(count as f64);
     }
-    for (queue, count) in dead {
-        gauge!(QUEUE_DEAD, "queue" => queue_label(queue)).set(*count as f64);
-    }
+    let age = figures
+        .oldest_ready_age
+        .map_or(0.0, |age| age.as_secs_f64());
+    gauge!(QUEUE_OLDEST_READY_AGE, "queue" => label.clone()).set(age);
+    gauge!(QUEUE_CONCURRENCY_LIMIT, "queue" => label.clone())
+        .set(f64::from(figures.concurrency_limit));
+    gauge!(QUEUE_CONCURRENCY_EFFECTIVE, "queue" => label.clone())
+        .set(f64::from(figures.concurrency_effective));
+    gauge!(QUEUE_PAUSED, "queue" => label).set(if figures.paused { 1.0 } else { 0.0 });
 }
 
 /// A queue's circuit breaker state: 0 closed, 1 half-open, 2 open.

@@ -2,6 +2,8 @@
 //! what its attempts ended in over the last minute, and how its deliveries are throttled
 //! (concurrency, breaker, pause).
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -13,7 +15,9 @@ use super::AppState;
 use super::error::{ApiErrorBody, ApiResult};
 use super::extract::KnownQueue;
 use crate::dispatch::{BreakerState, LastMinute};
-use crate::model::now_millis;
+use crate::model::{UnixMillis, now_millis};
+use crate::store::{Queue, QueueCounts};
+use crate::telemetry::{self, QueueFigures};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(queue_stats))
@@ -78,16 +82,48 @@ async fn queue_stats(
 ) -> ApiResult<Json<QueueStats>> {
     let now = now_millis();
     let counts = state.store.queue_counts(queue.name.clone(), now).await?;
+    Ok(Json(stats_of(&state, &queue, counts, now)))
+}
+
+/// Set every queue's gauges for `/metrics`: the same figures as `_stats`.
+pub async fn record_metrics(state: &AppState) -> ApiResult<()> {
+    let now = now_millis();
+    for (name, counts) in state.store.all_queue_counts(now).await? {
+        let Some(queue) = state.store.registry().get(&name) else {
+            continue; // deleted since
+        };
+        let stats = stats_of(state, &queue, counts, now);
+        telemetry::queue_figures(
+            &name,
+            &QueueFigures {
+                ready: stats.ready,
+                scheduled: stats.scheduled,
+                blocked: stats.blocked,
+                in_flight: stats.in_flight,
+                dead: stats.dead,
+                oldest_ready_age: stats
+                    .oldest_ready_age_ms
+                    .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+                concurrency_limit: stats.concurrency.limit,
+                concurrency_effective: stats.concurrency.effective,
+                paused: stats.paused,
+            },
+        );
+    }
+    Ok(())
+}
+
+fn stats_of(state: &AppState, queue: &Queue, counts: QueueCounts, now: UnixMillis) -> QueueStats {
     let limit = queue.policy.concurrency(&state.config.policy_defaults());
     let (last_minute, breaker, effective) = match &state.pool {
         Some(pool) => (
             pool.activity().last_minute(&queue.name, now),
             pool.breakers().state(&queue.name),
-            u32::try_from(pool.concurrency_of(&queue)).unwrap_or(limit),
+            u32::try_from(pool.concurrency_of(queue)).unwrap_or(limit),
         ),
         None => (LastMinute::default(), BreakerState::Closed, limit),
     };
-    Ok(Json(QueueStats {
+    QueueStats {
         ok: true,
         ready: counts.ready,
         scheduled: counts.scheduled,
@@ -100,5 +136,5 @@ async fn queue_stats(
         concurrency: ConcurrencyView { limit, effective },
         breaker: breaker.as_str().to_owned(),
         paused: queue.paused,
-    }))
+    }
 }

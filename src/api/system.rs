@@ -89,8 +89,7 @@ async fn readyz(State(state): State<AppState>) -> ApiResult<Json<OkBody>> {
     ),
 )]
 async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
-    let (ready, dead) = state.store.queue_depths().await?;
-    telemetry::queue_depths(&ready, &dead);
+    super::queue_stats::record_metrics(&state).await?;
     let body = telemetry::handle().render();
     Ok((
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

@@ -340,7 +340,7 @@ impl Store {
         on_backend!(self, db => db.purge_dead_letters(before, limit).await)
     }
 
-    /// Where `queue`'s jobs stand at `now`: due, scheduled, in flight, dead.
+    /// Where `queue`'s jobs stand at `now`: due, scheduled, blocked, in flight, dead.
     pub async fn queue_counts(
         &self,
         queue: QueueName,
@@ -354,11 +354,13 @@ impl Store {
         on_backend!(self, db => db.next_due(queue).await)
     }
 
-    /// READY jobs and pending dead letters per queue (for the metrics' depth gauges).
-    pub async fn queue_depths(
+    /// [`queue_counts`](Self::queue_counts) of every queue, in name order (for the
+    /// metrics).
+    pub async fn all_queue_counts(
         &self,
-    ) -> StoreResult<(Vec<(QueueName, u64)>, Vec<(QueueName, u64)>)> {
-        on_backend!(self, db => db.queue_depths().await)
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(QueueName, QueueCounts)>> {
+        on_backend!(self, db => db.all_queue_counts(now).await)
     }
 
     /// A read that proves the database answers.

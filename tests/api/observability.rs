@@ -68,6 +68,41 @@ async fn metrics_count_enqueues_deliveries_and_failures_by_queue() {
 }
 
 #[tokio::test]
+async fn metrics_show_each_queues_stats_figures() {
+    let app = spawn_app(|_| {}).await;
+    app.put_queue(
+        "gauged",
+        &json!({"target": "http://127.0.0.1:9/", "paused": true, "concurrency": 7}),
+    )
+    .await
+    .expect(201);
+    for query in ["", "", "delay=1h", "orderingKey=k", "orderingKey=k"] {
+        app.enqueue_with("gauged", query, &[]).await.expect(201);
+    }
+    let text = app.get("/metrics").await.text();
+    for expected in [
+        "hookq_queue_ready_jobs{queue=\"gauged\"} 5",
+        "hookq_queue_jobs{queue=\"gauged\",state=\"ready\"} 3",
+        "hookq_queue_jobs{queue=\"gauged\",state=\"scheduled\"} 1",
+        "hookq_queue_jobs{queue=\"gauged\",state=\"blocked\"} 1",
+        "hookq_queue_jobs{queue=\"gauged\",state=\"in_flight\"} 0",
+        "hookq_queue_dead_letters_pending{queue=\"gauged\"} 0",
+        "hookq_queue_oldest_ready_age_seconds{queue=\"gauged\"}",
+        "hookq_queue_concurrency_limit{queue=\"gauged\"} 7",
+        "hookq_queue_concurrency_effective{queue=\"gauged\"} 7",
+        "hookq_queue_paused{queue=\"gauged\"} 1",
+    ] {
+        assert!(text.contains(expected), "missing {expected} in:\n{text}");
+    }
+    let stats = app.get("/queue/gauged/_stats").await.expect(200);
+    assert_eq!(
+        (&stats["ready"], &stats["scheduled"], &stats["blocked"]),
+        (&json!(3), &json!(1), &json!(1)),
+        "the same figures: {stats}"
+    );
+}
+
+#[tokio::test]
 async fn readyz_answers_while_running_and_needs_no_key() {
     let app = spawn_app(|c| {
         c.api_key = Some(hookq::config::ApiKey::new("observability-key-123".into()));

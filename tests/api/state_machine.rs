@@ -1063,27 +1063,25 @@ async fn check(fx: &StoreFixture, raw: &Inspector, m: &Model) {
          deleted = enqueued"
     );
 
-    // Depth gauges and DLQ stats agree.
-    let (jobs_depth, pending_depth) = store.queue_depths().await.expect("queue depths");
-    for (q, name) in QUEUES.iter().enumerate() {
-        let live = m
-            .jobs
-            .iter()
-            .filter(|j| j.queue == q && j.live.is_some())
-            .count() as u64;
+    // The metrics' figures of every queue are each queue's own, and count its dead letters.
+    let all = store
+        .all_queue_counts(m.now)
+        .await
+        .expect("every queue's counts");
+    let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, QUEUES.to_vec(), "every queue, in name order");
+    for (q, (name, counts)) in all.iter().enumerate() {
+        let own = store
+            .queue_counts(name.clone(), m.now)
+            .await
+            .expect("queue counts");
+        assert_eq!(*counts, own, "the counts of {name}, alone and among all");
         let pending = m
             .jobs
             .iter()
             .filter(|j| j.queue == q && j.place() == Place::DeadPending)
             .count() as u64;
-        let depth = |d: &[(QueueName, u64)]| {
-            d.iter()
-                .find(|(n, _)| n.as_str() == *name)
-                .map(|(_, c)| *c)
-                .unwrap_or_else(|| panic!("no depth for {name}"))
-        };
-        assert_eq!(depth(&jobs_depth), live, "jobs depth of {name}");
-        assert_eq!(depth(&pending_depth), pending, "pending depth of {name}");
+        assert_eq!(counts.dead, pending, "pending dead letters of {name}");
     }
     let stats = store
         .dlq_stats(m.now, hookq::maintenance::REPEAT_FAILURE_REPLAYS)

@@ -58,6 +58,22 @@ fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
     })
 }
 
+/// Every queue, in name order, with how many of its dead letters are pending.
+pub fn pending_counts(conn: &Connection) -> StoreResult<Vec<(QueueName, u64)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT q.name, (SELECT count(*) FROM dead_letters d
+                         WHERE d.queue = q.name AND d.state = 'pending')
+         FROM queues q ORDER BY q.name",
+    )?;
+    let rows = stmt.query_map([], |row| {
+        Ok((
+            QueueName::from_stored(row.get(0)?),
+            u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
+        ))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// How many dead letters of `queue` are pending.
 pub fn pending_count(conn: &Connection, queue: &QueueName) -> StoreResult<u64> {
     let count: i64 = conn

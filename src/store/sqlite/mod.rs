@@ -494,7 +494,9 @@ impl SqliteStore {
                 if !queues::exists(conn, &queue)? {
                     return Err(StoreError::QueueNotFound);
                 }
-                let mut counts = jobs::counts(conn, &queue, now)?;
+                let mut counts = jobs::counts(conn, Some(&queue), now)?
+                    .remove(&queue)
+                    .unwrap_or_default();
                 counts.dead = dead_letters::pending_count(conn, &queue)?;
                 Ok(counts)
             })
@@ -507,28 +509,19 @@ impl SqliteStore {
             .await
     }
 
-    pub async fn queue_depths(
+    pub async fn all_queue_counts(
         &self,
-    ) -> StoreResult<(Vec<(QueueName, u64)>, Vec<(QueueName, u64)>)> {
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(QueueName, QueueCounts)>> {
         self.reader
-            .read(|conn| {
-                let count_by_queue = |sql: &str| -> StoreResult<Vec<(QueueName, u64)>> {
-                    let mut stmt = conn.prepare_cached(sql)?;
-                    let rows = stmt.query_map([], |row| {
-                        Ok((QueueName::from_stored(row.get(0)?), row.get::<_, i64>(1)?.max(0) as u64))
-                    })?;
-                    Ok(rows.collect::<Result<_, _>>()?)
-                };
-                Ok((
-                    count_by_queue(
-                        "SELECT q.name, (SELECT count(*) FROM jobs j WHERE j.queue = q.name) FROM queues q",
-                    )?,
-                    count_by_queue(
-                        "SELECT q.name, (SELECT count(*) FROM dead_letters d
-                                         WHERE d.queue = q.name AND d.state = 'pending')
-                         FROM queues q",
-                    )?,
-                ))
+            .read(move |conn| {
+                let mut live = jobs::counts(conn, None, now)?;
+                let mut all = Vec::new();
+                for (queue, dead) in dead_letters::pending_counts(conn)? {
+                    let counts = live.remove(&queue).unwrap_or_default();
+                    all.push((queue, QueueCounts { dead, ..counts }));
+                }
+                Ok(all)
             })
             .await
     }
