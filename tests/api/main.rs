@@ -19,6 +19,7 @@ mod observability;
 mod openapi;
 mod operator_cli;
 mod ordering;
+mod overload;
 mod queue_settings;
 mod queues;
 mod recovery;
