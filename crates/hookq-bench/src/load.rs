@@ -203,11 +203,21 @@ pub async fn create_queue(
     name: &str,
     target: &str,
 ) -> anyhow::Result<()> {
+    create_queue_with(client, base, name, serde_json::json!({ "target": target })).await
+}
+
+/// Create queue `name` on the server at `base` with `settings` (a target and any policy).
+pub async fn create_queue_with(
+    client: &reqwest::Client,
+    base: &str,
+    name: &str,
+    settings: serde_json::Value,
+) -> anyhow::Result<()> {
     let url = format!("{base}/queue/{name}");
     let response = client
         .put(&url)
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .body(serde_json::json!({ "target": target }).to_string())
+        .body(settings.to_string())
         .send()
         .await
         .with_context(|| format!("PUT {url} failed"))?;

@@ -11,6 +11,7 @@
 //! target.
 
 mod ceilings;
+mod control;
 mod load;
 mod relay;
 mod report;
@@ -74,6 +75,12 @@ enum Part {
     Latency,
     Backlog,
     Ceilings,
+    /// Ordered delivery (1 000 keys, 64 producers) against the same load without keys.
+    Ordered,
+    /// Rate-limited queues: the measured rate against the setting.
+    Rated,
+    /// Open-loop overload: answers, memory, every 201 delivered.
+    Overload,
 }
 
 /// Counts and durations of one mode.
@@ -87,6 +94,10 @@ struct Plan {
     latency_measure: Duration,
     backlog_sizes: Vec<u64>,
     ceiling_measure: Duration,
+    /// Seconds of backlog a rate-limited run delivers.
+    rated_seconds: f64,
+    overload_offered: f64,
+    overload_duration: Duration,
 }
 
 impl Plan {
@@ -102,6 +113,9 @@ impl Plan {
                 latency_measure: Duration::from_secs(1),
                 backlog_sizes: vec![10_000],
                 ceiling_measure: Duration::from_millis(500),
+                rated_seconds: 1.0,
+                overload_offered: 20_000.0,
+                overload_duration: Duration::from_secs(1),
             }
         } else {
             Self {
@@ -114,6 +128,9 @@ impl Plan {
                 latency_measure: Duration::from_secs(10),
                 backlog_sizes: vec![10_000, 100_000, 1_000_000],
                 ceiling_measure: Duration::from_secs(3),
+                rated_seconds: 5.0,
+                overload_offered: 60_000.0,
+                overload_duration: Duration::from_secs(10),
             }
         };
         if let Some(n) = cli.repetitions {
@@ -268,6 +285,27 @@ async fn main() -> anyhow::Result<()> {
                 ratio: large.drain_jobs_per_second.median / small.drain_jobs_per_second.median,
             });
         }
+    }
+    if wanted(Part::Ordered) {
+        report.ordered = Some(bench.ordered().await.context("ordered delivery")?);
+    }
+    if wanted(Part::Rated) {
+        for per_second in [50.0, 500.0] {
+            let figure = bench
+                .rated(per_second)
+                .await
+                .with_context(|| format!("rate-limited at {per_second}/s"))?;
+            report.rated.push(figure);
+        }
+    }
+    if wanted(Part::Overload) {
+        let (offered, duration) = (bench.plan.overload_offered, bench.plan.overload_duration);
+        report.overload = Some(
+            bench
+                .overload(offered, duration)
+                .await
+                .context("overload")?,
+        );
     }
     derive_ratios_and_targets(&mut report);
     report.elapsed_seconds = clock.elapsed().as_secs_f64();

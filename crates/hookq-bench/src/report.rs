@@ -56,6 +56,9 @@ pub struct Report {
     /// Drain throughput at the largest backlog / at 10k.
     pub backlog_ratio: Option<BacklogRatio>,
     pub ceilings: Option<Ceilings>,
+    pub ordered: Option<OrderedFigure>,
+    pub rated: Vec<RatedFigure>,
+    pub overload: Option<OverloadFigure>,
     pub ratios: Vec<Ratio>,
     pub targets: Vec<TargetCheck>,
     pub elapsed_seconds: f64,
@@ -94,6 +97,59 @@ pub struct EndToEndFigure {
     pub ratio_to_raw_post: Stats,
     pub relay_ratio_to_raw_post: Stats,
     pub ratio_to_relay: Stats,
+}
+
+/// Ordered delivery over many keys, paired run by run with the same load without keys.
+#[derive(Debug, Serialize)]
+pub struct OrderedFigure {
+    pub jobs: u64,
+    pub keys: u64,
+    pub producers: usize,
+    /// First enqueue to last delivery.
+    pub keyed_jobs_per_second: Stats,
+    pub plain_jobs_per_second: Stats,
+    /// Per pair: keyed / plain.
+    pub keyed_to_plain: Stats,
+    pub keyed_server_cpu_seconds_per_10k: Stats,
+    pub plain_server_cpu_seconds_per_10k: Stats,
+    /// Keyed deliveries that broke their key's order (must be 0).
+    pub out_of_order: u64,
+    pub duplicates: u64,
+}
+
+/// A rate-limited queue (burst 1) draining a backlog.
+#[derive(Debug, Serialize)]
+pub struct RatedFigure {
+    pub setting_per_second: f64,
+    pub jobs: u64,
+    /// Deliveries per second, first to last.
+    pub measured_per_second: Stats,
+    /// (measured − setting) / setting, in percent.
+    pub error_percent: Stats,
+}
+
+/// Open-loop overload: offered load far above what one server stores.
+#[derive(Debug, Serialize)]
+pub struct OverloadFigure {
+    pub offered_per_second: f64,
+    pub seconds: f64,
+    pub sent: u64,
+    pub created: u64,
+    pub created_per_second: f64,
+    pub too_many_requests: u64,
+    pub unavailable: u64,
+    /// Answers other than 201, 429, 503 (must be 0).
+    pub other_answers: u64,
+    /// Requests that got no HTTP answer (must be 0).
+    pub transport_errors: u64,
+    /// Times the generator's in-flight cap was full when a request was due.
+    pub schedule_slips: u64,
+    pub rss_before_mib: f64,
+    pub peak_rss_mib: f64,
+    /// From the end of the load until every 201 was delivered.
+    pub drain_seconds_after_load: f64,
+    /// Distinct jobs delivered that were never answered 201 (must be 0).
+    pub delivered_without_201: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -317,6 +373,7 @@ pub fn print(report: &Report) {
             &format!("{} req/s", c.http_post_per_second.show(0)),
         );
     }
+    print_control(report);
     if !report.ratios.is_empty() {
         println!("\nRatios to ceilings");
         for r in &report.ratios {
@@ -333,4 +390,76 @@ pub fn print(report: &Report) {
         }
     }
     println!("\n(took {:.0} s)", report.elapsed_seconds);
+}
+
+/// The delivery-control figures: ordered, rate-limited, overload.
+fn print_control(report: &Report) {
+    if let Some(f) = &report.ordered {
+        println!("\nOrdered delivery (first enqueue to last delivery)");
+        row(
+            &format!(
+                "{} jobs over {} keys, {} producers",
+                f.jobs, f.keys, f.producers
+            ),
+            &format!(
+                "{} jobs/s   server {} CPU-s/10k   out of order {}   dup {}",
+                f.keyed_jobs_per_second.show(0),
+                f.keyed_server_cpu_seconds_per_10k.show(2),
+                f.out_of_order,
+                f.duplicates
+            ),
+        );
+        row(
+            "same load without keys",
+            &format!(
+                "{} jobs/s   server {} CPU-s/10k",
+                f.plain_jobs_per_second.show(0),
+                f.plain_server_cpu_seconds_per_10k.show(2)
+            ),
+        );
+        row("keyed / without keys (paired)", &f.keyed_to_plain.show(2));
+    }
+    if !report.rated.is_empty() {
+        println!("\nRate-limited queue (burst 1), backlog drained");
+        for f in &report.rated {
+            row(
+                &format!("ratePerSecond {}, {} jobs", f.setting_per_second, f.jobs),
+                &format!(
+                    "{} deliveries/s   error {} %",
+                    f.measured_per_second.show(1),
+                    f.error_percent.show(2)
+                ),
+            );
+        }
+    }
+    if let Some(f) = &report.overload {
+        println!(
+            "\nOpen-loop overload ({:.0} enqueues/s offered)",
+            f.offered_per_second
+        );
+        row(
+            &format!("{} sent in {:.1} s", f.sent, f.seconds),
+            &format!(
+                "201 {} ({:.0}/s)   429 {}   503 {}   other {}   no answer {}   slips {}",
+                f.created,
+                f.created_per_second,
+                f.too_many_requests,
+                f.unavailable,
+                f.other_answers,
+                f.transport_errors,
+                f.schedule_slips
+            ),
+        );
+        row(
+            "server memory, every 201 delivered",
+            &format!(
+                "RSS {:.0} MiB before, peak {:.0} MiB   drained {:.1} s after the load   \
+                 delivered without a 201: {}",
+                f.rss_before_mib,
+                f.peak_rss_mib,
+                f.drain_seconds_after_load,
+                f.delivered_without_201
+            ),
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! deliveries by job id (`X-Hookq-Job-Id`), and, when asked, reads the send timestamp the
 //! load generator embedded in the payload to record enqueue→delivery latency.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,6 +29,11 @@ struct Counters {
     first_micros: AtomicU64,
     last_micros: AtomicU64,
     record_latency: AtomicBool,
+    /// Check each delivery's `"k"` (key) and `"s"` (sequence within the key) fields: every
+    /// key's deliveries must come as 0, 1, 2, … (the ordered benchmark).
+    check_order: AtomicBool,
+    next_of_key: Mutex<HashMap<u64, u64>>,
+    out_of_order: AtomicU64,
     /// Job ids delivered (a second delivery of one counts as a duplicate).
     seen: Mutex<HashSet<u128>>,
     /// Enqueue→delivery latencies in µs.
@@ -48,6 +53,8 @@ pub struct Sink {
 pub struct SinkSnapshot {
     pub deliveries: u64,
     pub duplicates: u64,
+    /// Deliveries that broke their key's sequence (with order checking on).
+    pub out_of_order: u64,
     pub first: Option<Duration>,
     pub last: Option<Duration>,
 }
@@ -93,6 +100,23 @@ impl Sink {
         lock(&c.seen).clear();
         lock(&c.latencies).clear();
         c.record_latency.store(record_latency, Ordering::SeqCst);
+        c.check_order.store(false, Ordering::SeqCst);
+        lock(&c.next_of_key).clear();
+        c.out_of_order.store(0, Ordering::SeqCst);
+    }
+
+    /// From now on (until the next reset), check every key's delivery sequence.
+    pub fn check_order(&self) {
+        self.counters.check_order.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether every one of `ids` has been delivered; and how many distinct jobs were
+    /// delivered that are not among them.
+    pub fn delivered_of(&self, ids: &HashSet<u128>) -> (bool, u64) {
+        let seen = lock(&self.counters.seen);
+        let all = ids.iter().all(|id| seen.contains(id));
+        let others = seen.iter().filter(|id| !ids.contains(id)).count() as u64;
+        (all, others)
     }
 
     pub fn snapshot(&self) -> SinkSnapshot {
@@ -101,6 +125,7 @@ impl Sink {
         SinkSnapshot {
             deliveries: c.deliveries.load(Ordering::SeqCst),
             duplicates: c.duplicates.load(Ordering::SeqCst),
+            out_of_order: c.out_of_order.load(Ordering::SeqCst),
             first: micros(c.first_micros.load(Ordering::SeqCst)),
             last: micros(c.last_micros.load(Ordering::SeqCst)),
         }
@@ -146,6 +171,18 @@ async fn receive(State(sink): State<Sink>, headers: HeaderMap, body: Bytes) -> S
     {
         c.duplicates.fetch_add(1, Ordering::Relaxed);
     }
+    if c.check_order.load(Ordering::Relaxed) {
+        let in_sequence = key_and_sequence(&body).is_some_and(|(key, sequence)| {
+            let mut next = lock(&c.next_of_key);
+            let expected = next.entry(key).or_insert(0);
+            let ok = sequence == *expected;
+            *expected = sequence + 1;
+            ok
+        });
+        if !in_sequence {
+            c.out_of_order.fetch_add(1, Ordering::Relaxed);
+        }
+    }
     if c.record_latency.load(Ordering::Relaxed)
         && let Some(sent) = sent_micros(&body)
     {
@@ -156,6 +193,12 @@ async fn receive(State(sink): State<Sink>, headers: HeaderMap, body: Bytes) -> S
 }
 
 /// The `"t":<µs>` the load generator put first in the payload.
+/// The `"k"` and `"s"` of an ordered benchmark's job.
+fn key_and_sequence(body: &[u8]) -> Option<(u64, u64)> {
+    let job: serde_json::Value = serde_json::from_slice(body).ok()?;
+    Some((job["k"].as_u64()?, job["s"].as_u64()?))
+}
+
 fn sent_micros(body: &[u8]) -> Option<u64> {
     let rest = body.strip_prefix(b"{\"t\":")?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
