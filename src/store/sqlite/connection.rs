@@ -126,10 +126,15 @@ fn check_is_hookq_database(conn: &Connection, path: &Path) -> anyhow::Result<()>
 
 /// Apply the migrations the database has not seen yet, each in its own transaction.
 pub fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
+    migrate_to(conn, SCHEMA_VERSION)
+}
+
+/// Apply the migrations the database has not seen yet, up to version `target`.
+fn migrate_to(conn: &mut Connection, target: i64) -> anyhow::Result<()> {
     let current: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
     for (index, (name, sql)) in MIGRATIONS.iter().enumerate() {
         let version = index as i64 + 1;
-        if version <= current {
+        if version <= current || version > target {
             continue;
         }
         let tx = conn.transaction()?;
@@ -162,6 +167,53 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |r| r.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
+    }
+
+    /// An operator upgrading from schema 4 keeps every job: a job due later becomes
+    /// scheduled (out of the ready index), a due one stays ready, and a queue that already had
+    /// a `maxQueued` gets its exact count.
+    #[test]
+    fn migration_5_sorts_existing_jobs_into_ready_and_scheduled_and_counts_capped_queues() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open_writer(&dir.path().join("v4.db"), Synchronous::Full).unwrap();
+        migrate_to(&mut conn, 4).unwrap();
+        let far = 4_000_000_000_000_i64; // year 2096
+        conn.execute_batch(&format!(
+            "INSERT INTO queues(name, target, created_at, max_queued) VALUES ('capped', 'http://x/', 0, 10);
+             INSERT INTO queues(name, target, created_at) VALUES ('free', 'http://x/', 0);
+             INSERT INTO jobs(id, queue, status, payload, run_at, created_at)
+                 VALUES (x'01', 'capped', 0, '{{}}', 1, 1), (x'02', 'capped', 0, '{{}}', {far}, 1),
+                        (x'03', 'capped', 1, '{{}}', 1, 1), (x'04', 'free', 0, '{{}}', {far}, 1);"
+        ))
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let status = |id: &str| -> i64 {
+            conn.query_row(
+                &format!("SELECT status FROM jobs WHERE id = x'{id}'"),
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            [status("01"), status("02"), status("03"), status("04")],
+            [0, 3, 1, 3]
+        );
+        let sizes: Vec<(String, i64, i64)> = conn
+            .prepare("SELECT queue, live, cap FROM queue_sizes")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(sizes, vec![("capped".to_owned(), 3, 10)]);
+        // The triggers keep the count from now on.
+        conn.execute("DELETE FROM jobs WHERE id = x'01'", [])
+            .unwrap();
+        let live: i64 = conn
+            .query_row("SELECT live FROM queue_sizes", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(live, 2);
     }
 
     #[test]
