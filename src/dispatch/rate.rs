@@ -21,6 +21,9 @@ use crate::policy::Rate;
 
 /// How late a start may be taken and still count as on schedule.
 pub const LATENESS: Duration = Duration::from_millis(10);
+/// The longest interval between starts: a rate below one start a year (accepted: any rate
+/// above 0 is) is held as one a year.
+const LONGEST_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 #[derive(Default)]
 pub struct RateLimits {
@@ -35,12 +38,17 @@ struct Schedule {
 
 impl Schedule {
     fn interval(&self) -> Duration {
-        Duration::from_secs_f64(1.0 / self.rate.per_second)
+        Duration::try_from_secs_f64(1.0 / self.rate.per_second)
+            .unwrap_or(LONGEST_INTERVAL)
+            .min(LONGEST_INTERVAL)
     }
 
     /// How early a start may be taken: the burst beyond the first.
     fn early(&self) -> Duration {
-        self.interval() * self.rate.effective_burst().saturating_sub(1)
+        let beyond_first = self.rate.effective_burst().saturating_sub(1);
+        self.interval()
+            .checked_mul(beyond_first)
+            .unwrap_or(Duration::MAX)
     }
 
     /// Bring the schedule to `now` under `rate` (which may have changed since): starts due
@@ -48,7 +56,7 @@ impl Schedule {
     fn catch_up(&mut self, rate: Rate, now: Instant) {
         self.rate = rate;
         let owed = self.interval().max(LATENESS);
-        if self.next + owed < now {
+        if now.saturating_duration_since(self.next) > owed {
             self.next = now; // idle (or stalled) that long: start afresh
         }
     }
@@ -62,10 +70,15 @@ impl RateLimits {
             .entry(queue.clone())
             .or_insert_with(|| Schedule { next: now, rate });
         schedule.catch_up(rate, now);
-        let (interval, latest) = (schedule.interval(), now + schedule.early());
+        let (interval, early) = (schedule.interval(), schedule.early());
+        // The starts due by now, and those the burst lets come early.
+        let may_start = |next: Instant| next.saturating_duration_since(now) <= early;
         let mut taken = 0;
-        while taken < want && schedule.next <= latest {
-            schedule.next += interval;
+        while taken < want && may_start(schedule.next) {
+            let Some(after) = schedule.next.checked_add(interval) else {
+                break;
+            };
+            schedule.next = after;
             taken += 1;
         }
         taken
@@ -77,7 +90,11 @@ impl RateLimits {
             return;
         }
         if let Some(schedule) = self.lock().get_mut(queue) {
-            let back = schedule.interval() * u32::try_from(unused).unwrap_or(u32::MAX);
+            let unused = u32::try_from(unused).unwrap_or(u32::MAX);
+            let back = schedule
+                .interval()
+                .checked_mul(unused)
+                .unwrap_or(Duration::MAX);
             schedule.next = schedule.next.checked_sub(back).unwrap_or(schedule.next);
         }
     }
@@ -90,7 +107,10 @@ impl RateLimits {
         };
         let rate = schedule.rate;
         schedule.catch_up(rate, now);
-        (schedule.next - schedule.early()).saturating_duration_since(now)
+        schedule
+            .next
+            .saturating_duration_since(now)
+            .saturating_sub(schedule.early())
     }
 
     /// `queue` is gone, or no longer limited.
@@ -157,6 +177,25 @@ mod tests {
         let elapsed = (at - t0).as_secs_f64();
         let per_second = started as f64 / elapsed;
         assert!((per_second - 500.0).abs() < 5.0, "{per_second}/s");
+    }
+
+    #[test]
+    fn extreme_rates_and_bursts_never_overflow() {
+        let limits = RateLimits::default();
+        let q = QueueName::parse("q").unwrap();
+        let t0 = Instant::now();
+        for (per_second, burst) in [
+            (1e-300, Some(u32::MAX)),
+            (1e-300, None),
+            (1e6, Some(u32::MAX)),
+        ] {
+            let rate = Rate { per_second, burst };
+            limits.forget(&q);
+            assert!(limits.take(&q, rate, 3, t0) >= 1);
+            let _ = limits.next_token_in(&q, t0);
+            limits.give_back(&q, usize::MAX);
+            let _ = limits.take(&q, rate, usize::MAX >> 40, t0 + Duration::from_secs(1));
+        }
     }
 
     #[test]

@@ -53,6 +53,20 @@ async fn resume(app: &TestApp, queue: &str) {
         .expect(200);
 }
 
+/// Queue `q`, paused (so every job is due before the first claim) and delivering one job at
+/// a time (so the claims show the order), to a receiver that answers 200.
+async fn paused_one_at_a_time() -> (TestReceiver, TestApp) {
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    app.put_queue(
+        "q",
+        &json!({"target": receiver.url, "paused": true, "concurrency": 1}),
+    )
+    .await
+    .expect(201);
+    (receiver, app)
+}
+
 /// Where `n` first arrived.
 fn position(order: &[u64], n: u64) -> usize {
     order
@@ -63,16 +77,7 @@ fn position(order: &[u64], n: u64) -> usize {
 
 #[tokio::test]
 async fn among_due_jobs_higher_priority_goes_first_and_equal_priority_keeps_enqueue_order() {
-    let receiver = TestReceiver::always(Reply::ok()).await;
-    let app = spawn_app(|_| {}).await;
-    // Paused, so every job is due before the first claim; one at a time, so the claims
-    // show the order.
-    app.put_queue(
-        "q",
-        &json!({"target": receiver.url, "paused": true, "concurrency": 1}),
-    )
-    .await
-    .expect(201);
+    let (receiver, app) = paused_one_at_a_time().await;
     for (n, priority) in [(1, 0), (2, 5), (3, -3), (4, 5), (5, 100), (6, 0)] {
         enqueue_n(&app, "q", n, &format!("priority={priority}")).await;
     }
@@ -285,14 +290,7 @@ async fn a_dead_lettered_job_lets_its_key_move_on_and_a_replay_delivers_it() {
 
 #[tokio::test]
 async fn priority_does_not_reorder_the_jobs_of_one_key() {
-    let receiver = TestReceiver::always(Reply::ok()).await;
-    let app = spawn_app(|_| {}).await;
-    app.put_queue(
-        "q",
-        &json!({"target": receiver.url, "paused": true, "concurrency": 1}),
-    )
-    .await
-    .expect(201);
+    let (receiver, app) = paused_one_at_a_time().await;
     enqueue_n(&app, "q", 1, "orderingKey=k").await;
     enqueue_n(&app, "q", 2, "orderingKey=k&priority=100").await;
     enqueue_n(&app, "q", 3, "priority=50").await;
