@@ -57,6 +57,11 @@ struct Args {
     /// Seed of the random kill times and worker delays [default: from the clock].
     #[arg(long)]
     seed: Option<u64>,
+    /// Each producer spreads its jobs over this many ordering keys of its own (0: no keys).
+    /// Then every key's jobs must also be first delivered in the order they were sent,
+    /// across every crash.
+    #[arg(long, default_value_t = 0)]
+    ordering_keys: u64,
 }
 
 /// xorshift64*: enough randomness for kill times, without another dependency.
@@ -71,16 +76,23 @@ impl Rng {
     }
 }
 
-/// The worker: counts deliveries per job id.
+/// The worker: counts deliveries per job id, and notes the order in which each ordering
+/// key's jobs first arrive.
 #[derive(Default)]
 struct Worker {
     deliveries: Mutex<HashMap<String, u32>>,
+    /// Per key (`"<producer>/<key>"`), the `n` of each job at its first delivery.
+    first_by_key: Mutex<HashMap<String, Vec<u64>>>,
     in_flight: AtomicUsize,
     delay_ms: u64,
     seed: AtomicU64,
 }
 
-async fn receive(State(worker): State<Arc<Worker>>, headers: HeaderMap) -> StatusCode {
+async fn receive(
+    State(worker): State<Arc<Worker>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> StatusCode {
     worker.in_flight.fetch_add(1, Ordering::SeqCst);
     // Decremented on drop: when hookq dies mid-request, this handler is dropped unfinished.
     let _busy = Busy(&worker.in_flight);
@@ -90,12 +102,17 @@ async fn receive(State(worker): State<Arc<Worker>>, headers: HeaderMap) -> Statu
     let delay = Rng(seed | 1).below(worker.delay_ms + 1);
     tokio::time::sleep(Duration::from_millis(delay)).await;
     if let Some(id) = headers.get("x-hookq-job-id").and_then(|v| v.to_str().ok()) {
-        *worker
-            .deliveries
-            .lock()
-            .unwrap()
-            .entry(id.to_owned())
-            .or_default() += 1;
+        let first = {
+            let mut deliveries = worker.deliveries.lock().unwrap();
+            let count = deliveries.entry(id.to_owned()).or_default();
+            *count += 1;
+            *count == 1
+        };
+        let job: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if let (true, Some(key), Some(n)) = (first, job["key"].as_str(), job["n"].as_u64()) {
+            let mut by_key = worker.first_by_key.lock().unwrap();
+            by_key.entry(key.to_owned()).or_default().push(n);
+        }
     }
     StatusCode::OK
 }
@@ -188,6 +205,7 @@ async fn start_server(bin: &PathBuf, db: &PathBuf, log: &PathBuf) -> anyhow::Res
 
 async fn produce(
     id: usize,
+    keys: u64,
     http: reqwest::Client,
     base: Arc<RwLock<Option<String>>>,
     produced: Arc<Produced>,
@@ -201,10 +219,22 @@ async fn produce(
             continue;
         };
         n += 1;
+        let (target, body) = if keys == 0 {
+            (
+                format!("{url}/queue/chaos"),
+                serde_json::json!({ "producer": id, "n": n }),
+            )
+        } else {
+            let key = format!("{id}/{}", n % keys);
+            (
+                format!("{url}/queue/chaos?orderingKey={key}"),
+                serde_json::json!({ "producer": id, "n": n, "key": key }),
+            )
+        };
         let sent = http
-            .post(format!("{url}/queue/chaos"))
+            .post(target)
             .header("content-type", "application/json")
-            .body(serde_json::json!({ "producer": id, "n": n }).to_string())
+            .body(body.to_string())
             .send()
             .await;
         match sent {
@@ -265,9 +295,10 @@ async fn main() -> anyhow::Result<()> {
     let db = dir.path().join("chaos.db");
     let log = dir.path().join("hookq.log");
     println!(
-        "chaos: {} kills, {} producers, seed {seed}, db {}",
+        "chaos: {} kills, {} producers, {} ordering keys each, seed {seed}, db {}",
         args.kills,
         args.producers,
+        args.ordering_keys,
         db.display()
     );
 
@@ -309,6 +340,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|p| {
             tokio::spawn(produce(
                 p,
+                args.ordering_keys,
                 http.clone(),
                 base.clone(),
                 produced.clone(),
@@ -410,6 +442,20 @@ async fn main() -> anyhow::Result<()> {
         produced.refused.load(Ordering::Relaxed)
     );
     println!("dead letters at the end:              {errors}");
+    // Each key's jobs were sent in increasing `n`; their first deliveries must keep it.
+    let by_key = worker.first_by_key.lock().unwrap().clone();
+    let out_of_order: Vec<(&String, &Vec<u64>)> = by_key
+        .iter()
+        .filter(|(_, ns)| ns.windows(2).any(|w| w[0] >= w[1]))
+        .collect();
+    if args.ordering_keys > 0 {
+        let keyed: usize = by_key.values().map(Vec::len).sum();
+        println!(
+            "ordering keys: {} keys, {keyed} jobs, {} keys out of order",
+            by_key.len(),
+            out_of_order.len()
+        );
+    }
     println!("final SIGTERM exit:                   {exit}");
 
     let mut failed = Vec::new();
@@ -427,6 +473,12 @@ async fn main() -> anyhow::Result<()> {
     }
     if errors > 0 {
         failed.push(format!("{errors} jobs were dead-lettered"));
+    }
+    if let Some((key, ns)) = out_of_order.first() {
+        failed.push(format!(
+            "{} ordering keys were first delivered out of order, e.g. {key}: {ns:?}",
+            out_of_order.len()
+        ));
     }
     if !exit.success() {
         failed.push(format!("the final graceful stop exited with {exit}"));
