@@ -30,24 +30,15 @@ CREATE INDEX jobs_by_key ON jobs(queue, ordering_key, status, id)
 ALTER TABLE dead_letters ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE dead_letters ADD COLUMN ordering_key TEXT;
 
--- `maxQueued`: the live jobs of each queue that has a cap, counted exactly by the triggers
--- below. A queue without a cap has no row here, so its inserts and deletes pay one failed
--- lookup in this (small) table and write nothing.
+-- `maxQueued`: the live jobs of each queue that has a cap, counted exactly by two triggers
+-- on `jobs` (AFTER INSERT / AFTER DELETE: `live` ± 1 for the row's queue). The store creates
+-- those triggers while at least one queue has a cap and drops them when none has
+-- (`store::sqlite::queues::sync_counting`), so a server without caps pays nothing for them.
 CREATE TABLE queue_sizes (
     queue TEXT PRIMARY KEY NOT NULL REFERENCES queues(name) ON DELETE CASCADE,
     live  INTEGER NOT NULL,
     cap   INTEGER NOT NULL
 ) WITHOUT ROWID;
-
-CREATE TRIGGER jobs_counted_in AFTER INSERT ON jobs
-BEGIN
-    UPDATE queue_sizes SET live = live + 1 WHERE queue = NEW.queue;
-END;
-
-CREATE TRIGGER jobs_counted_out AFTER DELETE ON jobs
-BEGIN
-    UPDATE queue_sizes SET live = live - 1 WHERE queue = OLD.queue;
-END;
 
 INSERT INTO queue_sizes(queue, live, cap)
 SELECT name, (SELECT count(*) FROM jobs WHERE jobs.queue = queues.name), max_queued

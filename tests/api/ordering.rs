@@ -459,3 +459,40 @@ async fn a_cap_set_on_a_queue_that_already_holds_more_counts_what_it_holds() {
     enqueue_n(&app, "q", 9, "").await;
     assert_queue_full(&app.enqueue("q", &payload(10)).await);
 }
+
+#[tokio::test]
+async fn caps_stay_exact_as_other_queues_gain_and_lose_theirs_and_across_a_restart() {
+    let app = spawn_app(|_| {}).await;
+    for (name, cap) in [("a", json!(2)), ("b", json!(2)), ("c", Value::Null)] {
+        app.put_queue(
+            name,
+            &json!({"target": "http://127.0.0.1:9/", "paused": true, "maxQueued": cap}),
+        )
+        .await
+        .expect(201);
+    }
+    enqueue_n(&app, "a", 1, "").await;
+    // b's cap goes (a still has one); c's jobs are not counted against anyone.
+    app.patch_queue("b", &json!({"maxQueued": null}))
+        .await
+        .expect(200);
+    for n in 0..3 {
+        enqueue_n(&app, "b", n, "").await;
+        enqueue_n(&app, "c", n, "").await;
+    }
+    enqueue_n(&app, "a", 2, "").await;
+    assert_queue_full(&app.enqueue("a", &payload(3)).await);
+
+    // The last cap goes with its queue; a new cap counts what its queue holds.
+    app.delete_queue("a").await.expect(200);
+    app.patch_queue("c", &json!({"maxQueued": 4}))
+        .await
+        .expect(200);
+    enqueue_n(&app, "c", 3, "").await;
+    assert_queue_full(&app.enqueue("c", &payload(4)).await);
+
+    // After a restart the counts go on from where they were.
+    let app = app.restart(|_| {}).await;
+    assert_queue_full(&app.enqueue("c", &payload(5)).await);
+    enqueue_n(&app, "b", 9, "").await;
+}

@@ -187,6 +187,7 @@ mod tests {
         ))
         .unwrap();
         migrate(&mut conn).unwrap();
+        super::super::queues::sync_counting(&conn).unwrap();
         let status = |id: &str| -> i64 {
             conn.query_row(
                 &format!("SELECT status FROM jobs WHERE id = x'{id}'"),
@@ -207,7 +208,7 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(sizes, vec![("capped".to_owned(), 3, 10)]);
-        // The triggers keep the count from now on.
+        // The store's triggers keep the count from now on.
         conn.execute("DELETE FROM jobs WHERE id = x'01'", [])
             .unwrap();
         let live: i64 = conn

@@ -117,6 +117,7 @@ impl SqliteStore {
         let lock = lock_database(path)?;
         let mut conn = connection::open_writer(path, synchronous)?;
         connection::migrate(&mut conn)?;
+        queues::sync_counting(&conn).context("cannot set up the counts of capped queues")?;
         let released = jobs::release_all_leases(&conn, now)
             .context("cannot release the leases of the previous run")?;
         if released > 0 {

@@ -31,10 +31,10 @@ pub fn enqueue_once(
     Ok(Enqueued::Stored)
 }
 
-/// Record the outcome of job `id` under `lease`. Returns false (and changes
-/// nothing) if the lease was lost in the meantime: the job was recovered, cancelled,
-/// replayed or its queue deleted. A job that leaves (delivered, dead-lettered) lets the next
-/// job of its ordering key go.
+/// Record the outcome of job `id` under `lease`. Returns false (and changes nothing) if the
+/// lease was lost in the meantime: the job was recovered, cancelled, replayed or its queue
+/// deleted. A job that leaves (delivered, dead-lettered) lets the next job of its ordering
+/// key go.
 pub fn record_outcome(
     conn: &Connection,
     id: JobId,
