@@ -248,7 +248,7 @@ pub fn replay_claimed(
                      RETURNING queue",
                     status = jobs::entry_status(
                         "dead_letters.queue",
-                        "dead_letters.ordering_key",
+                        Some("dead_letters.ordering_key"),
                         "?2",
                         "?3"
                     ),
