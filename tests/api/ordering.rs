@@ -53,17 +53,23 @@ async fn resume(app: &TestApp, queue: &str) {
         .expect(200);
 }
 
+/// A server with queue `q` delivering to `receiver` under `policy` (any settings but the
+/// target).
+async fn app_with_queue(receiver: &TestReceiver, policy: Value) -> TestApp {
+    let app = spawn_app(|_| {}).await;
+    let mut settings = json!({ "target": receiver.url });
+    if let (Some(settings), Some(policy)) = (settings.as_object_mut(), policy.as_object()) {
+        settings.extend(policy.clone());
+    }
+    app.put_queue("q", &settings).await.expect(201);
+    app
+}
+
 /// Queue `q`, paused (so every job is due before the first claim) and delivering one job at
 /// a time (so the claims show the order), to a receiver that answers 200.
 async fn paused_one_at_a_time() -> (TestReceiver, TestApp) {
     let receiver = TestReceiver::always(Reply::ok()).await;
-    let app = spawn_app(|_| {}).await;
-    app.put_queue(
-        "q",
-        &json!({"target": receiver.url, "paused": true, "concurrency": 1}),
-    )
-    .await
-    .expect(201);
+    let app = app_with_queue(&receiver, json!({"paused": true, "concurrency": 1})).await;
     (receiver, app)
 }
 
@@ -157,22 +163,26 @@ async fn a_key_in_flight_holds_back_its_own_later_jobs_and_no_one_elses() {
     let receiver =
         TestReceiver::by_rule(move |d| (n_of(d) == 1).then(|| Reply::HoldUntil(held.clone())))
             .await;
-    let app = spawn_app(|_| {}).await;
-    app.put_queue("q", &json!({"target": receiver.url, "concurrency": 8}))
-        .await
-        .expect(201);
+    let app = app_with_queue(&receiver, json!({"concurrency": 8})).await;
     enqueue_n(&app, "q", 1, "orderingKey=a").await;
     wait_for_ns(&receiver, &[1]).await; // a's head is in flight, held
     enqueue_n(&app, "q", 2, "orderingKey=a").await;
     enqueue_n(&app, "q", 3, "orderingKey=a").await;
-    enqueue_n(&app, "q", 4, "orderingKey=b").await;
-    enqueue_n(&app, "q", 5, "orderingKey=b").await;
-    enqueue_n(&app, "q", 6, "").await;
+    let others = [
+        enqueue_n(&app, "q", 4, "orderingKey=b").await,
+        enqueue_n(&app, "q", 5, "orderingKey=b").await,
+        enqueue_n(&app, "q", 6, "").await,
+    ];
     let order = wait_for_ns(&receiver, &[4, 5, 6]).await;
     assert!(position(&order, 4) < position(&order, 5), "{order:?}");
+    // Their outcomes recorded (the receiver answers before hookq commits the outcome).
+    for id in &others {
+        app.wait_until_gone("q", id).await;
+    }
     assert!(
-        !order.contains(&2) && !order.contains(&3),
-        "a's later jobs waited: {order:?}"
+        !arrivals(&receiver).contains(&2) && !arrivals(&receiver).contains(&3),
+        "a's later jobs waited: {:?}",
+        arrivals(&receiver)
     );
     let figures = stats(&app, "q").await;
     assert_eq!(
@@ -197,13 +207,7 @@ async fn a_key_in_flight_holds_back_its_own_later_jobs_and_no_one_elses() {
 #[tokio::test]
 async fn a_key_waiting_for_a_retry_holds_back_only_itself_until_its_head_is_cancelled() {
     let receiver = failing_first_attempt_of(|n| n == 1).await;
-    let app = spawn_app(|_| {}).await;
-    app.put_queue(
-        "q",
-        &json!({"target": receiver.url, "concurrency": 8, "backoff": ["1h"]}),
-    )
-    .await
-    .expect(201);
+    let app = app_with_queue(&receiver, json!({"concurrency": 8, "backoff": ["1h"]})).await;
     let head = enqueue_n(&app, "q", 1, "orderingKey=a").await;
     enqueue_n(&app, "q", 2, "orderingKey=a").await;
     enqueue_n(&app, "q", 3, "orderingKey=b").await;
@@ -240,10 +244,7 @@ async fn a_key_waiting_for_a_retry_holds_back_only_itself_until_its_head_is_canc
 #[tokio::test]
 async fn a_delayed_job_holds_back_the_later_jobs_of_its_key() {
     let receiver = TestReceiver::always(Reply::ok()).await;
-    let app = spawn_app(|_| {}).await;
-    app.put_queue("q", &json!({"target": receiver.url, "concurrency": 8}))
-        .await
-        .expect(201);
+    let app = app_with_queue(&receiver, json!({"concurrency": 8})).await;
     let delayed = enqueue_n(&app, "q", 1, "orderingKey=a&delay=1h").await;
     let behind = enqueue_n(&app, "q", 2, "orderingKey=a").await;
     enqueue_n(&app, "q", 3, "orderingKey=b").await;
@@ -268,13 +269,7 @@ async fn a_delayed_job_holds_back_the_later_jobs_of_its_key() {
 async fn a_dead_lettered_job_lets_its_key_move_on_and_a_replay_delivers_it() {
     let fail_first = |d: &Received| (n_of(d) == 1).then(|| Reply::with_body(500, "broken"));
     let receiver = TestReceiver::by_rule(fail_first).await;
-    let app = spawn_app(|_| {}).await;
-    app.put_queue(
-        "q",
-        &json!({"target": receiver.url, "concurrency": 8, "maxAttempts": 1}),
-    )
-    .await
-    .expect(201);
+    let app = app_with_queue(&receiver, json!({"concurrency": 8, "maxAttempts": 1})).await;
     let first = enqueue_n(&app, "q", 1, "orderingKey=a").await;
     enqueue_n(&app, "q", 2, "orderingKey=a").await;
     enqueue_n(&app, "q", 3, "orderingKey=a").await;
@@ -315,13 +310,7 @@ async fn many_keys_at_full_concurrency_each_keep_their_order_through_retries() {
     const PER_KEY: u64 = 15;
     // The 4th job of every key fails once: the key's later jobs wait for its retry.
     let receiver = failing_first_attempt_of(|n| n < 100_000 && n % 1000 == 3).await;
-    let app = spawn_app(|_| {}).await;
-    app.put_queue(
-        "q",
-        &json!({"target": receiver.url, "concurrency": 16, "backoff": ["50ms"]}),
-    )
-    .await
-    .expect(201);
+    let app = app_with_queue(&receiver, json!({"concurrency": 16, "backoff": ["50ms"]})).await;
     // Interleaved keys, and jobs without a key, enqueued by several producers at once.
     let producers = (0..KEYS).map(|key| {
         let app = &app;
@@ -353,13 +342,7 @@ async fn many_keys_at_full_concurrency_each_keep_their_order_through_retries() {
 #[tokio::test]
 async fn a_batch_with_an_ordering_key_is_delivered_in_batch_order() {
     let receiver = failing_first_attempt_of(|n| n == 1).await;
-    let app = spawn_app(|_| {}).await;
-    app.put_queue(
-        "q",
-        &json!({"target": receiver.url, "concurrency": 8, "backoff": ["50ms"]}),
-    )
-    .await
-    .expect(201);
+    let app = app_with_queue(&receiver, json!({"concurrency": 8, "backoff": ["50ms"]})).await;
     let jobs: Vec<Value> = (1..=8).map(payload).collect();
     app.call(
         Method::POST,
@@ -389,13 +372,7 @@ fn assert_queue_full(response: &ApiResponse) {
 #[tokio::test]
 async fn a_queue_at_its_max_queued_refuses_enqueues_with_429_until_it_drains() {
     let receiver = TestReceiver::always(Reply::ok()).await;
-    let app = spawn_app(|_| {}).await;
-    app.put_queue(
-        "q",
-        &json!({"target": receiver.url, "paused": true, "maxQueued": 3}),
-    )
-    .await
-    .expect(201);
+    let app = app_with_queue(&receiver, json!({"paused": true, "maxQueued": 3})).await;
     for n in 1..=3 {
         enqueue_n(&app, "q", n, "").await;
     }
