@@ -53,11 +53,14 @@ async fn resume(app: &TestApp, queue: &str) {
         .expect(200);
 }
 
-/// A server with queue `q` delivering to `receiver` under `policy` (any settings but the
+/// A target nothing listens on, for queues that stay paused.
+const NO_WORKER: &str = "http://127.0.0.1:9/";
+
+/// A server with queue `q` delivering to `target` under `policy` (any settings but the
 /// target).
-async fn app_with_queue(receiver: &TestReceiver, policy: Value) -> TestApp {
+async fn app_with_queue(target: &str, policy: Value) -> TestApp {
     let app = spawn_app(|_| {}).await;
-    let mut settings = json!({ "target": receiver.url });
+    let mut settings = json!({ "target": target });
     if let (Some(settings), Some(policy)) = (settings.as_object_mut(), policy.as_object()) {
         settings.extend(policy.clone());
     }
@@ -69,7 +72,7 @@ async fn app_with_queue(receiver: &TestReceiver, policy: Value) -> TestApp {
 /// a time (so the claims show the order), to a receiver that answers 200.
 async fn paused_one_at_a_time() -> (TestReceiver, TestApp) {
     let receiver = TestReceiver::always(Reply::ok()).await;
-    let app = app_with_queue(&receiver, json!({"paused": true, "concurrency": 1})).await;
+    let app = app_with_queue(&receiver.url, json!({"paused": true, "concurrency": 1})).await;
     (receiver, app)
 }
 
@@ -97,13 +100,7 @@ async fn among_due_jobs_higher_priority_goes_first_and_equal_priority_keeps_enqu
 
 #[tokio::test]
 async fn listed_and_single_jobs_show_their_priority_and_ordering_key() {
-    let app = spawn_app(|_| {}).await;
-    app.put_queue(
-        "q",
-        &json!({"target": "http://127.0.0.1:9/", "paused": true}),
-    )
-    .await
-    .expect(201);
+    let app = app_with_queue(NO_WORKER, json!({"paused": true})).await;
     let keyed = enqueue_n(&app, "q", 1, "priority=-7&orderingKey=customer%2042").await;
     let plain = enqueue_n(&app, "q", 2, "").await;
     let job = app.get_job("q", &keyed).await.expect(200);
@@ -124,7 +121,7 @@ async fn listed_and_single_jobs_show_their_priority_and_ordering_key() {
 #[tokio::test]
 async fn invalid_priorities_and_ordering_keys_are_422_and_store_nothing() {
     let app = spawn_app(|_| {}).await;
-    app.create_queue_ok("q", "http://127.0.0.1:9/", None).await;
+    app.create_queue_ok("q", NO_WORKER, None).await;
     let long = "k".repeat(201);
     let cases: Vec<(String, Vec<(&str, &str)>)> = vec![
         ("priority=101".into(), vec![]),
@@ -163,7 +160,7 @@ async fn a_key_in_flight_holds_back_its_own_later_jobs_and_no_one_elses() {
     let receiver =
         TestReceiver::by_rule(move |d| (n_of(d) == 1).then(|| Reply::HoldUntil(held.clone())))
             .await;
-    let app = app_with_queue(&receiver, json!({"concurrency": 8})).await;
+    let app = app_with_queue(&receiver.url, json!({"concurrency": 8})).await;
     enqueue_n(&app, "q", 1, "orderingKey=a").await;
     wait_for_ns(&receiver, &[1]).await; // a's head is in flight, held
     enqueue_n(&app, "q", 2, "orderingKey=a").await;
@@ -207,7 +204,7 @@ async fn a_key_in_flight_holds_back_its_own_later_jobs_and_no_one_elses() {
 #[tokio::test]
 async fn a_key_waiting_for_a_retry_holds_back_only_itself_until_its_head_is_cancelled() {
     let receiver = failing_first_attempt_of(|n| n == 1).await;
-    let app = app_with_queue(&receiver, json!({"concurrency": 8, "backoff": ["1h"]})).await;
+    let app = app_with_queue(&receiver.url, json!({"concurrency": 8, "backoff": ["1h"]})).await;
     let head = enqueue_n(&app, "q", 1, "orderingKey=a").await;
     enqueue_n(&app, "q", 2, "orderingKey=a").await;
     enqueue_n(&app, "q", 3, "orderingKey=b").await;
@@ -244,7 +241,7 @@ async fn a_key_waiting_for_a_retry_holds_back_only_itself_until_its_head_is_canc
 #[tokio::test]
 async fn a_delayed_job_holds_back_the_later_jobs_of_its_key() {
     let receiver = TestReceiver::always(Reply::ok()).await;
-    let app = app_with_queue(&receiver, json!({"concurrency": 8})).await;
+    let app = app_with_queue(&receiver.url, json!({"concurrency": 8})).await;
     let delayed = enqueue_n(&app, "q", 1, "orderingKey=a&delay=1h").await;
     let behind = enqueue_n(&app, "q", 2, "orderingKey=a").await;
     enqueue_n(&app, "q", 3, "orderingKey=b").await;
@@ -269,7 +266,7 @@ async fn a_delayed_job_holds_back_the_later_jobs_of_its_key() {
 async fn a_dead_lettered_job_lets_its_key_move_on_and_a_replay_delivers_it() {
     let fail_first = |d: &Received| (n_of(d) == 1).then(|| Reply::with_body(500, "broken"));
     let receiver = TestReceiver::by_rule(fail_first).await;
-    let app = app_with_queue(&receiver, json!({"concurrency": 8, "maxAttempts": 1})).await;
+    let app = app_with_queue(&receiver.url, json!({"concurrency": 8, "maxAttempts": 1})).await;
     let first = enqueue_n(&app, "q", 1, "orderingKey=a").await;
     enqueue_n(&app, "q", 2, "orderingKey=a").await;
     enqueue_n(&app, "q", 3, "orderingKey=a").await;
@@ -310,7 +307,11 @@ async fn many_keys_at_full_concurrency_each_keep_their_order_through_retries() {
     const PER_KEY: u64 = 15;
     // The 4th job of every key fails once: the key's later jobs wait for its retry.
     let receiver = failing_first_attempt_of(|n| n < 100_000 && n % 1000 == 3).await;
-    let app = app_with_queue(&receiver, json!({"concurrency": 16, "backoff": ["50ms"]})).await;
+    let app = app_with_queue(
+        &receiver.url,
+        json!({"concurrency": 16, "backoff": ["50ms"]}),
+    )
+    .await;
     // Interleaved keys, and jobs without a key, enqueued by several producers at once.
     let producers = (0..KEYS).map(|key| {
         let app = &app;
@@ -342,7 +343,11 @@ async fn many_keys_at_full_concurrency_each_keep_their_order_through_retries() {
 #[tokio::test]
 async fn a_batch_with_an_ordering_key_is_delivered_in_batch_order() {
     let receiver = failing_first_attempt_of(|n| n == 1).await;
-    let app = app_with_queue(&receiver, json!({"concurrency": 8, "backoff": ["50ms"]})).await;
+    let app = app_with_queue(
+        &receiver.url,
+        json!({"concurrency": 8, "backoff": ["50ms"]}),
+    )
+    .await;
     let jobs: Vec<Value> = (1..=8).map(payload).collect();
     app.call(
         Method::POST,
@@ -372,7 +377,7 @@ fn assert_queue_full(response: &ApiResponse) {
 #[tokio::test]
 async fn a_queue_at_its_max_queued_refuses_enqueues_with_429_until_it_drains() {
     let receiver = TestReceiver::always(Reply::ok()).await;
-    let app = app_with_queue(&receiver, json!({"paused": true, "maxQueued": 3})).await;
+    let app = app_with_queue(&receiver.url, json!({"paused": true, "maxQueued": 3})).await;
     for n in 1..=3 {
         enqueue_n(&app, "q", n, "").await;
     }
@@ -416,13 +421,7 @@ async fn a_queue_at_its_max_queued_refuses_enqueues_with_429_until_it_drains() {
 
 #[tokio::test]
 async fn a_cap_set_on_a_queue_that_already_holds_more_counts_what_it_holds() {
-    let app = spawn_app(|_| {}).await;
-    app.put_queue(
-        "q",
-        &json!({"target": "http://127.0.0.1:9/", "paused": true}),
-    )
-    .await
-    .expect(201);
+    let app = app_with_queue(NO_WORKER, json!({"paused": true})).await;
     let ids: Vec<String> =
         futures_util::future::join_all((0..4).map(|n| enqueue_n(&app, "q", n, ""))).await;
     app.patch_queue("q", &json!({"maxQueued": 3}))
@@ -443,7 +442,7 @@ async fn caps_stay_exact_as_other_queues_gain_and_lose_theirs_and_across_a_resta
     for (name, cap) in [("a", json!(2)), ("b", json!(2)), ("c", Value::Null)] {
         app.put_queue(
             name,
-            &json!({"target": "http://127.0.0.1:9/", "paused": true, "maxQueued": cap}),
+            &json!({"target": NO_WORKER, "paused": true, "maxQueued": cap}),
         )
         .await
         .expect(201);
