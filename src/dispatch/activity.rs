@@ -2,9 +2,7 @@
 //! stats: a ring of sixty one-second buckets per queue, kept in memory by the node that made
 //! the attempts.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
+use super::per_queue::PerQueue;
 use crate::model::{QueueName, UnixMillis};
 
 const SECONDS: usize = 60;
@@ -12,7 +10,7 @@ const SECONDS: usize = 60;
 /// Attempt outcomes per queue over a sliding minute.
 #[derive(Default)]
 pub struct Activity {
-    windows: Mutex<HashMap<QueueName, Window>>,
+    windows: PerQueue<Window>,
 }
 
 /// One queue's minute: bucket `s % 60` counts the attempts of second `s`.
@@ -38,7 +36,7 @@ impl Activity {
     /// Count one attempt of `queue` that ended at `now`.
     pub fn record(&self, queue: &QueueName, delivered: bool, now: UnixMillis) {
         let second = now.div_euclid(1000);
-        let mut windows = self.lock();
+        let mut windows = self.windows.lock();
         let window = windows.entry(queue.clone()).or_insert_with(|| Window {
             buckets: [Bucket::default(); SECONDS],
         });
@@ -59,7 +57,7 @@ impl Activity {
     /// `queue`'s attempts in the 60 seconds up to `now`.
     pub fn last_minute(&self, queue: &QueueName, now: UnixMillis) -> LastMinute {
         let second = now.div_euclid(1000);
-        let windows = self.lock();
+        let windows = self.windows.lock();
         let Some(window) = windows.get(queue) else {
             return LastMinute::default();
         };
@@ -75,12 +73,7 @@ impl Activity {
 
     /// `queue` is gone.
     pub fn forget(&self, queue: &QueueName) {
-        self.lock().remove(queue);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QueueName, Window>> {
-        // Each update is one bucket's counters: a panic cannot leave a half-made change.
-        self.windows.lock().unwrap_or_else(|e| e.into_inner())
+        self.windows.forget(queue);
     }
 }
 

@@ -6,10 +6,9 @@
 //! most once a second: the failures of deliveries already in flight when the target
 //! faltered are the same signal, not new ones.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::per_queue::PerQueue;
 use crate::model::QueueName;
 
 /// The least time between two halvings of one queue's limit.
@@ -29,7 +28,7 @@ pub enum Load {
 #[derive(Default)]
 pub struct AdaptiveConcurrency {
     /// Queues below their limit; a queue at its limit has no entry.
-    states: Mutex<HashMap<QueueName, State>>,
+    states: PerQueue<State>,
 }
 
 struct State {
@@ -40,7 +39,7 @@ struct State {
 impl AdaptiveConcurrency {
     /// Deliveries `queue` may have in flight now, its limit being `limit`.
     pub fn effective(&self, queue: &QueueName, limit: usize) -> usize {
-        match self.lock().get(queue) {
+        match self.states.lock().get(queue) {
             Some(state) => (state.effective.floor() as usize).clamp(1, limit.max(1)),
             None => limit,
         }
@@ -49,7 +48,7 @@ impl AdaptiveConcurrency {
     /// Take one attempt's word on the target's load.
     pub fn record(&self, queue: &QueueName, load: Load, limit: usize, now: Instant) {
         let limit = limit.max(1) as f64;
-        let mut states = self.lock();
+        let mut states = self.states.lock();
         match load {
             Load::Unrelated => {}
             Load::Overloaded => match states.get_mut(queue) {
@@ -82,12 +81,7 @@ impl AdaptiveConcurrency {
 
     /// `queue` is gone.
     pub fn forget(&self, queue: &QueueName) {
-        self.lock().remove(queue);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QueueName, State>> {
-        // Each update leaves a state whole: a panic cannot leave half a change.
-        self.states.lock().unwrap_or_else(|e| e.into_inner())
+        self.states.forget(queue);
     }
 }
 
@@ -123,9 +117,6 @@ mod tests {
             assert!(successes < 200, "it recovers");
         }
         assert!(successes > 15, "{successes}: not at once");
-        assert!(
-            adaptive.states.lock().unwrap().is_empty(),
-            "at its limit: no state"
-        );
+        assert!(adaptive.states.lock().is_empty(), "at its limit: no state");
     }
 }

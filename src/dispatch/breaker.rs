@@ -6,10 +6,10 @@
 //! the previous cool-down (capped). While open, the dispatcher claims nothing from the queue:
 //! the jobs stay READY, their attempts untouched.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::per_queue::PerQueue;
 use crate::model::{QueueName, UnixMillis};
 use crate::telemetry;
 
@@ -60,7 +60,7 @@ pub struct Breakers {
     /// Consecutive failures that open a breaker; 0 turns breakers off.
     threshold: u32,
     cooldown: Duration,
-    states: Arc<Mutex<HashMap<QueueName, State>>>,
+    states: Arc<PerQueue<State>>,
 }
 
 impl Breakers {
@@ -75,7 +75,7 @@ impl Breakers {
     /// Whether jobs of `queue` may be claimed at `now`. A half-open breaker hands out its
     /// single probe here.
     pub fn permit(&self, queue: &QueueName, now: UnixMillis) -> Permit {
-        let mut states = self.lock();
+        let mut states = self.states.lock();
         let Some(state) = states.get_mut(queue) else {
             return Permit::Any;
         };
@@ -108,12 +108,15 @@ impl Breakers {
     /// Whether `queue`'s breaker is closed. Unlike [`permit`](Self::permit), it changes
     /// nothing: an open breaker whose pause is over stays for the claim loop to probe.
     pub fn is_closed(&self, queue: &QueueName) -> bool {
-        matches!(self.lock().get(queue), None | Some(State::Closed { .. }))
+        matches!(
+            self.states.lock().get(queue),
+            None | Some(State::Closed { .. })
+        )
     }
 
     /// Where `queue`'s breaker stands, for its stats. Changes nothing.
     pub fn state(&self, queue: &QueueName) -> BreakerState {
-        match self.lock().get(queue) {
+        match self.states.lock().get(queue) {
             None | Some(State::Closed { .. }) => BreakerState::Closed,
             Some(State::Open { .. }) => BreakerState::Open,
             Some(State::HalfOpen { .. }) => BreakerState::HalfOpen,
@@ -122,7 +125,7 @@ impl Breakers {
 
     /// A claimed probe found no job to send: hand the probe back.
     pub fn probe_unused(&self, queue: &QueueName) {
-        if let Some(State::HalfOpen { probing, .. }) = self.lock().get_mut(queue) {
+        if let Some(State::HalfOpen { probing, .. }) = self.states.lock().get_mut(queue) {
             *probing = false;
         }
     }
@@ -134,7 +137,7 @@ impl Breakers {
         }
         let base_ms = self.cooldown.as_millis() as i64;
         let max_ms = MAX_COOLDOWN.as_millis() as i64;
-        let mut states = self.lock();
+        let mut states = self.states.lock();
         let state = states
             .entry(queue.clone())
             .or_insert(State::Closed { failures: 0 });
@@ -189,11 +192,7 @@ impl Breakers {
     }
 
     pub fn forget(&self, queue: &QueueName) {
-        self.lock().remove(queue);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QueueName, State>> {
-        self.states.lock().unwrap_or_else(|e| e.into_inner())
+        self.states.forget(queue);
     }
 }
 

@@ -18,6 +18,7 @@ pub mod attempt;
 pub mod breaker;
 pub mod claimer;
 pub mod guard;
+pub mod per_queue;
 pub mod pool;
 pub mod rate;
 pub mod retry;

@@ -12,10 +12,9 @@
 //! `burst` + rate × 10 ms (at least `burst` + 1) starts come at once, and over any window the
 //! starts stay within rate × window + that.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::per_queue::PerQueue;
 use crate::model::QueueName;
 use crate::policy::Rate;
 
@@ -27,7 +26,7 @@ const LONGEST_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 #[derive(Default)]
 pub struct RateLimits {
-    schedules: Mutex<HashMap<QueueName, Schedule>>,
+    schedules: PerQueue<Schedule>,
 }
 
 struct Schedule {
@@ -65,7 +64,7 @@ impl Schedule {
 impl RateLimits {
     /// Take up to `want` starts of `queue` at `now`; returns how many were taken.
     pub fn take(&self, queue: &QueueName, rate: Rate, want: usize, now: Instant) -> usize {
-        let mut schedules = self.lock();
+        let mut schedules = self.schedules.lock();
         let schedule = schedules
             .entry(queue.clone())
             .or_insert_with(|| Schedule { next: now, rate });
@@ -89,7 +88,7 @@ impl RateLimits {
         if unused == 0 {
             return;
         }
-        if let Some(schedule) = self.lock().get_mut(queue) {
+        if let Some(schedule) = self.schedules.lock().get_mut(queue) {
             let unused = u32::try_from(unused).unwrap_or(u32::MAX);
             let back = schedule
                 .interval()
@@ -101,7 +100,7 @@ impl RateLimits {
 
     /// How long until `queue` may start a delivery again.
     pub fn next_token_in(&self, queue: &QueueName, now: Instant) -> Duration {
-        let mut schedules = self.lock();
+        let mut schedules = self.schedules.lock();
         let Some(schedule) = schedules.get_mut(queue) else {
             return Duration::ZERO;
         };
@@ -115,12 +114,7 @@ impl RateLimits {
 
     /// `queue` is gone, or no longer limited.
     pub fn forget(&self, queue: &QueueName) {
-        self.lock().remove(queue);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<QueueName, Schedule>> {
-        // Each update leaves a schedule whole: a panic cannot leave half a change.
-        self.schedules.lock().unwrap_or_else(|e| e.into_inner())
+        self.schedules.forget(queue);
     }
 }
 
