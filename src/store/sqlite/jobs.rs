@@ -25,6 +25,17 @@ const SCHEDULED: i64 = 3;
 /// ([`promote_next_of_key`]).
 const BLOCKED: i64 = 4;
 
+/// A statement's SQL, formatted once (on first use) at its call site: the statuses are named
+/// constants, so the text is built by `format!`, and building it on every call would cost
+/// the hot path an allocation and a formatting pass before the statement cache is even asked.
+macro_rules! sql_once {
+    ($($format:tt)*) => {{
+        static SQL: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| format!($($format)*));
+        SQL.as_str()
+    }};
+}
+
 fn state_from_code(code: i64) -> rusqlite::Result<JobState> {
     match code {
         READY | SCHEDULED | BLOCKED => Ok(JobState::Ready),
@@ -64,25 +75,31 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
     // Inserting through a SELECT on `queues` makes "queue exists" and "job stored" one step,
     // so a job can never land in a queue deleted a moment before; the same step refuses a
     // queue at its cap. A delayed job's time to live starts when it is due (`ttl_from`).
-    let key = job.ordering_key.as_ref().map(|_| "?8");
-    let inserted = conn
-        .prepare_cached(&format!(
-            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
-                              not_before, ttl_from, priority, ordering_key)
-             SELECT ?1, name, {status}, ?3, 0, ?4, ?5, ?6, ?6, ?7, ?8
-             FROM queues WHERE name = ?2 AND {ROOM}",
-            status = entry_status("?2", key, "?4", "?5"),
-        ))?
-        .execute(params![
-            &job.id.as_bytes()[..],
-            queue.as_str(),
-            job.payload.as_str(),
-            job.due_at(),
-            job.created_at,
-            job.not_before,
-            job.priority,
-            job.ordering_key,
-        ])?;
+    macro_rules! insert_sql {
+        ($key:expr) => {
+            sql_once!(
+                "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
+                                  not_before, ttl_from, priority, ordering_key)
+                 SELECT ?1, name, {status}, ?3, 0, ?4, ?5, ?6, ?6, ?7, ?8
+                 FROM queues WHERE name = ?2 AND {ROOM}",
+                status = entry_status("?2", $key, "?4", "?5"),
+            )
+        };
+    }
+    let sql = match job.ordering_key {
+        Some(_) => insert_sql!(Some("?8")),
+        None => insert_sql!(None),
+    };
+    let inserted = conn.prepare_cached(sql)?.execute(params![
+        &job.id.as_bytes()[..],
+        queue.as_str(),
+        job.payload.as_str(),
+        job.due_at(),
+        job.created_at,
+        job.not_before,
+        job.priority,
+        job.ordering_key,
+    ])?;
     if inserted == 0 {
         return Err(missing_or_full(conn, queue)?);
     }
@@ -118,7 +135,7 @@ pub fn insert_leased(
 ) -> StoreResult<()> {
     debug_assert!(job.ordering_key.is_none(), "a keyed job waits for its turn");
     let inserted = conn
-        .prepare_cached(&format!(
+        .prepare_cached(sql_once!(
             "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
                               leased_until, priority)
              SELECT ?1, name, 1, ?3, 1, ?4, ?4, ?5, ?6 FROM queues WHERE name = ?2 AND {ROOM}"
@@ -147,7 +164,7 @@ fn promote_due(conn: &Connection, queue: &QueueName, now: UnixMillis) -> StoreRe
     // A read first: an UPDATE opens a write cursor on every index of `jobs`, which costs
     // more than the claim's share of most deliveries when there is nothing to promote.
     let any_due: bool = conn
-        .prepare_cached(&format!(
+        .prepare_cached(sql_once!(
             "SELECT EXISTS (SELECT 1 FROM jobs
                             WHERE queue = ?1 AND status = {SCHEDULED} AND run_at <= ?2)"
         ))?
@@ -156,7 +173,7 @@ fn promote_due(conn: &Connection, queue: &QueueName, now: UnixMillis) -> StoreRe
         return Ok(0);
     }
     Ok(conn
-        .prepare_cached(&format!(
+        .prepare_cached(sql_once!(
             "UPDATE jobs SET status = {READY}
              WHERE rowid IN (
                  SELECT rowid FROM jobs
@@ -176,7 +193,7 @@ pub(super) fn promote_next_of_key(
     now: UnixMillis,
 ) -> StoreResult<bool> {
     let promoted = conn
-        .prepare_cached(&format!(
+        .prepare_cached(sql_once!(
             "UPDATE jobs SET status = CASE WHEN run_at > ?3 THEN {SCHEDULED} ELSE {READY} END
              WHERE rowid = (
                  SELECT rowid FROM jobs
@@ -202,7 +219,7 @@ pub(super) fn delete_leased(
     now: UnixMillis,
 ) -> StoreResult<Option<bool>> {
     let deleted: Option<(Option<String>, Option<String>, bool)> = conn
-        .prepare_cached(&format!(
+        .prepare_cached(sql_once!(
             "DELETE FROM jobs
              WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3
              RETURNING ordering_key, iif(ordering_key IS NULL, NULL, queue),
@@ -249,7 +266,7 @@ pub(super) fn reschedule_leased(
     failure: &Failure,
 ) -> StoreResult<bool> {
     let changed = conn
-        .prepare_cached(&format!(
+        .prepare_cached(sql_once!(
             "UPDATE jobs SET status = CASE WHEN ?4 > ?5 THEN {SCHEDULED} ELSE {READY} END,
                     run_at = ?4, leased_until = NULL, last_error = ?6, last_status = ?7
              WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3"
@@ -278,7 +295,7 @@ pub fn claim(
     promote_due(conn, queue, now)?;
     // Only the columns a delivery needs: each one more costs every claimed job (RETURNING
     // buffers its rows).
-    let mut stmt = conn.prepare_cached(&format!(
+    let mut stmt = conn.prepare_cached(sql_once!(
         "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = ?2
          WHERE rowid IN (
              SELECT rowid FROM jobs
@@ -444,7 +461,7 @@ fn min_of(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {
 /// earliest scheduled job's.
 pub fn next_due(conn: &Connection, queue: &QueueName) -> StoreResult<Option<UnixMillis>> {
     Ok(conn
-        .prepare_cached(&format!(
+        .prepare_cached(sql_once!(
             "SELECT coalesce(
                  (SELECT run_at FROM jobs WHERE queue = ?1 AND status = {READY} LIMIT 1),
                  (SELECT min(run_at) FROM jobs WHERE queue = ?1 AND status = {SCHEDULED}))"
