@@ -7,6 +7,8 @@
 //! - [`store`]: SQLite in WAL mode; one writer thread with group commit, a read-only pool.
 //! - [`dispatch`]: claims due jobs, POSTs them to the queue's target signed with
 //!   [`signature`], records delivered / retry / dead-letter outcomes.
+//! - [`scheduler`]: fires the ticks of recurring jobs (cron schedules, [`cron`]) as
+//!   ordinary jobs.
 //! - [`maintenance`]: periodic sweeps (stale leases, `PRAGMA optimize`).
 //! - [`config`] and [`model`]: validated configuration and domain types parsed at the edge.
 //! - [`cli`]: the command line, with the operator subcommands (HTTP client, backup, check).
@@ -18,12 +20,14 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod cron;
 pub mod dispatch;
 pub mod http_server;
 pub mod json;
 pub mod maintenance;
 pub mod model;
 pub mod policy;
+pub mod scheduler;
 pub mod store;
 pub mod telemetry;
 
@@ -42,6 +46,7 @@ use api::AppState;
 use config::Config;
 use dispatch::{Claimer, DeliveryPool, DispatchConfig, Wakeups, WebhookClient};
 use maintenance::Maintenance;
+use scheduler::{ScheduleChanges, Scheduler};
 use store::{Store, StoreDone};
 
 /// A hookq server, opened and bound but not yet serving.
@@ -154,6 +159,15 @@ impl Server {
             .run(background.clone()),
         );
 
+        let schedule_changes = ScheduleChanges::default();
+        let scheduler = tokio::spawn(
+            Scheduler {
+                store: store.clone(),
+                wakeups: wakeups.clone(),
+                changes: schedule_changes.clone(),
+            }
+            .run(background.clone()),
+        );
         let metrics_upkeep = tokio::spawn(telemetry::run_upkeep(background.clone()));
 
         tracing::info!(addr = %listener.local_addr()?, "hookq listening");
@@ -167,6 +181,7 @@ impl Server {
             config,
             wakeups,
             pool,
+            schedule_changes,
             shutdown: shutdown.clone(),
         });
         http_server::serve(listener, api::router(state.clone()), limits, shutdown).await;
@@ -177,6 +192,7 @@ impl Server {
             claimer.await.context("claim loop task failed")?;
         }
         maintenance.await.context("maintenance task failed")?;
+        scheduler.await.context("scheduler task failed")?;
         metrics_upkeep.await.context("metrics upkeep task failed")?;
         drop(state);
         tokio::task::spawn_blocking(move || store_done.wait())

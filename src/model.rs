@@ -26,20 +26,7 @@ impl QueueName {
     pub const MAX_LEN: usize = 100;
 
     pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
-        let name = raw.to_ascii_lowercase();
-        if name.is_empty() || name.len() > Self::MAX_LEN {
-            return Err(invalid(format!(
-                "queue name must be 1 to {} characters long",
-                Self::MAX_LEN
-            )));
-        }
-        let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "~_-".contains(c);
-        if !name.chars().all(allowed) {
-            return Err(invalid(
-                "queue name may only contain a-z, 0-9, '~', '_' and '-'",
-            ));
-        }
-        Ok(Self(name.into()))
+        parse_name("queue", raw).map(|name| Self(name.into()))
     }
 
     /// A name read back from our own database, already validated when it was stored.
@@ -53,6 +40,50 @@ impl QueueName {
 }
 
 impl fmt::Display for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The rule queue and schedule names share: lower-cased, 1–100 characters of
+/// `[a-z0-9~_-]`. `kind` names the value in the error.
+fn parse_name(kind: &str, raw: &str) -> Result<String, InvalidInput> {
+    let name = raw.to_ascii_lowercase();
+    if name.is_empty() || name.len() > QueueName::MAX_LEN {
+        return Err(invalid(format!(
+            "{kind} name must be 1 to {} characters long",
+            QueueName::MAX_LEN
+        )));
+    }
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || "~_-".contains(c);
+    if !name.chars().all(allowed) {
+        return Err(invalid(format!(
+            "{kind} name may only contain a-z, 0-9, '~', '_' and '-'"
+        )));
+    }
+    Ok(name)
+}
+
+/// A schedule's name within its queue: the queue-name rules.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScheduleName(Arc<str>);
+
+impl ScheduleName {
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        parse_name("schedule", raw).map(|name| Self(name.into()))
+    }
+
+    /// A name read back from our own database, already validated when it was stored.
+    pub(crate) fn from_stored(name: String) -> Self {
+        Self(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ScheduleName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }

@@ -28,6 +28,7 @@ pub const WRITER_BATCH: &str = "hookq_writer_batch_size";
 pub const WRITER_COMMIT: &str = "hookq_writer_commit_seconds";
 pub const DLQ_ALERT: &str = "hookq_dlq_alert";
 pub const BREAKER: &str = "hookq_breaker_state";
+pub const SCHEDULE_TICKS: &str = "hookq_schedule_ticks_total";
 
 /// `hookq_breaker_state` values.
 pub const BREAKER_CLOSED: f64 = 0.0;
@@ -174,6 +175,11 @@ pub fn attempt_failed(queue: &QueueName, status: Option<u16>, latency: Duration)
 
 pub fn job_dead_lettered(queue: &QueueName, reason: &'static str) {
     counter!(JOBS_DEAD_LETTERED, "queue" => queue_label(queue), "reason" => reason).increment(1);
+}
+
+/// A schedule's tick fired: `enqueued` (its job stored) or `skipped` (its queue was full).
+pub fn schedule_tick(queue: &QueueName, outcome: &'static str) {
+    counter!(SCHEDULE_TICKS, "queue" => queue_label(queue), "outcome" => outcome).increment(1);
 }
 
 pub fn in_flight(count: usize) {

@@ -71,6 +71,7 @@ impl From<StoreError> for ApiError {
             StoreError::QueueNotFound => Self::queue_not_found(),
             StoreError::QueueExists => Self::Conflict("queue already exists".into()),
             StoreError::JobNotFound => Self::job_not_found(),
+            StoreError::ScheduleNotFound => Self::NotFound("schedule not found".into()),
             StoreError::JobConflict(msg) => Self::Conflict(msg.into()),
             StoreError::StorageFull => Self::InsufficientStorage,
             StoreError::Overloaded => Self::TooManyRequests {

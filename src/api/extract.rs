@@ -21,7 +21,7 @@ use super::AppState;
 use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiResult};
 use crate::json::{self, CanonicalJson};
-use crate::model::{JobId, QueueName, UnixMillis, now_millis};
+use crate::model::{JobId, QueueName, ScheduleName, UnixMillis, now_millis};
 use crate::store::{IdempotencyKey, Queue};
 
 /// `{name}`: a queue that exists. 404 when the name cannot be valid or there is no such
@@ -72,6 +72,48 @@ impl FromRequestParts<AppState> for JobPath {
         let queue = known_queue(state, &queue)?;
         let id = JobId::parse(&id).map_err(|_| ApiError::job_not_found())?;
         Ok(Self { queue, id })
+    }
+}
+
+/// `{name}/_schedules/{schedule}`: a schedule name in a queue that exists. 404 for an unknown
+/// queue or a name no schedule can have (whether the schedule exists is the store's
+/// question).
+pub struct SchedulePath {
+    pub queue: Arc<Queue>,
+    pub name: ScheduleName,
+}
+
+impl FromRequestParts<AppState> for SchedulePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let not_found = || ApiError::NotFound("schedule not found".into());
+        let Path((queue, name)) = Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| not_found())?;
+        let queue = known_queue(state, &queue)?;
+        let name = ScheduleName::parse(&name).map_err(|_| not_found())?;
+        Ok(Self { queue, name })
+    }
+}
+
+/// `{name}/_schedules/{schedule}` of a schedule to create or replace: 404 for an unknown
+/// queue, 422 for an invalid schedule name.
+pub struct NewSchedulePath {
+    pub queue: Arc<Queue>,
+    pub name: ScheduleName,
+}
+
+impl FromRequestParts<AppState> for NewSchedulePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let Path((queue, name)) = Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::BadRequest(e.body_text()))?;
+        let queue = known_queue(state, &queue)?;
+        let name = ScheduleName::parse(&name).map_err(|e| ApiError::Unprocessable(e.0))?;
+        Ok(Self { queue, name })
     }
 }
 
@@ -174,6 +216,27 @@ pub const MAX_ORDERING_KEY: usize = 200;
 /// The priorities a job may have.
 pub const PRIORITIES: std::ops::RangeInclusive<i32> = -100..=100;
 
+/// A job's priority: 422 outside [`PRIORITIES`].
+pub fn check_priority(priority: i32) -> ApiResult<i32> {
+    if PRIORITIES.contains(&priority) {
+        Ok(priority)
+    } else {
+        Err(ApiError::Unprocessable(format!(
+            "priority: `{priority}` is not an integer from -100 to 100"
+        )))
+    }
+}
+
+/// A job's ordering key: 422 unless 1 to [`MAX_ORDERING_KEY`] characters.
+pub fn check_ordering_key(key: &str) -> ApiResult<()> {
+    if key.is_empty() || key.chars().count() > MAX_ORDERING_KEY {
+        return Err(ApiError::Unprocessable(format!(
+            "orderingKey must be 1 to {MAX_ORDERING_KEY} characters"
+        )));
+    }
+    Ok(())
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct EnqueueQuery {
@@ -254,13 +317,12 @@ impl FromRequestParts<AppState> for EnqueueOptions {
             Some(raw) => raw
                 .trim()
                 .parse::<i32>()
-                .ok()
-                .filter(|p| PRIORITIES.contains(p))
-                .ok_or_else(|| {
+                .map_err(|_| {
                     ApiError::Unprocessable(format!(
                         "priority: `{raw}` is not an integer from -100 to 100"
                     ))
-                })?,
+                })
+                .and_then(check_priority)?,
         };
         let ordering_key = option_value(
             "orderingKey",
@@ -268,12 +330,8 @@ impl FromRequestParts<AppState> for EnqueueOptions {
             parts,
             "x-hookq-ordering-key",
         )?;
-        if let Some(key) = &ordering_key
-            && (key.is_empty() || key.chars().count() > MAX_ORDERING_KEY)
-        {
-            return Err(ApiError::Unprocessable(format!(
-                "orderingKey must be 1 to {MAX_ORDERING_KEY} characters"
-            )));
+        if let Some(key) = &ordering_key {
+            check_ordering_key(key)?;
         }
         Ok(Self {
             now,

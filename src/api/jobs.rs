@@ -89,6 +89,9 @@ pub struct JobView {
     /// The job's ordering key, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ordering_key: Option<String>,
+    /// The schedule tick that enqueued the job, if a schedule did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduledByView>,
     /// Present (and `true`) while the job is being delivered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[schema(required = false)]
@@ -102,6 +105,16 @@ pub struct JobView {
     /// Failed attempts, oldest first (only on the single-job route).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<AttemptView>>,
+}
+
+/// Which schedule tick enqueued a job (what its `X-Hookq-Schedule` and
+/// `X-Hookq-Schedule-Tick` headers say).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ScheduledByView {
+    /// The schedule's name.
+    pub name: String,
+    /// Unix ms of the tick.
+    pub tick: i64,
 }
 
 /// One failed delivery attempt.
@@ -159,6 +172,10 @@ impl TryFrom<JobRecord> for JobView {
             run_at: record.not_before,
             priority: record.priority,
             ordering_key: record.ordering_key,
+            schedule: record.schedule.map(|by| ScheduledByView {
+                name: by.schedule.to_string(),
+                tick: by.tick,
+            }),
             in_flight: record.state == JobState::InFlight,
             error: record.last_error,
             last_status: record.last_status,

@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod openapi;
 pub mod queue_stats;
 pub mod queues;
+pub mod schedules;
 pub mod settings;
 pub mod system;
 
@@ -28,6 +29,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::config::Config;
 use crate::dispatch::{DeliveryPool, Wakeups};
+use crate::scheduler::ScheduleChanges;
 use crate::store::Store;
 use error::ApiError;
 use tokio_util::sync::CancellationToken;
@@ -59,6 +61,8 @@ pub struct Shared {
     pub wakeups: Wakeups,
     /// The delivery pool, for direct hand-offs; `None` when dispatch is off.
     pub pool: Option<DeliveryPool>,
+    /// Wakes the scheduler when a schedule changes.
+    pub schedule_changes: ScheduleChanges,
     /// Fires when the server starts shutting down (`/readyz` turns 503).
     pub shutdown: CancellationToken,
 }
@@ -70,6 +74,7 @@ pub fn router(state: AppState) -> Router {
         .merge(settings::router())
         .merge(queue_stats::router())
         .merge(batch::router())
+        .merge(schedules::router())
         .merge(jobs::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -37,6 +37,7 @@ pub const API_KEY: &str = "apiKey";
         (name = "service", description = "Service description, health, metrics, this document"),
         (name = "queues", description = "hyper Queue API: queues and enqueueing"),
         (name = "jobs", description = "hyper Queue API: jobs of a queue"),
+        (name = "schedules", description = "Recurring jobs: a queue's cron schedules"),
         (name = "dead letters", description = "Dead-letter administration (admin key)"),
     ),
 )]

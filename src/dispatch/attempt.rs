@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::adaptive::Load;
 use super::pool::{DeliveryPool, Slot};
 use super::retry::{RetryPolicy, random_spread};
-use super::webhook::AttemptResult;
+use super::webhook::{AttemptResult, Outgoing};
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::{ClaimedJob, Failure, Outcome, Queue};
 use crate::telemetry;
@@ -32,9 +32,12 @@ impl Attempt {
             .webhook
             .post(
                 &queue,
-                job.id,
-                job.attempt,
-                job.payload,
+                Outgoing {
+                    id: job.id,
+                    attempt: job.attempt,
+                    payload: job.payload,
+                    schedule: job.schedule.as_ref(),
+                },
                 timeout,
                 now_millis(),
             )

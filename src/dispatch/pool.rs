@@ -271,6 +271,7 @@ impl DeliveryPool {
             created_at: now,
             leased_until,
             ordering_key: None,
+            schedule: None,
         };
         let pool = self.clone();
         let queue = queue.clone();

@@ -11,13 +11,26 @@ use super::guard::{AddressPolicy, GuardedResolver};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, UnixMillis};
 use crate::signature;
-use crate::store::Queue;
+use crate::store::{Queue, ScheduleTick};
 
 /// The most of a worker's response body kept as the error text.
 pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 pub const JOB_ID_HEADER: &str = "X-Hookq-Job-Id";
 pub const ATTEMPT_HEADER: &str = "X-Hookq-Attempt";
+/// The schedule that stored the job, on a job a schedule stored.
+pub const SCHEDULE_HEADER: &str = "X-Hookq-Schedule";
+/// The tick (unix ms) of that schedule the job is for.
+pub const SCHEDULE_TICK_HEADER: &str = "X-Hookq-Schedule-Tick";
+
+/// What one attempt sends: the job's canonical JSON and what its headers say of it.
+pub struct Outgoing<'a> {
+    pub id: JobId,
+    /// The number of this attempt (1 for the first).
+    pub attempt: u32,
+    pub payload: CanonicalJson,
+    pub schedule: Option<&'a ScheduleTick>,
+}
 
 /// What one attempt ended in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,17 +81,21 @@ impl WebhookClient {
         })
     }
 
-    /// POST one job. `payload` is its canonical JSON (the bytes signed and sent); `timeout`
-    /// bounds the whole attempt (its queue's); `now` stamps the signature.
+    /// POST one job. Its payload is the bytes signed and sent; `timeout` bounds the whole
+    /// attempt (its queue's); `now` stamps the signature.
     pub async fn post(
         &self,
         queue: &Queue,
-        id: JobId,
-        attempt: u32,
-        payload: CanonicalJson,
+        job: Outgoing<'_>,
         timeout: Duration,
         now: UnixMillis,
     ) -> AttemptResult {
+        let Outgoing {
+            id,
+            attempt,
+            payload,
+            schedule,
+        } = job;
         if let Err(error) = self.check_target(queue) {
             return AttemptResult::Failed {
                 timed_out: false,
@@ -96,6 +113,11 @@ impl WebhookClient {
             .header(USER_AGENT, concat!("hookq/", env!("CARGO_PKG_VERSION")))
             .header(JOB_ID_HEADER, id.to_string())
             .header(ATTEMPT_HEADER, attempt.to_string());
+        if let Some(tick) = schedule {
+            request = request
+                .header(SCHEDULE_HEADER, tick.schedule.as_str())
+                .header(SCHEDULE_TICK_HEADER, tick.tick.to_string());
+        }
         if let Some(secret) = &queue.secret {
             let timestamp = u64::try_from(now).unwrap_or_default();
             request = request.header(

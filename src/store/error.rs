@@ -12,6 +12,8 @@ pub enum StoreError {
     QueueExists,
     #[error("job not found")]
     JobNotFound,
+    #[error("schedule not found")]
+    ScheduleNotFound,
     /// The job exists but is in a state that forbids the operation; the text says which.
     #[error("{0}")]
     JobConflict(&'static str),

@@ -25,13 +25,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub use error::{StoreError, StoreResult};
 pub use records::{
     AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, Enqueued,
-    Failure, FailureReason, Filter, IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob,
-    Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport, Selection,
+    Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease,
+    NewJob, NewSchedule, Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport, Saved,
+    Schedule, ScheduleTick, SchedulerRound, Selection,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
 
-use crate::model::{JobId, QueueName, UnixMillis};
+use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use crate::policy::QueueChange;
 use sqlite::{SqliteStore, Synchronous};
 
@@ -361,6 +362,56 @@ impl Store {
         now: UnixMillis,
     ) -> StoreResult<Vec<(QueueName, QueueCounts)>> {
         on_backend!(self, db => db.all_queue_counts(now).await)
+    }
+
+    /// Create or replace a schedule of `queue` at `now` (see [`Schedule`]).
+    pub async fn put_schedule(
+        &self,
+        queue: QueueName,
+        schedule: NewSchedule,
+        now: UnixMillis,
+    ) -> StoreResult<Saved> {
+        on_backend!(self, db => db.put_schedule(queue, schedule, now).await)
+    }
+
+    /// `queue`'s schedules, by name.
+    pub async fn list_schedules(&self, queue: QueueName) -> StoreResult<Vec<Schedule>> {
+        on_backend!(self, db => db.list_schedules(queue).await)
+    }
+
+    pub async fn get_schedule(
+        &self,
+        queue: QueueName,
+        name: ScheduleName,
+    ) -> StoreResult<Schedule> {
+        on_backend!(self, db => db.get_schedule(queue, name).await)
+    }
+
+    pub async fn delete_schedule(&self, queue: QueueName, name: ScheduleName) -> StoreResult<()> {
+        on_backend!(self, db => db.delete_schedule(queue, name).await)
+    }
+
+    /// Pause a schedule, or resume it from its first tick after `now` (ticks missed while
+    /// paused are not made up). Returns the schedule as it becomes.
+    pub async fn pause_schedule(
+        &self,
+        queue: QueueName,
+        name: ScheduleName,
+        paused: bool,
+        now: UnixMillis,
+    ) -> StoreResult<Schedule> {
+        on_backend!(self, db => db.pause_schedule(queue, name, paused, now).await)
+    }
+
+    /// Fire the ticks due at `now` of up to `limit` schedules: each stores its job and moves
+    /// its schedule on in one commit, so a tick stores at most one job, across restarts and
+    /// crashes. Missed ticks fire once (the latest). See `SchedulerRound`.
+    pub async fn fire_due_schedules(
+        &self,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<SchedulerRound> {
+        on_backend!(self, db => db.fire_due_schedules(now, limit).await)
     }
 
     /// A read that proves the database answers.

@@ -1,11 +1,12 @@
-//! The values the store hands in and out: queues, jobs, attempts, outcomes and dead letters,
-//! as plain domain values. Every backend reads and writes exactly these; none of them knows
+//! The values the store hands in and out: queues, jobs, attempts, outcomes, dead letters
+//! and schedules, as plain domain values. Every backend reads and writes exactly these; none of them knows
 //! how a backend stores it, nor how the API shows it (the API builds its own wire types).
 
 use std::collections::BTreeMap;
 
+use crate::cron::CronSpec;
 use crate::json::CanonicalJson;
-use crate::model::{JobId, QueueName, Secret, Target, UnixMillis};
+use crate::model::{JobId, QueueName, ScheduleName, Secret, Target, UnixMillis};
 use crate::policy::{QueueChange, QueuePolicy, Rate};
 
 /// A queue as the dispatcher needs it.
@@ -98,6 +99,32 @@ pub struct NewJob {
     pub priority: i32,
     /// Jobs of a queue with the same key are delivered one at a time, in enqueue order.
     pub ordering_key: Option<String>,
+    /// The schedule tick that stored it, if a schedule did.
+    pub schedule: Option<ScheduleTick>,
+}
+
+/// Which tick of which schedule of its queue stored a job. Its deliveries say so in the
+/// `X-Hookq-Schedule` and `X-Hookq-Schedule-Tick` headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleTick {
+    pub schedule: ScheduleName,
+    /// Unix ms of the tick (not of the enqueue: a catch-up fires late).
+    pub tick: UnixMillis,
+}
+
+impl ScheduleTick {
+    /// From the two columns that store it (both set or both NULL).
+    pub(crate) fn from_columns(schedule: Option<String>, tick: Option<UnixMillis>) -> Option<Self> {
+        Some(Self {
+            schedule: ScheduleName::from_stored(schedule?),
+            tick: tick?,
+        })
+    }
+
+    /// The two columns that store `tick` (NULL, NULL for none).
+    pub(crate) fn to_columns(tick: Option<&Self>) -> (Option<&str>, Option<UnixMillis>) {
+        (tick.map(|t| t.schedule.as_str()), tick.map(|t| t.tick))
+    }
 }
 
 /// A producer's key for one enqueue: the same key on the same queue stores one job.
@@ -129,6 +156,7 @@ impl NewJob {
             idempotency: None,
             priority: 0,
             ordering_key: None,
+            schedule: None,
         }
     }
 
@@ -155,6 +183,7 @@ pub struct JobRecord {
     pub not_before: Option<UnixMillis>,
     pub priority: i32,
     pub ordering_key: Option<String>,
+    pub schedule: Option<ScheduleTick>,
 }
 
 /// A job leased to one delivery attempt.
@@ -168,6 +197,7 @@ pub struct ClaimedJob {
     pub leased_until: UnixMillis,
     /// Its ordering key: the key's next job waits for this one's outcome.
     pub ordering_key: Option<String>,
+    pub schedule: Option<ScheduleTick>,
 }
 
 impl ClaimedJob {
@@ -301,6 +331,7 @@ pub struct DeadLetter {
     /// Kept for a replay, which puts them back.
     pub priority: i32,
     pub ordering_key: Option<String>,
+    pub schedule: Option<ScheduleTick>,
 }
 
 impl DeadLetter {
@@ -321,6 +352,7 @@ impl DeadLetter {
             not_before: None,
             priority: self.priority,
             ordering_key: self.ordering_key,
+            schedule: self.schedule,
         }
     }
 
@@ -438,4 +470,66 @@ pub struct Last24h {
     pub new_failures: u64,
     pub replayed: u64,
     pub acknowledged: u64,
+}
+
+/// A schedule to store: its name within the queue, when it fires, and the job it enqueues.
+#[derive(Debug, Clone)]
+pub struct NewSchedule {
+    pub name: ScheduleName,
+    pub spec: CronSpec,
+    /// The job each tick enqueues (canonical JSON, an object).
+    pub payload: CanonicalJson,
+    pub priority: i32,
+    pub ordering_key: Option<String>,
+    pub paused: bool,
+}
+
+/// A schedule as stored.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub queue: QueueName,
+    pub name: ScheduleName,
+    pub cron: String,
+    pub timezone: String,
+    pub payload: CanonicalJson,
+    pub priority: i32,
+    pub ordering_key: Option<String>,
+    pub paused: bool,
+    /// The tick to fire next; `None` when paused, or when the expression never fires again.
+    pub next_run_at: Option<UnixMillis>,
+    /// The last tick fired, and the job it stored.
+    pub last_run_at: Option<UnixMillis>,
+    pub last_job_id: Option<JobId>,
+    pub created_at: UnixMillis,
+    pub updated_at: UnixMillis,
+}
+
+/// Whether a schedule was new or replaced one of the same name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Saved {
+    Created,
+    Replaced,
+}
+
+/// One tick a scheduler round fired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FiredTick {
+    pub queue: QueueName,
+    pub schedule: ScheduleName,
+    pub tick: UnixMillis,
+    /// The job stored, or `None` when the queue was full (`maxQueued`) and the tick skipped.
+    pub job: Option<JobId>,
+    /// Ticks were missed (the server was down, or the scheduler late by more than one tick):
+    /// this one, the latest, fired for all of them.
+    pub caught_up: bool,
+}
+
+/// What one scheduler round did, and when the next tick is due.
+#[derive(Debug, Clone, Default)]
+pub struct SchedulerRound {
+    pub fired: Vec<FiredTick>,
+    /// More schedules were due than one round fires: run another at once.
+    pub more: bool,
+    /// The earliest tick of an active schedule, after this round.
+    pub next_due: Option<UnixMillis>,
 }

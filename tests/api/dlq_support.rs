@@ -141,7 +141,28 @@ pub struct StoreFixture {
 
 impl StoreFixture {
     pub fn open() -> Self {
-        let dir = tempfile::tempdir().expect("create a temporary directory");
+        Self::open_in(tempfile::tempdir().expect("create a temporary directory"))
+    }
+
+    /// Close the store, as a stopped server does, and open the same file again.
+    pub async fn reopen(self) -> Self {
+        let Self {
+            store,
+            maintenance,
+            dir,
+            done,
+        } = self;
+        drop(maintenance);
+        drop(store);
+        if let Some(done) = done {
+            tokio::task::spawn_blocking(move || done.wait())
+                .await
+                .unwrap();
+        }
+        Self::open_in(dir)
+    }
+
+    fn open_in(dir: TempDir) -> Self {
         let (store, done) = Store::open(
             StoreOptions::Sqlite {
                 path: dir.path().join("store.db"),

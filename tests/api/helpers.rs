@@ -221,6 +221,17 @@ impl ApiClient {
         .await
     }
 
+    /// `PUT /queue/{queue}/_schedules/{name}` with `body` (a cron expression and a job).
+    pub async fn put_schedule(&self, queue: &str, name: &str, body: &Value) -> ApiResponse {
+        let body = body.to_string();
+        self.call(
+            Method::PUT,
+            &format!("/queue/{queue}/_schedules/{name}"),
+            Some(body.as_bytes()),
+        )
+        .await
+    }
+
     /// `PATCH /queue/{name}` with `body`.
     pub async fn patch_queue(&self, name: &str, body: &Value) -> ApiResponse {
         let body = body.to_string();

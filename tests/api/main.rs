@@ -23,5 +23,6 @@ mod overload;
 mod queue_settings;
 mod queues;
 mod recovery;
+mod schedules;
 mod scheduling;
 mod state_machine;

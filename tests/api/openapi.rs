@@ -35,6 +35,12 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/queue/{name}/{id}"),
     ("POST", "/queue/{name}/{id}/_cancel"),
     ("POST", "/queue/{name}/{id}/_retry"),
+    ("GET", "/queue/{name}/_schedules"),
+    ("PUT", "/queue/{name}/_schedules/{schedule}"),
+    ("GET", "/queue/{name}/_schedules/{schedule}"),
+    ("DELETE", "/queue/{name}/_schedules/{schedule}"),
+    ("POST", "/queue/{name}/_schedules/{schedule}/_pause"),
+    ("POST", "/queue/{name}/_schedules/{schedule}/_resume"),
     ("GET", "/admin/dlq"),
     ("GET", "/admin/dlq/stats"),
     ("POST", "/admin/dlq/replay"),
@@ -68,6 +74,7 @@ fn operations(doc: &Value) -> Vec<(String, String, Value)> {
 /// A concrete path for a templated one.
 fn concrete(path: &str) -> String {
     path.replace("{name}", "q")
+        .replace("{schedule}", "s")
         .replace("{id}", "01936c2e-1f0a-7c3e-9d4b-8a1f2e3d4c5b")
 }
 
@@ -459,6 +466,23 @@ async fn real_responses_match_the_documented_schemas() {
     assert_eq!(
         dlq_list(&app, "include_payload=true").await["messages"][0]["payload"],
         payload(1)
+    );
+    quiet
+        .put_schedule(
+            "idle",
+            "nightly",
+            &json!({ "cron": "0 3 * * *", "job": { "n": 1 }, "orderingKey": "k" }),
+        )
+        .await
+        .expect(201);
+    let schedules = quiet.get("/queue/idle/_schedules").await;
+    assert_eq!(schedules.json()["schedules"][0]["name"], "nightly");
+    assert_conforms(&doc, "GET", "/queue/{name}/_schedules", &schedules);
+    assert_conforms(
+        &doc,
+        "GET",
+        "/queue/{name}/_schedules/{schedule}",
+        &quiet.get("/queue/idle/_schedules/nightly").await,
     );
     let stats = get("/admin/dlq/stats".into()).await;
     assert_eq!(dlq_stats(&app).await["top_status_codes"][0]["key"], 503);

@@ -31,6 +31,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0005_priorities_and_ordering_keys",
         include_str!("../../../migrations/0005_priorities_and_ordering_keys.sql"),
     ),
+    (
+        "0006_schedules",
+        include_str!("../../../migrations/0006_schedules.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -10,12 +10,12 @@ use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::error::StoreResult;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, Last24h,
-    PageRequest, Selection,
+    PageRequest, ScheduleTick, Selection,
 };
 
 const COLUMNS: &str = "id, queue, target, created_at, failed_at, attempts, failure_reason, \
      last_error, last_status, state, replay_count, replayed_at, acknowledged_at, priority, \
-     ordering_key";
+     ordering_key, schedule, schedule_tick";
 
 fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
     let id: Vec<u8> = row.get(0)?;
@@ -50,8 +50,9 @@ fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
         acknowledged_at: row.get(12)?,
         priority: row.get(13)?,
         ordering_key: row.get(14)?,
+        schedule: ScheduleTick::from_columns(row.get(15)?, row.get(16)?),
         payload: if payload {
-            Some(CanonicalJson::from_stored(row.get(15)?))
+            Some(CanonicalJson::from_stored(row.get(17)?))
         } else {
             None
         },

@@ -11,7 +11,7 @@ use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, NewJob, QueueCounts,
+    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, NewJob, QueueCounts, ScheduleTick,
 };
 
 /// Due: claimable now.
@@ -79,8 +79,9 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
         ($key:expr) => {
             sql_once!(
                 "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
-                                  not_before, ttl_from, priority, ordering_key)
-                 SELECT ?1, name, {status}, ?3, 0, ?4, ?5, ?6, ?6, ?7, ?8
+                                  not_before, ttl_from, priority, ordering_key, schedule,
+                                  schedule_tick)
+                 SELECT ?1, name, {status}, ?3, 0, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10
                  FROM queues WHERE name = ?2 AND {ROOM}",
                 status = entry_status("?2", $key, "?4", "?5"),
             )
@@ -90,6 +91,7 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
         Some(_) => insert_sql!(Some("?8")),
         None => insert_sql!(None),
     };
+    let (schedule, tick) = ScheduleTick::to_columns(job.schedule.as_ref());
     let inserted = conn.prepare_cached(sql)?.execute(params![
         &job.id.as_bytes()[..],
         queue.as_str(),
@@ -99,6 +101,8 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
         job.not_before,
         job.priority,
         job.ordering_key,
+        schedule,
+        tick,
     ])?;
     if inserted == 0 {
         return Err(missing_or_full(conn, queue)?);
@@ -301,7 +305,8 @@ pub fn claim(
              SELECT rowid FROM jobs
              WHERE queue = ?1 AND status = {READY}
              ORDER BY priority DESC, run_at LIMIT ?3)
-         RETURNING id, payload, attempts, created_at, leased_until, ordering_key"
+         RETURNING id, payload, attempts, created_at, leased_until, ordering_key, schedule,
+                   schedule_tick"
     ))?;
     let rows = stmt.query_map(params![queue.as_str(), leased_until, limit as i64], |row| {
         Ok(ClaimedJob {
@@ -311,6 +316,7 @@ pub fn claim(
             created_at: row.get(3)?,
             leased_until: row.get(4)?,
             ordering_key: row.get(5)?,
+            schedule: ScheduleTick::from_columns(row.get(6)?, row.get(7)?),
         })
     })?;
     let mut claimed = rows.collect::<Result<Vec<_>, _>>()?;
@@ -470,7 +476,7 @@ pub fn next_due(conn: &Connection, queue: &QueueName) -> StoreResult<Option<Unix
 }
 
 const RECORD_COLUMNS: &str = "id, queue, status, payload, attempts, created_at, run_at, \
-     last_error, last_status, not_before, priority, ordering_key";
+     last_error, last_status, not_before, priority, ordering_key, schedule, schedule_tick";
 
 fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     Ok(JobRecord {
@@ -486,6 +492,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         not_before: row.get(9)?,
         priority: row.get(10)?,
         ordering_key: row.get(11)?,
+        schedule: ScheduleTick::from_columns(row.get(12)?, row.get(13)?),
     })
 }
 

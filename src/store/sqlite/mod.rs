@@ -1,7 +1,8 @@
 //! The SQLite backend: one database file in WAL mode. A single writer thread applies every
 //! write with group commit ([`writer`]), a small pool of read-only connections serves reads
 //! ([`reader`]), a thread of its own checkpoints the WAL ([`checkpointer`]). The SQL lives
-//! with its table ([`jobs`], [`dead_letters`], [`queues`]); what moves a job between tables
+//! with its table ([`jobs`], [`dead_letters`], [`queues`], [`schedules`]); what moves a job
+//! between tables
 //! is in [`moves`]; the schema and its migrations in [`connection`]; the operator's work on
 //! the file itself (migrate, backup, check) in [`files`].
 //!
@@ -18,6 +19,7 @@ mod jobs;
 mod moves;
 mod queues;
 mod reader;
+mod schedules;
 mod writer;
 
 use std::fs::{self, File};
@@ -30,12 +32,13 @@ use rusqlite::ErrorCode;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Enqueued, Filter, JobRecord,
-    Lease, NewJob, Outcome, PageRequest, Queue, QueueCounts, ReplayReport, Selection,
+    Lease, NewJob, NewSchedule, Outcome, PageRequest, Queue, QueueCounts, ReplayReport, Saved,
+    Schedule, SchedulerRound, Selection,
 };
 use super::registry::Registry;
 use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
-use crate::model::{JobId, QueueName, UnixMillis};
+use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use crate::policy::QueueChange;
 use reader::ReadPool;
 use writer::{Durability, Writer};
@@ -524,6 +527,70 @@ impl SqliteStore {
                 }
                 Ok(all)
             })
+            .await
+    }
+
+    pub async fn put_schedule(
+        &self,
+        queue: QueueName,
+        schedule: NewSchedule,
+        now: UnixMillis,
+    ) -> StoreResult<Saved> {
+        self.writer
+            .write(move |conn| schedules::upsert(conn, &queue, &schedule, now))
+            .await
+    }
+
+    pub async fn list_schedules(&self, queue: QueueName) -> StoreResult<Vec<Schedule>> {
+        self.reader
+            .read(move |conn| {
+                if !queues::exists(conn, &queue)? {
+                    return Err(StoreError::QueueNotFound);
+                }
+                schedules::list(conn, &queue)
+            })
+            .await
+    }
+
+    pub async fn get_schedule(
+        &self,
+        queue: QueueName,
+        name: ScheduleName,
+    ) -> StoreResult<Schedule> {
+        self.reader
+            .read(move |conn| {
+                schedules::get(conn, &queue, &name)?.ok_or(StoreError::ScheduleNotFound)
+            })
+            .await
+    }
+
+    pub async fn delete_schedule(&self, queue: QueueName, name: ScheduleName) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| schedules::delete(conn, &queue, &name))
+            .await
+    }
+
+    pub async fn pause_schedule(
+        &self,
+        queue: QueueName,
+        name: ScheduleName,
+        paused: bool,
+        now: UnixMillis,
+    ) -> StoreResult<Schedule> {
+        self.writer
+            .write(move |conn| schedules::set_paused(conn, &queue, &name, paused, now))
+            .await
+    }
+
+    /// Durable like an enqueue: a tick whose commit were lost after its job was delivered
+    /// would fire again.
+    pub async fn fire_due_schedules(
+        &self,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<SchedulerRound> {
+        self.writer
+            .write(move |conn| moves::fire_due_schedules(conn, now, limit))
             .await
     }
 

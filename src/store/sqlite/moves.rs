@@ -1,17 +1,18 @@
 //! The operations that move a job between tables, in one transaction each: an attempt's
 //! outcome (delivered, retried, dead-lettered), lease recovery, TTL expiry, cancel, replay
-//! (dead letter back to a live job) and the removal of dead letters with their history.
+//! (dead letter back to a live job), the removal of dead letters with their history, and a
+//! schedule's tick (a job stored as its schedule moves on).
 //! The table modules know nothing of each other; everything that touches two of them is here.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::jobs::{delete_history, id_from_row, record_attempt, state_of};
-use super::{dead_letters, idempotency, jobs};
+use super::{dead_letters, idempotency, jobs, schedules};
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    Enqueued, Failure, FailureReason, IdempotencyKey, JobState, Lease, NewJob, Outcome,
-    ReplayReport, Selection,
+    Enqueued, Failure, FailureReason, FiredTick, IdempotencyKey, JobState, Lease, NewJob, Outcome,
+    ReplayReport, ScheduleTick, SchedulerRound, Selection,
 };
 
 /// Store `job` unless its idempotency key already stands for a job of `queue` (and has not
@@ -29,6 +30,76 @@ pub fn enqueue_once(
     jobs::insert(conn, queue, job)?;
     idempotency::record(conn, queue, key, job.id, job.created_at)?;
     Ok(Enqueued::Stored)
+}
+
+/// Fire the ticks of up to `limit` active schedules due at `now`, each in this one
+/// transaction: the schedule's next tick moves on (compare-and-set on the tick fired, so a
+/// tick fires once) and its job is stored, or neither.
+///
+/// Ticks missed (the server was down, or this round ran late by more than a tick) fire once:
+/// the job carries the latest tick due, and the next tick is the first after `now`. A queue
+/// at its `maxQueued` cap skips the tick (the schedule moves on, no job is stored).
+pub fn fire_due_schedules(
+    conn: &Connection,
+    now: UnixMillis,
+    limit: usize,
+) -> StoreResult<SchedulerRound> {
+    let mut due = schedules::due(conn, now, limit + 1)?;
+    let more = due.len() > limit;
+    due.truncate(limit);
+    let mut fired = Vec::with_capacity(due.len());
+    for schedule in due {
+        let Some(planned) = schedule.next_run_at else {
+            continue;
+        };
+        let spec = match schedules::spec_of(&schedule) {
+            Ok(spec) => spec,
+            Err(err) => {
+                // Only a change in the cron crate could make a stored expression invalid:
+                // park the schedule (no next tick) rather than retry it forever.
+                tracing::error!(queue = %schedule.queue, schedule = %schedule.name, error = %err, "schedule parked");
+                schedules::claim_tick(conn, &schedule.queue, &schedule.name, planned, None)?;
+                continue;
+            }
+        };
+        let tick = spec
+            .latest_at_or_before(now)
+            .filter(|latest| *latest >= planned)
+            .unwrap_or(planned);
+        let next = spec.next_after(now.max(tick));
+        if !schedules::claim_tick(conn, &schedule.queue, &schedule.name, planned, next)? {
+            continue;
+        }
+        let job = NewJob {
+            priority: schedule.priority,
+            ordering_key: schedule.ordering_key.clone(),
+            schedule: Some(ScheduleTick {
+                schedule: schedule.name.clone(),
+                tick,
+            }),
+            ..NewJob::now(JobId::new(), schedule.payload.clone(), now)
+        };
+        let stored = match jobs::insert(conn, &schedule.queue, &job) {
+            Ok(()) => {
+                schedules::record_run(conn, &schedule.queue, &schedule.name, tick, job.id)?;
+                Some(job.id)
+            }
+            Err(StoreError::QueueFull) => None,
+            Err(err) => return Err(err),
+        };
+        fired.push(FiredTick {
+            queue: schedule.queue,
+            schedule: schedule.name,
+            tick,
+            job: stored,
+            caught_up: tick > planned,
+        });
+    }
+    Ok(SchedulerRound {
+        fired,
+        more,
+        next_due: schedules::next_due(conn)?,
+    })
 }
 
 /// Record the outcome of job `id` under `lease`. Returns false (and changes nothing) if the
@@ -203,10 +274,10 @@ pub fn bury(
     conn.prepare_cached(
         "INSERT INTO dead_letters(id, queue, target, payload, created_at, attempts,
                 failure_reason, last_error, last_status, failed_at, state, replay_count,
-                updated_at, priority, ordering_key)
+                updated_at, priority, ordering_key, schedule, schedule_tick)
          SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, ?2,
                 j.last_error, j.last_status, ?3, 'pending', j.replay_count, ?3, j.priority,
-                j.ordering_key
+                j.ordering_key, j.schedule, j.schedule_tick
          FROM jobs j JOIN queues q ON q.name = j.queue
          WHERE j.id = ?1
          ON CONFLICT(id) DO UPDATE SET
@@ -216,7 +287,8 @@ pub fn bury(
              failed_at = excluded.failed_at, state = 'pending',
              replay_count = excluded.replay_count, acknowledged_at = NULL,
              updated_at = excluded.updated_at, priority = excluded.priority,
-             ordering_key = excluded.ordering_key",
+             ordering_key = excluded.ordering_key, schedule = excluded.schedule,
+             schedule_tick = excluded.schedule_tick",
     )?
     .execute(params![key, reason.as_str(), now])?;
     jobs::remove(conn, id, now)?;
@@ -241,9 +313,10 @@ pub fn replay_claimed(
                 .prepare_cached(&format!(
                     "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
                             last_error, last_status, replay_count, ttl_from, priority,
-                            ordering_key)
+                            ordering_key, schedule, schedule_tick)
                      SELECT id, queue, {status}, payload, 0, ?2, created_at, last_error,
-                            last_status, replay_count + 1, ?2, priority, ordering_key
+                            last_status, replay_count + 1, ?2, priority, ordering_key,
+                            schedule, schedule_tick
                      FROM dead_letters WHERE id = ?1 AND state = 'replaying'
                      RETURNING queue",
                     status = jobs::entry_status(

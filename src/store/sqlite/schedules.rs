@@ -1,0 +1,229 @@
+//! SQL for the `schedules` table: a queue's recurring jobs, each with the tick it fires next.
+//! Firing a tick (which also stores a job) is in `moves`.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::jobs::id_from_row;
+use crate::cron::CronSpec;
+use crate::json::CanonicalJson;
+use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{NewSchedule, Saved, Schedule};
+
+const COLUMNS: &str = "queue, name, cron, timezone, payload, priority, ordering_key, paused, \
+     next_run_at, last_run_at, last_job_id, created_at, updated_at";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
+    let last_job: Option<Vec<u8>> = row.get(10)?;
+    Ok(Schedule {
+        queue: QueueName::from_stored(row.get(0)?),
+        name: ScheduleName::from_stored(row.get(1)?),
+        cron: row.get(2)?,
+        timezone: row.get(3)?,
+        payload: CanonicalJson::from_stored(row.get(4)?),
+        priority: row.get(5)?,
+        ordering_key: row.get(6)?,
+        paused: row.get(7)?,
+        next_run_at: row.get(8)?,
+        last_run_at: row.get(9)?,
+        last_job_id: match last_job {
+            Some(_) => Some(id_from_row(row, 10)?),
+            None => None,
+        },
+        created_at: row.get(11)?,
+        updated_at: row.get(12)?,
+    })
+}
+
+/// Create or replace `schedule` on `queue` at `now`. A replaced schedule keeps its history
+/// (`last_run_at`, `last_job_id`), and its next tick when its expression and time zone did
+/// not change (so a tick due this very moment is not lost to the replacement); otherwise
+/// the next tick is the first after `now`. A paused schedule has none.
+pub fn upsert(
+    conn: &Connection,
+    queue: &QueueName,
+    schedule: &NewSchedule,
+    now: UnixMillis,
+) -> StoreResult<Saved> {
+    let queue_exists = conn
+        .prepare_cached("SELECT 1 FROM queues WHERE name = ?1")?
+        .query_row([queue.as_str()], |_| Ok(()))
+        .optional()?
+        .is_some();
+    if !queue_exists {
+        return Err(StoreError::QueueNotFound);
+    }
+    let existing = get(conn, queue, &schedule.name)?;
+    let spec = &schedule.spec;
+    let next_run_at = match &existing {
+        _ if schedule.paused => None,
+        Some(old)
+            if old.cron == spec.expression()
+                && old.timezone == spec.timezone()
+                && old.next_run_at.is_some() =>
+        {
+            old.next_run_at
+        }
+        _ => spec.next_after(now),
+    };
+    conn.prepare_cached(
+        "INSERT INTO schedules(queue, name, cron, timezone, payload, priority, ordering_key,
+                               paused, next_run_at, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
+         ON CONFLICT(queue, name) DO UPDATE SET
+             cron = excluded.cron, timezone = excluded.timezone, payload = excluded.payload,
+             priority = excluded.priority, ordering_key = excluded.ordering_key,
+             paused = excluded.paused, next_run_at = excluded.next_run_at,
+             updated_at = excluded.updated_at",
+    )?
+    .execute(params![
+        queue.as_str(),
+        schedule.name.as_str(),
+        spec.expression(),
+        spec.timezone(),
+        schedule.payload.as_str(),
+        schedule.priority,
+        schedule.ordering_key,
+        schedule.paused,
+        next_run_at,
+        now,
+    ])?;
+    Ok(match existing {
+        Some(_) => Saved::Replaced,
+        None => Saved::Created,
+    })
+}
+
+/// `queue`'s schedules, by name.
+pub fn list(conn: &Connection, queue: &QueueName) -> StoreResult<Vec<Schedule>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM schedules WHERE queue = ?1 ORDER BY name"
+    ))?;
+    let rows = stmt.query_map([queue.as_str()], from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub fn get(
+    conn: &Connection,
+    queue: &QueueName,
+    name: &ScheduleName,
+) -> StoreResult<Option<Schedule>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM schedules WHERE queue = ?1 AND name = ?2"
+        ))?
+        .query_row(params![queue.as_str(), name.as_str()], from_row)
+        .optional()?)
+}
+
+/// Delete a schedule; `ScheduleNotFound` if there is none.
+pub fn delete(conn: &Connection, queue: &QueueName, name: &ScheduleName) -> StoreResult<()> {
+    let deleted = conn
+        .prepare_cached("DELETE FROM schedules WHERE queue = ?1 AND name = ?2")?
+        .execute(params![queue.as_str(), name.as_str()])?;
+    match deleted {
+        0 => Err(StoreError::ScheduleNotFound),
+        _ => Ok(()),
+    }
+}
+
+/// Pause a schedule (it has no next tick), or resume it: its next tick is the first after
+/// `now`, so the ticks it missed while paused are not made up. Pausing a paused schedule or
+/// resuming an active one changes nothing. Returns the schedule as it becomes.
+pub fn set_paused(
+    conn: &Connection,
+    queue: &QueueName,
+    name: &ScheduleName,
+    paused: bool,
+    now: UnixMillis,
+) -> StoreResult<Schedule> {
+    let schedule = get(conn, queue, name)?.ok_or(StoreError::ScheduleNotFound)?;
+    if schedule.paused == paused {
+        return Ok(schedule);
+    }
+    let next_run_at = if paused {
+        None
+    } else {
+        spec_of(&schedule)?.next_after(now)
+    };
+    conn.prepare_cached(
+        "UPDATE schedules SET paused = ?3, next_run_at = ?4, updated_at = ?5
+         WHERE queue = ?1 AND name = ?2",
+    )?
+    .execute(params![
+        queue.as_str(),
+        name.as_str(),
+        paused,
+        next_run_at,
+        now
+    ])?;
+    get(conn, queue, name)?.ok_or(StoreError::ScheduleNotFound)
+}
+
+/// A stored schedule's expression, parsed again (it was valid when stored).
+pub fn spec_of(schedule: &Schedule) -> StoreResult<CronSpec> {
+    CronSpec::parse(&schedule.cron, &schedule.timezone).map_err(|e| {
+        StoreError::from(anyhow::anyhow!(
+            "schedule {}/{} no longer parses: {e}",
+            schedule.queue,
+            schedule.name
+        ))
+    })
+}
+
+/// Up to `limit` active schedules whose next tick is at or before `now`, earliest first.
+pub fn due(conn: &Connection, now: UnixMillis, limit: usize) -> StoreResult<Vec<Schedule>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM schedules
+         WHERE paused = 0 AND next_run_at <= ?1
+         ORDER BY next_run_at LIMIT ?2"
+    ))?;
+    let rows = stmt.query_map(params![now, limit as i64], from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Move a schedule's next tick from `fired` to `next`, only if `fired` is still its next
+/// tick and it is active: the compare-and-set that lets one tick fire once. Returns whether
+/// it did.
+pub fn claim_tick(
+    conn: &Connection,
+    queue: &QueueName,
+    name: &ScheduleName,
+    fired: UnixMillis,
+    next: Option<UnixMillis>,
+) -> StoreResult<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE schedules SET next_run_at = ?4
+             WHERE queue = ?1 AND name = ?2 AND next_run_at = ?3 AND paused = 0",
+        )?
+        .execute(params![queue.as_str(), name.as_str(), fired, next])?;
+    Ok(changed == 1)
+}
+
+/// Record the tick fired last and the job it stored.
+pub fn record_run(
+    conn: &Connection,
+    queue: &QueueName,
+    name: &ScheduleName,
+    tick: UnixMillis,
+    job: JobId,
+) -> StoreResult<()> {
+    conn.prepare_cached(
+        "UPDATE schedules SET last_run_at = ?3, last_job_id = ?4 WHERE queue = ?1 AND name = ?2",
+    )?
+    .execute(params![
+        queue.as_str(),
+        name.as_str(),
+        tick,
+        &job.as_bytes()[..]
+    ])?;
+    Ok(())
+}
+
+/// The earliest next tick of an active schedule.
+pub fn next_due(conn: &Connection) -> StoreResult<Option<UnixMillis>> {
+    Ok(conn
+        .prepare_cached("SELECT min(next_run_at) FROM schedules WHERE paused = 0")?
+        .query_row([], |row| row.get(0))?)
+}
