@@ -118,14 +118,6 @@ pub struct ScheduleList {
     pub schedules: Vec<ScheduleView>,
 }
 
-/// One schedule: `ok` beside its fields.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ScheduleOne {
-    pub ok: bool,
-    #[serde(flatten)]
-    pub schedule: ScheduleView,
-}
-
 /// A schedule's body, checked: 413 when larger than the job limit allows, 400 when
 /// malformed, 422 for an invalid expression, time zone, job or option.
 struct ScheduleBody(ScheduleIn, CanonicalJson);
@@ -245,7 +237,7 @@ async fn list_schedules(
     }))
 }
 
-/// One schedule.
+/// One schedule: the same object as in the list (as `GET /queue/{name}/{id}` shows a job).
 #[utoipa::path(
     get,
     path = "/queue/{name}/_schedules/{schedule}",
@@ -255,7 +247,7 @@ async fn list_schedules(
         ("schedule" = String, Path, description = "Schedule name"),
     ),
     responses(
-        (status = 200, description = "The schedule", body = ScheduleOne),
+        (status = 200, description = "The schedule", body = ScheduleView),
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue, or no such schedule in it", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
@@ -265,12 +257,9 @@ async fn list_schedules(
 async fn get_schedule(
     State(state): State<AppState>,
     SchedulePath { queue, name }: SchedulePath,
-) -> ApiResult<Json<ScheduleOne>> {
+) -> ApiResult<Json<ScheduleView>> {
     let schedule = state.store.get_schedule(queue.name.clone(), name).await?;
-    Ok(Json(ScheduleOne {
-        ok: true,
-        schedule: schedule.try_into()?,
-    }))
+    Ok(Json(schedule.try_into()?))
 }
 
 /// Delete a schedule. The jobs it enqueued already stay.

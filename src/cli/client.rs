@@ -32,6 +32,7 @@ pub use crate::api::openapi::IdBody;
 pub use crate::api::openapi::OkBody;
 pub use crate::api::queue_stats::QueueStats;
 pub use crate::api::queues::QueueList;
+pub use crate::api::schedules::{ScheduleList, ScheduleView};
 pub use crate::api::settings::QueueSettings;
 
 /// Which dead letters a replay or acknowledge acts on.
@@ -230,6 +231,44 @@ impl Client {
     pub async fn set_paused(&self, name: &str, paused: bool) -> CliResult<Reply<OkBody>> {
         let action = if paused { "_pause" } else { "_resume" };
         let url = self.url(&["queue", name, action], &[]);
+        self.call(Method::POST, Route::Queue, url, None).await
+    }
+
+    /// `PUT /queue/{queue}/_schedules/{name}` with `body`.
+    pub async fn put_schedule(
+        &self,
+        queue: &str,
+        name: &str,
+        body: Vec<u8>,
+    ) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["queue", queue, "_schedules", name], &[]);
+        self.call(Method::PUT, Route::Queue, url, Some(body)).await
+    }
+
+    pub async fn list_schedules(&self, queue: &str) -> CliResult<Reply<ScheduleList>> {
+        let url = self.url(&["queue", queue, "_schedules"], &[]);
+        self.call(Method::GET, Route::Queue, url, None).await
+    }
+
+    pub async fn get_schedule(&self, queue: &str, name: &str) -> CliResult<Reply<ScheduleView>> {
+        let url = self.url(&["queue", queue, "_schedules", name], &[]);
+        self.call(Method::GET, Route::Queue, url, None).await
+    }
+
+    pub async fn delete_schedule(&self, queue: &str, name: &str) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["queue", queue, "_schedules", name], &[]);
+        self.call(Method::DELETE, Route::Queue, url, None).await
+    }
+
+    /// `POST /queue/{queue}/_schedules/{name}/_pause` (`paused`) or `_resume`.
+    pub async fn set_schedule_paused(
+        &self,
+        queue: &str,
+        name: &str,
+        paused: bool,
+    ) -> CliResult<Reply<OkBody>> {
+        let action = if paused { "_pause" } else { "_resume" };
+        let url = self.url(&["queue", queue, "_schedules", name, action], &[]);
         self.call(Method::POST, Route::Queue, url, None).await
     }
 

@@ -42,6 +42,9 @@ pub enum Command {
     Enqueue(EnqueueArgs),
     /// List a queue's READY or ERROR jobs.
     Jobs(JobsArgs),
+    /// Recurring jobs: set, list, pause, resume or delete a queue's cron schedules.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Dead letters: list, stats, replay, acknowledge.
     #[command(subcommand)]
     Dlq(DlqCommand),
@@ -230,6 +233,67 @@ pub struct JobsArgs {
     /// Follow `next` cursors and list every job.
     #[arg(long)]
     pub all: bool,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Create or replace a schedule: at each tick of --cron, enqueue the job on the queue.
+    Set(ScheduleSetArgs),
+    /// List a queue's schedules with their next and last ticks.
+    List {
+        queue: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Pause a schedule: it enqueues nothing until resumed.
+    Pause {
+        queue: String,
+        name: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Resume a schedule from its next tick (missed ticks are not made up).
+    Resume {
+        queue: String,
+        name: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Delete a schedule (the jobs it enqueued stay).
+    Delete {
+        queue: String,
+        name: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+}
+
+/// `hookq schedule set QUEUE NAME --cron EXPR [JOB]`.
+#[derive(Debug, Args)]
+pub struct ScheduleSetArgs {
+    pub queue: String,
+    /// The schedule's name (the queue-name rules).
+    pub name: String,
+    /// 5 fields (minute hour day month weekday), 6 with leading seconds, or @hourly,
+    /// @daily, @weekly, @monthly, @yearly.
+    #[arg(long)]
+    pub cron: String,
+    /// The job each tick enqueues, a JSON object; `-` or nothing reads it from stdin.
+    pub job: Option<String>,
+    /// IANA time zone the fields are read in [server default: UTC].
+    #[arg(long)]
+    pub timezone: Option<String>,
+    /// Create it paused.
+    #[arg(long)]
+    pub paused: bool,
+    /// Priority of its jobs (-100 to 100).
+    #[arg(long, allow_hyphen_values = true)]
+    pub priority: Option<i32>,
+    /// Ordering key of its jobs: a tick's job waits for the previous one (no overlap).
+    #[arg(long)]
+    pub ordering_key: Option<String>,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }

@@ -1,4 +1,5 @@
-//! The subcommands that talk to a running server: `queue`, `enqueue`, `jobs`, `dlq`.
+//! The subcommands that talk to a running server: `queue`, `enqueue`, `jobs`, `schedule`,
+//! `dlq`.
 //! Each prints a readable table, or the server's JSON with `--json`.
 
 use std::io::{IsTerminal, Read};
@@ -12,7 +13,7 @@ use super::client::{Client, DlqQuery, QueueSettings, QueueStats, ReplayResult, R
 use super::table::{Table, age, relative, shorten, time};
 use super::{
     CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, Outcome,
-    QueueCommand, RemoteArgs, SelectionArgs,
+    QueueCommand, RemoteArgs, ScheduleCommand, ScheduleSetArgs, SelectionArgs,
 };
 use crate::store::DlqState;
 
@@ -99,6 +100,47 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
         }
         Command::Enqueue(args) => enqueue(args).await?,
         Command::Jobs(args) => jobs(args).await?,
+        Command::Schedule(ScheduleCommand::Set(args)) => schedule_set(args).await?,
+        Command::Schedule(ScheduleCommand::List { queue, remote }) => {
+            schedule_list(&queue, &remote).await?
+        }
+        Command::Schedule(ScheduleCommand::Pause {
+            queue,
+            name,
+            remote,
+        }) => {
+            let reply = Client::new(&remote)?
+                .set_schedule_paused(&queue, &name, true)
+                .await?;
+            print_or(&remote, &reply.json, || {
+                format!("schedule {queue}/{name} paused: it enqueues nothing\n")
+            });
+        }
+        Command::Schedule(ScheduleCommand::Resume {
+            queue,
+            name,
+            remote,
+        }) => {
+            let client = Client::new(&remote)?;
+            let reply = client.set_schedule_paused(&queue, &name, false).await?;
+            let next = client.get_schedule(&queue, &name).await?.data;
+            print_or(&remote, &reply.json, || {
+                format!(
+                    "schedule {queue}/{name} resumed; next tick {}\n",
+                    next_tick(next.next_run_at)
+                )
+            });
+        }
+        Command::Schedule(ScheduleCommand::Delete {
+            queue,
+            name,
+            remote,
+        }) => {
+            let reply = Client::new(&remote)?.delete_schedule(&queue, &name).await?;
+            print_or(&remote, &reply.json, || {
+                format!("deleted schedule {queue}/{name}\n")
+            });
+        }
         Command::Dlq(DlqCommand::List(args)) => dlq_list(args).await?,
         Command::Dlq(DlqCommand::Stats { remote }) => dlq_stats(&remote).await?,
         Command::Dlq(DlqCommand::Replay {
@@ -127,9 +169,10 @@ fn print_or(remote: &RemoteArgs, json: &Value, readable: impl FnOnce() -> String
     }
 }
 
-async fn enqueue(args: EnqueueArgs) -> CliResult<()> {
-    let job = match args.job.as_deref() {
-        Some(job) if job != "-" => job.as_bytes().to_vec(),
+/// A job given as an argument, or read from stdin when it is `-` or absent.
+fn job_argument(job: Option<&str>) -> CliResult<Vec<u8>> {
+    match job {
+        Some(job) if job != "-" => Ok(job.as_bytes().to_vec()),
         _ => {
             let mut stdin = std::io::stdin();
             if stdin.is_terminal() {
@@ -141,12 +184,95 @@ async fn enqueue(args: EnqueueArgs) -> CliResult<()> {
             stdin
                 .read_to_end(&mut job)
                 .context("cannot read the job from stdin")?;
-            job
+            Ok(job)
         }
-    };
+    }
+}
+
+async fn enqueue(args: EnqueueArgs) -> CliResult<()> {
+    let job = job_argument(args.job.as_deref())?;
     let reply = Client::new(&args.remote)?.enqueue(&args.queue, job).await?;
     print_or(&args.remote, &reply.json, || format!("{}\n", reply.data.id));
     Ok(())
+}
+
+/// The body of `PUT …/_schedules/{name}`: the job embedded as given (not re-encoded, so its
+/// numbers and key order reach the server untouched).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ScheduleBody<'a> {
+    cron: &'a str,
+    job: &'a serde_json::value::RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timezone: Option<&'a str>,
+    paused: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priority: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ordering_key: Option<&'a str>,
+}
+
+async fn schedule_set(args: ScheduleSetArgs) -> CliResult<()> {
+    let job = job_argument(args.job.as_deref())?;
+    let job: &serde_json::value::RawValue = serde_json::from_slice(&job)
+        .map_err(|e| CliError::Usage(format!("the job is not JSON: {e}")))?;
+    let body = serde_json::to_vec(&ScheduleBody {
+        cron: &args.cron,
+        job,
+        timezone: args.timezone.as_deref(),
+        paused: args.paused,
+        priority: args.priority,
+        ordering_key: args.ordering_key.as_deref(),
+    })
+    .context("cannot encode the schedule")?;
+    let client = Client::new(&args.remote)?;
+    let reply = client.put_schedule(&args.queue, &args.name, body).await?;
+    let saved = client.get_schedule(&args.queue, &args.name).await?.data;
+    print_or(&args.remote, &reply.json, || {
+        let state = if saved.paused {
+            "paused".to_owned()
+        } else {
+            format!("next tick {}", next_tick(saved.next_run_at))
+        };
+        format!(
+            "schedule {}/{} set: {} ({}); {state}\n",
+            args.queue, args.name, saved.cron, saved.timezone
+        )
+    });
+    Ok(())
+}
+
+async fn schedule_list(queue: &str, remote: &RemoteArgs) -> CliResult<()> {
+    let reply = Client::new(remote)?.list_schedules(queue).await?;
+    print_or(remote, &reply.json, || {
+        if reply.data.schedules.is_empty() {
+            return format!("no schedules on {queue}\n");
+        }
+        let mut table = Table::new(&[
+            "NAME", "CRON", "TIMEZONE", "STATE", "NEXT", "LAST", "LAST JOB",
+        ]);
+        for schedule in &reply.data.schedules {
+            table.row(vec![
+                schedule.name.clone(),
+                schedule.cron.clone(),
+                schedule.timezone.clone(),
+                if schedule.paused { "paused" } else { "active" }.to_owned(),
+                schedule.next_run_at.map(time).unwrap_or_default(),
+                schedule.last_run_at.map(time).unwrap_or_default(),
+                schedule.last_job_id.clone().unwrap_or_default(),
+            ]);
+        }
+        table.render()
+    });
+    Ok(())
+}
+
+/// A next tick for humans: `2026-11-24T03:00:00Z (in 17h)`, or `none`.
+fn next_tick(at: Option<i64>) -> String {
+    at.map_or_else(
+        || "none".into(),
+        |at| format!("{} ({})", time(at), relative(at)),
+    )
 }
 
 async fn jobs(args: JobsArgs) -> CliResult<()> {

@@ -286,6 +286,100 @@ async fn enqueue_takes_the_job_from_the_argument_or_stdin_and_prints_its_id() {
 }
 
 #[tokio::test]
+async fn schedule_set_list_pause_resume_and_delete_drive_the_schedules_api() {
+    let app = storing_app().await;
+    let env = [("HOOKQ_URL", app.base.as_str())];
+    let set = hookq(
+        &[
+            "schedule",
+            "set",
+            "q",
+            "nightly",
+            "--cron",
+            "0 3 * * *",
+            "--timezone",
+            "Europe/Paris",
+            "--priority",
+            "-5",
+            r#"{"report":"sales","n":1.50}"#,
+        ],
+        &env,
+        None,
+    )
+    .await;
+    let said = set.ok();
+    assert!(
+        said.contains("schedule q/nightly set: 0 3 * * * (Europe/Paris); next tick"),
+        "{said}"
+    );
+    let stored = app.get("/queue/q/_schedules/nightly").await.expect(200);
+    assert_eq!(stored["priority"], -5);
+    // The job reaches the server as given: canonical JSON, as an enqueue would store it.
+    assert_eq!(stored["job"], json!({ "report": "sales", "n": 1.5 }));
+    // From stdin, paused.
+    hookq(
+        &[
+            "schedule", "set", "q", "hourly", "--cron", "@hourly", "--paused",
+        ],
+        &env,
+        Some(b"{\"every\":\"hour\"}"),
+    )
+    .await
+    .ok();
+
+    let list = hookq(&["schedule", "list", "q"], &env, None).await;
+    let table = list.ok();
+    assert_eq!(lines_with(table, "nightly").len(), 1, "{table}");
+    assert!(lines_with(table, "hourly")[0].contains("paused"), "{table}");
+    let json = hookq(&["schedule", "list", "q", "--json"], &env, None)
+        .await
+        .json();
+    assert_eq!(json["schedules"].as_array().map(Vec::len), Some(2));
+
+    hookq(&["schedule", "pause", "q", "nightly"], &env, None)
+        .await
+        .ok();
+    assert_eq!(
+        app.get("/queue/q/_schedules/nightly").await.expect(200)["paused"],
+        true
+    );
+    let resumed = hookq(&["schedule", "resume", "q", "nightly"], &env, None).await;
+    assert!(resumed.ok().contains("resumed; next tick"), "{resumed:?}");
+    hookq(&["schedule", "delete", "q", "hourly"], &env, None)
+        .await
+        .ok();
+    app.get("/queue/q/_schedules/hourly")
+        .await
+        .expect_error(404);
+
+    hookq(
+        &["schedule", "set", "q", "bad", "--cron", "61 * * * *", "{}"],
+        &env,
+        None,
+    )
+    .await
+    .fails_with(1, "(HTTP 422)");
+    hookq(
+        &[
+            "schedule",
+            "set",
+            "q",
+            "bad",
+            "--cron",
+            "@daily",
+            "{not json",
+        ],
+        &env,
+        None,
+    )
+    .await
+    .fails_with(2, "the job is not JSON");
+    hookq(&["schedule", "delete", "q", "nope"], &env, None)
+        .await
+        .fails_with(1, "schedule not found (HTTP 404)");
+}
+
+#[tokio::test]
 async fn jobs_prints_a_table_or_the_servers_json_and_follows_cursors_with_all() {
     let app = storing_app().await;
     let mut ids = Vec::new();
