@@ -121,7 +121,6 @@ async fn enqueue_batch(
             }),
             priority: options.priority,
             ordering_key: options.ordering_key.clone(),
-            schedule: None,
         });
     }
     let ids: Vec<JobId> = jobs.iter().map(|job| job.id).collect();

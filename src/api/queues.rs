@@ -262,7 +262,6 @@ async fn enqueue(
         idempotency: options.idempotency,
         priority: options.priority,
         ordering_key: options.ordering_key,
-        schedule: None,
     };
     let id = job.id;
     let due_at = job.due_at();

@@ -99,8 +99,6 @@ pub struct NewJob {
     pub priority: i32,
     /// Jobs of a queue with the same key are delivered one at a time, in enqueue order.
     pub ordering_key: Option<String>,
-    /// The schedule tick that stored it, if a schedule did.
-    pub schedule: Option<ScheduleTick>,
 }
 
 /// Which tick of which schedule of its queue stored a job. Its deliveries say so in the
@@ -119,11 +117,6 @@ impl ScheduleTick {
             schedule: ScheduleName::from_stored(schedule?),
             tick: tick?,
         })
-    }
-
-    /// The two columns that store `tick` (NULL, NULL for none).
-    pub(crate) fn to_columns(tick: Option<&Self>) -> (Option<&str>, Option<UnixMillis>) {
-        (tick.map(|t| t.schedule.as_str()), tick.map(|t| t.tick))
     }
 }
 
@@ -156,7 +149,6 @@ impl NewJob {
             idempotency: None,
             priority: 0,
             ordering_key: None,
-            schedule: None,
         }
     }
 

@@ -11,7 +11,9 @@ use hookq::json::CanonicalJson;
 use hookq::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use hookq::policy::QueueChange;
 use hookq::scheduler::{ScheduleChanges, Scheduler};
-use hookq::store::{JobState, NewJob, NewSchedule, Saved, Schedule, SchedulerRound};
+use hookq::store::{
+    Failure, JobState, NewJob, NewSchedule, Outcome, Saved, Schedule, SchedulerRound, Selection,
+};
 use serde_json::{Value, json};
 
 use crate::dlq_support::StoreFixture;
@@ -316,6 +318,57 @@ async fn a_keyed_schedule_never_overlaps_its_runs() {
     assert!(
         jobs.iter()
             .all(|job| job.ordering_key.as_deref() == Some("report"))
+    );
+    fx.close().await;
+}
+
+#[tokio::test]
+async fn a_scheduled_job_keeps_its_schedule_tick_through_the_dead_letters_and_a_replay() {
+    let (fx, queue) = every_minute().await;
+    let job = fire(&fx, T1).await.fired[0].job.expect("a job");
+    let claimed = fx
+        .store
+        .claim(queue.clone(), T1, T1 + MINUTE, 10)
+        .await
+        .unwrap();
+    let tick = claimed[0]
+        .schedule
+        .clone()
+        .expect("the claim says which tick");
+    assert_eq!((tick.schedule.as_str(), tick.tick), ("every-minute", T1));
+    let failure = Failure {
+        error: "down".into(),
+        status: Some(503),
+        latency_ms: 1,
+        at: T1 + 1,
+    };
+    let lease = claimed[0].lease();
+    assert!(
+        fx.store
+            .record_outcome(job, lease, Outcome::Dead { failure })
+            .await
+            .unwrap()
+    );
+    let (dead, _) = fx.store.get_job(queue.clone(), job).await.unwrap();
+    assert_eq!(
+        (dead.state, dead.schedule.clone()),
+        (JobState::Dead, Some(tick.clone()))
+    );
+
+    fx.store
+        .replay(Selection::Ids(vec![job]), T1 + 2, T1 + 2)
+        .await
+        .unwrap();
+    let again = fx
+        .store
+        .claim(queue.clone(), T1 + 3, T1 + MINUTE, 10)
+        .await
+        .unwrap();
+    assert_eq!(again[0].id, job);
+    assert_eq!(
+        again[0].schedule,
+        Some(tick),
+        "the replay delivers it as the same tick"
     );
     fx.close().await;
 }

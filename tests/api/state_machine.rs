@@ -435,7 +435,6 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 let job = NewJob {
                     priority: *priority,
                     ordering_key: key.map(str::to_owned),
-                    schedule: None,
                     ..NewJob::now(
                         id,
                         hookq::json::canonicalize(br#"{"k":1}"#).expect("JSON"),

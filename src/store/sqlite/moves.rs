@@ -73,14 +73,15 @@ pub fn fire_due_schedules(
         let job = NewJob {
             priority: schedule.priority,
             ordering_key: schedule.ordering_key.clone(),
-            schedule: Some(ScheduleTick {
-                schedule: schedule.name.clone(),
-                tick,
-            }),
             ..NewJob::now(JobId::new(), schedule.payload.clone(), now)
         };
         let stored = match jobs::insert(conn, &schedule.queue, &job) {
             Ok(()) => {
+                let by = ScheduleTick {
+                    schedule: schedule.name.clone(),
+                    tick,
+                };
+                jobs::set_schedule_tick(conn, job.id, &by)?;
                 schedules::record_run(conn, &schedule.queue, &schedule.name, tick, job.id)?;
                 Some(job.id)
             }
