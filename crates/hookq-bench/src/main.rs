@@ -13,6 +13,7 @@
 mod ceilings;
 mod control;
 mod load;
+mod recurring;
 mod relay;
 mod report;
 mod server;
@@ -81,6 +82,9 @@ enum Part {
     Rated,
     /// Open-loop overload: answers, memory, every 201 delivered.
     Overload,
+    /// Recurring jobs: 100 and 1 000 schedules firing every second (one job per tick each,
+    /// lateness from tick to delivery).
+    Recurring,
 }
 
 /// Counts and durations of one mode.
@@ -98,6 +102,8 @@ struct Plan {
     rated_seconds: f64,
     overload_offered: f64,
     overload_duration: Duration,
+    /// How long the recurring-jobs run lets its schedules fire.
+    recurring_window: Duration,
 }
 
 impl Plan {
@@ -116,6 +122,7 @@ impl Plan {
                 rated_seconds: 1.0,
                 overload_offered: 20_000.0,
                 overload_duration: Duration::from_secs(1),
+                recurring_window: Duration::from_secs(3),
             }
         } else {
             Self {
@@ -131,6 +138,7 @@ impl Plan {
                 rated_seconds: 5.0,
                 overload_offered: 60_000.0,
                 overload_duration: Duration::from_secs(10),
+                recurring_window: Duration::from_secs(10),
             }
         };
         if let Some(n) = cli.repetitions {
@@ -306,6 +314,15 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .context("overload")?,
         );
+    }
+    if wanted(Part::Recurring) {
+        for schedules in [100, 1_000] {
+            let figure = bench
+                .recurring(schedules)
+                .await
+                .with_context(|| format!("recurring, {schedules} schedules"))?;
+            report.recurring.push(figure);
+        }
     }
     derive_ratios_and_targets(&mut report);
     report.elapsed_seconds = clock.elapsed().as_secs_f64();

@@ -59,6 +59,7 @@ pub struct Report {
     pub ordered: Option<OrderedFigure>,
     pub rated: Vec<RatedFigure>,
     pub overload: Option<OverloadFigure>,
+    pub recurring: Vec<RecurringFigure>,
     pub ratios: Vec<Ratio>,
     pub targets: Vec<TargetCheck>,
     pub elapsed_seconds: f64,
@@ -126,6 +127,28 @@ pub struct RatedFigure {
     pub measured_per_second: Stats,
     /// (measured − setting) / setting, in percent.
     pub error_percent: Stats,
+}
+
+/// Schedules firing every second on one queue.
+#[derive(Debug, Serialize)]
+pub struct RecurringFigure {
+    pub schedules: usize,
+    pub window_seconds: f64,
+    /// Whole-second ticks checked (over every run), each expected to enqueue one job per
+    /// schedule.
+    pub ticks_checked: u64,
+    /// Jobs a checked tick should have delivered and did not (a tick fired late as a
+    /// catch-up for a later one, or never).
+    pub jobs_missed: u64,
+    /// Jobs beyond one per schedule and tick (a tick fired twice: must be 0).
+    pub jobs_extra: u64,
+    pub duplicate_deliveries: u64,
+    /// From a job's tick to its arrival at the worker.
+    pub lateness_p50_ms: Stats,
+    pub lateness_p99_ms: Stats,
+    pub lateness_max_ms: Stats,
+    /// Server CPU µs per job fired (firing, storing, claiming, delivering).
+    pub server_cpu_micros_per_job: Stats,
 }
 
 /// Open-loop overload: offered load far above what one server stores.
@@ -428,6 +451,25 @@ fn print_control(report: &Report) {
                     "{} deliveries/s   error {} %",
                     f.measured_per_second.show(1),
                     f.error_percent.show(2)
+                ),
+            );
+        }
+    }
+    if !report.recurring.is_empty() {
+        println!("\nRecurring jobs: schedules every second on one queue");
+        for f in &report.recurring {
+            row(
+                &format!("{} schedules, {:.0} s", f.schedules, f.window_seconds),
+                &format!(
+                    "ticks {}  missed {}  extra {}  dup {}   late p50 {} ms  p99 {} ms  max {} ms   server {} CPU-µs/job",
+                    f.ticks_checked,
+                    f.jobs_missed,
+                    f.jobs_extra,
+                    f.duplicate_deliveries,
+                    f.lateness_p50_ms.show(1),
+                    f.lateness_p99_ms.show(1),
+                    f.lateness_max_ms.show(1),
+                    f.server_cpu_micros_per_job.show(0),
                 ),
             );
         }

@@ -1,6 +1,8 @@
 //! The in-process HTTP sink standing in for a worker: answers every POST with 200, counts
 //! deliveries by job id (`X-Hookq-Job-Id`), and, when asked, reads the send timestamp the
-//! load generator embedded in the payload to record enqueue→delivery latency.
+//! load generator embedded in the payload to record enqueue→delivery latency. Jobs of a
+//! schedule are counted by tick (`X-Hookq-Schedule-Tick`), and their latency is measured
+//! from the tick.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -18,6 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The header deliveries are counted by (hookq sets it; so does the relay).
 pub const JOB_ID_HEADER: &str = "x-hookq-job-id";
+/// The tick (unix ms) a schedule's job is for.
+pub const SCHEDULE_TICK_HEADER: &str = "x-hookq-schedule-tick";
 /// How often `wait_for` looks at the counter.
 const POLL: Duration = Duration::from_millis(2);
 
@@ -36,8 +40,10 @@ struct Counters {
     out_of_order: AtomicU64,
     /// Job ids delivered (a second delivery of one counts as a duplicate).
     seen: Mutex<HashSet<u128>>,
-    /// Enqueue→delivery latencies in µs.
+    /// Enqueue→delivery latencies in µs (tick→delivery for a schedule's jobs).
     latencies: Mutex<Vec<u32>>,
+    /// Distinct jobs delivered per schedule tick (unix ms).
+    jobs_per_tick: Mutex<HashMap<i64, u64>>,
 }
 
 /// A running sink; cheap to clone.
@@ -99,6 +105,7 @@ impl Sink {
         c.last_micros.store(0, Ordering::SeqCst);
         lock(&c.seen).clear();
         lock(&c.latencies).clear();
+        lock(&c.jobs_per_tick).clear();
         c.record_latency.store(record_latency, Ordering::SeqCst);
         c.check_order.store(false, Ordering::SeqCst);
         lock(&c.next_of_key).clear();
@@ -129,6 +136,11 @@ impl Sink {
             first: micros(c.first_micros.load(Ordering::SeqCst)),
             last: micros(c.last_micros.load(Ordering::SeqCst)),
         }
+    }
+
+    /// Distinct jobs delivered per schedule tick since the last reset.
+    pub fn jobs_per_tick(&self) -> HashMap<i64, u64> {
+        lock(&self.counters.jobs_per_tick).clone()
     }
 
     /// The latencies recorded since the last reset, in µs, sorted.
@@ -163,13 +175,30 @@ async fn receive(State(sink): State<Sink>, headers: HeaderMap, body: Bytes) -> S
         .first_micros
         .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
     c.last_micros.fetch_max(now, Ordering::Relaxed);
-    if let Some(id) = headers
+    let first_delivery = match headers
         .get(JOB_ID_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| uuid::Uuid::parse_str(v).ok())
-        && !lock(&c.seen).insert(id.as_u128())
     {
+        Some(id) => lock(&c.seen).insert(id.as_u128()),
+        None => true,
+    };
+    if !first_delivery {
         c.duplicates.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(tick) = headers
+        .get(SCHEDULE_TICK_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        if first_delivery {
+            *lock(&c.jobs_per_tick).entry(tick).or_insert(0) += 1;
+        }
+        if c.record_latency.load(Ordering::Relaxed) {
+            let late_micros = unix_micros().saturating_sub(tick.saturating_mul(1000).max(0) as u64);
+            lock(&c.latencies).push(late_micros.min(u64::from(u32::MAX)) as u32);
+        }
+        return StatusCode::OK;
     }
     if c.check_order.load(Ordering::Relaxed) {
         let in_sequence = key_and_sequence(&body).is_some_and(|(key, sequence)| {
@@ -203,6 +232,13 @@ fn sent_micros(body: &[u8]) -> Option<u64> {
     let rest = body.strip_prefix(b"{\"t\":")?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
+/// Wall-clock µs since the Unix epoch (ticks are wall-clock times).
+fn unix_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -162,7 +162,7 @@ pub fn set_paused(
 
 /// A stored schedule's expression, parsed again (it was valid when stored).
 pub fn spec_of(schedule: &Schedule) -> StoreResult<CronSpec> {
-    CronSpec::parse(&schedule.cron, &schedule.timezone).map_err(|e| {
+    CronSpec::parse_stored(&schedule.cron, &schedule.timezone).map_err(|e| {
         StoreError::from(anyhow::anyhow!(
             "schedule {}/{} no longer parses: {e}",
             schedule.queue,
