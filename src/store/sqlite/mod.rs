@@ -537,7 +537,12 @@ impl SqliteStore {
         now: UnixMillis,
     ) -> StoreResult<Saved> {
         self.writer
-            .write(move |conn| schedules::upsert(conn, &queue, &schedule, now))
+            .write(move |conn| {
+                if !queues::exists(conn, &queue)? {
+                    return Err(StoreError::QueueNotFound);
+                }
+                schedules::upsert(conn, &queue, &schedule, now)
+            })
             .await
     }
 

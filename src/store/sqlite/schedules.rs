@@ -35,7 +35,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
     })
 }
 
-/// Create or replace `schedule` on `queue` at `now`. A replaced schedule keeps its history
+/// Create or replace `schedule` on `queue` (which exists) at `now`. A replaced schedule keeps its history
 /// (`last_run_at`, `last_job_id`), and its next tick when its expression and time zone did
 /// not change (so a tick due this very moment is not lost to the replacement); otherwise
 /// the next tick is the first after `now`. A paused schedule has none.
@@ -45,14 +45,6 @@ pub fn upsert(
     schedule: &NewSchedule,
     now: UnixMillis,
 ) -> StoreResult<Saved> {
-    let queue_exists = conn
-        .prepare_cached("SELECT 1 FROM queues WHERE name = ?1")?
-        .query_row([queue.as_str()], |_| Ok(()))
-        .optional()?
-        .is_some();
-    if !queue_exists {
-        return Err(StoreError::QueueNotFound);
-    }
     let existing = get(conn, queue, &schedule.name)?;
     let spec = &schedule.spec;
     let next_run_at = match &existing {
