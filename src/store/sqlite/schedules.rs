@@ -14,7 +14,7 @@ const COLUMNS: &str = "queue, name, cron, timezone, payload, priority, ordering_
      next_run_at, last_run_at, last_job_id, created_at, updated_at";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
-    let last_job: Option<Vec<u8>> = row.get(10)?;
+    let has_run = row.get_ref(10)?.as_bytes_or_null()?.is_some();
     Ok(Schedule {
         queue: QueueName::from_stored(row.get(0)?),
         name: ScheduleName::from_stored(row.get(1)?),
@@ -26,18 +26,15 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
         paused: row.get(7)?,
         next_run_at: row.get(8)?,
         last_run_at: row.get(9)?,
-        last_job_id: match last_job {
-            Some(_) => Some(id_from_row(row, 10)?),
-            None => None,
-        },
+        last_job_id: has_run.then(|| id_from_row(row, 10)).transpose()?,
         created_at: row.get(11)?,
         updated_at: row.get(12)?,
     })
 }
 
-/// Create or replace `schedule` on `queue` (which exists) at `now`. A replaced schedule keeps its history
-/// (`last_run_at`, `last_job_id`), and its next tick when its expression and time zone did
-/// not change (so a tick due this very moment is not lost to the replacement); otherwise
+/// Create or replace `schedule` on `queue` (which exists) at `now`. A replaced schedule
+/// keeps its history (`last_run_at`, `last_job_id`), and its next tick when its expression
+/// and time zone did not change (so a tick due this very moment is not lost to the replacement); otherwise
 /// the next tick is the first after `now`. A paused schedule has none.
 pub fn upsert(
     conn: &Connection,
