@@ -61,6 +61,12 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_DLQ_RETENTION", default_value = "30d", value_parser = parse_duration)]
     pub dlq_retention: Duration,
 
+    /// Keep delivered jobs this long in the delivery log (status DELIVERED, with the answering
+    /// status, latency and attempt history), for queues that set no `keepDelivered` of their
+    /// own. `0s` keeps none: a delivered job is deleted at once.
+    #[arg(long, env = "HOOKQ_KEEP_DELIVERED", default_value = "0s", value_parser = parse_duration)]
+    pub keep_delivered: Duration,
+
     /// Log a warning (and raise the metric) when more dead letters than this are pending.
     #[arg(long, env = "HOOKQ_DLQ_ALERT_PENDING", default_value_t = 100)]
     pub dlq_alert_pending: u64,
@@ -176,6 +182,7 @@ pub struct Config {
     pub job_ttl: Duration,
     pub idempotency_ttl: Duration,
     pub dlq_retention: Duration,
+    pub keep_delivered: Duration,
     pub dlq_alert_pending: u64,
     pub target_allowlist: Vec<ipnet::IpNet>,
     pub https_only: bool,
@@ -241,6 +248,7 @@ impl Config {
             backoff: self.backoff.clone(),
             timeout: self.delivery_timeout,
             concurrency: u32::try_from(self.max_in_flight_per_queue).unwrap_or(u32::MAX),
+            keep_delivered: self.keep_delivered,
         }
     }
 
@@ -297,6 +305,7 @@ impl Config {
             job_ttl: args.job_ttl,
             idempotency_ttl: args.idempotency_ttl,
             dlq_retention: args.dlq_retention,
+            keep_delivered: args.keep_delivered,
             dlq_alert_pending: args.dlq_alert_pending,
             target_allowlist: args.target_allowlist,
             https_only: args.https_only,
@@ -362,6 +371,9 @@ impl Config {
             bail!(
                 "HOOKQ_JOB_TTL, HOOKQ_DLQ_RETENTION and HOOKQ_IDEMPOTENCY_TTL must be greater than zero"
             );
+        }
+        if !crate::policy::KEEP_DELIVERED.contains(&self.keep_delivered) {
+            bail!("HOOKQ_KEEP_DELIVERED / --keep-delivered must be from 0s (not kept) to 365d");
         }
         if self.max_attempts == 0 {
             bail!("HOOKQ_MAX_ATTEMPTS / --max-attempts must be at least 1");

@@ -153,6 +153,7 @@ impl Server {
                 job_ttl: config.job_ttl,
                 idempotency_ttl: config.idempotency_ttl,
                 dlq_retention: config.dlq_retention,
+                keep_delivered: config.keep_delivered,
                 dlq_alert_pending: config.dlq_alert_pending,
                 alerts: Arc::default(),
             }

@@ -2,7 +2,8 @@
 //! interval so they never hold the writer long or fire together:
 //! stale leases back to READY (or dead-lettered if that was their last attempt), TTL expiry
 //! (undelivered jobs dead-lettered as `expired`), dead-letter retention (closed records
-//! deleted), dead-letter alert signals, and `PRAGMA optimize`.
+//! deleted), delivery-log retention (each queue's `keepDelivered`), dead-letter alert
+//! signals, and `PRAGMA optimize`.
 //!
 //! Every sweep takes `now` as an argument, so tests drive them with any clock.
 
@@ -13,12 +14,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::Wakeups;
-use crate::model::{UnixMillis, now_millis};
+use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::Store;
 use crate::telemetry;
 
 const TTL_INTERVAL: Duration = Duration::from_secs(60);
 const RETENTION_INTERVAL: Duration = Duration::from_secs(600);
+const DELIVERY_LOG_INTERVAL: Duration = Duration::from_secs(60);
 const ALERT_INTERVAL: Duration = Duration::from_secs(60);
 const OPTIMIZE_INTERVAL: Duration = Duration::from_secs(3600);
 /// Rows one sweep statement may touch, so the writer is never held long.
@@ -47,6 +49,8 @@ pub struct Maintenance {
     /// Idempotency keys older than this are deleted (they count as absent already).
     pub idempotency_ttl: Duration,
     pub dlq_retention: Duration,
+    /// The server's `HOOKQ_KEEP_DELIVERED`, for queues that set no `keepDelivered`.
+    pub keep_delivered: Duration,
     pub dlq_alert_pending: u64,
     pub alerts: Arc<DlqAlerts>,
 }
@@ -70,6 +74,7 @@ impl Maintenance {
         let mut ttl = every(TTL_INTERVAL, Duration::from_secs(7));
         let mut alerts = every(ALERT_INTERVAL, Duration::from_secs(3));
         let mut retention = every(RETENTION_INTERVAL, Duration::from_secs(17));
+        let mut delivery_log = every(DELIVERY_LOG_INTERVAL, Duration::from_secs(23));
         let mut optimize = every(OPTIMIZE_INTERVAL, OPTIMIZE_INTERVAL);
         loop {
             tokio::select! {
@@ -77,6 +82,7 @@ impl Maintenance {
                 _ = leases.tick() => { self.recover_stale_leases(now_millis()).await; }
                 _ = ttl.tick() => { self.expire_jobs(now_millis()).await; }
                 _ = alerts.tick() => { self.check_alerts(now_millis()).await; }
+                _ = delivery_log.tick() => { self.purge_delivery_log(now_millis()).await; }
                 _ = retention.tick() => {
                     let now = now_millis();
                     self.purge_dead_letters(now).await;
@@ -156,6 +162,30 @@ impl Maintenance {
                 records = total,
                 "deleted closed dead letters past retention"
             );
+        }
+        total
+    }
+
+    /// Delete each queue's delivered jobs kept longer than its `keepDelivered` (all of them
+    /// for a queue that keeps none now), in batches. Returns how many.
+    pub async fn purge_delivery_log(&self, now: UnixMillis) -> usize {
+        let cutoffs: Vec<(QueueName, UnixMillis)> = self
+            .store
+            .registry()
+            .all()
+            .iter()
+            .map(|queue| {
+                let keep = queue.policy.keep_delivered.unwrap_or(self.keep_delivered);
+                let keep = i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
+                (queue.name.clone(), now.saturating_sub(keep))
+            })
+            .collect();
+        let total = in_batches("delivery-log retention sweep", || {
+            self.store.purge_delivered(cutoffs.clone(), SWEEP_BATCH)
+        })
+        .await;
+        if total > 0 {
+            tracing::info!(records = total, "deleted delivered jobs past keepDelivered");
         }
         total
     }

@@ -237,6 +237,8 @@ impl fmt::Display for JobId {
 pub enum JobStatus {
     Ready,
     Error,
+    /// Delivered and kept in the delivery log (`keepDelivered`).
+    Delivered,
 }
 
 impl JobStatus {
@@ -244,7 +246,8 @@ impl JobStatus {
         match raw.to_ascii_uppercase().as_str() {
             "READY" => Ok(Self::Ready),
             "ERROR" => Ok(Self::Error),
-            _ => Err(invalid("status must be READY or ERROR")),
+            "DELIVERED" => Ok(Self::Delivered),
+            _ => Err(invalid("status must be READY, ERROR or DELIVERED")),
         }
     }
 
@@ -252,6 +255,7 @@ impl JobStatus {
         match self {
             Self::Ready => "READY",
             Self::Error => "ERROR",
+            Self::Delivered => "DELIVERED",
         }
     }
 }

@@ -1,5 +1,5 @@
 //! A queue's delivery policy: what a queue may set for itself (attempts, backoff, timeout,
-//! concurrency, rate, a cap on queued jobs), the ranges each setting must lie in, and the
+//! concurrency, rate, a cap on queued jobs, how long delivered jobs are kept), the ranges each setting must lie in, and the
 //! effective value of each once the server's defaults fill what the queue left unset. A
 //! setting a queue leaves unset follows the server's setting, and keeps following it when
 //! that changes.
@@ -17,6 +17,9 @@ pub const BACKOFF_STEPS: RangeInclusive<usize> = 1..=20;
 pub const TIMEOUT: RangeInclusive<Duration> = Duration::from_millis(100)..=Duration::from_secs(900);
 /// Deliveries of one queue in flight at once.
 pub const CONCURRENCY: RangeInclusive<u32> = 1..=10_000;
+/// How long delivered jobs are kept in the delivery log (0: not kept).
+pub const KEEP_DELIVERED: RangeInclusive<Duration> =
+    Duration::ZERO..=Duration::from_secs(365 * 24 * 3600);
 
 /// How many deliveries a queue may start per second, with a burst allowance.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,6 +49,8 @@ pub struct QueuePolicy {
     pub rate: Option<Rate>,
     /// A cap on the queue's READY jobs (enqueues beyond it get 429).
     pub max_queued: Option<u64>,
+    /// How long delivered jobs stay in the delivery log (zero: not kept).
+    pub keep_delivered: Option<Duration>,
 }
 
 /// The server's settings a queue's policy falls back to.
@@ -55,6 +60,7 @@ pub struct Defaults {
     pub backoff: Vec<Duration>,
     pub timeout: Duration,
     pub concurrency: u32,
+    pub keep_delivered: Duration,
 }
 
 /// A queue's policy with every setting resolved.
@@ -66,6 +72,7 @@ pub struct Effective {
     pub concurrency: u32,
     pub rate: Option<Rate>,
     pub max_queued: Option<u64>,
+    pub keep_delivered: Duration,
 }
 
 impl QueuePolicy {
@@ -81,7 +88,13 @@ impl QueuePolicy {
             concurrency: self.concurrency.unwrap_or(defaults.concurrency),
             rate: self.rate,
             max_queued: self.max_queued,
+            keep_delivered: self.keep_delivered(defaults),
         }
+    }
+
+    /// How long delivered jobs are kept (zero: not kept).
+    pub fn keep_delivered(&self, defaults: &Defaults) -> Duration {
+        self.keep_delivered.unwrap_or(defaults.keep_delivered)
     }
 
     /// The attempt time limit in effect.
@@ -108,6 +121,7 @@ pub struct QueueChange {
     pub rate_per_second: Option<Option<f64>>,
     pub burst: Option<Option<u32>>,
     pub max_queued: Option<Option<u64>>,
+    pub keep_delivered: Option<Option<Duration>>,
     pub paused: Option<bool>,
 }
 
@@ -187,6 +201,15 @@ pub fn check_max_queued(value: u64) -> Result<u64, InvalidInput> {
         .ok_or_else(|| out_of_range("maxQueued", "at least 1"))
 }
 
+/// How long delivered jobs are kept: a duration up to 365 days; `0s` keeps none.
+pub fn check_keep_delivered(raw: &str) -> Result<Duration, InvalidInput> {
+    let keep = parse_duration("keepDelivered", raw)?;
+    KEEP_DELIVERED
+        .contains(&keep)
+        .then_some(keep)
+        .ok_or_else(|| out_of_range("keepDelivered", "from 0s (not kept) to 365d"))
+}
+
 /// A duration as the API shows it: `500ms`, `5s`, `2m 30s`.
 pub fn format_duration(duration: Duration) -> String {
     humantime::format_duration(duration).to_string()
@@ -202,6 +225,7 @@ mod tests {
             backoff: vec![Duration::from_secs(1)],
             timeout: Duration::from_secs(30),
             concurrency: 256,
+            keep_delivered: Duration::ZERO,
         }
     }
 
@@ -252,5 +276,9 @@ mod tests {
         assert_eq!(check_rate(0.25), Ok(0.25));
         assert!(check_burst(0).is_err());
         assert!(check_max_queued(0).is_err());
+        assert_eq!(check_keep_delivered("0s"), Ok(Duration::ZERO));
+        assert_eq!(check_keep_delivered("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert!(check_keep_delivered("366d").is_err());
+        assert!(check_keep_delivered("a while").is_err());
     }
 }

@@ -13,15 +13,35 @@ pub enum Cursor {
     Ready(JobId),
     /// After this failure time and id (listings in failure order: dead letters).
     Error(Position),
+    /// Before this delivery time and id (the delivery log, newest first).
+    Delivered(Position),
+}
+
+/// The first byte of a delivery-log cursor, so it cannot be taken for another listing's.
+const DELIVERED_TAG: u8 = b'D';
+
+fn time_and_id(position: Position) -> Vec<u8> {
+    let mut bytes = position.at.to_be_bytes().to_vec();
+    bytes.extend_from_slice(position.id.as_bytes());
+    bytes
+}
+
+fn position_of(bytes: &[u8]) -> Option<Position> {
+    let (time, id) = bytes.split_at_checked(8)?;
+    Some(Position {
+        at: i64::from_be_bytes(time.try_into().ok()?),
+        id: JobId::from_slice(id)?,
+    })
 }
 
 impl Cursor {
     pub fn encode(self) -> String {
         match self {
             Self::Ready(id) => URL_SAFE_NO_PAD.encode(id.as_bytes()),
-            Self::Error(position) => {
-                let mut bytes = position.failed_at.to_be_bytes().to_vec();
-                bytes.extend_from_slice(position.id.as_bytes());
+            Self::Error(position) => URL_SAFE_NO_PAD.encode(time_and_id(position)),
+            Self::Delivered(position) => {
+                let mut bytes = vec![DELIVERED_TAG];
+                bytes.extend(time_and_id(position));
                 URL_SAFE_NO_PAD.encode(bytes)
             }
         }
@@ -31,11 +51,8 @@ impl Cursor {
         let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid_cursor())?;
         match bytes.len() {
             16 => JobId::from_slice(&bytes).map(Self::Ready),
-            24 => {
-                let (time, id) = bytes.split_at(8);
-                let failed_at = i64::from_be_bytes(time.try_into().map_err(|_| invalid_cursor())?);
-                JobId::from_slice(id).map(|id| Self::Error(Position { failed_at, id }))
-            }
+            24 => position_of(&bytes).map(Self::Error),
+            25 if bytes[0] == DELIVERED_TAG => position_of(&bytes[1..]).map(Self::Delivered),
             _ => None,
         }
         .ok_or_else(invalid_cursor)
@@ -45,7 +62,7 @@ impl Cursor {
     pub fn into_position(self) -> ApiResult<Position> {
         match self {
             Self::Error(position) => Ok(position),
-            Self::Ready(_) => Err(invalid_cursor()),
+            Self::Ready(_) | Self::Delivered(_) => Err(invalid_cursor()),
         }
     }
 }
@@ -64,7 +81,11 @@ mod tests {
         for cursor in [
             Cursor::Ready(id),
             Cursor::Error(Position {
-                failed_at: 1_700_000_000_000,
+                at: 1_700_000_000_000,
+                id,
+            }),
+            Cursor::Delivered(Position {
+                at: 1_700_000_000_000,
                 id,
             }),
         ] {

@@ -1,5 +1,5 @@
-//! Job routes of the hyper Queue API: list a queue's READY or ERROR jobs (paginated),
-//! get one job, cancel a READY job, retry an ERROR job.
+//! Job routes of the hyper Queue API: list a queue's READY, ERROR or (when kept) DELIVERED
+//! jobs (paginated), get one job, cancel a READY job, retry an ERROR job.
 
 use axum::Json;
 use axum::extract::State;
@@ -41,6 +41,8 @@ pub enum JobStatusName {
     /// A dead letter: its attempts are spent, or it expired. Listings show pending ones;
     /// the single-job route shows every dead letter but a replayed one.
     Error,
+    /// Delivered, and kept in the delivery log while its queue's `keepDelivered` lasts.
+    Delivered,
 }
 
 impl JobStatusName {
@@ -48,6 +50,7 @@ impl JobStatusName {
         match self {
             Self::Ready => "READY",
             Self::Error => "ERROR",
+            Self::Delivered => "DELIVERED",
         }
     }
 }
@@ -57,6 +60,7 @@ impl From<JobStatus> for JobStatusName {
         match status {
             JobStatus::Ready => Self::Ready,
             JobStatus::Error => Self::Error,
+            JobStatus::Delivered => Self::Delivered,
         }
     }
 }
@@ -99,10 +103,19 @@ pub struct JobView {
     /// The worker's last response body (up to 64 KiB) or the transport error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The worker's last HTTP status, absent for transport errors.
+    /// The worker's last HTTP status, absent for transport errors. For a DELIVERED job, the
+    /// 2xx status that acknowledged it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_status: Option<u16>,
-    /// Failed attempts, oldest first (only on the single-job route).
+    /// Unix milliseconds: when a DELIVERED job was acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<i64>,
+    /// How long the acknowledging answer took, for a DELIVERED job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+    /// Failed attempts, oldest first (only on the single-job route). A DELIVERED job's
+    /// successful attempt is the last of its `attempts`, described by `deliveredAt`,
+    /// `lastStatus` and `latencyMs`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<AttemptView>>,
 }
@@ -159,6 +172,7 @@ impl TryFrom<JobRecord> for JobView {
         })?;
         let status = match record.state {
             JobState::Dead => JobStatus::Error,
+            JobState::Delivered => JobStatus::Delivered,
             JobState::Ready | JobState::InFlight => JobStatus::Ready,
         };
         Ok(Self {
@@ -179,6 +193,8 @@ impl TryFrom<JobRecord> for JobView {
             in_flight: record.state == JobState::InFlight,
             error: record.last_error,
             last_status: record.last_status,
+            delivered_at: record.delivery.map(|d| d.at),
+            latency_ms: record.delivery.map(|d| d.latency_ms),
             history: None,
         })
     }
@@ -187,7 +203,8 @@ impl TryFrom<JobRecord> for JobView {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// Which jobs: READY (oldest first by creation) or ERROR (by failure time).
+    /// Which jobs: READY (oldest first by creation), ERROR (by failure time) or DELIVERED
+    /// (the delivery log, newest first; empty unless the queue keeps its deliveries).
     #[param(inline, required = true, value_type = JobStatusName)]
     status: Option<String>,
     /// Page size: default 100, larger values are capped at 1000.
@@ -207,7 +224,7 @@ pub struct JobList {
     pub next: Option<String>,
 }
 
-/// List a queue's READY or ERROR jobs, paginated.
+/// List a queue's READY, ERROR or DELIVERED jobs, paginated.
 #[utoipa::path(
     get,
     path = "/queue/{name}",
@@ -229,7 +246,7 @@ pub async fn list_jobs(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<JobList>> {
     let name = queue.name.clone();
-    let status = required("status", params.status.as_deref(), "READY or ERROR")
+    let status = required("status", params.status.as_deref(), "READY, ERROR or DELIVERED")
         .and_then(|s| JobStatus::parse(s).map_err(|e| ApiError::Unprocessable(e.0)))?;
     let limit = page_size(params.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
     let cursor = params.cursor.as_deref().map(Cursor::decode).transpose()?;
@@ -238,17 +255,13 @@ pub async fn list_jobs(
             let after = match cursor {
                 None => None,
                 Some(Cursor::Ready(id)) => Some(id),
-                Some(Cursor::Error(_)) => return Err(invalid_cursor()),
+                Some(_) => return Err(invalid_cursor()),
             };
             let records = state.store.list_ready(name, after, limit + 1).await?;
             (records, |r| Cursor::Ready(r.id))
         }
         JobStatus::Error => {
-            let after = match cursor {
-                None => None,
-                Some(Cursor::Error(position)) => Some(position),
-                Some(Cursor::Ready(_)) => return Err(invalid_cursor()),
-            };
+            let after = cursor.map(Cursor::into_position).transpose()?;
             let filter = Filter {
                 queue: Some(name),
                 state: Some(DlqState::Pending),
@@ -270,7 +283,21 @@ pub async fn list_jobs(
                 .collect();
             (records, |r| {
                 Cursor::Error(Position {
-                    failed_at: r.run_at,
+                    at: r.run_at,
+                    id: r.id,
+                })
+            })
+        }
+        JobStatus::Delivered => {
+            let before = match cursor {
+                None => None,
+                Some(Cursor::Delivered(position)) => Some(position),
+                Some(_) => return Err(invalid_cursor()),
+            };
+            let records = state.store.list_delivered(name, before, limit + 1).await?;
+            (records, |r| {
+                Cursor::Delivered(Position {
+                    at: r.run_at,
                     id: r.id,
                 })
             })

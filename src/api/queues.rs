@@ -103,6 +103,10 @@ pub struct CreateQueue {
     #[serde(default)]
     #[schema(minimum = 1)]
     max_queued: Option<u64>,
+    /// How long delivered jobs stay in the delivery log (`"7d"`; `"0s"`: not kept), up to
+    /// 365d.
+    #[serde(default)]
+    keep_delivered: Option<String>,
     /// Accept jobs but deliver none (default false).
     #[serde(default)]
     paused: Option<bool>,
@@ -149,6 +153,7 @@ async fn create_queue(
         rate_per_second: request.rate_per_second.map(Some),
         burst: request.burst.map(Some),
         max_queued: request.max_queued.map(Some),
+        keep_delivered: request.keep_delivered.map(Some),
         paused: request.paused.map(Some),
     })?;
     let mut queue = Queue::new(name.clone(), target, secret, now_millis());

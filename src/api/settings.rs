@@ -38,6 +38,7 @@ pub(super) struct PolicyInput {
     pub rate_per_second: Option<Option<f64>>,
     pub burst: Option<Option<u32>>,
     pub max_queued: Option<Option<u64>>,
+    pub keep_delivered: Option<Option<String>>,
     pub paused: Option<Option<bool>>,
 }
 
@@ -63,6 +64,9 @@ pub(super) fn policy_change(input: PolicyInput) -> ApiResult<QueueChange> {
         rate_per_second: checked(input.rate_per_second, policy::check_rate)?,
         burst: checked(input.burst, policy::check_burst)?,
         max_queued: checked(input.max_queued, policy::check_max_queued)?,
+        keep_delivered: checked(input.keep_delivered, |raw| {
+            policy::check_keep_delivered(&raw)
+        })?,
         // `null` resumes: not paused is the default.
         paused: input.paused.map(|paused| paused.unwrap_or(false)),
         ..QueueChange::default()
@@ -135,6 +139,11 @@ pub struct UpdateQueue {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<u64>, nullable, minimum = 1)]
     max_queued: Option<Option<u64>>,
+    /// How long delivered jobs stay in the delivery log (`"7d"`; `"0s"`: not kept), up to
+    /// 365d.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<String>, nullable)]
+    keep_delivered: Option<Option<String>>,
     /// Accept jobs but deliver none.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<bool>, nullable)]
@@ -175,6 +184,7 @@ async fn update_queue(
         rate_per_second: request.rate_per_second,
         burst: request.burst,
         max_queued: request.max_queued,
+        keep_delivered: request.keep_delivered,
         paused: request.paused,
     })?;
     change.target = match request.target {
@@ -236,6 +246,8 @@ pub struct QueueSettings {
     pub burst: Option<u32>,
     /// A cap on READY jobs; `null`: none.
     pub max_queued: Option<u64>,
+    /// How long delivered jobs stay in the delivery log; `0s`: not kept.
+    pub keep_delivered: String,
     pub paused: bool,
     /// The settings this queue sets itself; the others follow the server's.
     pub overrides: Vec<String>,
@@ -253,6 +265,7 @@ impl QueueSettings {
             ("ratePerSecond", own.rate.is_some()),
             ("burst", own.rate.is_some_and(|r| r.burst.is_some())),
             ("maxQueued", own.max_queued.is_some()),
+            ("keepDelivered", own.keep_delivered.is_some()),
         ]
         .into_iter()
         .filter(|(_, set)| *set)
@@ -275,6 +288,7 @@ impl QueueSettings {
             rate_per_second: effective.rate.map(|r| r.per_second),
             burst: effective.rate.map(|r| r.effective_burst()),
             max_queued: effective.max_queued,
+            keep_delivered: policy::format_duration(effective.keep_delivered),
             paused: queue.paused,
             overrides,
         }

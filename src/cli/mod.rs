@@ -156,10 +156,14 @@ pub struct QueueSetArgs {
     /// A cap on READY jobs.
     #[arg(long)]
     pub max_queued: Option<u64>,
+    /// Keep delivered jobs this long in the delivery log (e.g. `7d`; `0s`: not kept).
+    #[arg(long)]
+    pub keep_delivered: Option<String>,
     /// Settings to put back on the server's default, comma-separated: max-attempts,
-    /// backoff, timeout, concurrency, rate, burst, max-queued, secret.
+    /// backoff, timeout, concurrency, rate, burst, max-queued, keep-delivered, secret.
     #[arg(long, value_delimiter = ',', value_parser = [
-        "max-attempts", "backoff", "timeout", "concurrency", "rate", "burst", "max-queued", "secret",
+        "max-attempts", "backoff", "timeout", "concurrency", "rate", "burst", "max-queued",
+        "keep-delivered", "secret",
     ])]
     pub reset: Vec<String>,
     #[command(flatten)]
@@ -188,11 +192,13 @@ impl QueueSetArgs {
         put("ratePerSecond", self.rate.map(Value::from));
         put("burst", self.burst.map(Value::from));
         put("maxQueued", self.max_queued.map(Value::from));
+        put("keepDelivered", self.keep_delivered.clone().map(Value::from));
         for reset in &self.reset {
             let field = match reset.as_str() {
                 "max-attempts" => "maxAttempts",
                 "rate" => "ratePerSecond",
                 "max-queued" => "maxQueued",
+                "keep-delivered" => "keepDelivered",
                 other => other,
             };
             if body.contains_key(field) {

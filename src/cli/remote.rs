@@ -487,6 +487,10 @@ fn show_queue(settings: &QueueSettings, stats: &QueueStats) -> String {
             "max queued",
             optional(settings.max_queued.map(|n| n.to_string())),
         ),
+        (
+            "keep delivered",
+            format!("{}{}", settings.keep_delivered, own("keepDelivered")),
+        ),
     ] {
         table.row(vec![name.into(), value]);
     }

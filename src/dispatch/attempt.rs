@@ -10,7 +10,7 @@ use super::pool::{DeliveryPool, Slot};
 use super::retry::{RetryPolicy, random_spread};
 use super::webhook::{AttemptResult, Outgoing};
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::{ClaimedJob, Failure, Outcome, Queue};
+use crate::store::{ClaimedJob, Delivery, Failure, Outcome, Queue};
 use crate::telemetry;
 
 /// One job's attempt, from POST to recorded outcome. Owns its delivery slot.
@@ -60,7 +60,14 @@ impl Attempt {
         );
         record_attempt_metrics(&queue.name, &result, job.created_at, now);
         let outcome = match result {
-            AttemptResult::Delivered { .. } => Outcome::Delivered { at: now },
+            AttemptResult::Delivered { status, latency_ms } => Outcome::Delivered {
+                delivery: Delivery {
+                    at: now,
+                    status,
+                    latency_ms,
+                },
+                keep: self.pool.keeps_delivered(&queue),
+            },
             failed => outcome_of(&self.pool.retry_of(&queue), failed, job.attempt, now),
         };
         match &outcome {
@@ -150,7 +157,8 @@ fn target_is_healthy(result: &AttemptResult) -> bool {
     }
 }
 
-/// Turn an attempt's result into what the store records.
+/// Turn a failed attempt's result into what the store records: a retry, or a dead letter
+/// once the retry schedule is spent.
 pub fn outcome_of(
     retry: &RetryPolicy,
     result: AttemptResult,
@@ -158,7 +166,7 @@ pub fn outcome_of(
     now: UnixMillis,
 ) -> Outcome {
     match result {
-        AttemptResult::Delivered { .. } => Outcome::Delivered { at: now },
+        AttemptResult::Delivered { .. } => Outcome::delivered(now),
         AttemptResult::Failed {
             error,
             status,

@@ -210,6 +210,11 @@ impl DeliveryPool {
         )
     }
 
+    /// Whether `queue` keeps its delivered jobs in the delivery log.
+    pub fn keeps_delivered(&self, queue: &Queue) -> bool {
+        !queue.policy.keep_delivered(&self.inner.defaults).is_zero()
+    }
+
     /// One attempt's time limit for `queue`.
     pub fn timeout_of(&self, queue: &Queue) -> Duration {
         queue.policy.timeout(&self.inner.defaults)
@@ -367,6 +372,7 @@ mod tests {
                 backoff: vec![Duration::from_secs(1)],
                 timeout: Duration::from_secs(1),
                 concurrency: 1,
+                keep_delivered: Duration::ZERO,
             },
             jitter: 0.0,
             lease_timeout: Duration::from_secs(300),

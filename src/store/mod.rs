@@ -24,7 +24,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, Enqueued,
+    AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats, Enqueued,
     Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease,
     NewJob, NewSchedule, Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport, Saved,
     Schedule, ScheduleTick, SchedulerRound, Selection,
@@ -284,7 +284,29 @@ impl Store {
         on_backend!(self, db => db.list_dead_letters(filter, page).await)
     }
 
-    /// A job of `queue`, live or dead-lettered, with its attempt history.
+    /// One page of a queue's delivery log, newest first, after `before` (the last record of
+    /// the previous page).
+    pub async fn list_delivered(
+        &self,
+        queue: QueueName,
+        before: Option<Position>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>> {
+        on_backend!(self, db => db.list_delivered(queue, before, limit).await)
+    }
+
+    /// Delete up to `limit` records of the delivery log, with their attempt history: of
+    /// each queue in `cutoffs`, those delivered before its cutoff. Returns how many.
+    pub async fn purge_delivered(
+        &self,
+        cutoffs: Vec<(QueueName, UnixMillis)>,
+        limit: usize,
+    ) -> StoreResult<usize> {
+        on_backend!(self, db => db.purge_delivered(cutoffs, limit).await)
+    }
+
+    /// A job of `queue`, live, delivered and kept, or dead-lettered, with its attempt
+    /// history.
     pub async fn get_job(
         &self,
         queue: QueueName,

@@ -54,6 +54,7 @@ impl Queue {
         set(&mut policy.timeout, &change.timeout);
         set(&mut policy.concurrency, &change.concurrency);
         set(&mut policy.max_queued, &change.max_queued);
+        set(&mut policy.keep_delivered, &change.keep_delivered);
         let mut per_second = policy.rate.map(|r| r.per_second);
         let mut burst = policy.rate.and_then(|r| r.burst);
         set(&mut per_second, &change.rate_per_second);
@@ -82,6 +83,8 @@ pub enum JobState {
     InFlight,
     /// Dead-lettered: attempts spent. Shown as `ERROR`.
     Dead,
+    /// Delivered and kept in the delivery log. Shown as `DELIVERED`.
+    Delivered,
 }
 
 /// A job to store: what a producer sent, and when.
@@ -176,6 +179,8 @@ pub struct JobRecord {
     pub priority: i32,
     pub ordering_key: Option<String>,
     pub schedule: Option<ScheduleTick>,
+    /// The answer that acknowledged it, for a job in the delivery log.
+    pub delivery: Option<Delivery>,
 }
 
 /// A job leased to one delivery attempt.
@@ -220,11 +225,20 @@ pub struct Failure {
     pub at: UnixMillis,
 }
 
+/// The worker's 2xx answer that acknowledged a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivery {
+    pub at: UnixMillis,
+    pub status: u16,
+    pub latency_ms: u64,
+}
+
 /// What a delivery attempt ended in, and when (a failure carries its time).
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    /// 2xx at `at`: the job is done and removed.
-    Delivered { at: UnixMillis },
+    /// A 2xx answer: the job is done. It is removed, or with `keep` moved to the delivery
+    /// log with its answer.
+    Delivered { delivery: Delivery, keep: bool },
     /// Failed, attempts remain: back to ready at `run_at`.
     Retry {
         run_at: UnixMillis,
@@ -232,6 +246,20 @@ pub enum Outcome {
     },
     /// Failed for the last time: moved to the dead letters.
     Dead { failure: Failure },
+}
+
+impl Outcome {
+    /// Delivered at `at` with a `200`, not kept: what tests that drive the store need.
+    pub fn delivered(at: UnixMillis) -> Self {
+        Self::Delivered {
+            delivery: Delivery {
+                at,
+                status: 200,
+                latency_ms: 0,
+            },
+            keep: false,
+        }
+    }
 }
 
 /// One failed attempt, as the job's history keeps it.
@@ -345,22 +373,24 @@ impl DeadLetter {
             priority: self.priority,
             ordering_key: self.ordering_key,
             schedule: self.schedule,
+            delivery: None,
         }
     }
 
     /// Where this record stands in a listing by failure time.
     pub fn position(&self) -> Position {
         Position {
-            failed_at: self.failed_at,
+            at: self.failed_at,
             id: self.id,
         }
     }
 }
 
-/// A position in a listing ordered by failure time: the last record of the previous page.
+/// A position in a listing ordered by a time (failure, delivery) and then id: the last
+/// record of the previous page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
-    pub failed_at: UnixMillis,
+    pub at: UnixMillis,
     pub id: JobId,
 }
 

@@ -35,6 +35,8 @@ pub enum Stored {
     AttemptHistory,
     /// Idempotency keys, expired or not.
     IdempotencyKeys,
+    /// Delivered jobs kept in the delivery log.
+    DeliveryLog,
 }
 
 /// A database file, opened beside (or after) a server for tests.
@@ -61,6 +63,7 @@ impl Inspector {
             Stored::DeadLetters => "dead_letters",
             Stored::AttemptHistory => "job_attempts",
             Stored::IdempotencyKeys => "idempotency_keys",
+            Stored::DeliveryLog => "delivered",
         };
         let count: i64 =
             self.conn
@@ -78,6 +81,7 @@ impl Inspector {
             Stored::DeadLetters => ("dead_letters", "queue"),
             Stored::AttemptHistory => ("job_attempts", "queue"),
             Stored::IdempotencyKeys => ("idempotency_keys", "queue"),
+            Stored::DeliveryLog => ("delivered", "queue"),
         };
         let count: i64 = self.conn.query_row(
             &format!("SELECT count(*) FROM {table} WHERE {column} = ?1"),

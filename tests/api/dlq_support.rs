@@ -184,6 +184,7 @@ impl StoreFixture {
             idempotency_ttl: Duration::from_secs(24 * 3600),
             dlq_retention: Duration::from_secs(30 * 24 * 3600),
             dlq_alert_pending: 100,
+            keep_delivered: Duration::ZERO,
             alerts: Default::default(),
         };
         Self {

@@ -8,6 +8,7 @@ mod breaker;
 mod cli;
 mod delivery;
 mod dlq;
+mod delivery_log;
 mod dlq_support;
 mod faults;
 mod helpers;

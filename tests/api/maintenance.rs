@@ -94,7 +94,7 @@ async fn retention_deletes_closed_dead_letters_past_retention_and_never_pending_
     assert_eq!(claimed.len(), 1);
     assert!(
         fx.store
-            .record_outcome(delivered, claimed[0].lease(), Outcome::Delivered { at: t0 })
+            .record_outcome(delivered, claimed[0].lease(), Outcome::delivered(t0))
             .await
             .unwrap()
     );
@@ -392,7 +392,7 @@ async fn a_stale_lease_returns_the_job_to_ready_with_the_attempt_counted() {
     // The outcome of the lost lease is refused (fencing), and the job can be claimed again.
     assert!(
         !fx.store
-            .record_outcome(id, job.lease(), Outcome::Delivered { at: t0 })
+            .record_outcome(id, job.lease(), Outcome::delivered(t0))
             .await
             .unwrap()
     );

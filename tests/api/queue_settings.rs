@@ -59,6 +59,7 @@ async fn a_queue_created_with_a_policy_shows_it_and_follows_the_server_for_the_r
             "ratePerSecond": 2.5,
             "burst": 3,
             "maxQueued": null,
+            "keepDelivered": "0s",
             "paused": false,
             "overrides": ["maxAttempts", "backoff", "concurrency", "ratePerSecond"],
         })

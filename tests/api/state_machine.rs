@@ -522,7 +522,7 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 return;
             };
             let held = store
-                .record_outcome(id, lease, Outcome::Delivered { at: m.now })
+                .record_outcome(id, lease, Outcome::delivered(m.now))
                 .await
                 .expect("record Delivered");
             assert!(held, "the lease {lease:?} of {id} held");
@@ -577,7 +577,7 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
             };
             let now = m.now;
             let outcome = match kind {
-                Late::Delivered => Outcome::Delivered { at: now },
+                Late::Delivered => Outcome::delivered(now),
                 Late::Retry => Outcome::Retry {
                     run_at: now,
                     failure: failure(now),
@@ -1294,7 +1294,7 @@ async fn cancel_of_a_job_gone_after_a_replay_claims_it_is_dead_lettered() {
                     attempt: 1,
                     until: T0 + LEASE_MS,
                 },
-                Outcome::Delivered { at: T0 },
+                Outcome::delivered(T0),
             )
             .await
             .unwrap()

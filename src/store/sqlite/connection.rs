@@ -35,6 +35,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006_schedules",
         include_str!("../../../migrations/0006_schedules.sql"),
     ),
+    (
+        "0007_delivery_log",
+        include_str!("../../../migrations/0007_delivery_log.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -157,7 +157,7 @@ pub fn list(conn: &Connection, filter: &Filter, page: PageRequest) -> StoreResul
     );
     if let Some(position) = page.after {
         sql.push_str(&format!(" AND (failed_at, id) {compare} (?, ?)"));
-        values.push(position.failed_at.into());
+        values.push(position.at.into());
         values.push(position.id.as_bytes().to_vec().into());
     }
     sql.push_str(&format!(

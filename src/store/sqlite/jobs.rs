@@ -521,6 +521,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         priority: row.get(10)?,
         ordering_key: row.get(11)?,
         schedule: ScheduleTick::from_columns(row.get(12)?, row.get(13)?),
+        delivery: None,
     })
 }
 
@@ -694,6 +695,24 @@ mod tests {
         assert!(
             retention.contains("dead_letters_by_age (state=? AND updated_at<?)"),
             "{retention}"
+        );
+        // The delivery log: a queue's page, newest first, and its retention sweep.
+        let delivered_page = plan(
+            &conn,
+            "SELECT * FROM delivered WHERE queue = 'q' AND (delivered_at, id) < (5, x'00') ORDER BY delivered_at DESC, id DESC LIMIT 10",
+        );
+        assert!(
+            delivered_page.contains("delivered_by_queue (queue=? AND (delivered_at,id)<(?,?))"),
+            "{delivered_page}"
+        );
+        assert!(!delivered_page.contains("TEMP B-TREE"), "{delivered_page}");
+        let delivered_sweep = plan(
+            &conn,
+            "SELECT rowid FROM delivered WHERE queue = 'q' AND delivered_at < 5 LIMIT 10",
+        );
+        assert!(
+            delivered_sweep.contains("COVERING INDEX delivered_by_queue (queue=? AND delivered_at<?)"),
+            "{delivered_sweep}"
         );
         // The scheduler's rounds: the due schedules, and the next tick to sleep towards.
         let due_schedules = plan(

@@ -13,6 +13,7 @@ pub mod ceiling;
 mod checkpointer;
 mod connection;
 mod dead_letters;
+mod delivered;
 pub mod files;
 mod idempotency;
 mod jobs;
@@ -32,7 +33,7 @@ use rusqlite::ErrorCode;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Enqueued, Filter, JobRecord,
-    Lease, NewJob, NewSchedule, Outcome, PageRequest, Queue, QueueCounts, ReplayReport, Saved,
+    Lease, NewJob, NewSchedule, Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport, Saved,
     Schedule, SchedulerRound, Selection,
 };
 use super::registry::Registry;
@@ -368,12 +369,15 @@ impl SqliteStore {
             .read(move |conn| {
                 let record = match jobs::get(conn, &queue, id)? {
                     Some(record) => record,
-                    // A `replayed` record is only audit: its job is live again (found
-                    // above) or delivered since.
-                    None => dead_letters::get(conn, Some(&queue), id)?
-                        .filter(|letter| letter.status != DlqState::Replayed)
-                        .ok_or(StoreError::JobNotFound)?
-                        .into_job_record(),
+                    None => match delivered::get(conn, &queue, id)? {
+                        Some(record) => record,
+                        // A `replayed` record is only audit: its job is live again (found
+                        // above) or delivered since.
+                        None => dead_letters::get(conn, Some(&queue), id)?
+                            .filter(|letter| letter.status != DlqState::Replayed)
+                            .ok_or(StoreError::JobNotFound)?
+                            .into_job_record(),
+                    },
                 };
                 Ok((record, jobs::history(conn, id)?))
             })
@@ -467,6 +471,43 @@ impl SqliteStore {
     pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
         self.writer
             .write(move |conn| moves::purge_closed(conn, before, limit))
+            .await
+    }
+
+    pub async fn list_delivered(
+        &self,
+        queue: QueueName,
+        before: Option<Position>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>> {
+        self.reader
+            .read(move |conn| {
+                if !queues::exists(conn, &queue)? {
+                    return Err(StoreError::QueueNotFound);
+                }
+                delivered::list(conn, &queue, before, limit)
+            })
+            .await
+    }
+
+    /// One write for every queue: a queue with nothing to delete costs one index seek, and
+    /// a round that deletes nothing commits nothing.
+    pub async fn purge_delivered(
+        &self,
+        cutoffs: Vec<(QueueName, UnixMillis)>,
+        limit: usize,
+    ) -> StoreResult<usize> {
+        self.writer
+            .write(move |conn| {
+                let mut deleted = 0;
+                for (queue, before) in &cutoffs {
+                    if deleted >= limit {
+                        break;
+                    }
+                    deleted += moves::purge_delivered(conn, queue, *before, limit - deleted)?;
+                }
+                Ok(deleted)
+            })
             .await
     }
 

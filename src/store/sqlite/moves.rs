@@ -1,13 +1,13 @@
 //! The operations that move a job between tables, in one transaction each: an attempt's
 //! outcome (delivered, retried, dead-lettered), lease recovery, TTL expiry, cancel, replay
-//! (dead letter back to a live job), the removal of dead letters with their history, and a
-//! schedule's tick (a job stored as its schedule moves on).
+//! (dead letter back to a live job), the removal of dead letters and of delivered jobs with
+//! their history, and a schedule's tick (a job stored as its schedule moves on).
 //! The table modules know nothing of each other; everything that touches two of them is here.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::jobs::{delete_history, id_from_row, record_attempt, state_of};
-use super::{dead_letters, idempotency, jobs, schedules};
+use super::{dead_letters, delivered, idempotency, jobs, schedules};
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
@@ -106,7 +106,7 @@ pub fn fire_due_schedules(
 /// Record the outcome of job `id` under `lease`. Returns false (and changes nothing) if the
 /// lease was lost in the meantime: the job was recovered, cancelled, replayed or its queue
 /// deleted. A job that leaves (delivered, dead-lettered) lets the next job of its ordering
-/// key go.
+/// key go. A delivered job to keep is copied to the delivery log first, with its history.
 pub fn record_outcome(
     conn: &Connection,
     id: JobId,
@@ -115,11 +115,14 @@ pub fn record_outcome(
 ) -> StoreResult<bool> {
     let Lease { attempt, until } = lease;
     match outcome {
-        Outcome::Delivered { at } => {
-            let deleted = jobs::delete_leased(conn, id, attempt, until, *at)?;
+        Outcome::Delivered { delivery, keep } => {
+            if *keep && !delivered::keep(conn, id, (attempt, until), delivery)? {
+                return Ok(false);
+            }
+            let deleted = jobs::delete_leased(conn, id, attempt, until, delivery.at)?;
             // Only a job that failed before has history to drop: a first-time success
             // writes nothing beyond its claim and this delete.
-            if deleted == Some(true) {
+            if deleted == Some(true) && !keep {
                 delete_history(conn, id)?;
             }
             Ok(deleted.is_some())
@@ -363,7 +366,7 @@ pub fn replay_claimed(
 }
 
 /// Remove dead letters for good (explicit admin action). Their attempt history goes too,
-/// unless the job is live again after a replay.
+/// unless the job still shows it (live again after a replay, or in the delivery log).
 pub fn delete(conn: &Connection, selection: &Selection) -> StoreResult<usize> {
     let ids: Vec<JobId> = match selection {
         Selection::Ids(ids) => ids.clone(),
@@ -380,7 +383,7 @@ pub fn delete(conn: &Connection, selection: &Selection) -> StoreResult<usize> {
             .execute([&id.as_bytes()[..]])?;
         if removed == 1 {
             deleted += 1;
-            drop_history_unless_live(conn, *id)?;
+            drop_history_unless_referenced(conn, *id)?;
         }
     }
     if matches!(selection, Selection::Ids(ids) if ids.len() == 1) && deleted == 0 {
@@ -389,16 +392,35 @@ pub fn delete(conn: &Connection, selection: &Selection) -> StoreResult<usize> {
     Ok(deleted)
 }
 
-fn drop_history_unless_live(conn: &Connection, id: JobId) -> StoreResult<()> {
-    let live = conn
-        .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")?
-        .query_row([&id.as_bytes()[..]], |_| Ok(()))
-        .optional()?
-        .is_some();
-    if !live {
+/// Drop the attempt history of job `id` unless a live job, a dead letter or the delivery
+/// log still shows it.
+fn drop_history_unless_referenced(conn: &Connection, id: JobId) -> StoreResult<()> {
+    let referenced: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
+                 OR EXISTS (SELECT 1 FROM dead_letters WHERE id = ?1)
+                 OR EXISTS (SELECT 1 FROM delivered WHERE id = ?1)",
+        )?
+        .query_row([&id.as_bytes()[..]], |row| row.get(0))?;
+    if !referenced {
         delete_history(conn, id)?;
     }
     Ok(())
+}
+
+/// Delivery-log retention: delete up to `limit` records of `queue` delivered before
+/// `before`, with their attempt history. Returns how many.
+pub fn purge_delivered(
+    conn: &Connection,
+    queue: &QueueName,
+    before: UnixMillis,
+    limit: usize,
+) -> StoreResult<usize> {
+    let ids = delivered::purge(conn, queue, before, limit)?;
+    for id in &ids {
+        drop_history_unless_referenced(conn, *id)?;
+    }
+    Ok(ids.len())
 }
 
 /// Retention: delete up to `limit` replayed or acknowledged records last changed before
@@ -415,7 +437,7 @@ pub fn purge_closed(conn: &Connection, before: UnixMillis, limit: usize) -> Stor
         .query_map(params![before, limit as i64], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
     for id in ids.iter().filter_map(|b| JobId::from_slice(b)) {
-        drop_history_unless_live(conn, id)?;
+        drop_history_unless_referenced(conn, id)?;
     }
     Ok(ids.len())
 }

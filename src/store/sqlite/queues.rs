@@ -13,13 +13,13 @@ use crate::store::sealing::{self, MasterKey, Sealing};
 
 /// The columns of a queue, in the order [`from_row`] reads them.
 const COLUMNS: &str = "name, target, secret, created_at, max_attempts, backoff_ms, timeout_ms, \
-     concurrency, rate_per_second, burst, max_queued, paused";
+     concurrency, rate_per_second, burst, max_queued, paused, keep_delivered_ms";
 
 /// Store a new queue; its secret is sealed when `sealing` has a master key.
 pub fn insert(conn: &Connection, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
     let inserted = conn
         .prepare_cached(&format!(
-            "INSERT INTO queues({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+            "INSERT INTO queues({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
              ON CONFLICT(name) DO NOTHING"
         ))?
         .execute(row_values(queue, sealing).as_params())?;
@@ -42,7 +42,7 @@ pub fn update(
     conn.prepare_cached(
         "UPDATE queues SET target = ?2, secret = ?3, max_attempts = ?5, backoff_ms = ?6,
                 timeout_ms = ?7, concurrency = ?8, rate_per_second = ?9, burst = ?10,
-                max_queued = ?11, paused = ?12
+                max_queued = ?11, paused = ?12, keep_delivered_ms = ?13
          WHERE name = ?1 AND created_at = ?4",
     )?
     .execute(row_values(&queue, sealing).as_params())?;
@@ -104,9 +104,9 @@ pub fn sync_counting(conn: &Connection) -> StoreResult<()> {
     Ok(())
 }
 
-/// A queue's row, ready to bind as `?1`…`?12` in [`COLUMNS`] order.
+/// A queue's row, ready to bind as `?1`…`?13` in [`COLUMNS`] order.
 struct RowValues {
-    values: [rusqlite::types::Value; 12],
+    values: [rusqlite::types::Value; 13],
 }
 
 impl RowValues {
@@ -157,6 +157,7 @@ fn row_values(queue: &Queue, sealing: &Sealing) -> RowValues {
                     .map(|n| Value::Integer(i64::try_from(n).unwrap_or(i64::MAX))),
             ),
             Value::Integer(queue.paused.into()),
+            optional(policy.keep_delivered.map(millis)),
         ],
     }
 }
@@ -214,6 +215,7 @@ struct StoredQueue {
     burst: Option<u32>,
     max_queued: Option<i64>,
     paused: bool,
+    keep_delivered_ms: Option<i64>,
 }
 
 impl StoredQueue {
@@ -231,6 +233,7 @@ impl StoredQueue {
             burst: row.get(9)?,
             max_queued: row.get(10)?,
             paused: row.get(11)?,
+            keep_delivered_ms: row.get(12)?,
         })
     }
 
@@ -269,6 +272,9 @@ impl StoredQueue {
                 burst: self.burst,
             }),
             max_queued: self.max_queued.map(|n| u64::try_from(n).unwrap_or(0)),
+            keep_delivered: self
+                .keep_delivered_ms
+                .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
         };
         Ok(Queue {
             name: QueueName::from_stored(name),

@@ -1,0 +1,122 @@
+//! SQL for the `delivered` table: the delivery log, read and swept. A job enters it in
+//! `moves::record_outcome` (it leaves `jobs` in the same step).
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::jobs::id_from_row;
+use crate::json::CanonicalJson;
+use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::error::StoreResult;
+use crate::store::records::{Delivery, JobRecord, JobState, Position, ScheduleTick};
+
+/// The columns of a record, in the order [`record_from_row`] reads them.
+const COLUMNS: &str = "id, queue, payload, attempts, created_at, not_before, priority, \
+     ordering_key, schedule, schedule_tick, delivered_at, response_status, latency_ms";
+
+fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
+    let delivered_at = row.get(10)?;
+    Ok(JobRecord {
+        id: id_from_row(row, 0)?,
+        queue: QueueName::from_stored(row.get(1)?),
+        state: JobState::Delivered,
+        payload: CanonicalJson::from_stored(row.get(2)?),
+        attempts: row.get(3)?,
+        created_at: row.get(4)?,
+        run_at: delivered_at,
+        last_error: None,
+        last_status: row.get(11)?,
+        not_before: row.get(5)?,
+        priority: row.get(6)?,
+        ordering_key: row.get(7)?,
+        schedule: ScheduleTick::from_columns(row.get(8)?, row.get(9)?),
+        delivery: Some(Delivery {
+            at: delivered_at,
+            status: row.get(11)?,
+            latency_ms: row.get::<_, i64>(12)?.max(0) as u64,
+        }),
+    })
+}
+
+/// Move job `id` from `jobs` to the log if it is still in flight under the lease
+/// (`attempt`, `until`). Returns whether it was. The caller deletes it from `jobs`.
+pub fn keep(
+    conn: &Connection,
+    id: JobId,
+    (attempt, until): (u32, UnixMillis),
+    delivery: &Delivery,
+) -> StoreResult<bool> {
+    let kept = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO delivered(id, queue, payload, attempts, created_at,
+                    not_before, priority, ordering_key, schedule, schedule_tick, delivered_at,
+                    response_status, latency_ms)
+             SELECT id, queue, payload, attempts, created_at, not_before, priority,
+                    ordering_key, schedule, schedule_tick, ?4, ?5, ?6
+             FROM jobs
+             WHERE id = ?1 AND status = 1 AND attempts = ?2 AND leased_until = ?3",
+        )?
+        .execute(params![
+            &id.as_bytes()[..],
+            attempt,
+            until,
+            delivery.at,
+            delivery.status,
+            i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX)
+        ])?;
+    Ok(kept == 1)
+}
+
+/// A delivered job of `queue` still in the log.
+pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM delivered WHERE id = ?1 AND queue = ?2"
+        ))?
+        .query_row(params![&id.as_bytes()[..], queue.as_str()], record_from_row)
+        .optional()?)
+}
+
+/// One page of `queue`'s log, newest delivery first, after `before` (the last record of the
+/// previous page).
+pub fn list(
+    conn: &Connection,
+    queue: &QueueName,
+    before: Option<Position>,
+    limit: usize,
+) -> StoreResult<Vec<JobRecord>> {
+    let (at, id) = match before {
+        Some(position) => (position.at, position.id.as_bytes().to_vec()),
+        None => (UnixMillis::MAX, vec![0xff; 17]),
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM delivered
+         WHERE queue = ?1 AND (delivered_at, id) < (?2, ?3)
+         ORDER BY delivered_at DESC, id DESC LIMIT ?4"
+    ))?;
+    let rows = stmt.query_map(
+        params![queue.as_str(), at, id, limit as i64],
+        record_from_row,
+    )?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Retention: delete up to `limit` records of `queue` delivered before `before`. Returns
+/// the ids deleted (their attempt history is the caller's to drop).
+pub fn purge(
+    conn: &Connection,
+    queue: &QueueName,
+    before: UnixMillis,
+    limit: usize,
+) -> StoreResult<Vec<JobId>> {
+    let deleted: Vec<Vec<u8>> = conn
+        .prepare_cached(
+            "DELETE FROM delivered WHERE rowid IN (
+                 SELECT rowid FROM delivered WHERE queue = ?1 AND delivered_at < ?2 LIMIT ?3)
+             RETURNING id",
+        )?
+        .query_map(params![queue.as_str(), before, limit as i64], |row| {
+            row.get(0)
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(deleted.iter().filter_map(|id| JobId::from_slice(id)).collect())
+}
