@@ -67,6 +67,15 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_KEEP_DELIVERED", default_value = "0s", value_parser = parse_duration)]
     pub keep_delivered: Duration,
 
+    /// POST operational events (job.dead_lettered, queue.breaker_opened/closed, dlq.alert)
+    /// to this URL, at least once, retried with backoff. Unset: no events.
+    #[arg(long, env = "HOOKQ_EVENTS_TARGET")]
+    pub events_target: Option<String>,
+
+    /// Sign the events with this secret (`X-HYPER-SIGNATURE`, as deliveries are signed).
+    #[arg(long, env = "HOOKQ_EVENTS_SECRET", hide_env_values = true)]
+    pub events_secret: Option<String>,
+
     /// Log a warning (and raise the metric) when more dead letters than this are pending.
     #[arg(long, env = "HOOKQ_DLQ_ALERT_PENDING", default_value_t = 100)]
     pub dlq_alert_pending: u64,
@@ -183,6 +192,8 @@ pub struct Config {
     pub idempotency_ttl: Duration,
     pub dlq_retention: Duration,
     pub keep_delivered: Duration,
+    /// Where operational events go, if anywhere.
+    pub events: Option<crate::events::EventsTarget>,
     pub dlq_alert_pending: u64,
     pub target_allowlist: Vec<ipnet::IpNet>,
     pub https_only: bool,
@@ -306,6 +317,10 @@ impl Config {
             idempotency_ttl: args.idempotency_ttl,
             dlq_retention: args.dlq_retention,
             keep_delivered: args.keep_delivered,
+            events: parse_events_target(
+                args.events_target.as_deref(),
+                args.events_secret.as_deref(),
+            )?,
             dlq_alert_pending: args.dlq_alert_pending,
             target_allowlist: args.target_allowlist,
             https_only: args.https_only,
@@ -440,6 +455,26 @@ pub fn parse_backoff(raw: &str) -> anyhow::Result<Vec<Duration>> {
     raw.split(',')
         .map(|part| parse_duration(part).map_err(anyhow::Error::msg))
         .collect()
+}
+
+/// `HOOKQ_EVENTS_TARGET` and `HOOKQ_EVENTS_SECRET`: a secret without a target is a mistake.
+fn parse_events_target(
+    target: Option<&str>,
+    secret: Option<&str>,
+) -> anyhow::Result<Option<crate::events::EventsTarget>> {
+    let Some(target) = target.filter(|t| !t.trim().is_empty()) else {
+        if secret.is_some() {
+            bail!("HOOKQ_EVENTS_SECRET is set without HOOKQ_EVENTS_TARGET");
+        }
+        return Ok(None);
+    };
+    let url = crate::model::Target::parse(target)
+        .map_err(|e| anyhow::anyhow!("invalid HOOKQ_EVENTS_TARGET / --events-target: {}", e.0))?;
+    let secret = secret
+        .map(crate::model::Secret::parse)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("invalid HOOKQ_EVENTS_SECRET / --events-secret: {}", e.0))?;
+    Ok(Some(crate::events::EventsTarget { url, secret }))
 }
 
 /// An optional master key, 64 hex characters; the error names the setting, never the value.

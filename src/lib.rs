@@ -22,6 +22,8 @@ pub mod cli;
 pub mod config;
 pub mod cron;
 pub mod dispatch;
+pub mod event;
+pub mod events;
 pub mod http_server;
 pub mod json;
 pub mod maintenance;
@@ -45,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 use api::AppState;
 use config::Config;
 use dispatch::{Claimer, DeliveryPool, DispatchConfig, Wakeups, WebhookClient};
+use events::{EventSender, Events};
 use maintenance::Maintenance;
 use scheduler::{ScheduleChanges, Scheduler};
 use store::{Store, StoreDone};
@@ -57,6 +60,7 @@ pub struct Server {
     config: Arc<Config>,
     wakeups: Wakeups,
     pool: Option<DeliveryPool>,
+    events: Events,
 }
 
 impl Server {
@@ -76,7 +80,13 @@ impl Server {
         })
         .await
         .context("store start-up task failed")??;
-        let store = store.with_max_pending_enqueues(config.max_pending_writes);
+        let store = store
+            .with_max_pending_enqueues(config.max_pending_writes)
+            .with_dead_letter_events(config.events.is_some());
+        let events = match &config.events {
+            Some(_) => Events::new(store.clone()),
+            None => Events::off(),
+        };
         tracing::info!(db = %store.location().display(), "database open");
         let wakeups = Wakeups::default();
         let pool = if config.dispatch {
@@ -100,6 +110,7 @@ impl Server {
                 webhook,
                 &dispatch,
                 wakeups.clone(),
+                events.clone(),
             ))
         } else {
             None
@@ -111,6 +122,7 @@ impl Server {
             config: Arc::new(config),
             wakeups,
             pool,
+            events,
         })
     }
 
@@ -133,6 +145,7 @@ impl Server {
             config,
             wakeups,
             pool,
+            events,
         } = self;
         let background = CancellationToken::new();
 
@@ -156,6 +169,7 @@ impl Server {
                 keep_delivered: config.keep_delivered,
                 dlq_alert_pending: config.dlq_alert_pending,
                 alerts: Arc::default(),
+                events: events.clone(),
             }
             .run(background.clone()),
         );
@@ -170,6 +184,14 @@ impl Server {
             .run(background.clone()),
         );
         let metrics_upkeep = tokio::spawn(telemetry::run_upkeep(background.clone()));
+        let event_sender = match &config.events {
+            Some(target) => {
+                tracing::info!(target = %target.url.as_str(), "operational events on");
+                let sender = EventSender::new(store.clone(), events.clone(), target.clone())?;
+                Some(tokio::spawn(sender.run(background.clone())))
+            }
+            None => None,
+        };
 
         tracing::info!(addr = %listener.local_addr()?, "hookq listening");
         let limits = http_server::Limits {
@@ -194,8 +216,13 @@ impl Server {
         }
         maintenance.await.context("maintenance task failed")?;
         scheduler.await.context("scheduler task failed")?;
+        if let Some(sender) = event_sender {
+            sender.await.context("event sender task failed")?;
+        }
         metrics_upkeep.await.context("metrics upkeep task failed")?;
+        // Every handle on the store goes before it can close (events hold one too).
         drop(state);
+        drop(events);
         tokio::task::spawn_blocking(move || store_done.wait())
             .await
             .context("waiting for the store to close failed")?;

@@ -14,6 +14,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::Wakeups;
+use crate::event::Event;
+use crate::events::Events;
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::Store;
 use crate::telemetry;
@@ -53,6 +55,8 @@ pub struct Maintenance {
     pub keep_delivered: Duration,
     pub dlq_alert_pending: u64,
     pub alerts: Arc<DlqAlerts>,
+    /// Alerts raised and cleared, and dead letters the sweeps made, for the events target.
+    pub events: Events,
 }
 
 impl Maintenance {
@@ -108,6 +112,8 @@ impl Maintenance {
             Ok(count) => {
                 tracing::warn!(jobs = count, "recovered jobs whose delivery lease expired");
                 self.wake_all(now);
+                // Those on their last attempt were dead-lettered, with their events.
+                self.events.stored();
                 count
             }
             Err(err) => {
@@ -142,6 +148,7 @@ impl Maintenance {
             }
         }
         if total > 0 {
+            self.events.stored();
             tracing::warn!(
                 jobs = total,
                 "jobs not delivered within their TTL were dead-lettered (reason: expired)"
@@ -211,6 +218,7 @@ impl Maintenance {
         let pending = stats.by_status.get("pending").copied().unwrap_or(0);
         let oldest_age = stats.oldest_pending_age_ms.unwrap_or(0);
         update_alert(
+            &self.events,
             "too_many_pending",
             &self.alerts.too_many_pending,
             pending > self.dlq_alert_pending,
@@ -222,6 +230,7 @@ impl Maintenance {
             },
         );
         update_alert(
+            &self.events,
             "oldest_pending_stale",
             &self.alerts.oldest_pending_stale,
             oldest_age > STALE_PENDING_AGE_MS,
@@ -233,6 +242,7 @@ impl Maintenance {
             },
         );
         update_alert(
+            &self.events,
             "repeat_failures",
             &self.alerts.repeat_failures,
             stats.repeat_failures > 0,
@@ -278,7 +288,9 @@ where
     }
 }
 
+/// Set alert `name`'s signal; when it changes, log it and emit a `dlq.alert` event.
 fn update_alert(
+    events: &Events,
     name: &'static str,
     flag: &AtomicBool,
     raised: bool,
@@ -286,9 +298,21 @@ fn update_alert(
 ) {
     telemetry::dlq_alert(name, raised);
     let was = flag.swap(raised, Ordering::Relaxed);
-    match (was, raised) {
-        (false, true) => tracing::warn!(alert = %describe(), "dead-letter alert raised"),
-        (true, false) => tracing::info!("dead-letter alert cleared"),
-        _ => {}
-    }
+    let message = match (was, raised) {
+        (false, true) => {
+            let message = describe();
+            tracing::warn!(alert = %message, "dead-letter alert raised");
+            message
+        }
+        (true, false) => {
+            tracing::info!(alert = name, "dead-letter alert cleared");
+            format!("{name} cleared")
+        }
+        _ => return,
+    };
+    events.emit(Event::DlqAlert {
+        alert: name.to_owned(),
+        raised,
+        message,
+    });
 }

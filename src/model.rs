@@ -186,6 +186,9 @@ impl fmt::Debug for Secret {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobId(Uuid);
 
+/// An operational event's id: a UUIDv7 too, made and shown the same way.
+pub type EventId = JobId;
+
 impl JobId {
     pub fn new() -> Self {
         Self(Uuid::now_v7())

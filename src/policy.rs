@@ -277,7 +277,10 @@ mod tests {
         assert!(check_burst(0).is_err());
         assert!(check_max_queued(0).is_err());
         assert_eq!(check_keep_delivered("0s"), Ok(Duration::ZERO));
-        assert_eq!(check_keep_delivered("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(
+            check_keep_delivered("7d"),
+            Ok(Duration::from_secs(7 * 86_400))
+        );
         assert!(check_keep_delivered("366d").is_err());
         assert!(check_keep_delivered("a while").is_err());
     }

@@ -29,6 +29,7 @@ pub const WRITER_COMMIT: &str = "hookq_writer_commit_seconds";
 pub const DLQ_ALERT: &str = "hookq_dlq_alert";
 pub const BREAKER: &str = "hookq_breaker_state";
 pub const SCHEDULE_TICKS: &str = "hookq_schedule_ticks_total";
+pub const EVENTS: &str = "hookq_events_total";
 
 /// `hookq_breaker_state` values.
 pub const BREAKER_CLOSED: f64 = 0.0;
@@ -180,6 +181,12 @@ pub fn job_dead_lettered(queue: &QueueName, reason: &'static str) {
 /// A schedule's tick fired: `enqueued` (its job stored) or `skipped` (its queue was full).
 pub fn schedule_tick(queue: &QueueName, outcome: &'static str) {
     counter!(SCHEDULE_TICKS, "queue" => queue_label(queue), "outcome" => outcome).increment(1);
+}
+
+/// An operational event's POST to the events target: `sent`, `failed` (tried again later)
+/// or `dropped` (given up on).
+pub fn event_sent(kind: &str, outcome: &'static str) {
+    counter!(EVENTS, "type" => kind.to_owned(), "outcome" => outcome).increment(1);
 }
 
 pub fn in_flight(count: usize) {

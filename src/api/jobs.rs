@@ -246,8 +246,12 @@ pub async fn list_jobs(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<JobList>> {
     let name = queue.name.clone();
-    let status = required("status", params.status.as_deref(), "READY, ERROR or DELIVERED")
-        .and_then(|s| JobStatus::parse(s).map_err(|e| ApiError::Unprocessable(e.0)))?;
+    let status = required(
+        "status",
+        params.status.as_deref(),
+        "READY, ERROR or DELIVERED",
+    )
+    .and_then(|s| JobStatus::parse(s).map_err(|e| ApiError::Unprocessable(e.0)))?;
     let limit = page_size(params.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
     let cursor = params.cursor.as_deref().map(Cursor::decode).transpose()?;
     let (mut records, position_of): (Vec<JobRecord>, fn(&JobRecord) -> Cursor) = match status {

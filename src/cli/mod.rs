@@ -40,7 +40,7 @@ pub enum Command {
     Queue(QueueCommand),
     /// Enqueue one job: JSON from the argument, or from stdin.
     Enqueue(EnqueueArgs),
-    /// List a queue's READY or ERROR jobs.
+    /// List a queue's READY, ERROR or (kept) DELIVERED jobs.
     Jobs(JobsArgs),
     /// Recurring jobs: set, list, pause, resume or delete a queue's cron schedules.
     #[command(subcommand)]
@@ -192,7 +192,10 @@ impl QueueSetArgs {
         put("ratePerSecond", self.rate.map(Value::from));
         put("burst", self.burst.map(Value::from));
         put("maxQueued", self.max_queued.map(Value::from));
-        put("keepDelivered", self.keep_delivered.clone().map(Value::from));
+        put(
+            "keepDelivered",
+            self.keep_delivered.clone().map(Value::from),
+        );
         for reset in &self.reset {
             let field = match reset.as_str() {
                 "max-attempts" => "maxAttempts",
@@ -227,8 +230,9 @@ pub struct EnqueueArgs {
 #[derive(Debug, Args)]
 pub struct JobsArgs {
     pub queue: String,
-    /// READY (waiting or in flight) or ERROR (dead-lettered).
-    #[arg(long, default_value = "READY", ignore_case = true, value_parser = ["READY", "ERROR"])]
+    /// READY (waiting or in flight), ERROR (dead-lettered) or DELIVERED (the delivery log,
+    /// newest first, for queues that keep deliveries).
+    #[arg(long, default_value = "READY", ignore_case = true, value_parser = ["READY", "ERROR", "DELIVERED"])]
     pub status: String,
     /// Jobs per page (the server caps it at 1000).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]

@@ -312,6 +312,8 @@ async fn jobs(args: JobsArgs) -> CliResult<()> {
         for job in &jobs {
             let next = if job.in_flight {
                 "in flight".to_owned()
+            } else if let Some(at) = job.delivered_at {
+                format!("delivered {}", time(at))
             } else {
                 job.next_attempt_at.map(relative).unwrap_or_default()
             };

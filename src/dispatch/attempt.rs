@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::adaptive::Load;
+use super::breaker::Transition;
 use super::pool::{DeliveryPool, Slot};
 use super::retry::{RetryPolicy, random_spread};
 use super::webhook::{AttemptResult, Outgoing};
+use crate::event::Event;
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::{ClaimedJob, Delivery, Failure, Outcome, Queue};
 use crate::telemetry;
@@ -47,9 +49,21 @@ impl Attempt {
         drop(self.slot.take());
         let inner = self.pool.inner();
         let now = now_millis();
-        inner
+        let transition = inner
             .breakers
             .record(&queue.name, target_is_healthy(&result), now);
+        match transition {
+            Some(Transition::Opened { cooldown_ms }) => inner.events.emit(Event::BreakerOpened {
+                queue: queue.name.clone(),
+                failures: inner.breakers.threshold(),
+                cooldown_ms,
+            }),
+            Some(Transition::Closed) => inner.events.emit(Event::BreakerClosed {
+                queue: queue.name.clone(),
+            }),
+            // A failed probe: the breaker was open already, and said so.
+            Some(Transition::Reopened { .. }) | None => {}
+        }
         let delivered = matches!(result, AttemptResult::Delivered { .. });
         inner.activity.record(&queue.name, delivered, now);
         inner.adaptive.record(
@@ -94,6 +108,8 @@ impl Attempt {
                 }
                 if dead {
                     telemetry::job_dead_lettered(&queue.name, "max_attempts_reached");
+                    // The store wrote its `job.dead_lettered` event with the move.
+                    inner.events.stored();
                 }
             }
             Ok(false) => {

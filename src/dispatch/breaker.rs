@@ -27,6 +27,18 @@ pub enum Permit {
     Wait(UnixMillis),
 }
 
+/// A change of a breaker's state, as [`Breakers::record`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// Closed → open: the target failed `threshold` attempts in a row; its deliveries pause
+    /// for `cooldown_ms`.
+    Opened { cooldown_ms: i64 },
+    /// The probe failed: open again, for `cooldown_ms` (twice the last, capped).
+    Reopened { cooldown_ms: i64 },
+    /// Open or half-open → closed: the target answers again.
+    Closed,
+}
+
 /// Where a queue's breaker stands, as its stats show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerState {
@@ -130,10 +142,10 @@ impl Breakers {
         }
     }
 
-    /// Record an attempt's result; returns true when this failure opened the breaker.
-    pub fn record(&self, queue: &QueueName, success: bool, now: UnixMillis) -> bool {
+    /// Record an attempt's result; returns the change of state it made, if any.
+    pub fn record(&self, queue: &QueueName, success: bool, now: UnixMillis) -> Option<Transition> {
         if self.threshold == 0 {
-            return false;
+            return None;
         }
         let base_ms = self.cooldown.as_millis() as i64;
         let max_ms = MAX_COOLDOWN.as_millis() as i64;
@@ -141,22 +153,25 @@ impl Breakers {
         let state = states
             .entry(queue.clone())
             .or_insert(State::Closed { failures: 0 });
-        let (next, opened) = match (*state, success) {
-            (State::HalfOpen { .. }, true) | (State::Closed { .. }, true) => {
-                (State::Closed { failures: 0 }, false)
+        let (next, transition) = match (*state, success) {
+            (State::HalfOpen { .. }, true) => {
+                (State::Closed { failures: 0 }, Some(Transition::Closed))
             }
+            (State::Closed { .. }, true) => (State::Closed { failures: 0 }, None),
             (State::Closed { failures }, false) if failures + 1 >= self.threshold => (
                 State::Open {
                     until: now + base_ms,
                     cooldown_ms: base_ms,
                 },
-                true,
+                Some(Transition::Opened {
+                    cooldown_ms: base_ms,
+                }),
             ),
             (State::Closed { failures }, false) => (
                 State::Closed {
                     failures: failures + 1,
                 },
-                false,
+                None,
             ),
             (State::HalfOpen { cooldown_ms, .. }, false) => {
                 let cooldown_ms = (cooldown_ms * 2).min(max_ms);
@@ -165,20 +180,19 @@ impl Breakers {
                         until: now + cooldown_ms,
                         cooldown_ms,
                     },
-                    true,
+                    Some(Transition::Reopened { cooldown_ms }),
                 )
             }
             // Outcomes of jobs sent before the breaker opened: nothing new to learn.
-            (open @ State::Open { .. }, _) => (open, false),
+            (open @ State::Open { .. }, _) => (open, None),
         };
-        let was_open = !matches!(*state, State::Closed { .. });
         *state = next;
-        match next {
-            State::Closed { .. } if was_open => {
+        match transition {
+            Some(Transition::Closed) => {
                 telemetry::breaker_state(queue, telemetry::BREAKER_CLOSED);
                 tracing::info!(queue = %queue, "circuit closed: the target answers again");
             }
-            State::Open { cooldown_ms, .. } if opened => {
+            Some(Transition::Opened { cooldown_ms } | Transition::Reopened { cooldown_ms }) => {
                 telemetry::breaker_state(queue, telemetry::BREAKER_OPEN);
                 tracing::warn!(
                     queue = %queue,
@@ -186,9 +200,14 @@ impl Breakers {
                     "circuit open: the target keeps failing; pausing its deliveries"
                 );
             }
-            _ => {}
+            None => {}
         }
-        opened
+        transition
+    }
+
+    /// Consecutive failed attempts that open a breaker (0: breakers off).
+    pub fn threshold(&self) -> u32 {
+        self.threshold
     }
 
     pub fn forget(&self, queue: &QueueName) {
@@ -207,13 +226,19 @@ mod tests {
     #[test]
     fn consecutive_failures_open_the_breaker_and_a_success_resets_the_count() {
         let b = Breakers::new(3, Duration::from_secs(10));
-        assert!(!b.record(&q(), false, 0));
-        assert!(!b.record(&q(), false, 0));
-        assert!(!b.record(&q(), true, 0), "a success resets the count");
-        assert!(!b.record(&q(), false, 0));
-        assert!(!b.record(&q(), false, 0));
+        assert_eq!(b.record(&q(), false, 0), None);
+        assert_eq!(b.record(&q(), false, 0), None);
+        assert_eq!(b.record(&q(), true, 0), None, "a success resets the count");
+        assert_eq!(b.record(&q(), false, 0), None);
+        assert_eq!(b.record(&q(), false, 0), None);
         assert_eq!(b.permit(&q(), 0), Permit::Any);
-        assert!(b.record(&q(), false, 1_000), "the third in a row opens it");
+        assert_eq!(
+            b.record(&q(), false, 1_000),
+            Some(Transition::Opened {
+                cooldown_ms: 10_000
+            }),
+            "the third in a row opens it"
+        );
         assert_eq!(b.permit(&q(), 5_000), Permit::Wait(11_000));
     }
 
@@ -242,11 +267,16 @@ mod tests {
             "one probe at a time"
         );
         // The probe fails: open again, for twice as long.
-        assert!(b.record(&q(), false, 10_500));
+        assert_eq!(
+            b.record(&q(), false, 10_500),
+            Some(Transition::Reopened {
+                cooldown_ms: 20_000
+            })
+        );
         assert_eq!(b.permit(&q(), 20_000), Permit::Wait(30_500));
         assert_eq!(b.permit(&q(), 30_500), Permit::Probe);
         // The probe succeeds: closed.
-        b.record(&q(), true, 31_000);
+        assert_eq!(b.record(&q(), true, 31_000), Some(Transition::Closed));
         assert_eq!(b.permit(&q(), 31_000), Permit::Any);
     }
 
@@ -260,7 +290,7 @@ mod tests {
 
         let off = Breakers::new(0, Duration::from_secs(1));
         for _ in 0..100 {
-            assert!(!off.record(&q(), false, 0));
+            assert_eq!(off.record(&q(), false, 0), None);
         }
         assert_eq!(off.permit(&q(), 0), Permit::Any);
     }

@@ -23,6 +23,7 @@ use super::adaptive::AdaptiveConcurrency;
 use super::attempt::Attempt;
 use super::rate::RateLimits;
 use super::{Activity, Breakers, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
+use crate::events::Events;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::policy::Defaults;
@@ -44,6 +45,8 @@ pub(super) struct Inner {
     pub(super) activity: Activity,
     pub(super) rates: RateLimits,
     pub(super) adaptive: AdaptiveConcurrency,
+    /// Operational events (breaker changes, dead letters) for the events target.
+    pub(super) events: Events,
     slots: Arc<Semaphore>,
     per_queue: Mutex<HashMap<QueueName, usize>>,
     pub(super) max_in_flight: usize,
@@ -99,6 +102,7 @@ impl DeliveryPool {
         webhook: WebhookClient,
         config: &DispatchConfig,
         wakeups: Wakeups,
+        events: Events,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -114,6 +118,7 @@ impl DeliveryPool {
                 activity: Activity::default(),
                 rates: RateLimits::default(),
                 adaptive: AdaptiveConcurrency::default(),
+                events,
                 slots: Arc::new(Semaphore::new(config.max_in_flight)),
                 per_queue: Mutex::default(),
                 max_in_flight: config.max_in_flight,
@@ -385,7 +390,13 @@ mod tests {
         };
         let webhook = WebhookClient::new(Duration::from_secs(1), policy, false).unwrap();
         let wakeups = Wakeups::default();
-        let pool = DeliveryPool::new(store.clone(), webhook, &config, wakeups.clone());
+        let pool = DeliveryPool::new(
+            store.clone(),
+            webhook,
+            &config,
+            wakeups.clone(),
+            crate::events::Events::off(),
+        );
         let queue = Arc::new(Queue::new(
             QueueName::parse("q").unwrap(),
             Target::parse("http://127.0.0.1:9/").unwrap(),

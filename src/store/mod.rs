@@ -24,15 +24,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats, Enqueued,
-    Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease,
-    NewJob, NewSchedule, Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport, Saved,
-    Schedule, ScheduleTick, SchedulerRound, Selection,
+    AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
+    Enqueued, Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord, JobState,
+    Last24h, Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position,
+    Queue, QueueCounts, ReplayReport, Saved, Schedule, ScheduleTick, SchedulerRound, Selection,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
 
-use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
+use crate::event::Event;
+use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
 use crate::policy::QueueChange;
 use sqlite::{SqliteStore, Synchronous};
 
@@ -133,6 +134,16 @@ impl Store {
     pub fn with_max_pending_enqueues(mut self, max: usize) -> Self {
         self.max_pending_enqueues = max.max(1);
         self.pending_enqueues = Arc::new(Semaphore::new(self.max_pending_enqueues));
+        self
+    }
+
+    /// Store a `job.dead_lettered` event (in the outbox, for [`crate::events`]) with every
+    /// move to the dead letters, in the same transaction.
+    pub fn with_dead_letter_events(mut self, on: bool) -> Self {
+        let outbox = Outbox { dead_letters: on };
+        match &mut self.backend {
+            Backend::Sqlite(db) => db.set_outbox(outbox),
+        }
         self
     }
 
@@ -282,6 +293,41 @@ impl Store {
         page: PageRequest,
     ) -> StoreResult<DeadLetterPage> {
         on_backend!(self, db => db.list_dead_letters(filter, page).await)
+    }
+
+    /// Store an operational event in the outbox, due at once.
+    pub async fn record_event(&self, event: Event, now: UnixMillis) -> StoreResult<()> {
+        on_backend!(self, db => db.record_event(event, now).await)
+    }
+
+    /// Up to `limit` outbox events due at `now`, oldest first.
+    pub async fn due_events(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<OutboxEvent>> {
+        on_backend!(self, db => db.due_events(now, limit).await)
+    }
+
+    /// When the next outbox event falls due, if any waits.
+    pub async fn next_event_due(&self) -> StoreResult<Option<UnixMillis>> {
+        on_backend!(self, db => db.next_event_due().await)
+    }
+
+    /// Outbox events waiting to be sent.
+    pub async fn events_pending(&self) -> StoreResult<u64> {
+        on_backend!(self, db => db.events_pending().await)
+    }
+
+    /// An outbox event was sent, or given up on.
+    pub async fn remove_event(&self, id: EventId) -> StoreResult<()> {
+        on_backend!(self, db => db.remove_event(id).await)
+    }
+
+    /// An outbox event's attempt failed: try again at `next_at`.
+    pub async fn reschedule_event(
+        &self,
+        id: EventId,
+        next_at: UnixMillis,
+        error: String,
+    ) -> StoreResult<()> {
+        on_backend!(self, db => db.reschedule_event(id, next_at, error).await)
     }
 
     /// One page of a queue's delivery log, newest first, after `before` (the last record of

@@ -225,6 +225,26 @@ pub struct Failure {
     pub at: UnixMillis,
 }
 
+/// An operational event waiting in the outbox.
+#[derive(Debug, Clone)]
+pub struct OutboxEvent {
+    pub id: crate::model::EventId,
+    /// Its type (`job.dead_lettered`, …).
+    pub kind: String,
+    /// The JSON body to send.
+    pub body: String,
+    pub created_at: UnixMillis,
+    /// Failed attempts so far.
+    pub attempts: u32,
+}
+
+/// Which events the store writes itself, in the transaction of what they report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outbox {
+    /// `job.dead_lettered`, with every move to the dead letters.
+    pub dead_letters: bool,
+}
+
 /// The worker's 2xx answer that acknowledged a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delivery {

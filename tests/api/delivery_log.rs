@@ -71,7 +71,10 @@ async fn the_delivered_listing_is_newest_first_and_pages_with_its_cursor() {
         let page = app.list_raw("q", &query).await.expect(200);
         for job in page["jobs"].as_array().unwrap() {
             assert_eq!(job["status"], "DELIVERED");
-            assert!(job.get("history").is_none(), "history only on the job route");
+            assert!(
+                job.get("history").is_none(),
+                "history only on the job route"
+            );
             listed.push(job["id"].as_str().unwrap().to_owned());
         }
         match page["next"].as_str() {
@@ -83,7 +86,10 @@ async fn the_delivered_listing_is_newest_first_and_pages_with_its_cursor() {
     assert_eq!(listed, ids, "newest delivery first, each once");
 
     // A cursor of another listing is refused, and READY/ERROR are untouched.
-    let page = app.list_raw("q", "status=DELIVERED&limit=1").await.expect(200);
+    let page = app
+        .list_raw("q", "status=DELIVERED&limit=1")
+        .await
+        .expect(200);
     let cursor = page["next"].as_str().unwrap();
     app.list_raw("q", &format!("status=READY&cursor={cursor}"))
         .await
@@ -127,14 +133,23 @@ async fn keep_delivered_values_are_checked_and_can_be_changed_and_reset() {
     let app = spawn_app(|c| c.dispatch = false).await;
     for bad in [json!("366d"), json!("a while"), json!(5)] {
         let msg = app
-            .put_queue("q", &json!({"target": "http://127.0.0.1:9/", "keepDelivered": bad}))
+            .put_queue(
+                "q",
+                &json!({"target": "http://127.0.0.1:9/", "keepDelivered": bad}),
+            )
             .await
             .expect_error(422);
-        assert!(msg.contains("keepDelivered") || msg.contains("string"), "{msg}");
+        assert!(
+            msg.contains("keepDelivered") || msg.contains("string"),
+            "{msg}"
+        );
     }
-    app.put_queue("q", &json!({"target": "http://127.0.0.1:9/", "keepDelivered": "7d"}))
-        .await
-        .expect(201);
+    app.put_queue(
+        "q",
+        &json!({"target": "http://127.0.0.1:9/", "keepDelivered": "7d"}),
+    )
+    .await
+    .expect(201);
     let shown = app.get("/queue/q/_settings").await.expect(200);
     assert_eq!(shown["keepDelivered"], "7days");
     app.patch_queue("q", &json!({"keepDelivered": "90m"}))
@@ -235,7 +250,11 @@ async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_the
     deliver_kept(&fx, &long, SWEEP_BATCH + 5, t0).await;
     // One job of `short` fails once first: its history is kept with it, then swept with it.
     let ids = fx.enqueue(&short, 1, t0).await;
-    let job = fx.store.claim(short.clone(), t0, t0 + 60_000, 1).await.unwrap();
+    let job = fx
+        .store
+        .claim(short.clone(), t0, t0 + 60_000, 1)
+        .await
+        .unwrap();
     let failure = Failure {
         error: "flaky".into(),
         status: Some(503),
@@ -253,7 +272,11 @@ async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_the
         )
         .await
         .unwrap();
-    let job = fx.store.claim(short.clone(), t0, t0 + 60_000, 1).await.unwrap();
+    let job = fx
+        .store
+        .claim(short.clone(), t0, t0 + 60_000, 1)
+        .await
+        .unwrap();
     assert!(
         fx.store
             .record_outcome(ids[0], job[0].lease(), delivered_at(t0))
@@ -273,7 +296,10 @@ async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_the
     assert_eq!(history.len(), 1);
     let db = fx.db_path();
     assert_eq!(count_stored(&db, Stored::Jobs), 0, "kept jobs left `jobs`");
-    assert_eq!(count_stored(&db, Stored::DeliveryLog), SWEEP_BATCH as u64 + 6);
+    assert_eq!(
+        count_stored(&db, Stored::DeliveryLog),
+        SWEEP_BATCH as u64 + 6
+    );
 
     // Within both keeps: nothing goes.
     assert_eq!(fx.maintenance.purge_delivery_log(t0 + 600_000).await, 0);
@@ -309,7 +335,11 @@ async fn a_kept_outcome_under_a_lost_lease_keeps_nothing() {
     let t0 = 1_800_000_000_000;
     let queue = fx.create_queue("q").await;
     fx.enqueue(&queue, 1, t0).await;
-    let job = fx.store.claim(queue.clone(), t0, t0 + 1_000, 1).await.unwrap();
+    let job = fx
+        .store
+        .claim(queue.clone(), t0, t0 + 1_000, 1)
+        .await
+        .unwrap();
     // The lease expires and the job is claimed again: the first attempt's outcome is late.
     fx.maintenance.recover_stale_leases(t0 + 2_000).await;
     let again = fx
@@ -326,7 +356,11 @@ async fn a_kept_outcome_under_a_lost_lease_keeps_nothing() {
     );
     assert_eq!(count_stored(&fx.db_path(), Stored::DeliveryLog), 0);
     let (record, _) = fx.store.get_job(queue.clone(), job[0].id).await.unwrap();
-    assert_eq!(record.state, JobState::InFlight, "the live lease is untouched");
+    assert_eq!(
+        record.state,
+        JobState::InFlight,
+        "the live lease is untouched"
+    );
     let unknown = JobId::new();
     assert!(fx.store.get_job(queue, unknown).await.is_err());
     fx.close().await;

@@ -186,6 +186,7 @@ impl StoreFixture {
             dlq_alert_pending: 100,
             keep_delivered: Duration::ZERO,
             alerts: Default::default(),
+            events: hookq::events::Events::off(),
         };
         Self {
             store,

@@ -380,6 +380,29 @@ async fn schedule_set_list_pause_resume_and_delete_drive_the_schedules_api() {
 }
 
 #[tokio::test]
+async fn jobs_lists_the_delivery_log_with_when_each_job_was_delivered() {
+    let worker = TestReceiver::always(Reply::status(204)).await;
+    let app = spawn_app(|_| {}).await;
+    app.put_queue("q", &json!({"target": worker.url, "keepDelivered": "1h"}))
+        .await
+        .expect(201);
+    let id = app.enqueue_ok("q", &payload(1)).await;
+    app.wait_for_job("q", &id, "the job delivered and kept", |r| {
+        r.status == 200 && r.json()["status"] == "DELIVERED"
+    })
+    .await;
+    let table = at(&app, &["jobs", "q", "--status", "delivered"]).await;
+    let rows = lines_with(table.ok(), &id);
+    assert_eq!(rows.len(), 1, "{table:?}");
+    assert!(
+        rows[0].contains("DELIVERED") && rows[0].contains("delivered 20"),
+        "{}",
+        rows[0]
+    );
+    assert!(rows[0].contains("204"), "the answering status: {}", rows[0]);
+}
+
+#[tokio::test]
 async fn jobs_prints_a_table_or_the_servers_json_and_follows_cursors_with_all() {
     let app = storing_app().await;
     let mut ids = Vec::new();

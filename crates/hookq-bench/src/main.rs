@@ -12,6 +12,7 @@
 
 mod ceilings;
 mod control;
+mod kept;
 mod load;
 mod recurring;
 mod relay;
@@ -85,6 +86,8 @@ enum Part {
     /// Recurring jobs: 100 and 1 000 schedules firing every second (one job per tick each,
     /// lateness from tick to delivery).
     Recurring,
+    /// The delivery log: end-to-end with `keepDelivered`, paired with the same run without.
+    Kept,
 }
 
 /// Counts and durations of one mode.
@@ -323,6 +326,9 @@ async fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("recurring, {schedules} schedules"))?;
             report.recurring.push(figure);
         }
+    }
+    if wanted(Part::Kept) {
+        report.kept = Some(bench.kept().await.context("delivery log")?);
     }
     derive_ratios_and_targets(&mut report);
     report.elapsed_seconds = clock.elapsed().as_secs_f64();

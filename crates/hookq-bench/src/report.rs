@@ -60,6 +60,7 @@ pub struct Report {
     pub rated: Vec<RatedFigure>,
     pub overload: Option<OverloadFigure>,
     pub recurring: Vec<RecurringFigure>,
+    pub kept: Option<KeptFigure>,
     pub ratios: Vec<Ratio>,
     pub targets: Vec<TargetCheck>,
     pub elapsed_seconds: f64,
@@ -127,6 +128,21 @@ pub struct RatedFigure {
     pub measured_per_second: Stats,
     /// (measured − setting) / setting, in percent.
     pub error_percent: Stats,
+}
+
+/// The end-to-end run with the delivery log on (`keepDelivered`), paired run by run with
+/// the same run without it.
+#[derive(Debug, Serialize)]
+pub struct KeptFigure {
+    pub jobs: u64,
+    pub kept_jobs_per_second: Stats,
+    pub plain_jobs_per_second: Stats,
+    /// Per pair: kept / plain.
+    pub kept_to_plain: Stats,
+    pub kept_server_cpu_seconds_per_10k: Stats,
+    pub plain_server_cpu_seconds_per_10k: Stats,
+    /// Growth of the database file and its WAL per kept job (200 B payloads).
+    pub disk_bytes_per_kept_job: Stats,
 }
 
 /// Schedules firing every second on one queue.
@@ -473,6 +489,24 @@ fn print_control(report: &Report) {
                 ),
             );
         }
+    }
+    if let Some(f) = &report.kept {
+        println!("\nDelivery log: end-to-end with keepDelivered, paired with the same run without");
+        row(
+            &format!("{} jobs, kept / not kept", f.jobs),
+            &format!(
+                "{} / {} jobs/s   server CPU-s per 10k {} / {}",
+                f.kept_jobs_per_second.show(0),
+                f.plain_jobs_per_second.show(0),
+                f.kept_server_cpu_seconds_per_10k.show(2),
+                f.plain_server_cpu_seconds_per_10k.show(2)
+            ),
+        );
+        row("kept / not kept (paired)", &f.kept_to_plain.show(2));
+        row(
+            "disk per kept job",
+            &format!("{} B", f.disk_bytes_per_kept_job.show(0)),
+        );
     }
     if let Some(f) = &report.overload {
         println!(

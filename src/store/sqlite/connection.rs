@@ -39,6 +39,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_delivery_log",
         include_str!("../../../migrations/0007_delivery_log.sql"),
     ),
+    (
+        "0008_event_outbox",
+        include_str!("../../../migrations/0008_event_outbox.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

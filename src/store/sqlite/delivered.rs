@@ -118,5 +118,8 @@ pub fn purge(
             row.get(0)
         })?
         .collect::<Result<_, _>>()?;
-    Ok(deleted.iter().filter_map(|id| JobId::from_slice(id)).collect())
+    Ok(deleted
+        .iter()
+        .filter_map(|id| JobId::from_slice(id))
+        .collect())
 }

@@ -711,7 +711,8 @@ mod tests {
             "SELECT rowid FROM delivered WHERE queue = 'q' AND delivered_at < 5 LIMIT 10",
         );
         assert!(
-            delivered_sweep.contains("COVERING INDEX delivered_by_queue (queue=? AND delivered_at<?)"),
+            delivered_sweep
+                .contains("COVERING INDEX delivered_by_queue (queue=? AND delivered_at<?)"),
             "{delivered_sweep}"
         );
         // The scheduler's rounds: the due schedules, and the next tick to sleep towards.

@@ -14,6 +14,7 @@ mod checkpointer;
 mod connection;
 mod dead_letters;
 mod delivered;
+mod events;
 pub mod files;
 mod idempotency;
 mod jobs;
@@ -33,13 +34,14 @@ use rusqlite::ErrorCode;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Enqueued, Filter, JobRecord,
-    Lease, NewJob, NewSchedule, Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport, Saved,
-    Schedule, SchedulerRound, Selection,
+    Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position, Queue,
+    QueueCounts, ReplayReport, Saved, Schedule, SchedulerRound, Selection,
 };
 use super::registry::Registry;
 use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
-use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
+use crate::event::Event;
+use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
 use crate::policy::QueueChange;
 use reader::ReadPool;
 use writer::{Durability, Writer};
@@ -95,6 +97,8 @@ pub struct SqliteStore {
     /// The master keys queue secrets are sealed with (if any).
     sealing: Arc<Sealing>,
     path: Arc<PathBuf>,
+    /// The events the store writes itself (see [`Outbox`]).
+    outbox: Outbox,
     /// Runs WAL checkpoints until the last clone of the store is dropped.
     _checkpointer: Arc<checkpointer::Checkpointer>,
     /// Held for the store's lifetime: one process per database file.
@@ -152,6 +156,7 @@ impl SqliteStore {
                 registry,
                 sealing: Arc::new(sealing),
                 path: Arc::new(path.to_owned()),
+                outbox: Outbox::default(),
                 _checkpointer: Arc::new(checkpointer),
                 _lock: Arc::new(lock),
             },
@@ -299,8 +304,9 @@ impl SqliteStore {
     ) -> StoreResult<bool> {
         // Relaxed: an outcome lost to a power cut means the job is delivered again, which
         // at-least-once allows.
+        let outbox = self.outbox;
         self.writer
-            .write_relaxed(move |conn| moves::record_outcome(conn, id, lease, &outcome))
+            .write_relaxed(move |conn| moves::record_outcome(conn, id, lease, &outcome, outbox))
             .await
     }
 
@@ -315,8 +321,9 @@ impl SqliteStore {
         now: UnixMillis,
         max_attempts: u32,
     ) -> StoreResult<usize> {
+        let outbox = self.outbox;
         self.writer
-            .write(move |conn| moves::recover_stale_leases(conn, now, max_attempts))
+            .write(move |conn| moves::recover_stale_leases(conn, now, max_attempts, outbox))
             .await
     }
 
@@ -463,14 +470,57 @@ impl SqliteStore {
         now: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<QueueName>> {
+        let outbox = self.outbox;
         self.writer
-            .write(move |conn| moves::expire(conn, cutoff, now, limit))
+            .write(move |conn| moves::expire(conn, cutoff, now, limit, outbox))
             .await
     }
 
     pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
         self.writer
             .write(move |conn| moves::purge_closed(conn, before, limit))
+            .await
+    }
+
+    pub fn set_outbox(&mut self, outbox: Outbox) {
+        self.outbox = outbox;
+    }
+
+    pub async fn record_event(&self, event: Event, now: UnixMillis) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| events::insert(conn, EventId::new(), &event, now))
+            .await
+    }
+
+    pub async fn due_events(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<OutboxEvent>> {
+        self.reader
+            .read(move |conn| events::due(conn, now, limit))
+            .await
+    }
+
+    pub async fn next_event_due(&self) -> StoreResult<Option<UnixMillis>> {
+        self.reader.read(events::next_due).await
+    }
+
+    pub async fn events_pending(&self) -> StoreResult<u64> {
+        self.reader.read(events::pending).await
+    }
+
+    /// Relaxed: an outcome lost to a power cut means the event is sent again.
+    pub async fn remove_event(&self, id: EventId) -> StoreResult<()> {
+        self.writer
+            .write_relaxed(move |conn| events::remove(conn, id))
+            .await
+    }
+
+    pub async fn reschedule_event(
+        &self,
+        id: EventId,
+        next_at: UnixMillis,
+        error: String,
+    ) -> StoreResult<()> {
+        self.writer
+            .write_relaxed(move |conn| events::reschedule(conn, id, next_at, &error))
             .await
     }
 

@@ -7,12 +7,13 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::jobs::{delete_history, id_from_row, record_attempt, state_of};
-use super::{dead_letters, delivered, idempotency, jobs, schedules};
+use super::{dead_letters, delivered, events, idempotency, jobs, schedules};
+use crate::event::{Event, excerpt};
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    Enqueued, Failure, FailureReason, FiredTick, IdempotencyKey, JobState, Lease, NewJob, Outcome,
-    ReplayReport, ScheduleTick, SchedulerRound, Selection,
+    Enqueued, Failure, FailureReason, FiredTick, IdempotencyKey, JobState, Lease, NewJob, Outbox,
+    Outcome, ReplayReport, ScheduleTick, SchedulerRound, Selection,
 };
 
 /// Store `job` unless its idempotency key already stands for a job of `queue` (and has not
@@ -112,6 +113,7 @@ pub fn record_outcome(
     id: JobId,
     lease: Lease,
     outcome: &Outcome,
+    outbox: Outbox,
 ) -> StoreResult<bool> {
     let Lease { attempt, until } = lease;
     match outcome {
@@ -149,7 +151,13 @@ pub fn record_outcome(
                 ])?;
             if changed == 1 {
                 record_attempt(conn, id, attempt, failure)?;
-                bury(conn, id, FailureReason::MaxAttemptsReached, failure.at)?;
+                bury(
+                    conn,
+                    id,
+                    FailureReason::MaxAttemptsReached,
+                    failure.at,
+                    outbox,
+                )?;
             }
             Ok(changed == 1)
         }
@@ -182,6 +190,7 @@ pub fn recover_stale_leases(
     conn: &Connection,
     now: UnixMillis,
     default_max_attempts: u32,
+    outbox: Outbox,
 ) -> StoreResult<usize> {
     const ERROR: &str = "delivery interrupted: the lease expired before an outcome was recorded";
     // Each job's queue decides its last attempt: its own maxAttempts, else the server's.
@@ -218,7 +227,7 @@ pub fn recover_stale_leases(
                 failure,
             }
         };
-        record_outcome(conn, *id, *lease, &outcome)?;
+        record_outcome(conn, *id, *lease, &outcome, outbox)?;
     }
     Ok(stale.len())
 }
@@ -231,6 +240,7 @@ pub fn expire(
     cutoff: UnixMillis,
     now: UnixMillis,
     limit: usize,
+    outbox: Outbox,
 ) -> StoreResult<Vec<QueueName>> {
     // Ids are UUIDv7: every id below the first possible id of `cutoff` was created before it,
     // so the unique index on id finds them without a scan.
@@ -261,20 +271,25 @@ pub fn expire(
              WHERE id = ?1",
         )?
         .execute([&id.as_bytes()[..]])?;
-        bury(conn, *id, FailureReason::Expired, now)?;
+        bury(conn, *id, FailureReason::Expired, now, outbox)?;
     }
     Ok(expired.into_iter().map(|(_, queue)| queue).collect())
 }
 
 /// Move job `id` from `jobs` into the dead letters (as `pending`). A job that was replayed
-/// and failed again reopens its existing record, keeping its replay count.
+/// and failed again reopens its existing record, keeping its replay count. With
+/// `outbox.dead_letters`, a `job.dead_lettered` event is stored in the same transaction.
 pub fn bury(
     conn: &Connection,
     id: JobId,
     reason: FailureReason,
     now: UnixMillis,
+    outbox: Outbox,
 ) -> StoreResult<()> {
     let key = &id.as_bytes()[..];
+    if outbox.dead_letters {
+        announce_dead_letter(conn, id, reason, now)?;
+    }
     conn.prepare_cached(
         "INSERT INTO dead_letters(id, queue, target, payload, created_at, attempts,
                 failure_reason, last_error, last_status, failed_at, state, replay_count,
@@ -297,6 +312,38 @@ pub fn bury(
     .execute(params![key, reason.as_str(), now])?;
     jobs::remove(conn, id, now)?;
     Ok(())
+}
+
+/// Store the `job.dead_lettered` event of live job `id`, about to be buried.
+fn announce_dead_letter(
+    conn: &Connection,
+    id: JobId,
+    reason: FailureReason,
+    now: UnixMillis,
+) -> StoreResult<()> {
+    let job = conn
+        .prepare_cached("SELECT queue, attempts, last_status, last_error FROM jobs WHERE id = ?1")?
+        .query_row([&id.as_bytes()[..]], |row| {
+            Ok((
+                QueueName::from_stored(row.get(0)?),
+                row.get(1)?,
+                row.get(2)?,
+                row.get::<_, Option<String>>(3)?,
+            ))
+        })
+        .optional()?;
+    let Some((queue, attempts, last_status, last_error)) = job else {
+        return Ok(());
+    };
+    let event = Event::JobDeadLettered {
+        queue,
+        id,
+        attempts,
+        last_status,
+        error: last_error.as_deref().map(excerpt),
+        reason: reason.as_str().to_owned(),
+    };
+    events::insert(conn, JobId::new(), &event, now)
 }
 
 /// Put claimed records back on their queues as READY jobs with fresh attempts, due at
@@ -494,7 +541,7 @@ mod tests {
             let dead = Outcome::Dead {
                 failure: failure(now),
             };
-            assert!(record_outcome(conn, job.id, job.lease(), &dead).unwrap());
+            assert!(record_outcome(conn, job.id, job.lease(), &dead, Outbox::default()).unwrap());
         }
         ids
     }
