@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::model::{JobId, QueueName, UnixMillis};
+use crate::model::{EventId, JobId, QueueName, UnixMillis};
 
 /// Longest excerpt of a worker's answer a `job.dead_lettered` event carries.
 pub const ERROR_EXCERPT_CHARS: usize = 1024;
@@ -67,11 +67,11 @@ impl Event {
     }
 
     /// The body sent: `{"id","type","at","data":{…}}`.
-    pub fn to_body(&self, id: JobId, at: UnixMillis) -> String {
+    pub fn to_body(&self, id: EventId, at: UnixMillis) -> String {
         #[derive(Serialize)]
         struct Envelope<'a> {
             #[serde(serialize_with = "crate::model::serialize_display")]
-            id: JobId,
+            id: EventId,
             at: UnixMillis,
             #[serde(flatten)]
             event: &'a Event,

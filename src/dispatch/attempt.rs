@@ -73,17 +73,13 @@ impl Attempt {
             std::time::Instant::now(),
         );
         record_attempt_metrics(&queue.name, &result, job.created_at, now);
-        let outcome = match result {
-            AttemptResult::Delivered { status, latency_ms } => Outcome::Delivered {
-                delivery: Delivery {
-                    at: now,
-                    status,
-                    latency_ms,
-                },
-                keep: self.pool.keeps_delivered(&queue),
-            },
-            failed => outcome_of(&self.pool.retry_of(&queue), failed, job.attempt, now),
-        };
+        let outcome = outcome_of(
+            &self.pool.retry_of(&queue),
+            result,
+            job.attempt,
+            now,
+            self.pool.keeps_delivered(&queue),
+        );
         match &outcome {
             Outcome::Delivered { .. } => tracing::debug!("delivered"),
             Outcome::Retry { run_at, failure } => {
@@ -173,16 +169,24 @@ fn target_is_healthy(result: &AttemptResult) -> bool {
     }
 }
 
-/// Turn a failed attempt's result into what the store records: a retry, or a dead letter
-/// once the retry schedule is spent.
+/// Turn an attempt's result into what the store records: delivered (kept in the delivery
+/// log with `keep`), a retry, or a dead letter once the retry schedule is spent.
 pub fn outcome_of(
     retry: &RetryPolicy,
     result: AttemptResult,
     attempt: u32,
     now: UnixMillis,
+    keep: bool,
 ) -> Outcome {
     match result {
-        AttemptResult::Delivered { .. } => Outcome::delivered(now),
+        AttemptResult::Delivered { status, latency_ms } => Outcome::Delivered {
+            delivery: Delivery {
+                at: now,
+                status,
+                latency_ms,
+            },
+            keep,
+        },
         AttemptResult::Failed {
             error,
             status,

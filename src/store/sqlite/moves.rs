@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::jobs::{delete_history, id_from_row, record_attempt, state_of};
 use super::{dead_letters, delivered, events, idempotency, jobs, schedules};
 use crate::event::{Event, excerpt};
-use crate::model::{JobId, QueueName, UnixMillis};
+use crate::model::{EventId, JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
     Enqueued, Failure, FailureReason, FiredTick, IdempotencyKey, JobState, Lease, NewJob, Outbox,
@@ -343,7 +343,7 @@ fn announce_dead_letter(
         error: last_error.as_deref().map(excerpt),
         reason: reason.as_str().to_owned(),
     };
-    events::insert(conn, JobId::new(), &event, now)
+    events::insert(conn, EventId::new(), &event, now)
 }
 
 /// Put claimed records back on their queues as READY jobs with fresh attempts, due at
