@@ -42,13 +42,8 @@ impl Bench {
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut out_of_order, mut duplicates) = (0, 0);
         for rep in 0..self.plan.repetitions {
-            let order = if rep % 2 == 0 {
-                [true, false]
-            } else {
-                [false, true]
-            };
             let mut pair = [0.0; 2];
-            for with_keys in order {
+            for with_keys in crate::alternating(rep) {
                 eprintln!(
                     "ordered: {jobs} jobs {} keys, run {}",
                     if with_keys { "over 1 000" } else { "without" },

@@ -21,13 +21,8 @@ impl Bench {
             Vec::new(),
         );
         for rep in 0..self.plan.repetitions {
-            let order = if rep % 2 == 0 {
-                [true, false]
-            } else {
-                [false, true]
-            };
             let mut pair = [0.0; 2];
-            for keep in order {
+            for keep in crate::alternating(rep) {
                 eprintln!(
                     "delivery log: {jobs} jobs, {}, run {}",
                     if keep { "kept 1h" } else { "not kept" },

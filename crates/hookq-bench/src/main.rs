@@ -90,6 +90,16 @@ enum Part {
     Kept,
 }
 
+/// The order of a paired repetition's two runs (the variant, then the baseline, or the other
+/// way round), swapped every repetition so neither always runs on a warmer machine.
+fn alternating(rep: usize) -> [bool; 2] {
+    if rep.is_multiple_of(2) {
+        [true, false]
+    } else {
+        [false, true]
+    }
+}
+
 /// Counts and durations of one mode.
 struct Plan {
     repetitions: usize,

@@ -342,9 +342,7 @@ impl SqliteStore {
     ) -> StoreResult<Vec<JobRecord>> {
         self.reader
             .read(move |conn| {
-                if !queues::exists(conn, &queue)? {
-                    return Err(StoreError::QueueNotFound);
-                }
+                queues::require(conn, &queue)?;
                 jobs::list(conn, &queue, after, limit)
             })
             .await
@@ -357,10 +355,8 @@ impl SqliteStore {
     ) -> StoreResult<DeadLetterPage> {
         self.reader
             .read(move |conn| {
-                if let Some(queue) = &filter.queue
-                    && !queues::exists(conn, queue)?
-                {
-                    return Err(StoreError::QueueNotFound);
+                if let Some(queue) = &filter.queue {
+                    queues::require(conn, queue)?;
                 }
                 dead_letters::list(conn, &filter, page)
             })
@@ -532,9 +528,7 @@ impl SqliteStore {
     ) -> StoreResult<Vec<JobRecord>> {
         self.reader
             .read(move |conn| {
-                if !queues::exists(conn, &queue)? {
-                    return Err(StoreError::QueueNotFound);
-                }
+                queues::require(conn, &queue)?;
                 delivered::list(conn, &queue, before, limit)
             })
             .await
@@ -586,9 +580,7 @@ impl SqliteStore {
     ) -> StoreResult<QueueCounts> {
         self.reader
             .read(move |conn| {
-                if !queues::exists(conn, &queue)? {
-                    return Err(StoreError::QueueNotFound);
-                }
+                queues::require(conn, &queue)?;
                 let mut counts = jobs::counts(conn, Some(&queue), now)?
                     .remove(&queue)
                     .unwrap_or_default();
@@ -629,9 +621,7 @@ impl SqliteStore {
     ) -> StoreResult<Saved> {
         self.writer
             .write(move |conn| {
-                if !queues::exists(conn, &queue)? {
-                    return Err(StoreError::QueueNotFound);
-                }
+                queues::require(conn, &queue)?;
                 schedules::upsert(conn, &queue, &schedule, now)
             })
             .await
@@ -640,9 +630,7 @@ impl SqliteStore {
     pub async fn list_schedules(&self, queue: QueueName) -> StoreResult<Vec<Schedule>> {
         self.reader
             .read(move |conn| {
-                if !queues::exists(conn, &queue)? {
-                    return Err(StoreError::QueueNotFound);
-                }
+                queues::require(conn, &queue)?;
                 schedules::list(conn, &queue)
             })
             .await

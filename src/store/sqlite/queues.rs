@@ -321,10 +321,11 @@ pub fn reseal_all(conn: &Connection, sealing: &Sealing) -> StoreResult<Vec<Queue
     Ok(resealed)
 }
 
-pub fn exists(conn: &Connection, name: &QueueName) -> StoreResult<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM queues WHERE name = ?1")?
+/// `QueueNotFound` unless queue `name` exists: what reads and writes within one queue check
+/// first.
+pub fn require(conn: &Connection, name: &QueueName) -> StoreResult<()> {
+    conn.prepare_cached("SELECT 1 FROM queues WHERE name = ?1")?
         .query_row([name.as_str()], |_| Ok(()))
         .optional()?
-        .is_some())
+        .ok_or(StoreError::QueueNotFound)
 }
