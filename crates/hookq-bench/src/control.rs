@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 use crate::ceilings::QUEUE;
 use crate::report::{OrderedFigure, OverloadFigure, RatedFigure, Stats};
 use crate::sink::SinkSnapshot;
-use crate::{Bench, MANY_PRODUCERS, MAX_WAIT, load, per_10k, server};
+use crate::{Bench, MANY_PRODUCERS, MAX_WAIT, Paired, load, per_10k, server};
 
 /// Ordering keys in the ordered benchmark.
 pub const ORDERING_KEYS: u64 = 1_000;
@@ -38,11 +38,9 @@ impl Bench {
     /// The sink checks that every key's jobs arrive as 0, 1, 2, …
     pub async fn ordered(&mut self) -> anyhow::Result<OrderedFigure> {
         let jobs = self.plan.e2e_jobs;
-        let (mut keyed, mut plain, mut ratios, mut keyed_cpu, mut plain_cpu) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut runs = Paired::default();
         let (mut out_of_order, mut duplicates) = (0, 0);
         for rep in 0..self.plan.repetitions {
-            let mut pair = [0.0; 2];
             for with_keys in crate::alternating(rep) {
                 eprintln!(
                     "ordered: {jobs} jobs {} keys, run {}",
@@ -53,26 +51,20 @@ impl Bench {
                 duplicates += seen.duplicates;
                 if with_keys {
                     out_of_order += seen.out_of_order;
-                    keyed.push(rate);
-                    keyed_cpu.push(cpu);
-                    pair[0] = rate;
-                } else {
-                    plain.push(rate);
-                    plain_cpu.push(cpu);
-                    pair[1] = rate;
                 }
+                runs.record(with_keys, rate, cpu);
             }
-            ratios.push(pair[0] / pair[1]);
+            runs.end_repetition();
         }
         Ok(OrderedFigure {
             jobs,
             keys: ORDERING_KEYS,
             producers: MANY_PRODUCERS,
-            keyed_jobs_per_second: Stats::of(keyed),
-            plain_jobs_per_second: Stats::of(plain),
-            keyed_to_plain: Stats::of(ratios),
-            keyed_server_cpu_seconds_per_10k: Stats::of(keyed_cpu),
-            plain_server_cpu_seconds_per_10k: Stats::of(plain_cpu),
+            keyed_jobs_per_second: Stats::of(runs.variant),
+            plain_jobs_per_second: Stats::of(runs.baseline),
+            keyed_to_plain: Stats::of(runs.ratios),
+            keyed_server_cpu_seconds_per_10k: Stats::of(runs.variant_cpu),
+            plain_server_cpu_seconds_per_10k: Stats::of(runs.baseline_cpu),
             out_of_order,
             duplicates,
         })

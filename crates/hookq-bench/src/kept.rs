@@ -7,21 +7,14 @@ use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde_json::json;
 
 use crate::report::{KeptFigure, Stats};
-use crate::{Bench, server};
+use crate::{Bench, Paired, server};
 
 impl Bench {
     pub async fn kept(&mut self) -> anyhow::Result<KeptFigure> {
         let jobs = self.plan.e2e_jobs;
-        let (mut kept, mut plain, mut ratios, mut kept_cpu, mut plain_cpu, mut bytes) = (
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-            Vec::new(),
-        );
+        let mut runs = Paired::default();
+        let mut bytes = Vec::new();
         for rep in 0..self.plan.repetitions {
-            let mut pair = [0.0; 2];
             for keep in crate::alternating(rep) {
                 eprintln!(
                     "delivery log: {jobs} jobs, {}, run {}",
@@ -47,27 +40,21 @@ impl Bench {
                 let grown = server::db_bytes(&db).saturating_sub(before);
                 Self::stop_server(server).await?;
                 server::remove_db(&db);
+                runs.record(keep, rate, cpu);
                 if keep {
-                    kept.push(rate);
-                    kept_cpu.push(cpu);
                     // The warm-up's jobs are kept too.
                     bytes.push(grown as f64 / (jobs + self.plan.e2e_warmup_jobs) as f64);
-                    pair[0] = rate;
-                } else {
-                    plain.push(rate);
-                    plain_cpu.push(cpu);
-                    pair[1] = rate;
                 }
             }
-            ratios.push(pair[0] / pair[1]);
+            runs.end_repetition();
         }
         Ok(KeptFigure {
             jobs,
-            kept_jobs_per_second: Stats::of(kept),
-            plain_jobs_per_second: Stats::of(plain),
-            kept_to_plain: Stats::of(ratios),
-            kept_server_cpu_seconds_per_10k: Stats::of(kept_cpu),
-            plain_server_cpu_seconds_per_10k: Stats::of(plain_cpu),
+            kept_jobs_per_second: Stats::of(runs.variant),
+            plain_jobs_per_second: Stats::of(runs.baseline),
+            kept_to_plain: Stats::of(runs.ratios),
+            kept_server_cpu_seconds_per_10k: Stats::of(runs.variant_cpu),
+            plain_server_cpu_seconds_per_10k: Stats::of(runs.baseline_cpu),
             disk_bytes_per_kept_job: Stats::of(bytes),
         })
     }

@@ -100,6 +100,38 @@ fn alternating(rep: usize) -> [bool; 2] {
     }
 }
 
+/// The figures of a paired part: each run's rate and server CPU, by side, and the ratio
+/// variant / baseline of each repetition.
+#[derive(Default)]
+struct Paired {
+    variant: Vec<f64>,
+    baseline: Vec<f64>,
+    variant_cpu: Vec<f64>,
+    baseline_cpu: Vec<f64>,
+    ratios: Vec<f64>,
+    pair: [f64; 2],
+}
+
+impl Paired {
+    /// One run of the current repetition.
+    fn record(&mut self, variant: bool, rate: f64, cpu: f64) {
+        if variant {
+            self.variant.push(rate);
+            self.variant_cpu.push(cpu);
+            self.pair[0] = rate;
+        } else {
+            self.baseline.push(rate);
+            self.baseline_cpu.push(cpu);
+            self.pair[1] = rate;
+        }
+    }
+
+    /// Both runs of the repetition are in.
+    fn end_repetition(&mut self) {
+        self.ratios.push(self.pair[0] / self.pair[1]);
+    }
+}
+
 /// Counts and durations of one mode.
 struct Plan {
     repetitions: usize,
