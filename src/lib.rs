@@ -10,6 +10,7 @@
 //! - [`scheduler`]: fires the ticks of recurring jobs (cron schedules, [`cron`]) as
 //!   ordinary jobs.
 //! - [`maintenance`]: periodic sweeps (stale leases, `PRAGMA optimize`).
+//! - [`ui`]: the admin web UI under `/ui`, a client of the API in the same process.
 //! - [`config`] and [`model`]: validated configuration and domain types parsed at the edge.
 //! - [`cli`]: the command line, with the operator subcommands (HTTP client, backup, check).
 //!
@@ -32,6 +33,7 @@ pub mod policy;
 pub mod scheduler;
 pub mod store;
 pub mod telemetry;
+pub mod ui;
 
 /// `X-HYPER-SIGNATURE` signing and verification: the `hookq-signature` crate, which Rust
 /// workers use on its own.
@@ -207,7 +209,8 @@ impl Server {
             schedule_changes,
             shutdown: shutdown.clone(),
         });
-        http_server::serve(listener, api::router(state.clone()), limits, shutdown).await;
+        let app = ui::with_ui(api::router(state.clone()), &state.config);
+        http_server::serve(listener, app, limits, shutdown).await;
 
         tracing::info!("shutting down: no new jobs accepted, finishing deliveries");
         background.cancel();

@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::store::StoreError;
@@ -114,7 +114,7 @@ impl IntoResponse for ApiError {
 }
 
 /// The JSON body of every failure, whatever the route.
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize, Deserialize, ToSchema)]
 #[schema(example = json!({"ok": false, "status": 404, "msg": "queue not found"}))]
 pub struct ApiErrorBody {
     /// Always `false`.

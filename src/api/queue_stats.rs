@@ -1,6 +1,6 @@
 //! `GET /queue/{name}/_stats`: where a queue's jobs stand (due, scheduled, in flight, dead),
-//! what its attempts ended in over the last minute, and how its deliveries are throttled
-//! (concurrency, breaker, pause).
+//! what its attempts ended in over the last minute and, minute by minute, the last hour, and
+//! how its deliveries are throttled (concurrency, breaker, pause).
 
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::error::{ApiErrorBody, ApiResult};
 use super::extract::KnownQueue;
+use crate::dispatch::activity::MINUTES;
 use crate::dispatch::{BreakerState, LastMinute};
 use crate::model::{UnixMillis, now_millis};
 use crate::store::{Queue, QueueCounts};
@@ -45,11 +46,32 @@ pub struct QueueStats {
     pub delivered_last_minute: u64,
     /// Attempts failed in the last 60 s, by this node.
     pub failed_last_minute: u64,
+    /// Attempts per minute over the last hour, by this node.
+    pub last_hour: LastHourView,
     pub concurrency: ConcurrencyView,
     /// The circuit breaker: `closed`, `open` or `half-open`.
     #[schema(example = "closed")]
     pub breaker: String,
     pub paused: bool,
+}
+
+/// A queue's attempts per minute over the last 60 minutes, oldest first: the last entry is
+/// the current minute, still counting.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct LastHourView {
+    /// Attempts delivered (2xx), per minute.
+    pub delivered: Vec<u64>,
+    /// Attempts failed, per minute.
+    pub failed: Vec<u64>,
+}
+
+impl LastHourView {
+    fn of(minutes: &[LastMinute]) -> Self {
+        Self {
+            delivered: minutes.iter().map(|m| m.delivered).collect(),
+            failed: minutes.iter().map(|m| m.failed).collect(),
+        }
+    }
 }
 
 /// Deliveries of the queue allowed in flight at once.
@@ -82,10 +104,16 @@ async fn queue_stats(
 ) -> ApiResult<Json<QueueStats>> {
     let now = now_millis();
     let counts = state.store.queue_counts(queue.name.clone(), now).await?;
-    Ok(Json(stats_of(&state, &queue, counts, now)))
+    let mut stats = stats_of(&state, &queue, counts, now);
+    let last_hour = match &state.pool {
+        Some(pool) => pool.activity().last_hour(&queue.name, now),
+        None => [LastMinute::default(); MINUTES],
+    };
+    stats.last_hour = LastHourView::of(&last_hour);
+    Ok(Json(stats))
 }
 
-/// Set every queue's gauges for `/metrics`: the same figures as `_stats`.
+/// Set every queue's gauges for `/metrics`: the same figures as `_stats` (but the hour).
 pub async fn record_metrics(state: &AppState) -> ApiResult<()> {
     let now = now_millis();
     for (name, counts) in state.store.all_queue_counts(now).await? {
@@ -133,6 +161,7 @@ fn stats_of(state: &AppState, queue: &Queue, counts: QueueCounts, now: UnixMilli
         oldest_ready_age_ms: counts.oldest_due_at.map(|at| (now - at).max(0)),
         delivered_last_minute: last_minute.delivered,
         failed_last_minute: last_minute.failed,
+        last_hour: LastHourView::default(),
         concurrency: ConcurrencyView { limit, effective },
         breaker: breaker.as_str().to_owned(),
         paused: queue.paused,

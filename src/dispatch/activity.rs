@@ -1,11 +1,13 @@
-//! What each queue's attempts ended in over the last minute (delivered, failed), for its
-//! stats: a ring of sixty one-second buckets per queue, kept in memory by the node that made
-//! the attempts.
+//! What each queue's attempts ended in recently (delivered, failed), for its stats: a ring
+//! of sixty one-second buckets (the last minute) and a ring of sixty one-minute buckets (the
+//! last hour, the UI's chart) per queue, kept in memory by the node that made the attempts.
 
 use super::per_queue::PerQueue;
 use crate::model::{QueueName, UnixMillis};
 
 const SECONDS: usize = 60;
+/// Minutes in [`Activity::last_hour`].
+pub const MINUTES: usize = 60;
 
 /// Attempt outcomes per queue over a sliding minute.
 #[derive(Default)]
@@ -13,16 +15,48 @@ pub struct Activity {
     windows: PerQueue<Window>,
 }
 
-/// One queue's minute: bucket `s % 60` counts the attempts of second `s`.
+/// One queue's recent attempts: `seconds[s % 60]` counts those of second `s`,
+/// `minutes[m % 60]` those of minute `m`.
 struct Window {
-    buckets: [Bucket; SECONDS],
+    seconds: [Bucket; SECONDS],
+    minutes: [Bucket; MINUTES],
 }
 
+/// The attempts of one period (a second or a minute, numbered from the epoch).
 #[derive(Clone, Copy, Default)]
 struct Bucket {
-    second: i64,
+    period: i64,
     delivered: u64,
     failed: u64,
+}
+
+impl Bucket {
+    /// Count one attempt of `period` in this ring slot, emptied first if it held an older
+    /// period.
+    fn count(&mut self, period: i64, delivered: bool) {
+        if self.period != period {
+            *self = Bucket {
+                period,
+                ..Bucket::default()
+            };
+        }
+        if delivered {
+            self.delivered += 1;
+        } else {
+            self.failed += 1;
+        }
+    }
+
+    fn figures(&self) -> LastMinute {
+        LastMinute {
+            delivered: self.delivered,
+            failed: self.failed,
+        }
+    }
+}
+
+fn slot(period: i64, ring: usize) -> usize {
+    period.rem_euclid(ring as i64) as usize
 }
 
 /// Attempts of one queue over the last 60 seconds.
@@ -36,22 +70,14 @@ impl Activity {
     /// Count one attempt of `queue` that ended at `now`.
     pub fn record(&self, queue: &QueueName, delivered: bool, now: UnixMillis) {
         let second = now.div_euclid(1000);
+        let minute = now.div_euclid(60_000);
         let mut windows = self.windows.lock();
         let window = windows.entry(queue.clone()).or_insert_with(|| Window {
-            buckets: [Bucket::default(); SECONDS],
+            seconds: [Bucket::default(); SECONDS],
+            minutes: [Bucket::default(); MINUTES],
         });
-        let bucket = &mut window.buckets[second.rem_euclid(SECONDS as i64) as usize];
-        if bucket.second != second {
-            *bucket = Bucket {
-                second,
-                ..Bucket::default()
-            };
-        }
-        if delivered {
-            bucket.delivered += 1;
-        } else {
-            bucket.failed += 1;
-        }
+        window.seconds[slot(second, SECONDS)].count(second, delivered);
+        window.minutes[slot(minute, MINUTES)].count(minute, delivered);
     }
 
     /// `queue`'s attempts in the 60 seconds up to `now`.
@@ -62,13 +88,31 @@ impl Activity {
             return LastMinute::default();
         };
         window
-            .buckets
+            .seconds
             .iter()
-            .filter(|b| b.second > second - SECONDS as i64 && b.second <= second)
+            .filter(|b| b.period > second - SECONDS as i64 && b.period <= second)
             .fold(LastMinute::default(), |sum, b| LastMinute {
                 delivered: sum.delivered + b.delivered,
                 failed: sum.failed + b.failed,
             })
+    }
+
+    /// `queue`'s attempts per minute over the last hour, oldest minute first; the last entry
+    /// is the current (partial) minute.
+    pub fn last_hour(&self, queue: &QueueName, now: UnixMillis) -> [LastMinute; MINUTES] {
+        let minute = now.div_euclid(60_000);
+        let mut hour = [LastMinute::default(); MINUTES];
+        let windows = self.windows.lock();
+        if let Some(window) = windows.get(queue) {
+            for (i, figures) in hour.iter_mut().enumerate() {
+                let period = minute - (MINUTES - 1 - i) as i64;
+                let bucket = &window.minutes[slot(period, MINUTES)];
+                if bucket.period == period {
+                    *figures = bucket.figures();
+                }
+            }
+        }
+        hour
     }
 
     /// `queue` is gone.
@@ -122,8 +166,58 @@ mod tests {
             }
         );
         let other = QueueName::parse("other").unwrap();
+        assert_eq!(
+            activity.last_hour(&other, t0),
+            [LastMinute::default(); MINUTES]
+        );
         assert_eq!(activity.last_minute(&other, t0), LastMinute::default());
         activity.forget(&q);
         assert_eq!(seen(t0 + 60_100), LastMinute::default());
+    }
+
+    #[test]
+    fn the_last_hour_is_sixty_minutes_oldest_first() {
+        let activity = Activity::default();
+        let q = QueueName::parse("q").unwrap();
+        let t0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000; // a minute's start
+        activity.record(&q, true, t0);
+        activity.record(&q, false, t0 + 59_999);
+        activity.record(&q, true, t0 + 5 * 60_000);
+        let hour = activity.last_hour(&q, t0 + 5 * 60_000 + 1);
+        assert_eq!(
+            hour[MINUTES - 1],
+            LastMinute {
+                delivered: 1,
+                failed: 0
+            }
+        );
+        assert_eq!(
+            hour[MINUTES - 6],
+            LastMinute {
+                delivered: 1,
+                failed: 1
+            }
+        );
+        assert_eq!(hour.iter().map(|m| m.delivered + m.failed).sum::<u64>(), 3);
+        // An hour later the first minute has left the window, and its slot, reused by a
+        // new minute, starts from zero.
+        let later = t0 + 60 * 60_000;
+        activity.record(&q, false, later);
+        let hour = activity.last_hour(&q, later);
+        assert_eq!(
+            hour[MINUTES - 1],
+            LastMinute {
+                delivered: 0,
+                failed: 1
+            }
+        );
+        assert_eq!(
+            hour[MINUTES - 56],
+            LastMinute {
+                delivered: 1,
+                failed: 0
+            }
+        );
+        assert_eq!(hour.iter().map(|m| m.delivered + m.failed).sum::<u64>(), 2);
     }
 }

@@ -386,8 +386,24 @@ async fn queue_stats_count_jobs_by_state_and_the_last_minutes_attempts() {
             .is_some_and(|age| age >= 0),
         "{stats}"
     );
+    // The hour, minute by minute, oldest first: this minute (or, across a minute's turn,
+    // the two last) holds the one delivery and the one failure.
+    let minutes = |series: &str| -> Vec<u64> {
+        let list = stats["lastHour"][series]
+            .as_array()
+            .expect("a list")
+            .clone();
+        list.into_iter().map(|n| n.as_u64().unwrap()).collect()
+    };
+    for series in ["delivered", "failed"] {
+        let counts = minutes(series);
+        assert_eq!(counts.len(), 60, "{stats}");
+        assert_eq!(counts.iter().sum::<u64>(), 1, "{series}: {stats}");
+        assert_eq!(counts[58] + counts[59], 1, "{series}: {stats}");
+    }
     let mut stats = stats;
     stats["oldestReadyAgeMs"] = json!("checked");
+    stats["lastHour"] = json!("checked");
     assert_eq!(
         stats,
         json!({
@@ -400,6 +416,7 @@ async fn queue_stats_count_jobs_by_state_and_the_last_minutes_attempts() {
             "oldestReadyAgeMs": "checked",
             "deliveredLastMinute": 1,
             "failedLastMinute": 1,
+            "lastHour": "checked",
             "concurrency": {"limit": 5, "effective": 5},
             "breaker": "closed",
             "paused": true,

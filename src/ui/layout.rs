@@ -1,0 +1,116 @@
+//! The page shell every UI page shares: head (stylesheet, htmx and its locked-down config),
+//! skip link, navigation with the logout form, the flash message, and the main landmark.
+//! maud escapes every interpolated value, in text and in attributes alike.
+
+use maud::{DOCTYPE, Markup, html};
+
+use super::assets;
+use super::session::{Current, Flash, FlashKind};
+
+/// htmx's settings: no `eval` (so no `hx-on`, `js:` or `hx-vars`), no scripts from swapped
+/// content, requests to this origin only, no inline indicator styles (the stylesheet has
+/// them), no history cache of pages holding job data.
+const HTMX_CONFIG: &str = r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false,"historyCacheSize":0,"selfRequestsOnly":true}"#;
+
+/// Which part of the UI a page belongs to (marked in the navigation).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Queues,
+    DeadLetters,
+    None,
+}
+
+/// A whole page. `session`: the visitor's session and its pending message, `None` on pages
+/// shown to visitors without one (login, errors).
+pub fn page(
+    title: &str,
+    section: Section,
+    session: Option<(&Current, Option<Flash>)>,
+    content: Markup,
+) -> Markup {
+    let nav_link = |href: &str, label: &str, this: Section| {
+        html! {
+            @if section == this {
+                a href=(href) aria-current="page" { (label) }
+            } @else {
+                a href=(href) { (label) }
+            }
+        }
+    };
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="htmx-config" content=(HTMX_CONFIG);
+                meta name="referrer" content="no-referrer";
+                title { (title) " · hookq" }
+                link rel="icon" href="data:,";
+                link rel="stylesheet" href=(assets::url("hookq.css"));
+                script src=(assets::url("htmx.min.js")) defer {}
+            }
+            body {
+                a class="skip" href="#main" { "Skip to content" }
+                header {
+                    nav aria-label="Main" {
+                        a class="brand" href="/ui" { "hookq" }
+                        @if let Some((current, _)) = session {
+                            (nav_link("/ui", "Queues", Section::Queues))
+                            (nav_link("/ui/dlq", "Dead letters", Section::DeadLetters))
+                            form method="post" action="/ui/logout" {
+                                (csrf_field(current))
+                                button type="submit" id="logout" { "Log out" }
+                            }
+                        }
+                    }
+                }
+                main id="main" {
+                    @if let Some((_, Some(flash))) = session {
+                        @match flash.kind {
+                            FlashKind::Notice => div class="flash notice" role="status" { (flash.text) },
+                            FlashKind::Error => div class="flash error" role="alert" { (flash.text) },
+                        }
+                    }
+                    (content)
+                }
+            }
+        }
+    }
+}
+
+/// The hidden field that carries the session's CSRF token in every form that changes
+/// something.
+pub fn csrf_field(current: &Current) -> Markup {
+    html! { input type="hidden" name="csrf" value=(current.csrf); }
+}
+
+/// A status as a coloured badge; the word is the information, the colour a help.
+pub fn badge(text: &str, tone: Tone) -> Markup {
+    let class = match tone {
+        Tone::Good => "badge ok",
+        Tone::Bad => "badge bad",
+        Tone::Warn => "badge warn",
+        Tone::Plain => "badge",
+    };
+    html! { span class=(class) { (text) } }
+}
+
+#[derive(Clone, Copy)]
+pub enum Tone {
+    Good,
+    Bad,
+    Warn,
+    Plain,
+}
+
+/// A `<dl>` of labelled figures.
+pub fn figures<'a>(items: impl IntoIterator<Item = (&'a str, Markup)>) -> Markup {
+    html! {
+        dl class="figures" {
+            @for (label, value) in items {
+                div { dt { (label) } dd { (value) } }
+            }
+        }
+    }
+}

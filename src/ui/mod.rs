@@ -1,0 +1,272 @@
+//! The admin web UI, served under `/ui` on the API's port: server-rendered HTML (maud) with
+//! vendored htmx for live counts and confirmations, every asset compiled in.
+//!
+//! - [`session`]: login with the admin key (open on a keyless loopback server), cookie,
+//!   expiry, CSRF token, flash messages.
+//! - [`guard`]: the middleware in front of every page: session or login, CSRF on every
+//!   state-changing request, and the security headers (strict CSP) on every response.
+//! - [`api_client`]: pages read and act through the JSON API itself, in process.
+//! - [`pages`]: dashboard, queue, job, dead letters, login; [`layout`], [`format`],
+//!   [`chart`]: how they are drawn.
+
+pub mod api_client;
+mod assets;
+mod chart;
+mod format;
+mod guard;
+mod layout;
+mod pages;
+pub mod session;
+
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts, OriginalUri};
+use axum::http::header::LOCATION;
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Router, middleware};
+use maud::{Markup, html};
+
+use crate::config::{ApiKey, Config};
+use api_client::{ApiClient, ApiFailure};
+use layout::Section;
+use session::{Current, Flash, Sessions};
+
+/// The server's whole HTTP surface: the UI under `/ui`, everything else to the API.
+pub fn with_ui(api: Router, config: &Config) -> Router {
+    let state = UiState(Arc::new(UiShared {
+        api: ApiClient::new(
+            api.clone(),
+            config.api_key.clone(),
+            config.admin_key().cloned(),
+        ),
+        sessions: Sessions::new(!config.listen.ip().is_loopback()),
+        admin_key: config.admin_key().cloned(),
+        form_limit: config
+            .max_job_bytes
+            .saturating_mul(3)
+            .saturating_add(64 * 1024),
+    }));
+    Router::new()
+        .nest("/ui", router(state))
+        .fallback_service(api)
+}
+
+fn router(state: UiState) -> Router {
+    use pages::{dashboard, dead_letters, job, login, queue};
+    let pages = Router::new()
+        .route("/", get(dashboard::page))
+        .route("/_queues", get(dashboard::rows))
+        .route("/queues", post(dashboard::create_queue))
+        .route("/queue/{name}", get(queue::page))
+        .route("/queue/{name}/_stats", get(queue::stats))
+        .route("/queue/{name}/settings", post(queue::save_settings))
+        .route("/queue/{name}/pause", post(queue::pause))
+        .route("/queue/{name}/resume", post(queue::resume))
+        .route("/queue/{name}/enqueue", post(queue::enqueue))
+        .route("/queue/{name}/delete", post(queue::delete))
+        .route("/queue/{name}/job/{id}", get(job::page))
+        .route("/queue/{name}/job/{id}/_details", get(job::details))
+        .route("/queue/{name}/job/{id}/cancel", post(job::cancel))
+        .route("/queue/{name}/job/{id}/retry", post(job::retry))
+        .route("/dlq", get(dead_letters::page))
+        .route("/dlq/_stats", get(dead_letters::stats))
+        .route("/dlq/action", post(dead_letters::act))
+        .route("/logout", post(login::logout))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::require_session,
+        ));
+    Router::new()
+        .route("/login", get(login::form).post(login::submit))
+        .route("/assets/{file}", get(assets::serve))
+        .merge(pages)
+        .fallback(not_found)
+        .layer(middleware::map_response(guard::security_headers))
+        .with_state(state)
+}
+
+/// What every UI handler shares.
+#[derive(Clone)]
+pub struct UiState(Arc<UiShared>);
+
+pub struct UiShared {
+    api: ApiClient,
+    sessions: Sessions,
+    /// The key a login must give; `None`: the UI is open (a keyless loopback server).
+    admin_key: Option<ApiKey>,
+    /// The largest form body read (a test job's payload, URL-encoded).
+    form_limit: usize,
+}
+
+impl std::ops::Deref for UiState {
+    type Target = UiShared;
+
+    fn deref(&self) -> &UiShared {
+        &self.0
+    }
+}
+
+/// A page handler's context: the UI state and the visitor's session.
+pub struct Ctx {
+    pub ui: UiState,
+    pub current: Current,
+    /// The request came from htmx (a partial update or an `hx-post` form).
+    pub htmx: bool,
+}
+
+impl<S> FromRequestParts<S> for Ctx
+where
+    UiState: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        let current = parts
+            .extensions
+            .get::<Current>()
+            .cloned()
+            .ok_or_else(|| StatusCode::UNAUTHORIZED.into_response())?;
+        Ok(Self {
+            ui: UiState::from_ref(state),
+            current,
+            htmx: guard::is_htmx(&parts.headers),
+        })
+    }
+}
+
+impl Ctx {
+    pub fn api(&self) -> &ApiClient {
+        &self.ui.api
+    }
+
+    /// A whole page, with the session's pending message.
+    pub fn page(&self, title: &str, section: Section, content: Markup) -> Response {
+        let flash = self.ui.sessions.take_flash(&self.current.token);
+        Html(layout::page(title, section, Some((&self.current, flash)), content).into_string())
+            .into_response()
+    }
+
+    /// After an action: show `flash` on the page at `to`.
+    pub fn done(&self, flash: Flash, to: &str) -> Response {
+        self.ui.sessions.set_flash(&self.current.token, flash);
+        go(self.htmx, to)
+    }
+
+    /// After an action that the API refused: say why on the page at `to`.
+    pub fn refused(&self, failure: &ApiFailure, to: &str) -> Response {
+        self.done(Flash::error(failure.message.clone()), to)
+    }
+}
+
+/// Send the browser to `to`: a `303 See Other`, or for an htmx request `HX-Redirect` (a
+/// full page load, where a 303 would be followed inside the XHR).
+pub fn go(htmx: bool, to: &str) -> Response {
+    let Ok(location) = HeaderValue::from_str(to) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    if htmx {
+        (StatusCode::OK, [("hx-redirect", location)]).into_response()
+    } else {
+        (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response()
+    }
+}
+
+/// An HTML fragment for an htmx swap.
+pub fn fragment(markup: Markup) -> Response {
+    Html(markup.into_string()).into_response()
+}
+
+/// The form fields of a state-changing request, read (and CSRF-checked) by [`guard`].
+#[derive(Clone, Debug, Default)]
+pub struct FormData(Vec<(String, String)>);
+
+impl FormData {
+    pub fn parse(body: &[u8]) -> Self {
+        Self(url::form_urlencoded::parse(body).into_owned().collect())
+    }
+
+    /// The first value of `name`, trimmed; `None` when absent or blank.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.trim())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The first value of `name` as sent (a payload keeps its whitespace).
+    pub fn raw(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `name` (checkboxes).
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for FormData {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
+        parts
+            .extensions
+            .get::<FormData>()
+            .cloned()
+            .ok_or_else(|| StatusCode::BAD_REQUEST.into_response())
+    }
+}
+
+/// A page that could not be shown: a status and what to tell the visitor.
+#[derive(Debug)]
+pub struct UiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl From<ApiFailure> for UiError {
+    fn from(failure: ApiFailure) -> Self {
+        Self {
+            status: failure.status,
+            message: failure.message,
+        }
+    }
+}
+
+impl IntoResponse for UiError {
+    fn into_response(self) -> Response {
+        error_page(self.status, &self.message)
+    }
+}
+
+pub type UiResult<T = Response> = Result<T, UiError>;
+
+fn error_page(status: StatusCode, message: &str) -> Response {
+    let title = status.canonical_reason().unwrap_or("Error");
+    let content = html! {
+        h1 { (status.as_u16()) " " (title) }
+        p { (message) }
+        p { a href="/ui" { "Back to the queues" } }
+    };
+    (
+        status,
+        Html(layout::page(title, Section::None, None, content).into_string()),
+    )
+        .into_response()
+}
+
+async fn not_found(OriginalUri(uri): OriginalUri) -> Response {
+    let message = format!("Nothing at {}.", uri.path());
+    error_page(StatusCode::NOT_FOUND, &message)
+}

@@ -1,0 +1,175 @@
+//! The dashboard: every queue with its target host, counts, last-minute and last-hour
+//! activity, breaker and pause state (refreshed every 2 s), and a form to create a queue.
+
+use futures_util::future::join_all;
+use maud::{Markup, html};
+use serde_json::json;
+
+use crate::api::queue_stats::QueueStats;
+use crate::api::queues::QueueList;
+use crate::api::settings::QueueSettings;
+use crate::model::QueueName;
+use crate::ui::api_client::{ApiAnswer, ApiClient};
+use crate::ui::layout::{Section, Tone, badge, csrf_field};
+use crate::ui::session::Flash;
+use crate::ui::{Ctx, FormData, UiResult, chart, format, fragment};
+
+/// How often the live parts of the pages refresh.
+pub const REFRESH: &str = "every 2s";
+
+/// One queue's line.
+struct QueueLine {
+    settings: QueueSettings,
+    stats: QueueStats,
+}
+
+/// `GET /ui`.
+pub async fn page(ctx: Ctx) -> UiResult {
+    let rows = queue_rows(ctx.api()).await?;
+    let content = html! {
+        h1 { "Queues" }
+        section aria-labelledby="queues-title" {
+            h2 id="queues-title" class="visually-hidden" { "All queues" }
+            div class="table-wrap" {
+                table {
+                    thead {
+                        tr {
+                            th scope="col" { "Queue" }
+                            th scope="col" class="wide" { "Target" }
+                            th scope="col" class="num" { "Ready" }
+                            th scope="col" class="num" { "Scheduled" }
+                            th scope="col" class="num" { "In flight" }
+                            th scope="col" class="num" { "Dead" }
+                            th scope="col" class="num" { "Delivered/min" }
+                            th scope="col" class="num" { "Failed/min" }
+                            th scope="col" class="wide" { "Last hour" }
+                            th scope="col" { "Breaker" }
+                            th scope="col" { "State" }
+                        }
+                    }
+                    (rows)
+                }
+            }
+        }
+        section aria-labelledby="new-queue" {
+            h2 id="new-queue" { "New queue" }
+            form method="post" action="/ui/queues" {
+                (csrf_field(&ctx.current))
+                div class="fields" {
+                    div class="field" {
+                        label for="new-name" { "Name" }
+                        input type="text" id="new-name" name="name" required maxlength="100"
+                            pattern="[a-z0-9~_\\-]+" aria-describedby="new-name-hint";
+                        div class="hint" id="new-name-hint" { "a–z, 0–9, ~ _ -" }
+                    }
+                    div class="field" {
+                        label for="new-target" { "Target URL" }
+                        input type="url" id="new-target" name="target" required
+                            placeholder="https://worker.example/jobs";
+                    }
+                    div class="field" {
+                        label for="new-secret" { "Signing secret (optional)" }
+                        input type="password" id="new-secret" name="secret" maxlength="100"
+                            autocomplete="new-password";
+                    }
+                }
+                button type="submit" id="create-queue" { "Create queue" }
+            }
+        }
+    };
+    Ok(ctx.page("Queues", Section::Queues, content))
+}
+
+/// `GET /ui/_queues`: the table body alone, for the live refresh.
+pub async fn rows(ctx: Ctx) -> UiResult {
+    Ok(fragment(queue_rows(ctx.api()).await?))
+}
+
+/// `POST /ui/queues`: create a queue (`PUT /queue/{name}`).
+pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
+    let name = match QueueName::parse(form.get("name").unwrap_or_default()) {
+        Ok(name) => name,
+        Err(invalid) => return Ok(ctx.done(Flash::error(invalid.0), "/ui")),
+    };
+    let mut body = json!({ "target": form.get("target").unwrap_or_default() });
+    if let Some(secret) = form.get("secret") {
+        body["secret"] = json!(secret);
+    }
+    let created: ApiAnswer<serde_json::Value> = ctx
+        .api()
+        .put(&format!("/queue/{name}"), body.to_string().into_bytes())
+        .await;
+    Ok(match created {
+        Ok(_) => ctx.done(
+            Flash::notice(format!("Queue {name} created.")),
+            &format!("/ui/queue/{name}"),
+        ),
+        Err(refused) => ctx.refused(&refused, "/ui"),
+    })
+}
+
+/// The `<tbody>` of the queues table, polling itself.
+async fn queue_rows(api: &ApiClient) -> ApiAnswer<Markup> {
+    let list: QueueList = api.get("/queue").await?;
+    let lines = join_all(list.queues.iter().map(|name| async move {
+        let (settings, stats) = (
+            format!("/queue/{name}/_settings"),
+            format!("/queue/{name}/_stats"),
+        );
+        match (
+            api.get::<QueueSettings>(&settings).await,
+            api.get::<QueueStats>(&stats).await,
+        ) {
+            (Ok(settings), Ok(stats)) => Some(QueueLine { settings, stats }),
+            _ => None, // deleted meanwhile
+        }
+    }))
+    .await;
+    Ok(html! {
+        tbody id="queue-rows" hx-get="/ui/_queues" hx-trigger=(REFRESH) hx-swap="outerHTML" {
+            @if list.queues.is_empty() {
+                tr { td colspan="11" class="muted" { "No queues yet: create one below." } }
+            }
+            @for line in lines.iter().flatten() {
+                (queue_row(line))
+            }
+        }
+    })
+}
+
+fn queue_row(line: &QueueLine) -> Markup {
+    let QueueLine { settings, stats } = line;
+    let name = &settings.name;
+    html! {
+        tr id={ "queue-" (name) } {
+            th scope="row" { a href={ "/ui/queue/" (name) } { (name) } }
+            td class="wide mono" { (format::host_of(&settings.target)) }
+            td class="num ready" { (stats.ready) }
+            td class="num" { (stats.scheduled + stats.blocked) }
+            td class="num" { (stats.in_flight) }
+            td class="num dead" { (stats.dead) }
+            td class="num delivered" { (stats.delivered_last_minute) }
+            td class="num" { (stats.failed_last_minute) }
+            td class="wide" { (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed)) }
+            td { (breaker(&stats.breaker)) }
+            td { (pause_state(stats.paused)) }
+        }
+    }
+}
+
+pub fn breaker(state: &str) -> Markup {
+    let tone = match state {
+        "closed" => Tone::Good,
+        "open" => Tone::Bad,
+        _ => Tone::Warn,
+    };
+    badge(state, tone)
+}
+
+pub fn pause_state(paused: bool) -> Markup {
+    if paused {
+        badge("paused", Tone::Warn)
+    } else {
+        badge("active", Tone::Good)
+    }
+}

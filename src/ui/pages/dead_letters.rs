@@ -1,0 +1,315 @@
+//! The dead letters: live figures, a filter by queue and state, and a page of letters to
+//! select and replay (with an optional delay), acknowledge or delete, after a confirmation.
+
+use axum::extract::Query;
+use maud::{Markup, html};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::dashboard::REFRESH;
+use crate::api::dlq::{AcknowledgeResult, DlqPage, DlqStatsView, ReplayResult};
+use crate::api::queues::QueueList;
+use crate::model::{JobId, QueueName};
+use crate::ui::api_client::{ApiAnswer, ApiClient};
+use crate::ui::layout::{Section, Tone, badge, csrf_field, figures};
+use crate::ui::session::Flash;
+use crate::ui::{Ctx, FormData, UiResult, format, fragment};
+
+/// Letters per page.
+const PAGE: usize = 50;
+const STATES: [&str; 5] = ["pending", "replaying", "replayed", "acknowledged", "all"];
+
+#[derive(Deserialize, Default)]
+pub struct DlqQuery {
+    queue: Option<String>,
+    status: Option<String>,
+    cursor: Option<String>,
+}
+
+/// The filter as it is applied: a known state, a valid queue name or none.
+struct Filter {
+    queue: Option<QueueName>,
+    status: &'static str,
+}
+
+impl Filter {
+    fn of(query: &DlqQuery) -> Self {
+        Self {
+            queue: query
+                .queue
+                .as_deref()
+                .filter(|q| !q.is_empty())
+                .and_then(|q| QueueName::parse(q).ok()),
+            status: STATES
+                .into_iter()
+                .find(|s| Some(*s) == query.status.as_deref())
+                .unwrap_or("pending"),
+        }
+    }
+
+    /// The query string of this filter (`queue=…&status=…`).
+    fn query(&self) -> String {
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        if let Some(queue) = &self.queue {
+            query.append_pair("queue", queue.as_str());
+        }
+        query.append_pair("status", self.status);
+        query.finish()
+    }
+}
+
+/// `GET /ui/dlq`.
+pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
+    let filter = Filter::of(&query);
+    let api = ctx.api();
+    let mut path = format!("/admin/dlq?{}&limit={PAGE}", filter.query());
+    if let Some(cursor) = &query.cursor {
+        path.push_str("&cursor=");
+        path.extend(url::form_urlencoded::byte_serialize(cursor.as_bytes()));
+    }
+    let letters: DlqPage = api.get(&path).await?;
+    let queues: QueueList = api.get("/queue").await?;
+    let stats = stats_panel(api).await?;
+    let here = format!("/ui/dlq?{}", filter.query());
+    let content = html! {
+        h1 { "Dead letters" }
+        (stats)
+        section aria-labelledby="filter-title" {
+            h2 id="filter-title" { "Filter" }
+            form method="get" action="/ui/dlq" class="actions" {
+                div class="field" {
+                    label for="filter-queue" { "Queue" }
+                    select id="filter-queue" name="queue" {
+                        option value="" { "All queues" }
+                        @for name in &queues.queues {
+                            option value=(name) selected[filter.queue.as_ref().is_some_and(|q| q.as_str() == name)] { (name) }
+                        }
+                    }
+                }
+                div class="field" {
+                    label for="filter-status" { "State" }
+                    select id="filter-status" name="status" {
+                        @for state in STATES {
+                            option value=(state) selected[state == filter.status] { (state) }
+                        }
+                    }
+                }
+                div class="field" { button type="submit" class="secondary" { "Show" } }
+            }
+        }
+        (letters_form(&ctx, &filter, &here, &letters, query.cursor.is_some()))
+    };
+    Ok(ctx.page("Dead letters", Section::DeadLetters, content))
+}
+
+/// `GET /ui/dlq/_stats`: the figures alone, for the live refresh.
+pub async fn stats(ctx: Ctx) -> UiResult {
+    Ok(fragment(stats_panel(ctx.api()).await?))
+}
+
+async fn stats_panel(api: &ApiClient) -> ApiAnswer<Markup> {
+    let stats: DlqStatsView = api.get("/admin/dlq/stats").await?;
+    let count = |state: &str| stats.by_status.get(state).copied().unwrap_or(0);
+    let oldest = match stats.oldest_pending_age_ms {
+        Some(ms) => format::age(u64::try_from(ms).unwrap_or(0)),
+        None => "–".to_owned(),
+    };
+    Ok(html! {
+        section id="dlq-stats" aria-labelledby="dlq-stats-title"
+            hx-get="/ui/dlq/_stats" hx-trigger=(REFRESH) hx-swap="outerHTML" {
+            h2 id="dlq-stats-title" { "Figures" }
+            (figures([
+                ("Pending", html! { span id="dlq-pending" { (count("pending")) } }),
+                ("Replayed", html! { (count("replayed")) }),
+                ("Acknowledged", html! { (count("acknowledged")) }),
+                ("Oldest pending", html! { (oldest) }),
+                ("Replayed 3+ times", html! { (stats.repeat_failures) }),
+                ("New, last 24 h", html! { (stats.last_24h.new_failures) }),
+                ("Replayed, last 24 h", html! { (stats.last_24h.replayed) }),
+                ("Acknowledged, last 24 h", html! { (stats.last_24h.acknowledged) }),
+            ]))
+            @if !stats.top_failing_queues.is_empty() {
+                p {
+                    "Most pending: "
+                    @for (i, q) in stats.top_failing_queues.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        a href={ "/ui/dlq?queue=" (q.key) } { (q.key) } " (" (q.count) ")"
+                    }
+                }
+            }
+            @if !stats.top_status_codes.is_empty() {
+                p {
+                    "Last answers: "
+                    @for (i, s) in stats.top_status_codes.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        @match s.key { Some(code) => { "HTTP " (code) }, None => "no answer" }
+                        " (" (s.count) ")"
+                    }
+                }
+            }
+        }
+    })
+}
+
+fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged: bool) -> Markup {
+    html! {
+        section aria-labelledby="letters-title" {
+            h2 id="letters-title" { "Letters" " " span class="muted" { "(" (letters.total_count) ")" } }
+            @if letters.messages.is_empty() {
+                p class="muted" id="no-letters" { "None." }
+            } @else {
+                form method="post" action="/ui/dlq/action" hx-post="/ui/dlq/action"
+                    hx-confirm="Apply this action to the selected dead letters?" {
+                    (csrf_field(&ctx.current))
+                    input type="hidden" name="back" value=(here);
+                    div class="table-wrap" {
+                        table id="letters" {
+                            thead { tr {
+                                th scope="col" { span class="visually-hidden" { "Select" } }
+                                th scope="col" { "Job" } th scope="col" { "Queue" }
+                                th scope="col" { "Failed" } th scope="col" class="num" { "Attempts" }
+                                th scope="col" { "Answer" } th scope="col" { "State" }
+                                th scope="col" class="wide" { "Error" }
+                            } }
+                            tbody {
+                                @for m in &letters.messages {
+                                    tr {
+                                        td {
+                                            input type="checkbox" name="ids" value=(m.id) id={ "select-" (m.id) };
+                                            label for={ "select-" (m.id) } class="visually-hidden" { "Select " (m.id) }
+                                        }
+                                        td { a class="mono" href={ "/ui/queue/" (m.queue) "/job/" (m.id) } { (m.id) } }
+                                        td { (m.queue) }
+                                        td { (format::when(m.failed_at)) }
+                                        td class="num" { (m.attempts) }
+                                        td {
+                                            @match m.last_status { Some(s) => { "HTTP " (s) }, None => "no answer" }
+                                            @if m.failure_reason.as_str() == "expired" { " · expired" }
+                                        }
+                                        td { (state_badge(m.status.as_str())) }
+                                        td class="wide" { (format::shorten(m.last_error.as_deref().unwrap_or(""), 80)) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    div class="actions" {
+                        div class="field" {
+                            label for="delay" { "Replay delay (seconds)" }
+                            input type="number" id="delay" name="delay" min="0" max="604800" placeholder="0";
+                        }
+                        button type="submit" name="action" value="replay" id="replay" { "Replay selected" }
+                        button type="submit" name="action" value="acknowledge" id="acknowledge" class="secondary" { "Acknowledge selected" }
+                        button type="submit" name="action" value="delete" id="delete" class="danger" { "Delete selected" }
+                        @if let Some(queue) = filter.queue.as_ref().filter(|_| filter.status == "pending") {
+                            input type="hidden" name="queue" value=(queue);
+                            button type="submit" name="action" value="replay-queue" id="replay-queue" class="secondary" {
+                                "Replay every pending letter of " (queue)
+                            }
+                        }
+                    }
+                }
+            }
+            p class="pager" {
+                @if paged { a href=(here) { "First page" } " " }
+                @if let Some(next) = &letters.next_cursor {
+                    a id="next-page" href={ (here) "&cursor=" (next) } { "Next page" }
+                }
+            }
+        }
+    }
+}
+
+fn state_badge(state: &str) -> Markup {
+    let tone = match state {
+        "pending" => Tone::Bad,
+        "replayed" => Tone::Good,
+        "replaying" => Tone::Warn,
+        _ => Tone::Plain,
+    };
+    badge(state, tone)
+}
+
+/// `POST /ui/dlq/action`: replay, acknowledge or delete the selected letters (or replay a
+/// queue's pending ones), through the admin API.
+pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
+    let back = form
+        .get("back")
+        .filter(|b| b.starts_with("/ui/dlq") && !b.contains("//"))
+        .unwrap_or("/ui/dlq")
+        .to_owned();
+    let ids: Vec<&str> = form.all("ids");
+    let action = form.get("action").unwrap_or_default();
+    if ids.is_empty() && action != "replay-queue" {
+        return Ok(ctx.done(
+            Flash::error("Select at least one dead letter first."),
+            &back,
+        ));
+    }
+    let delay = match form.get("delay").map(str::parse::<u64>).transpose() {
+        Ok(delay) => delay,
+        Err(_) => {
+            return Ok(ctx.done(
+                Flash::error("The delay is a whole number of seconds."),
+                &back,
+            ));
+        }
+    };
+    let api = ctx.api();
+    let said = match action {
+        "replay" | "replay-queue" => {
+            let mut body = if action == "replay" {
+                json!({ "ids": ids })
+            } else {
+                json!({ "queue": form.get("queue").unwrap_or_default(), "all": true })
+            };
+            if let Some(delay) = delay.filter(|d| *d > 0) {
+                body["delay_seconds"] = json!(delay);
+            }
+            api.post::<ReplayResult>("/admin/dlq/replay", Some(body.to_string().into_bytes()))
+                .await
+                .map(|r| replay_said(&r))
+        }
+        "acknowledge" => api
+            .post::<AcknowledgeResult>(
+                "/admin/dlq/acknowledge",
+                Some(json!({ "ids": ids }).to_string().into_bytes()),
+            )
+            .await
+            .map(|r| format!("Acknowledged {} of {} selected.", r.acknowledged, ids.len())),
+        "delete" => {
+            let mut deleted = 0;
+            for id in &ids {
+                let Ok(id) = JobId::parse(id) else { continue };
+                if api
+                    .delete::<Value>(&format!("/admin/dlq/{id}"))
+                    .await
+                    .is_ok()
+                {
+                    deleted += 1;
+                }
+            }
+            Ok(format!("Deleted {deleted} of {} selected.", ids.len()))
+        }
+        _ => return Ok(ctx.done(Flash::error("Choose replay, acknowledge or delete."), &back)),
+    };
+    Ok(match said {
+        Ok(text) => ctx.done(Flash::notice(text), &back),
+        Err(refused) => ctx.refused(&refused, &back),
+    })
+}
+
+fn replay_said(result: &ReplayResult) -> String {
+    let mut text = format!("Replayed {} of {}.", result.replayed, result.requested);
+    let not_pending = result.requested.saturating_sub(result.claimed as u64);
+    if not_pending > 0 {
+        text.push_str(&format!(" {not_pending} were not pending."));
+    }
+    if result.failed > 0 {
+        text.push_str(&format!(
+            " {} could not be put back and stay pending.",
+            result.failed
+        ));
+    }
+    text
+}

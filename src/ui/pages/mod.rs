@@ -1,0 +1,7 @@
+//! The UI's pages, one module per page (each with its live fragments and its actions).
+
+pub mod dashboard;
+pub mod dead_letters;
+pub mod job;
+pub mod login;
+pub mod queue;

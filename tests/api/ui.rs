@@ -1,0 +1,651 @@
+//! The admin web UI over plain HTTP: login and sessions, CSRF, the security headers, pages
+//! showing hostile payloads as text, and each form doing what it says through the API.
+//! (The end-to-end run in a real browser is `ui_browser`.)
+
+use hookq::config::ApiKey;
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
+use serde_json::json;
+
+use crate::helpers::*;
+
+pub const ADMIN_KEY: &str = "ui-admin-key-0123456789";
+const API_KEY: &str = "ui-api-key-0123456789";
+
+/// A browser stand-in: no redirects followed, the session cookie and CSRF token kept.
+pub struct UiVisitor {
+    http: reqwest::Client,
+    base: String,
+    cookie: Option<String>,
+    csrf: Option<String>,
+}
+
+pub struct Page {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Page {
+    pub fn location(&self) -> &str {
+        self.headers
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+impl UiVisitor {
+    pub fn new(app: &TestApp) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(DEADLINE)
+                .build()
+                .unwrap(),
+            base: app.base.clone(),
+            cookie: None,
+            csrf: None,
+        }
+    }
+
+    /// Log in with `key`, expecting success.
+    pub async fn logged_in(app: &TestApp, key: &str) -> Self {
+        let mut visitor = Self::new(app);
+        let page = visitor
+            .post("/ui/login", &[("key", key), ("next", "/ui")])
+            .await;
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+        assert_eq!(page.location(), "/ui");
+        visitor.get("/ui").await;
+        visitor
+    }
+
+    fn remember(&mut self, headers: &reqwest::header::HeaderMap, body: &str) {
+        if let Some(cookie) = headers.get(SET_COOKIE).and_then(|v| v.to_str().ok()) {
+            let pair = cookie.split(';').next().unwrap_or_default().to_owned();
+            self.cookie = (!pair.ends_with('=')).then_some(pair);
+        }
+        if let Some(at) = body.find(r#"name="csrf" value=""#) {
+            let rest = &body[at + r#"name="csrf" value=""#.len()..];
+            self.csrf = rest.split('"').next().map(str::to_owned);
+        }
+    }
+
+    async fn send(&mut self, request: reqwest::RequestBuilder) -> Page {
+        let request = match &self.cookie {
+            Some(cookie) => request.header(COOKIE, cookie),
+            None => request,
+        };
+        let response = request.send().await.expect("the UI answers");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.text().await.unwrap();
+        self.remember(&headers, &body);
+        Page {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn get(&mut self, path: &str) -> Page {
+        let request = self.http.get(format!("{}{path}", self.base));
+        self.send(request).await
+    }
+
+    /// A form post exactly as given (no CSRF token added).
+    pub async fn post(&mut self, path: &str, fields: &[(&str, &str)]) -> Page {
+        let request = form_post(self.http.post(format!("{}{path}", self.base)), fields);
+        self.send(request).await
+    }
+
+    /// A form post carrying the session's CSRF token, as the UI's forms do.
+    pub async fn submit(&mut self, path: &str, fields: &[(&str, &str)]) -> Page {
+        let csrf = self
+            .csrf
+            .clone()
+            .expect("a page with a form was seen first");
+        let mut all = vec![("csrf", csrf.as_str())];
+        all.extend_from_slice(fields);
+        self.post(path, &all).await
+    }
+
+    /// Follow a redirect answer to its page.
+    pub async fn follow(&mut self, page: Page) -> Page {
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+        let to = page.location().to_owned();
+        self.get(&to).await
+    }
+}
+
+/// `request` with `fields` as its URL-encoded form body.
+fn form_post(request: reqwest::RequestBuilder, fields: &[(&str, &str)]) -> reqwest::RequestBuilder {
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish();
+    request
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+}
+
+/// A server with an API key and a separate admin key.
+async fn keyed_app() -> TestApp {
+    spawn_app(|c| {
+        c.api_key = Some(ApiKey::new(API_KEY.into()));
+        c.admin_key = Some(ApiKey::new(ADMIN_KEY.into()));
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_ui_asks_for_the_admin_key_and_keeps_a_strict_session() {
+    let app = keyed_app().await;
+    let mut visitor = UiVisitor::new(&app);
+    let first = visitor.get("/ui/dlq?queue=a").await;
+    assert_eq!(first.status, StatusCode::SEE_OTHER);
+    assert_eq!(first.location(), "/ui/login?next=%2Fui%2Fdlq%3Fqueue%3Da");
+    let form = visitor.get(first.location()).await;
+    assert_eq!(form.status, StatusCode::OK);
+    assert!(form.body.contains(r#"name="next" value="/ui/dlq?queue=a""#));
+
+    // The API key is not the admin key.
+    let refused = visitor.post("/ui/login", &[("key", API_KEY)]).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    assert!(refused.body.contains("not the admin key"));
+    assert!(refused.headers.get(SET_COOKIE).is_none());
+
+    let login = visitor
+        .post(
+            "/ui/login",
+            &[("key", ADMIN_KEY), ("next", "/ui/dlq?queue=a")],
+        )
+        .await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER);
+    assert_eq!(login.location(), "/ui/dlq?queue=a");
+    let cookie = login.header("set-cookie");
+    for part in ["Path=/ui", "HttpOnly", "SameSite=Strict", "Max-Age=43200"] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    assert!(
+        !cookie.contains("Secure"),
+        "a loopback server has no TLS: {cookie}"
+    );
+    let page = visitor.get("/ui").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("Logged in."));
+
+    // A session opens the UI, not the API: the API still wants its key.
+    let session = visitor.cookie.clone().unwrap();
+    let api = reqwest::Client::new()
+        .get(app.url("/queue"))
+        .header(COOKIE, session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), StatusCode::UNAUTHORIZED);
+
+    // An open redirect is not on offer.
+    let mut other = UiVisitor::new(&app);
+    let login = other
+        .post(
+            "/ui/login",
+            &[("key", ADMIN_KEY), ("next", "//evil.example/")],
+        )
+        .await;
+    assert_eq!(login.location(), "/ui");
+
+    // Logging out ends the session on the server: the old cookie opens nothing.
+    let csrf = visitor.csrf.clone().unwrap();
+    let stale_cookie = visitor.cookie.clone().unwrap();
+    let out = visitor.submit("/ui/logout", &[]).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert!(out.header("set-cookie").contains("Max-Age=0"));
+    visitor.cookie = Some(stale_cookie);
+    assert_eq!(visitor.get("/ui").await.status, StatusCode::SEE_OTHER);
+    let replayed = visitor
+        .post(
+            "/ui/queues",
+            &[
+                ("csrf", &csrf),
+                ("name", "x"),
+                ("target", "http://127.0.0.1:9/"),
+            ],
+        )
+        .await;
+    assert_eq!(replayed.status, StatusCode::FORBIDDEN);
+    assert!(app.queues().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_keyless_loopback_server_opens_the_ui_but_still_checks_csrf() {
+    let app = spawn_app(|_| {}).await;
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get("/ui").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        visitor.cookie.is_some(),
+        "a session starts on the first visit"
+    );
+    let forged = visitor
+        .post(
+            "/ui/queues",
+            &[("name", "q"), ("target", "http://127.0.0.1:9/")],
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    let wrong = visitor
+        .post(
+            "/ui/queues",
+            &[
+                ("csrf", "0000"),
+                ("name", "q"),
+                ("target", "http://127.0.0.1:9/"),
+            ],
+        )
+        .await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN);
+    assert!(
+        app.queues().await.is_empty(),
+        "refused forms change nothing"
+    );
+    let made = visitor
+        .submit(
+            "/ui/queues",
+            &[("name", "q"), ("target", "http://127.0.0.1:9/")],
+        )
+        .await;
+    assert_eq!(made.location(), "/ui/queue/q");
+    assert_eq!(app.queues().await, ["q"]);
+    // The token is also accepted as a header (htmx requests).
+    let csrf = visitor.csrf.clone().unwrap();
+    let request = visitor
+        .http
+        .post(format!("{}/ui/queue/q/pause", visitor.base))
+        .header("x-csrf-token", csrf)
+        .header("hx-request", "true");
+    let paused = visitor.send(request).await;
+    assert_eq!(paused.status, StatusCode::OK);
+    assert_eq!(paused.header("hx-redirect"), "/ui/queue/q");
+    assert_eq!(app.get("/queue/q/_settings").await.json()["paused"], true);
+}
+
+#[tokio::test]
+async fn every_response_carries_a_strict_csp_and_no_inline_code() {
+    let app = spawn_app(|_| {}).await;
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let id = app.enqueue_ok("q", &json!({"n": 1})).await;
+    let mut visitor = UiVisitor::new(&app);
+    visitor.get("/ui").await;
+    let css = visitor.get("/ui").await.body;
+    let asset = css
+        .split('"')
+        .find(|s| s.starts_with("/ui/assets/htmx.min."))
+        .unwrap()
+        .to_owned();
+    for path in [
+        "/ui".to_owned(),
+        "/ui/_queues".to_owned(),
+        "/ui/queue/q".to_owned(),
+        "/ui/queue/q/_stats".to_owned(),
+        format!("/ui/queue/q/job/{id}"),
+        "/ui/dlq".to_owned(),
+        "/ui/dlq/_stats".to_owned(),
+        "/ui/login".to_owned(),
+        "/ui/no-such-page".to_owned(),
+        "/ui/queue/NOT%20A%20NAME".to_owned(),
+        asset.clone(),
+    ] {
+        let page = visitor.get(&path).await;
+        let csp = page
+            .headers
+            .get(CONTENT_SECURITY_POLICY)
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+            "{path}"
+        );
+        assert!(!csp.contains("unsafe"), "{path}: {csp}");
+        assert_eq!(page.header("x-frame-options"), "DENY");
+        assert_eq!(page.header("x-content-type-options"), "nosniff");
+        if path == asset {
+            assert!(page.header("cache-control").contains("immutable"));
+            continue;
+        }
+        assert_eq!(page.header("cache-control"), "no-store", "{path}");
+        let html = page.body.to_lowercase();
+        for script in html.split("<script").skip(1) {
+            assert!(
+                script.trim_start().starts_with("src="),
+                "{path}: inline script"
+            );
+        }
+        assert!(!html.contains(" style="), "{path}: inline style");
+        assert!(
+            !html.contains(" onclick=") && !html.contains(" onload="),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        visitor.get("/ui/no-such-page").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        visitor.get("/ui/assets/htmx.min.js").await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn hostile_payloads_and_error_bodies_are_shown_as_text() {
+    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let hostile_answer = "<script>alert('answer')</script>";
+    let receiver = TestReceiver::always(Reply::with_body(500, hostile_answer)).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let payload = json!({
+        "html": "<script>alert(1)</script>",
+        "attr": "\"><img src=x onerror=alert(2)>"
+    });
+    let id = app.enqueue_ok("q", &payload).await;
+    app.wait_until_error("q", &id).await;
+    let mut visitor = UiVisitor::new(&app);
+    for path in [
+        format!("/ui/queue/q/job/{id}"),
+        "/ui/queue/q?status=ERROR".to_owned(),
+        "/ui/dlq".to_owned(),
+    ] {
+        let page = visitor.get(&path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        let body = &page.body;
+        assert!(
+            !body.contains("<script>alert"),
+            "{path}: a script tag got through"
+        );
+        assert!(!body.contains("<img"), "{path}: an img tag got through");
+        assert!(
+            body.contains("&lt;script&gt;alert"),
+            "{path}: shown as text"
+        );
+    }
+    let job = visitor.get(&format!("/ui/queue/q/job/{id}")).await.body;
+    assert!(job.contains("&lt;img src=x onerror=alert(2)&gt;"));
+    assert!(
+        job.contains("&lt;script&gt;alert('answer')&lt;/script&gt;"),
+        "the error body"
+    );
+    assert!(job.contains("HTTP 500"));
+    assert!(
+        job.contains(r#"id="retry-job""#),
+        "an ERROR job offers a retry"
+    );
+}
+
+#[tokio::test]
+async fn the_queue_page_enqueues_pauses_and_edits_settings_through_the_api() {
+    let app = keyed_app().await;
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut visitor = UiVisitor::logged_in(&app, ADMIN_KEY).await;
+    let page = visitor.get("/ui/queue/q").await;
+    assert!(page.body.contains(r#"id="pause""#));
+
+    // The settings form as shown, with one value changed, changes that one setting.
+    let shown = app.get("/queue/q/_settings").await.json();
+    let backoff = shown["backoff"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let max_attempts = shown["maxAttempts"].to_string();
+    let timeout = shown["timeout"].as_str().unwrap().to_owned();
+    let concurrency = shown["concurrency"].to_string();
+    let form = |keep: &'static str| {
+        vec![
+            ("target", receiver.url.clone()),
+            ("secret", String::new()),
+            ("maxAttempts", max_attempts.clone()),
+            ("backoff", backoff.clone()),
+            ("timeout", timeout.clone()),
+            ("concurrency", concurrency.clone()),
+            ("ratePerSecond", String::new()),
+            ("burst", String::new()),
+            ("maxQueued", String::new()),
+            ("keepDelivered", keep.to_owned()),
+        ]
+    };
+    let fields = form("1h");
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let saved = visitor.submit("/ui/queue/q/settings", &fields).await;
+    assert!(visitor.follow(saved).await.body.contains("Settings saved."));
+    let settings = app.get("/queue/q/_settings").await.json();
+    assert_eq!(settings["keepDelivered"], "1h");
+    assert_eq!(settings["overrides"], json!(["keepDelivered"]));
+
+    // An invalid value is refused with the API's own message; nothing changes.
+    let saved = visitor
+        .submit(
+            "/ui/queue/q/settings",
+            &[("concurrency", "0"), ("secret", "new-secret")],
+        )
+        .await;
+    let page = visitor.follow(saved).await;
+    assert!(
+        page.body.contains(r#"class="flash error""#),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("concurrency"));
+    assert_eq!(
+        app.get("/queue/q/_settings").await.json()["hasSecret"],
+        false
+    );
+
+    // The secret can be set, then removed.
+    visitor
+        .submit("/ui/queue/q/settings", &[("secret", "s3cret-s3cret")])
+        .await;
+    assert_eq!(
+        app.get("/queue/q/_settings").await.json()["hasSecret"],
+        true
+    );
+    visitor.get("/ui/queue/q").await;
+    visitor
+        .submit("/ui/queue/q/settings", &[("clearSecret", "1")])
+        .await;
+    assert_eq!(
+        app.get("/queue/q/_settings").await.json()["hasSecret"],
+        false
+    );
+
+    // Pause, then a test job: accepted, not delivered; resume: delivered, and kept.
+    visitor.submit("/ui/queue/q/pause", &[]).await;
+    let enqueued = visitor
+        .submit(
+            "/ui/queue/q/enqueue",
+            &[("payload", r#"{"hello": "ui"}"#), ("priority", "5")],
+        )
+        .await;
+    let job_url = enqueued.location().to_owned();
+    assert!(job_url.starts_with("/ui/queue/q/job/"), "{job_url}");
+    let id = job_url.rsplit('/').next().unwrap().to_owned();
+    let job = app.get_job("q", &id).await.json();
+    assert_eq!(job["job"], json!({"hello": "ui"}));
+    assert_eq!(job["priority"], 5);
+    let page = visitor.get(&job_url).await;
+    assert!(page.body.contains("Enqueued job"));
+    assert!(page.body.contains(r#"data-status="READY""#));
+    assert!(
+        page.body.contains("hx-trigger"),
+        "a READY job's page refreshes itself"
+    );
+    visitor.submit("/ui/queue/q/resume", &[]).await;
+    receiver.wait_for(1).await;
+    let delivered = app
+        .wait_for_job("q", &id, "the job to be DELIVERED", |r| {
+            r.json()["status"] == "DELIVERED"
+        })
+        .await;
+    assert_eq!(delivered.json()["lastStatus"], 200);
+    let page = visitor.get(&format!("{job_url}/_details")).await;
+    assert!(page.body.contains(r#"data-status="DELIVERED""#));
+    assert!(
+        !page.body.contains("hx-trigger"),
+        "a delivered job's page stops refreshing"
+    );
+    let list = visitor.get("/ui/queue/q?status=DELIVERED").await;
+    assert!(list.body.contains(&id));
+
+    // Bad input to the enqueue form is the API's 422, said on the page.
+    let refused = visitor
+        .submit("/ui/queue/q/enqueue", &[("payload", "[1,2]")])
+        .await;
+    assert!(
+        visitor
+            .follow(refused)
+            .await
+            .body
+            .contains(r#"class="flash error""#)
+    );
+
+    // The dashboard's live rows and the API's last hour count the delivery.
+    let rows = visitor.get("/ui/_queues").await.body;
+    assert!(rows.starts_with("<tbody id=\"queue-rows\""), "{rows}");
+    assert!(rows.contains(r#"id="queue-q""#));
+    assert!(rows.contains("last hour: 1 delivered, 0 failed"), "{rows}");
+    let stats = app.get("/queue/q/_stats").await.json();
+    let minutes = stats["lastHour"]["delivered"].as_array().unwrap();
+    assert_eq!(minutes.len(), 60);
+    assert_eq!(minutes.iter().map(|m| m.as_u64().unwrap()).sum::<u64>(), 1);
+
+    // Deleting the queue (a confirmed htmx post) sends the browser home.
+    let request = visitor
+        .http
+        .post(format!("{}/ui/queue/q/delete", visitor.base))
+        .header("hx-request", "true");
+    let request = form_post(request, &[("csrf", visitor.csrf.as_deref().unwrap())]);
+    let deleted = visitor.send(request).await;
+    assert_eq!(deleted.header("hx-redirect"), "/ui");
+    assert!(app.queues().await.is_empty());
+}
+
+#[tokio::test]
+async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
+    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+        ids.push(id);
+    }
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get("/ui/dlq?queue=q&status=pending").await;
+    for id in &ids {
+        assert!(page.body.contains(&format!(r#"value="{id}""#)));
+    }
+    assert!(page.body.contains(r#"id="dlq-pending">4<"#));
+    assert!(page.body.contains("hx-confirm"), "bulk actions ask first");
+
+    let back = "/ui/dlq?queue=q&status=pending";
+    let none = visitor
+        .submit("/ui/dlq/action", &[("action", "replay"), ("back", back)])
+        .await;
+    assert!(
+        visitor
+            .follow(none)
+            .await
+            .body
+            .contains("Select at least one")
+    );
+
+    receiver.set_default(Reply::ok());
+    let replayed = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[
+                ("action", "replay"),
+                ("ids", &ids[0]),
+                ("ids", &ids[1]),
+                ("back", back),
+            ],
+        )
+        .await;
+    assert_eq!(replayed.location(), back);
+    assert!(
+        visitor
+            .follow(replayed)
+            .await
+            .body
+            .contains("Replayed 2 of 2.")
+    );
+    for id in &ids[..2] {
+        app.wait_until_gone("q", id).await;
+    }
+    let acked = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[("action", "acknowledge"), ("ids", &ids[2]), ("back", back)],
+        )
+        .await;
+    assert!(
+        visitor
+            .follow(acked)
+            .await
+            .body
+            .contains("Acknowledged 1 of 1 selected.")
+    );
+    let deleted = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[("action", "delete"), ("ids", &ids[3]), ("back", back)],
+        )
+        .await;
+    assert!(
+        visitor
+            .follow(deleted)
+            .await
+            .body
+            .contains("Deleted 1 of 1 selected.")
+    );
+    let stats = app.get("/admin/dlq/stats").await.json();
+    assert_eq!(stats["by_status"]["pending"], 0);
+    assert_eq!(stats["by_status"]["replayed"], 2);
+    assert_eq!(stats["by_status"]["acknowledged"], 1);
+    assert_eq!(app.get(&format!("/queue/q/{}", ids[3])).await.status, 404);
+
+    // A replay with a delay puts the job back not yet due.
+    receiver.set_default(Reply::status(500));
+    let id = app.enqueue_ok("q", &json!({ "n": 9 })).await;
+    app.wait_until_error("q", &id).await;
+    visitor.get(back).await;
+    visitor
+        .submit(
+            "/ui/dlq/action",
+            &[
+                ("action", "replay"),
+                ("ids", &id),
+                ("delay", "3600"),
+                ("back", back),
+            ],
+        )
+        .await;
+    let job = app.get_job("q", &id).await.json();
+    assert_eq!(job["status"], "READY");
+    assert!(
+        job["nextAttemptAt"].as_i64().unwrap() > job["createdAt"].as_i64().unwrap() + 3_000_000
+    );
+}

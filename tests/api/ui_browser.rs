@@ -1,0 +1,200 @@
+//! The admin UI end to end in a real headless Chromium: log in (with the keyboard), see the
+//! queues, enqueue a test job and see it delivered, open a dead letter, replay it (through
+//! the confirmation), see it delivered, log out. Along the way: no console error (so no
+//! Content-Security-Policy violation: the hostile payload on screen ran nothing), and no
+//! page wider than a phone's screen.
+//!
+//! Screenshots of the main pages land in a temporary directory, or in `$HOOKQ_SCREENSHOTS`
+//! when set: `HOOKQ_SCREENSHOTS=docs/ui cargo test --test api ui_browser` refreshes the
+//! ones in the docs.
+
+use std::path::PathBuf;
+
+use hookq::config::ApiKey;
+use serde_json::json;
+
+use crate::browser::Browser;
+use crate::helpers::*;
+use crate::ui::ADMIN_KEY;
+
+/// Where the screenshots go, and the temporary directory to keep alive when it is one.
+fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
+    match std::env::var_os("HOOKQ_SCREENSHOTS") {
+        Some(dir) => {
+            // Relative to the repository root, where `cargo test` was started.
+            let dir = PathBuf::from(dir);
+            let dir = if dir.is_relative() {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(dir)
+            } else {
+                dir
+            };
+            (dir, None)
+        }
+        None => {
+            let temp = tempfile::tempdir().unwrap();
+            (temp.path().to_path_buf(), Some(temp))
+        }
+    }
+}
+
+#[tokio::test]
+async fn ui_browser_an_operator_delivers_a_job_and_replays_a_dead_letter() {
+    let Some(browser) = Browser::start("ui_browser").await else {
+        return;
+    };
+    let (shots, _temp) = screenshot_dir();
+    // Tall enough for a screenshot to show a page's main table.
+    browser.client().set_window_size(1100, 1300).await.unwrap();
+    let app = spawn_app(|c| {
+        c.api_key = Some(ApiKey::new("ui-browser-api-key-0123".into()));
+        c.admin_key = Some(ApiKey::new(ADMIN_KEY.into()));
+        c.max_attempts = 1;
+    })
+    .await;
+    // The worker refuses its first job (with an HTML body), then takes everything.
+    let receiver = TestReceiver::scripted(
+        vec![Reply::with_body(
+            500,
+            "<h1>worker down</h1><script>alert('answer')</script>",
+        )],
+        Reply::ok(),
+    )
+    .await;
+    app.create_queue_ok("emails", &receiver.url, Some("emails-secret"))
+        .await;
+    app.patch_queue("emails", &json!({ "keepDelivered": "1h" }))
+        .await
+        .expect(200);
+    let dead = app
+        .enqueue_ok(
+            "emails",
+            &json!({ "to": "<script>alert(1)</script>", "name": "\"><img src=x onerror=alert(2)>" }),
+        )
+        .await;
+    app.wait_until_error("emails", &dead).await;
+    // A second queue, paused with work waiting, so the dashboard shows more than one state.
+    app.create_queue_ok("invoices", &receiver.url, None).await;
+    app.call(reqwest::Method::POST, "/queue/invoices/_pause", None)
+        .await
+        .expect(200);
+    for n in 0..3 {
+        app.enqueue_ok("invoices", &json!({ "invoice": n })).await;
+    }
+
+    // Log in, with the keyboard: type the key, press Enter.
+    browser.goto(&app.url("/ui")).await;
+    let key = browser.wait_for("#key").await;
+    assert!(browser.current_path().await.starts_with("/ui/login"));
+    browser.screenshot(&shots.join("login.png")).await;
+    key.send_keys(&format!("{ADMIN_KEY}\u{E007}"))
+        .await
+        .unwrap();
+
+    // The dashboard: both queues, with their counts and states.
+    browser.wait_for("#queue-emails").await;
+    browser.wait_for(r#"#queue-invoices .ready"#).await;
+    assert_eq!(browser.text_of("#queue-invoices .ready").await, "3");
+    assert_eq!(browser.text_of("#queue-emails .dead").await, "1");
+    assert!(browser.text_of("#queue-invoices").await.contains("paused"));
+    assert_fits_a_phone(&browser).await;
+    browser.screenshot(&shots.join("dashboard.png")).await;
+
+    // The queue page: enqueue a test job; its page shows it delivered (live refresh).
+    browser.click("#queue-emails th a").await;
+    browser.wait_for("#enqueue").await;
+    browser
+        .fill("#payload", r#"{"hello": "from the browser"}"#)
+        .await;
+    browser.click("#enqueue").await;
+    browser
+        .wait_for(r#"#job-status[data-status="DELIVERED"]"#)
+        .await;
+    assert!(
+        browser
+            .text_of("#payload")
+            .await
+            .contains("\"hello\": \"from the browser\"")
+    );
+    browser.screenshot(&shots.join("job.png")).await;
+    receiver.wait_for(2).await;
+    browser
+        .goto(&app.url("/ui/queue/emails?status=DELIVERED"))
+        .await;
+    browser.wait_for("#jobs").await;
+    browser.screenshot(&shots.join("queue.png")).await;
+
+    // The dead letter: listed, opened (its hostile payload and answer shown as text).
+    browser.click(r#"a[href="/ui/dlq"]"#).await;
+    browser.wait_for(&format!("#select-{dead}")).await;
+    browser.screenshot(&shots.join("dead-letters.png")).await;
+    browser
+        .click(&format!(r#"#letters a[href$="/job/{dead}"]"#))
+        .await;
+    browser
+        .wait_for(r#"#job-status[data-status="ERROR"]"#)
+        .await;
+    assert!(
+        browser
+            .text_of("#payload")
+            .await
+            .contains("<script>alert(1)</script>")
+    );
+    assert!(
+        browser
+            .text_of("#history")
+            .await
+            .contains("<h1>worker down</h1>")
+    );
+    assert_fits_a_phone(&browser).await;
+    browser.screenshot(&shots.join("dead-letter.png")).await;
+
+    // Replay it from the list: select, replay, confirm; then it is delivered.
+    browser.goto(&app.url("/ui/dlq?queue=emails")).await;
+    browser.click(&format!("#select-{dead}")).await;
+    browser.click("#replay").await;
+    let question = browser.accept_confirm().await;
+    assert!(question.contains("selected dead letters"), "{question}");
+    let flash = browser.text_of(".flash.notice").await;
+    assert!(flash.contains("Replayed 1 of 1."), "{flash}");
+    browser
+        .goto(&app.url(&format!("/ui/queue/emails/job/{dead}")))
+        .await;
+    browser
+        .wait_for(r#"#job-status[data-status="DELIVERED"]"#)
+        .await;
+    receiver.wait_for(3).await;
+
+    // Nothing the pages did broke the Content-Security-Policy or failed to load.
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+
+    // Log out: the session is over, the UI asks for the key again.
+    browser.click("#logout").await;
+    browser.wait_for("#key").await;
+    browser.goto(&app.url("/ui")).await;
+    browser.wait_for("#key").await;
+    browser.close().await;
+}
+
+/// The page, at a phone's width, is no wider than the screen (tables scroll in their box).
+async fn assert_fits_a_phone(browser: &Browser) {
+    let client = browser.client();
+    let (width, height) = client.get_window_size().await.unwrap();
+    client.set_window_size(390, 844).await.unwrap();
+    let overflow = client
+        .execute(
+            "return document.documentElement.scrollWidth - window.innerWidth;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    client
+        .set_window_size(width as u32, height as u32)
+        .await
+        .unwrap();
+    assert!(
+        overflow.as_i64().unwrap_or(1) <= 0,
+        "{} is {overflow} px wider than a phone's screen",
+        browser.current_path().await
+    );
+}
