@@ -142,6 +142,10 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_DISPATCH", default_value = "on", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub dispatch: bool,
 
+    /// `on` serves the admin web UI under `/ui`; `off` leaves only the JSON API.
+    #[arg(long, env = "HOOKQ_UI", default_value = "on", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub ui: bool,
+
     /// SQLite `synchronous` setting: FULL survives power loss; NORMAL survives process
     /// crashes only, and is faster.
     #[arg(long, env = "HOOKQ_SYNCHRONOUS", default_value = "full", value_name = "full|normal", value_parser = parse_synchronous)]
@@ -209,6 +213,7 @@ pub struct Config {
     pub max_job_bytes: usize,
     pub max_batch_bytes: usize,
     pub dispatch: bool,
+    pub ui: bool,
     pub synchronous: Synchronous,
     pub shutdown_grace: Duration,
     pub header_timeout: Duration,
@@ -336,6 +341,7 @@ impl Config {
             max_job_bytes: args.max_job_bytes,
             max_batch_bytes: args.max_batch_bytes,
             dispatch: args.dispatch,
+            ui: args.ui,
             synchronous: args.synchronous,
             shutdown_grace: args.shutdown_grace,
             header_timeout: args.header_timeout,
@@ -545,6 +551,8 @@ mod tests {
             "x.db",
             "--dispatch",
             "off",
+            "--ui",
+            "off",
             "--backoff",
             "500ms,2s",
             "--synchronous",
@@ -553,6 +561,7 @@ mod tests {
         .unwrap();
         let config = Config::from_args(cli.serve).unwrap();
         assert!(!config.dispatch);
+        assert!(!config.ui);
         assert_eq!(
             config.backoff,
             vec![Duration::from_millis(500), Duration::from_secs(2)]

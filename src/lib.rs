@@ -26,6 +26,7 @@ pub mod dispatch;
 pub mod event;
 pub mod events;
 pub mod http_server;
+pub mod humanize;
 pub mod json;
 pub mod maintenance;
 pub mod model;

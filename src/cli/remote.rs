@@ -10,11 +10,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use super::client::{Client, DlqQuery, QueueSettings, QueueStats, ReplayResult, Reply, Selection};
-use super::table::{Table, age, relative, shorten, time};
+use super::table::Table;
 use super::{
     CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, Outcome,
     QueueCommand, RemoteArgs, ScheduleCommand, ScheduleSetArgs, SelectionArgs,
 };
+use crate::humanize::{age, relative, shorten, time};
 use crate::store::DlqState;
 
 /// The most ids the server takes in one replay or acknowledge request; more are sent in

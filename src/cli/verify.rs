@@ -38,8 +38,8 @@ pub fn run(args: &VerifyArgs) -> CliResult<Outcome> {
             let signed_at = i64::try_from(signed_at).unwrap_or(i64::MAX);
             println!(
                 "valid: signed at {} ({})",
-                super::table::time(signed_at),
-                super::table::relative(signed_at)
+                crate::humanize::time(signed_at),
+                crate::humanize::relative(signed_at)
             );
             Ok(Outcome::Ok)
         }

@@ -3,14 +3,15 @@
 
 use maud::{Markup, html};
 
-pub use crate::cli::table::{age, shorten};
+pub use crate::humanize::{age, shorten};
+use crate::humanize::{relative, time};
 
 /// A Unix-milliseconds time as a `<time>` element: relative text (`3m ago`), the exact UTC
 /// time in its `datetime` and `title`.
 pub fn when(millis: i64) -> Markup {
-    let exact = crate::cli::table::time(millis);
+    let exact = time(millis);
     html! {
-        time datetime=(exact) title=(exact) { (crate::cli::table::relative(millis)) }
+        time datetime=(exact) title=(exact) { (relative(millis)) }
     }
 }
 

@@ -34,8 +34,12 @@ use api_client::{ApiClient, ApiFailure};
 use layout::Section;
 use session::{Current, Flash, Sessions};
 
-/// The server's whole HTTP surface: the UI under `/ui`, everything else to the API.
+/// The server's whole HTTP surface: the UI under `/ui` (unless `HOOKQ_UI=off`), everything
+/// else to the API.
 pub fn with_ui(api: Router, config: &Config) -> Router {
+    if !config.ui {
+        return api;
+    }
     let state = UiState(Arc::new(UiShared {
         api: ApiClient::new(
             api.clone(),

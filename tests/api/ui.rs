@@ -649,3 +649,16 @@ async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
         job["nextAttemptAt"].as_i64().unwrap() > job["createdAt"].as_i64().unwrap() + 3_000_000
     );
 }
+
+#[tokio::test]
+async fn hookq_ui_off_leaves_only_the_api() {
+    let app = spawn_app(|c| c.ui = false).await;
+    let page = UiVisitor::new(&app).get("/ui").await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(
+        page.body.contains(r#""ok":false"#),
+        "the API's JSON 404: {}",
+        page.body
+    );
+    app.get("/queue").await.expect(200);
+}
