@@ -55,6 +55,8 @@ pub fn with_ui(api: Router, config: &Config) -> Router {
     }));
     Router::new()
         .nest("/ui", router(state))
+        // `/ui/` is outside the nested router's paths: send it home too.
+        .route("/ui/", get(|| async { go(false, "/ui") }))
         .fallback_service(api)
 }
 
@@ -270,7 +272,12 @@ fn error_page(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
+/// Unknown UI paths: a trailing slash is forgiven (`/ui/` → `/ui`), anything else is 404.
 async fn not_found(OriginalUri(uri): OriginalUri) -> Response {
+    if let Some(trimmed) = uri.path().strip_suffix('/').filter(|p| p.len() > 1) {
+        let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+        return go(false, &format!("{trimmed}{query}"));
+    }
     let message = format!("Nothing at {}.", uri.path());
     error_page(StatusCode::NOT_FOUND, &message)
 }

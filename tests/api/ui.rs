@@ -345,6 +345,11 @@ async fn every_response_carries_a_strict_csp_and_no_inline_code() {
         visitor.get("/ui/assets/htmx.min.js").await.status,
         StatusCode::NOT_FOUND
     );
+    // A trailing slash is forgiven.
+    let slash = visitor.get("/ui/dlq/?queue=q").await;
+    assert_eq!(slash.status, StatusCode::SEE_OTHER);
+    assert_eq!(slash.location(), "/ui/dlq?queue=q");
+    assert_eq!(visitor.get("/ui/").await.location(), "/ui");
 }
 
 #[tokio::test]
