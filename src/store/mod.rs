@@ -7,9 +7,11 @@
 //! - [`registry`]: the queues mirrored in memory, kept in commit order by the backend.
 //! - [`sealing`]: queue secrets encrypted at rest under the master key.
 //! - [`sqlite`]: the embedded backend (one file, WAL, a single writer with group commit).
+//! - [`postgres`]: the backend for several nodes on one database (in progress).
 //! - [`testing`]: a read-only look into a database file, for tests.
 
 pub mod error;
+pub mod postgres;
 pub mod records;
 pub mod registry;
 pub mod sealing;

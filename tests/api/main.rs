@@ -23,6 +23,7 @@ mod openapi;
 mod operator_cli;
 mod ordering;
 mod overload;
+mod postgres;
 mod queue_settings;
 mod queues;
 mod recovery;

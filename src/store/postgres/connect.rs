@@ -1,0 +1,87 @@
+//! Connecting to PostgreSQL: the URL parsed once, a `deadpool` pool of `tokio-postgres`
+//! clients, TLS by rustls with the Mozilla root certificates (`sslmode=require` or
+//! `verify-full` in the URL; `prefer`, the default, uses TLS when the server offers it).
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// A pool of connections to one database.
+pub type PgPool = Pool;
+
+/// Whether a `--db` value names a PostgreSQL database rather than a SQLite file.
+pub fn is_postgres_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// A pool of at most `size` connections to the database at `url`. Connections are opened
+/// when first needed; this checks that one can be, so a wrong URL fails at start.
+pub async fn connect(url: &str, size: usize) -> anyhow::Result<PgPool> {
+    let config = tokio_postgres::Config::from_str(url)
+        .with_context(|| format!("{}: not a PostgreSQL URL", redacted(url)))?;
+    let manager = Manager::from_config(
+        config,
+        MakeRustlsConnect::new(tls_config()?),
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(size.max(1))
+        .build()
+        .context("building the PostgreSQL connection pool")?;
+    let first = pool
+        .get()
+        .await
+        .with_context(|| format!("connecting to {}", redacted(url)))?;
+    drop(first); // back to the pool
+    Ok(pool)
+}
+
+/// TLS for connections that use it: the Mozilla roots, rustls's safe defaults, the
+/// aws-lc-rs provider (the one reqwest's rustls already uses).
+fn tls_config() -> anyhow::Result<rustls::ClientConfig> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// `url` without its password, for messages and logs.
+pub fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        Ok(parsed) => parsed.to_string(),
+        Err(_) => "the PostgreSQL URL".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_urls_are_told_from_file_paths_and_passwords_never_shown() {
+        assert!(is_postgres_url("postgres://u:p@db/hookq"));
+        assert!(is_postgres_url("postgresql://db/hookq"));
+        assert!(!is_postgres_url("/var/lib/hookq/hookq.db"));
+        assert!(!is_postgres_url("postgres.db"));
+        assert_eq!(
+            redacted("postgres://hookq:s3cret@db.example:5432/hookq?sslmode=require"),
+            "postgres://hookq:***@db.example:5432/hookq?sslmode=require"
+        );
+        assert_eq!(redacted("postgres://db/hookq"), "postgres://db/hookq");
+        assert!(!redacted("postgres://u:s3cret@[bad").contains("s3cret"));
+    }
+}

@@ -1,0 +1,100 @@
+//! The PostgreSQL schema, versioned: `migrations/postgres/NNNN_name.sql`, compiled into the
+//! binary and applied at start in one transaction (PostgreSQL's DDL is transactional: a
+//! failed migration leaves nothing half done), recorded in `hookq_schema`.
+//!
+//! Several nodes may start at once: each takes the same transaction-scoped advisory lock
+//! first, so one applies what is missing and the others, once it commits, find nothing to
+//! do. A database migrated by a newer hookq (a version this binary does not know) is
+//! refused rather than used with a schema it does not understand.
+
+use anyhow::{Context, bail};
+
+use super::PgPool;
+
+/// The advisory lock every migrating node takes (`pg_advisory_xact_lock`): "hookq" in ASCII.
+const MIGRATION_LOCK: i64 = 0x68_6f_6f_6b_71;
+
+struct Migration {
+    version: i32,
+    name: &'static str,
+    sql: &'static str,
+}
+
+/// Every version, in order, without gaps (a unit test checks).
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../../../migrations/postgres/0001_init.sql"),
+}];
+
+/// What [`migrate`] found and left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migrated {
+    /// The schema version found (0: an empty database).
+    pub from: i32,
+    /// The version now.
+    pub to: i32,
+}
+
+/// The schema version this binary writes.
+pub fn latest_version() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// Bring the database's schema to [`latest_version`].
+pub async fn migrate(pool: &PgPool) -> anyhow::Result<Migrated> {
+    let mut client = pool.get().await.context("connecting to migrate")?;
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .context("taking the migration lock")?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS hookq_schema (
+             version    INTEGER PRIMARY KEY,
+             name       TEXT NOT NULL,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+         )",
+    )
+    .await
+    .context("creating hookq_schema")?;
+    let from: i32 = tx
+        .query_one("SELECT coalesce(max(version), 0) FROM hookq_schema", &[])
+        .await?
+        .get(0);
+    let latest = latest_version();
+    if from > latest {
+        bail!(
+            "the database's hookq schema is version {from}, newer than this hookq knows \
+             ({latest}): a newer hookq migrated it; run that version (or newer) here too"
+        );
+    }
+    for migration in MIGRATIONS.iter().filter(|m| m.version > from) {
+        tx.batch_execute(migration.sql).await.with_context(|| {
+            format!(
+                "applying PostgreSQL migration {:04}_{}",
+                migration.version, migration.name
+            )
+        })?;
+        tx.execute(
+            "INSERT INTO hookq_schema (version, name) VALUES ($1, $2)",
+            &[&migration.version, &migration.name],
+        )
+        .await?;
+    }
+    tx.commit().await.context("committing the migration")?;
+    Ok(Migrated { from, to: latest })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_run_from_one_without_gaps() {
+        for (i, migration) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(migration.version, i as i32 + 1, "{}", migration.name);
+            assert!(!migration.sql.trim().is_empty());
+        }
+        assert_eq!(latest_version(), MIGRATIONS.len() as i32);
+    }
+}

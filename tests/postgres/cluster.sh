@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster for the tests, from the Debian packages' binaries.
+#
+#   eval "$(bash tests/postgres/cluster.sh start)"   # exports HOOKQ_TEST_POSTGRES_URL and _DIR
+#   cargo test                                       # the PostgreSQL tests run against it
+#   bash tests/postgres/cluster.sh stop "$HOOKQ_TEST_POSTGRES_DIR"
+#
+# The cluster lives in a fresh temporary directory, listens on 127.0.0.1 on a free port,
+# trusts local connections (user `hookq`), and skips fsync: it holds test data only. As
+# root it runs as `nobody` (PostgreSQL refuses to run as root).
+set -euo pipefail
+
+bin_dir() {
+    local dir
+    dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    [ -x "$dir/initdb" ] || { echo "PostgreSQL is not installed (Debian package postgresql)" >&2; exit 1; }
+    echo "$dir"
+}
+
+as_owner() {
+    if [ "$(id -u)" -eq 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
+}
+
+case "${1:-}" in
+start)
+    bin=$(bin_dir)
+    dir=$(mktemp -d /tmp/hookq-pg.XXXXXX)
+    chmod 755 "$dir"
+    [ "$(id -u)" -eq 0 ] && chown nobody "$dir"
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    as_owner "$bin/initdb" -D "$dir/data" -U hookq --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log" >&2; exit 1; }
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+        -o "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c full_page_writes=off -c max_connections=300" \
+        >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+    echo "export HOOKQ_TEST_POSTGRES_URL=postgres://hookq@127.0.0.1:$port/postgres"
+    echo "export HOOKQ_TEST_POSTGRES_DIR=$dir"
+    ;;
+stop)
+    dir=${2:?usage: cluster.sh stop DIR}
+    as_owner "$(bin_dir)/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$dir"
+    ;;
+*)
+    echo "usage: cluster.sh start | stop DIR" >&2
+    exit 2
+    ;;
+esac
