@@ -6,12 +6,14 @@
 //! - [`error`]: the failures a store operation can end in.
 //! - [`registry`]: the queues mirrored in memory, kept in commit order by the backend.
 //! - [`sealing`]: queue secrets encrypted at rest under the master key.
+//! - [`queue_row`]: a queue as any backend's row holds it.
 //! - [`sqlite`]: the embedded backend (one file, WAL, a single writer with group commit).
 //! - [`postgres`]: the backend for several nodes on one database (in progress).
 //! - [`testing`]: a read-only look into a database file, for tests.
 
 pub mod error;
 pub mod postgres;
+pub mod queue_row;
 pub mod records;
 pub mod registry;
 pub mod sealing;

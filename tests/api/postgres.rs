@@ -4,10 +4,21 @@
 //! except with `CI=true`, where they fail.
 //!
 //! So far: the schema, applied once however many nodes start at once, and a newer schema
-//! refused.
+//! refused; the claim path across nodes (several `PgStore`s on one database): no job
+//! claimed twice, claim order, one head per ordering key even when its jobs are enqueued at
+//! once, idempotency keys unique cluster-wide, outcomes fenced by the lease, stale leases
+//! recovered by expiry only; and the claim's plan on a large backlog.
+
+use std::collections::HashSet;
 
 use futures_util::future::join_all;
-use hookq::store::postgres::{self, PgPool};
+use hookq::json::canonicalize;
+use hookq::model::{JobId, QueueName, Target, now_millis};
+use hookq::store::postgres::{self, PgPool, PgStore};
+use hookq::store::{
+    Enqueued, Failure, IdempotencyKey, Lease, NewJob, Outbox, Outcome, Queue, Sealing,
+};
+use serde_json::json;
 use tokio_postgres::NoTls;
 
 /// A database of its own for one test, dropped by [`TestDatabase::drop_database`].
@@ -200,4 +211,408 @@ async fn postgres_connect_names_a_bad_url_without_its_password() {
         "{message}"
     );
     assert!(!message.contains("s3cret"), "{message}");
+}
+
+/// One hookq node's store on the test database.
+async fn node(db: &TestDatabase) -> PgStore {
+    PgStore::open(&db.url, 8, Sealing::none())
+        .await
+        .expect("open the PostgreSQL store")
+}
+
+fn queue_named(name: &str) -> Queue {
+    Queue::new(
+        QueueName::parse(name).unwrap(),
+        Target::parse("http://127.0.0.1:9/hook").unwrap(),
+        None,
+        now_millis(),
+    )
+}
+
+fn job(n: usize, now: i64) -> NewJob {
+    let payload = canonicalize(json!({ "n": n }).to_string().as_bytes()).unwrap();
+    NewJob::now(JobId::new(), payload, now)
+}
+
+fn failure(at: i64) -> Failure {
+    Failure {
+        error: "boom".into(),
+        status: Some(500),
+        latency_ms: 3,
+        at,
+    }
+}
+
+async fn count(pool: &PgPool, sql: &str) -> i64 {
+    pool.get()
+        .await
+        .unwrap()
+        .query_one(sql, &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn postgres_nodes_claiming_at_once_never_share_a_job() {
+    let Some(db) = TestDatabase::create("postgres_nodes_claiming_at_once").await else {
+        return;
+    };
+    let nodes = [node(&db).await, node(&db).await, node(&db).await];
+    nodes[0].create_queue(queue_named("q")).await.unwrap();
+    assert_eq!(nodes[1].load_queues().await.unwrap().len(), 1);
+    let t0 = now_millis();
+    let total = 600;
+    join_all((0..total).map(|n| nodes[n % 3].enqueue(QueueName::parse("q").unwrap(), job(n, t0))))
+        .await
+        .into_iter()
+        .for_each(|r| assert_eq!(r.unwrap(), Enqueued::Stored));
+    // Four claimers per node, each claiming 7 at a time and acknowledging what it got.
+    let claimers = nodes.iter().flat_map(|store| {
+        (0..4).map(move |_| async move {
+            let mut mine = Vec::new();
+            loop {
+                let claimed = store
+                    .claim(QueueName::parse("q").unwrap(), t0, t0 + 60_000, 7)
+                    .await
+                    .unwrap();
+                if claimed.is_empty() {
+                    return mine;
+                }
+                for job in claimed {
+                    assert!(
+                        store
+                            .record_outcome(job.id, job.lease(), Outcome::delivered(t0))
+                            .await
+                            .unwrap()
+                    );
+                    mine.push(job.id);
+                }
+            }
+        })
+    });
+    let all: Vec<JobId> = join_all(claimers).await.into_iter().flatten().collect();
+    let unique: HashSet<JobId> = all.iter().copied().collect();
+    assert_eq!(all.len(), total, "every job claimed once");
+    assert_eq!(unique.len(), total, "no job claimed twice");
+    assert_eq!(count(nodes[0].pool(), "SELECT count(*) FROM jobs").await, 0);
+    for store in nodes {
+        store.pool().close();
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_claims_go_by_priority_then_due_time_and_promote_due_jobs() {
+    let Some(db) = TestDatabase::create("postgres_claim_order").await else {
+        return;
+    };
+    let store = node(&db).await;
+    store.create_queue(queue_named("q")).await.unwrap();
+    let q = || QueueName::parse("q").unwrap();
+    let t0 = now_millis();
+    let low = job(1, t0);
+    let mut high = job(2, t0);
+    high.priority = 10;
+    let mut later = job(3, t0);
+    later.not_before = Some(t0 + 5_000);
+    later.priority = 50;
+    for j in [&low, &high, &later] {
+        store.enqueue(q(), j.clone()).await.unwrap();
+    }
+    let first = store.claim(q(), t0, t0 + 60_000, 1).await.unwrap();
+    assert_eq!(first[0].id, high.id, "higher priority first");
+    let second = store.claim(q(), t0, t0 + 60_000, 5).await.unwrap();
+    assert_eq!(
+        second.iter().map(|j| j.id).collect::<Vec<_>>(),
+        [low.id],
+        "not before it is due"
+    );
+    let due = store.claim(q(), t0 + 5_000, t0 + 60_000, 5).await.unwrap();
+    assert_eq!(due[0].id, later.id, "promoted once due");
+    assert_eq!(due[0].attempt, 1);
+    store.pool().close();
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_an_ordering_key_has_one_head_even_when_its_jobs_arrive_at_once() {
+    let Some(db) = TestDatabase::create("postgres_one_head_per_key").await else {
+        return;
+    };
+    let nodes = [node(&db).await, node(&db).await];
+    nodes[0].create_queue(queue_named("q")).await.unwrap();
+    let q = || QueueName::parse("q").unwrap();
+    let t0 = now_millis();
+    let jobs: Vec<NewJob> = (0..40)
+        .map(|n| {
+            let mut j = job(n, t0);
+            j.ordering_key = Some("customer-1".into());
+            j
+        })
+        .collect();
+    join_all(
+        jobs.iter()
+            .enumerate()
+            .map(|(n, j)| nodes[n % 2].enqueue(q(), j.clone())),
+    )
+    .await
+    .into_iter()
+    .for_each(|r| assert_eq!(r.unwrap(), Enqueued::Stored));
+    let pool = nodes[0].pool();
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM jobs WHERE status = 0").await,
+        1
+    );
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM jobs WHERE status = 4").await,
+        39
+    );
+    // Delivering head after head walks the key one job at a time.
+    let mut delivered = Vec::new();
+    for turn in 0..40 {
+        let mut claimed = nodes[turn % 2]
+            .claim(q(), t0, t0 + 60_000, 10)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1, "one job of the key at a time");
+        let mut head = claimed.remove(0);
+        // A failure keeps the key's place: its retry is the next job of the key claimed.
+        if turn == 3 {
+            let retry = Outcome::Retry {
+                run_at: t0,
+                failure: failure(t0),
+            };
+            assert!(
+                nodes[0]
+                    .record_outcome(head.id, head.lease(), retry)
+                    .await
+                    .unwrap()
+            );
+            let mut again = nodes[1].claim(q(), t0, t0 + 60_000, 10).await.unwrap();
+            assert_eq!(again.len(), 1);
+            assert_eq!((again[0].id, again[0].attempt), (head.id, 2));
+            head = again.remove(0);
+        }
+        assert!(
+            nodes[1]
+                .record_outcome(head.id, head.lease(), Outcome::delivered(t0))
+                .await
+                .unwrap()
+        );
+        delivered.push(head.id);
+    }
+    // Enqueued at once, the head is whichever job committed first; the jobs behind it then
+    // go in enqueue (id) order, which is the order a producer awaiting each 201 makes.
+    assert_eq!(delivered.len(), 40);
+    let all: HashSet<JobId> = jobs.iter().map(|j| j.id).collect();
+    assert_eq!(delivered.iter().copied().collect::<HashSet<_>>(), all);
+    assert!(
+        delivered[1..].windows(2).all(|pair| pair[0] < pair[1]),
+        "after the head, the key's jobs went in id order: {delivered:?}"
+    );
+    for store in nodes {
+        store.pool().close();
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_an_idempotency_key_stands_for_one_job_across_nodes() {
+    let Some(db) = TestDatabase::create("postgres_idempotency_across_nodes").await else {
+        return;
+    };
+    let nodes = [node(&db).await, node(&db).await];
+    nodes[0].create_queue(queue_named("q")).await.unwrap();
+    let t0 = now_millis();
+    let tries: Vec<NewJob> = (0..10)
+        .map(|n| {
+            let mut j = job(n, t0);
+            j.idempotency = Some(IdempotencyKey {
+                key: "order-7".into(),
+                valid_since: t0 - 60_000,
+            });
+            j
+        })
+        .collect();
+    let answers: Vec<Enqueued> = join_all(
+        tries
+            .iter()
+            .enumerate()
+            .map(|(n, j)| nodes[n % 2].enqueue(QueueName::parse("q").unwrap(), j.clone())),
+    )
+    .await
+    .into_iter()
+    .map(Result::unwrap)
+    .collect();
+    let stored: Vec<_> = answers.iter().filter(|a| **a == Enqueued::Stored).collect();
+    assert_eq!(stored.len(), 1, "{answers:?}");
+    let winner = tries
+        .iter()
+        .zip(&answers)
+        .find(|(_, a)| **a == Enqueued::Stored)
+        .map(|(j, _)| j.id)
+        .unwrap();
+    for answer in &answers {
+        if let Enqueued::Duplicate(first) = answer {
+            assert_eq!(*first, winner);
+        }
+    }
+    assert_eq!(count(nodes[0].pool(), "SELECT count(*) FROM jobs").await, 1);
+    for store in nodes {
+        store.pool().close();
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_outcomes_are_fenced_by_the_lease_and_stale_leases_recovered_by_expiry_only() {
+    let Some(db) = TestDatabase::create("postgres_fenced_outcomes").await else {
+        return;
+    };
+    let (a, b) = (
+        node(&db).await.with_dead_letter_events(true),
+        node(&db).await,
+    );
+    a.create_queue(queue_named("q")).await.unwrap();
+    let q = || QueueName::parse("q").unwrap();
+    let t0 = now_millis();
+    let (early, late) = (job(1, t0), job(2, t0));
+    a.enqueue(q(), early.clone()).await.unwrap();
+    let held_short = a.claim(q(), t0, t0 + 1_000, 1).await.unwrap().remove(0);
+    a.enqueue(q(), late.clone()).await.unwrap();
+    let held_long = a.claim(q(), t0, t0 + 60_000, 1).await.unwrap().remove(0);
+    assert_eq!((held_short.id, held_long.id), (early.id, late.id));
+    // Node b's sweep, after the short lease expired: only that one is recovered.
+    assert_eq!(b.recover_stale_leases(t0 + 2_000, 3, 100).await.unwrap(), 1);
+    // Node a's late answer for the recovered job changes nothing; b re-claims it.
+    assert!(
+        !a.record_outcome(held_short.id, held_short.lease(), Outcome::delivered(t0))
+            .await
+            .unwrap()
+    );
+    let again = b.claim(q(), t0 + 2_000, t0 + 60_000, 5).await.unwrap();
+    assert_eq!(
+        again.iter().map(|j| (j.id, j.attempt)).collect::<Vec<_>>(),
+        [(early.id, 2)]
+    );
+    let pool = a.pool();
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM job_attempts").await,
+        1,
+        "the interruption is history"
+    );
+    // The long lease is still a's, untouched.
+    let stale_lease = Lease {
+        attempt: 1,
+        until: t0 + 1_000,
+    };
+    assert!(
+        !b.record_outcome(late.id, stale_lease, Outcome::delivered(t0))
+            .await
+            .unwrap()
+    );
+    // Dead-lettered on its last attempt, with its event in the outbox (a records events).
+    let dead = Outcome::Dead {
+        failure: failure(t0 + 3_000),
+    };
+    assert!(
+        a.record_outcome(held_long.id, held_long.lease(), dead)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        count(
+            pool,
+            "SELECT count(*) FROM dead_letters WHERE state = 'pending'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(
+            pool,
+            "SELECT count(*) FROM event_outbox WHERE kind = 'job.dead_lettered'"
+        )
+        .await,
+        1
+    );
+    // Kept on delivery: moved to the delivery log with its answer.
+    let kept = Outcome::Delivered {
+        delivery: hookq::store::Delivery {
+            at: t0 + 4_000,
+            status: 204,
+            latency_ms: 12,
+        },
+        keep: true,
+    };
+    assert!(
+        b.record_outcome(again[0].id, again[0].lease(), kept)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        count(
+            pool,
+            "SELECT count(*) FROM delivered WHERE response_status = 204"
+        )
+        .await,
+        1
+    );
+    assert_eq!(count(pool, "SELECT count(*) FROM jobs").await, 0);
+    let _ = Outbox::default();
+    for store in [a, b] {
+        store.pool().close();
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
+    let Some(db) = TestDatabase::create("postgres_claim_plan").await else {
+        return;
+    };
+    let store = node(&db).await;
+    store.create_queue(queue_named("q")).await.unwrap();
+    store.create_queue(queue_named("other")).await.unwrap();
+    let client = store.pool().get().await.unwrap();
+    // 100 000 jobs: a backlog on another queue, scheduled and blocked jobs here, and a few
+    // thousand due ones.
+    client
+        .batch_execute(
+            "INSERT INTO jobs (id, queue, status, payload, run_at, created_at, priority)
+             SELECT gen_random_uuid(),
+                    CASE WHEN n % 2 = 0 THEN 'other' ELSE 'q' END,
+                    CASE WHEN n % 10 = 1 THEN 0 WHEN n % 10 = 3 THEN 3 ELSE 0 END,
+                    '{}', n, n, n % 3
+             FROM generate_series(1, 100000) AS n;
+             ANALYZE jobs;",
+        )
+        .await
+        .unwrap();
+    let plan: Vec<String> = client
+        .query(
+            "EXPLAIN SELECT id FROM jobs WHERE queue = 'q' AND status = 0
+             ORDER BY priority DESC, run_at, id LIMIT 16 FOR UPDATE SKIP LOCKED",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let plan = plan.join("\n");
+    assert!(plan.contains("LockRows"), "{plan}");
+    assert!(
+        plan.contains("jobs_ready"),
+        "the claim reads the ready index:\n{plan}"
+    );
+    assert!(
+        !plan.contains("Seq Scan") && !plan.contains("Sort"),
+        "no scan, no sort:\n{plan}"
+    );
+    println!("claim plan on 100 000 jobs:\n{plan}");
+    drop(client);
+    store.pool().close();
+    db.drop_database().await;
 }

@@ -1,17 +1,16 @@
 //! SQL for the `queues` table. Secrets are sealed on the way in and opened on the way out
 //! (`store::sealing`).
 
-use std::time::Duration;
-
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::model::{QueueName, Secret, Target};
-use crate::policy::{QueueChange, QueuePolicy, Rate};
+use crate::model::QueueName;
+use crate::policy::QueueChange;
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::queue_row::QueueRow;
 use crate::store::records::Queue;
-use crate::store::sealing::{self, MasterKey, Sealing};
+use crate::store::sealing::{self, Sealing};
 
-/// The columns of a queue, in the order [`from_row`] reads them.
+/// The columns of a queue, in the order [`queue_row`] reads them.
 const COLUMNS: &str = "name, target, secret, created_at, max_attempts, backoff_ms, timeout_ms, \
      concurrency, rate_per_second, burst, max_queued, paused, keep_delivered_ms";
 
@@ -117,47 +116,24 @@ impl RowValues {
 
 fn row_values(queue: &Queue, sealing: &Sealing) -> RowValues {
     use rusqlite::types::Value;
-    let policy = &queue.policy;
-    let millis =
-        |d: std::time::Duration| Value::Integer(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let optional = |v: Option<Value>| v.unwrap_or(Value::Null);
+    let row = QueueRow::of(queue, sealing);
+    let integer = |v: Option<i64>| v.map_or(Value::Null, Value::Integer);
+    let text = |v: Option<String>| v.map_or(Value::Null, Value::Text);
     RowValues {
         values: [
-            Value::Text(queue.name.as_str().to_owned()),
-            Value::Text(queue.target.as_str().to_owned()),
-            optional(
-                queue
-                    .secret
-                    .as_ref()
-                    .map(|s| Value::Text(sealing.to_stored(s.expose(), queue.name.as_str()))),
-            ),
-            Value::Integer(queue.created_at),
-            optional(policy.max_attempts.map(|n| Value::Integer(n.into()))),
-            optional(policy.backoff.as_ref().map(|steps| {
-                Value::Text(
-                    steps
-                        .iter()
-                        .map(|d| d.as_millis().to_string())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                )
-            })),
-            optional(policy.timeout.map(millis)),
-            optional(policy.concurrency.map(|n| Value::Integer(n.into()))),
-            optional(policy.rate.map(|r| Value::Real(r.per_second))),
-            optional(
-                policy
-                    .rate
-                    .and_then(|r| r.burst)
-                    .map(|n| Value::Integer(n.into())),
-            ),
-            optional(
-                policy
-                    .max_queued
-                    .map(|n| Value::Integer(i64::try_from(n).unwrap_or(i64::MAX))),
-            ),
-            Value::Integer(queue.paused.into()),
-            optional(policy.keep_delivered.map(millis)),
+            Value::Text(row.name),
+            Value::Text(row.target),
+            text(row.secret),
+            Value::Integer(row.created_at),
+            integer(row.max_attempts.map(i64::from)),
+            text(row.backoff_ms),
+            integer(row.timeout_ms),
+            integer(row.concurrency.map(i64::from)),
+            row.rate_per_second.map_or(Value::Null, Value::Real),
+            integer(row.burst.map(i64::from)),
+            integer(row.max_queued),
+            Value::Integer(row.paused.into()),
+            integer(row.keep_delivered_ms),
         ],
     }
 }
@@ -179,7 +155,7 @@ pub fn delete(conn: &Connection, name: &QueueName) -> StoreResult<()> {
 /// queue without its secret.
 pub fn load_all(conn: &Connection, sealing: &Sealing) -> StoreResult<Vec<Queue>> {
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM queues ORDER BY name"))?;
-    let rows = stmt.query_map([], StoredQueue::from_row)?;
+    let rows = stmt.query_map([], queue_row)?;
     let keys = sealing.keys();
     let mut queues = Vec::new();
     for row in rows {
@@ -196,95 +172,28 @@ pub fn load_one(
 ) -> StoreResult<Option<Queue>> {
     let stored = conn
         .prepare_cached(&format!("SELECT {COLUMNS} FROM queues WHERE name = ?1"))?
-        .query_row([name.as_str()], StoredQueue::from_row)
+        .query_row([name.as_str()], queue_row)
         .optional()?;
     stored.map(|s| s.open(&sealing.keys())).transpose()
 }
 
-/// A queue's row as read, its secret still sealed.
-struct StoredQueue {
-    name: String,
-    target: String,
-    secret: Option<String>,
-    created_at: i64,
-    max_attempts: Option<u32>,
-    backoff_ms: Option<String>,
-    timeout_ms: Option<i64>,
-    concurrency: Option<u32>,
-    rate_per_second: Option<f64>,
-    burst: Option<u32>,
-    max_queued: Option<i64>,
-    paused: bool,
-    keep_delivered_ms: Option<i64>,
-}
-
-impl StoredQueue {
-    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self {
-            name: row.get(0)?,
-            target: row.get(1)?,
-            secret: row.get(2)?,
-            created_at: row.get(3)?,
-            max_attempts: row.get(4)?,
-            backoff_ms: row.get(5)?,
-            timeout_ms: row.get(6)?,
-            concurrency: row.get(7)?,
-            rate_per_second: row.get(8)?,
-            burst: row.get(9)?,
-            max_queued: row.get(10)?,
-            paused: row.get(11)?,
-            keep_delivered_ms: row.get(12)?,
-        })
-    }
-
-    /// The queue, with its secret opened by one of `keys`.
-    fn open(self, keys: &[&MasterKey]) -> StoreResult<Queue> {
-        let name = self.name;
-        let target = Target::from_stored(&self.target)
-            .map_err(|e| anyhow::anyhow!("stored target of queue {name} is invalid: {e}"))?;
-        let secret = self
-            .secret
-            .map(|stored| {
-                let plain = sealing::open(keys, &stored, &name)
-                    .map_err(|e| anyhow::anyhow!("cannot read the secret of queue {name}: {e}"))?;
-                Secret::parse(&plain)
-                    .map_err(|e| anyhow::anyhow!("stored secret of queue {name} is invalid: {e}"))
-            })
-            .transpose()?;
-        let backoff = self
-            .backoff_ms
-            .map(|text| {
-                text.split(',')
-                    .map(|step| step.parse::<u64>().map(Duration::from_millis))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| anyhow::anyhow!("stored backoff of queue {name} is invalid: {e}"))
-            })
-            .transpose()?;
-        let policy = QueuePolicy {
-            max_attempts: self.max_attempts,
-            backoff,
-            timeout: self
-                .timeout_ms
-                .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
-            concurrency: self.concurrency,
-            rate: self.rate_per_second.map(|per_second| Rate {
-                per_second,
-                burst: self.burst,
-            }),
-            max_queued: self.max_queued.map(|n| u64::try_from(n).unwrap_or(0)),
-            keep_delivered: self
-                .keep_delivered_ms
-                .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
-        };
-        Ok(Queue {
-            name: QueueName::from_stored(name),
-            target,
-            secret,
-            created_at: self.created_at,
-            policy,
-            paused: self.paused,
-        })
-    }
+/// A queue's row as read (`COLUMNS` order), its secret still sealed.
+fn queue_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<QueueRow> {
+    Ok(QueueRow {
+        name: row.get(0)?,
+        target: row.get(1)?,
+        secret: row.get(2)?,
+        created_at: row.get(3)?,
+        max_attempts: row.get(4)?,
+        backoff_ms: row.get(5)?,
+        timeout_ms: row.get(6)?,
+        concurrency: row.get(7)?,
+        rate_per_second: row.get(8)?,
+        burst: row.get(9)?,
+        max_queued: row.get(10)?,
+        paused: row.get(11)?,
+        keep_delivered_ms: row.get(12)?,
+    })
 }
 
 /// Rotation: re-seal with the current master key every secret stored in clear or sealed

@@ -1,0 +1,505 @@
+//! SQL for live jobs on PostgreSQL: enqueue (with ordering keys and idempotency keys),
+//! claim, and the outcome of an attempt (delivered, kept, retried, dead-lettered), each in
+//! one transaction that any number of nodes may run at once.
+//!
+//! Job statuses, as on SQLite: 0 ready (due), 1 in flight, 3 scheduled (not due yet),
+//! 4 blocked (behind an earlier job of its ordering key).
+//!
+//! What makes it safe across nodes:
+//! - a claim locks the rows it takes with `FOR UPDATE SKIP LOCKED`: two nodes claiming at
+//!   once take different jobs, and neither waits for the other;
+//! - an outcome is fenced by the lease (attempt and `leased_until`): a node whose lease was
+//!   recovered and re-claimed elsewhere changes nothing;
+//! - "one head per ordering key" is the unique index `jobs_one_head_per_key`: two nodes
+//!   enqueuing the first two jobs of a key at once cannot both make a head; the loser's job
+//!   is stored blocked instead;
+//! - an idempotency key is claimed by inserting its row first: a concurrent second enqueue
+//!   with the same key waits on that row and then answers with the first job.
+
+use deadpool_postgres::Transaction;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use crate::event::{Event, excerpt};
+use crate::json::CanonicalJson;
+use crate::model::{EventId, JobId, QueueName, UnixMillis};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{
+    ClaimedJob, Delivery, Enqueued, Failure, FailureReason, Lease, NewJob, Outbox, Outcome,
+    ScheduleTick,
+};
+
+/// How many scheduled jobs one claim promotes at most.
+const PROMOTE_BATCH: i64 = 1000;
+
+/// Store `job` in `queue`: ready, scheduled until it is due, or blocked behind its key.
+/// With an idempotency key that still stands for a job of `queue`, stores nothing.
+pub async fn enqueue(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    job: &NewJob,
+) -> StoreResult<Enqueued> {
+    if let Some(key) = &job.idempotency {
+        let claimed = tx
+            .query_opt(
+                "INSERT INTO idempotency_keys (queue, key, job_id, created_at)
+                 SELECT name, $2::text, $3::uuid, $4::bigint FROM queues WHERE name = $1
+                 ON CONFLICT (queue, key) DO UPDATE
+                     SET job_id = excluded.job_id, created_at = excluded.created_at
+                     WHERE idempotency_keys.created_at < $5
+                 RETURNING job_id",
+                &[
+                    &queue.as_str(),
+                    &key.key,
+                    &uuid(job.id),
+                    &job.created_at,
+                    &key.valid_since,
+                ],
+            )
+            .await?;
+        if claimed.is_none() {
+            let first = tx
+                .query_opt(
+                    "SELECT job_id FROM idempotency_keys WHERE queue = $1 AND key = $2",
+                    &[&queue.as_str(), &key.key],
+                )
+                .await?;
+            return match first {
+                Some(row) => Ok(Enqueued::Duplicate(job_id(row.get(0)))),
+                None => Err(StoreError::QueueNotFound),
+            };
+        }
+    }
+    insert(tx, queue, job).await?;
+    Ok(Enqueued::Stored)
+}
+
+/// Insert the job row. A savepoint guards the insert that may lose the race for its key's
+/// head, so the transaction survives it and stores the job blocked instead.
+async fn insert(tx: &Transaction<'_>, queue: &QueueName, job: &NewJob) -> StoreResult<()> {
+    const INSERT: &str =
+        "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
+                                          not_before, ttl_from, priority, ordering_key)
+         SELECT $1::uuid, name,
+                CASE WHEN $8::text IS NOT NULL AND (
+                         $9::boolean
+                         OR EXISTS (SELECT 1 FROM jobs WHERE queue = $2 AND ordering_key = $8))
+                     THEN 4
+                     WHEN $4::bigint > $5::bigint THEN 3
+                     ELSE 0 END,
+                $3::text, 0, $4, $5, $6::bigint, $6, $7::integer, $8
+         FROM queues WHERE name = $2";
+    let (id, due_at) = (uuid(job.id), job.due_at());
+    let (name, payload) = (queue.as_str(), job.payload.as_str());
+    let params = |blocked: &'static bool| insert_args(&id, &name, &payload, job, &due_at, blocked);
+    let inserted = if job.ordering_key.is_some() {
+        tx.batch_execute("SAVEPOINT head").await?;
+        match tx.execute(INSERT, &params(&false)).await {
+            Ok(n) => {
+                tx.batch_execute("RELEASE SAVEPOINT head").await?;
+                n
+            }
+            Err(e) if lost_the_head(&e) => {
+                tx.batch_execute("ROLLBACK TO SAVEPOINT head").await?;
+                tx.execute(INSERT, &params(&true)).await?
+            }
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        tx.execute(INSERT, &params(&false)).await?
+    };
+    if inserted == 0 {
+        return Err(StoreError::QueueNotFound);
+    }
+    Ok(())
+}
+
+/// The parameters of the insert, `$1`…`$9`: `blocked` forces the job behind its key.
+fn insert_args<'a>(
+    id: &'a Uuid,
+    queue: &'a &'a str,
+    payload: &'a &'a str,
+    job: &'a NewJob,
+    due_at: &'a UnixMillis,
+    blocked: &'a bool,
+) -> [&'a (dyn ToSql + Sync); 9] {
+    [
+        id,
+        queue,
+        payload,
+        due_at,
+        &job.created_at,
+        &job.not_before,
+        &job.priority,
+        &job.ordering_key,
+        blocked,
+    ]
+}
+
+/// Whether `error` is another node's job taking the head of the key first.
+fn lost_the_head(error: &tokio_postgres::Error) -> bool {
+    error.code() == Some(&SqlState::UNIQUE_VIOLATION)
+        && error
+            .as_db_error()
+            .and_then(|db| db.constraint())
+            .is_some_and(|c| c == "jobs_one_head_per_key")
+}
+
+/// Lease up to `limit` due jobs of `queue` to `node`: higher priority first, then the
+/// longest due, then the oldest. Scheduled jobs that fell due are promoted first.
+pub async fn claim(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    now: UnixMillis,
+    leased_until: UnixMillis,
+    limit: usize,
+    node: Uuid,
+) -> StoreResult<Vec<ClaimedJob>> {
+    tx.execute(
+        "UPDATE jobs SET status = 0
+         WHERE id IN (SELECT id FROM jobs
+                      WHERE queue = $1 AND status = 3 AND run_at <= $2
+                      ORDER BY run_at LIMIT $3
+                      FOR UPDATE SKIP LOCKED)",
+        &[&queue.as_str(), &now, &PROMOTE_BATCH],
+    )
+    .await?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = tx
+        .query(
+            "UPDATE jobs SET status = 1, attempts = attempts + 1, leased_until = $2,
+                             leased_by = $4
+             WHERE id IN (SELECT id FROM jobs
+                          WHERE queue = $1 AND status = 0
+                          ORDER BY priority DESC, run_at, id LIMIT $3
+                          FOR UPDATE SKIP LOCKED)
+             RETURNING id, payload, attempts, created_at, leased_until, ordering_key,
+                       schedule, schedule_tick",
+            &[&queue.as_str(), &leased_until, &limit, &node],
+        )
+        .await?;
+    let mut claimed: Vec<ClaimedJob> = rows
+        .iter()
+        .map(|row| ClaimedJob {
+            id: job_id(row.get(0)),
+            payload: CanonicalJson::from_stored(row.get(1)),
+            attempt: attempt_of(row.get(2)),
+            created_at: row.get(3),
+            leased_until: row.get(4),
+            ordering_key: row.get(5),
+            schedule: ScheduleTick::from_columns(row.get(6), row.get(7)),
+        })
+        .collect();
+    claimed.sort_by_key(|job| job.id);
+    Ok(claimed)
+}
+
+/// Record an attempt's outcome, fenced by `lease`. False if the lease was lost.
+pub async fn record_outcome(
+    tx: &Transaction<'_>,
+    id: JobId,
+    lease: Lease,
+    outcome: &Outcome,
+    outbox: Outbox,
+) -> StoreResult<bool> {
+    let (key, attempt, until) = (uuid(id), attempt_param(lease.attempt), lease.until);
+    match outcome {
+        Outcome::Delivered { delivery, keep } => {
+            if *keep && !keep_delivered(tx, id, lease, delivery).await? {
+                return Ok(false);
+            }
+            let deleted = tx
+                .query_opt(
+                    "DELETE FROM jobs WHERE id = $1 AND status = 1 AND attempts = $2
+                                        AND leased_until = $3
+                     RETURNING queue, ordering_key, last_error IS NOT NULL",
+                    &[&key, &attempt, &until],
+                )
+                .await?;
+            let Some(row) = deleted else {
+                return Ok(false);
+            };
+            if let Some(ordering_key) = row.get::<_, Option<String>>(1) {
+                promote_next_of_key(tx, row.get(0), &ordering_key, delivery.at).await?;
+            }
+            if row.get::<_, bool>(2) && !keep {
+                tx.execute("DELETE FROM job_attempts WHERE job_id = $1", &[&key])
+                    .await?;
+            }
+            Ok(true)
+        }
+        Outcome::Retry { run_at, failure } => {
+            let changed = tx
+                .execute(
+                    "UPDATE jobs SET status = CASE WHEN $4::bigint > $5::bigint THEN 3 ELSE 0 END,
+                            run_at = $4, leased_until = NULL, leased_by = NULL,
+                            last_error = $6, last_status = $7
+                     WHERE id = $1 AND status = 1 AND attempts = $2 AND leased_until = $3",
+                    &[
+                        &key,
+                        &attempt,
+                        &until,
+                        run_at,
+                        &failure.at,
+                        &failure.error,
+                        &failure.status.map(i32::from),
+                    ],
+                )
+                .await?;
+            if changed == 1 {
+                record_attempt(tx, id, lease.attempt, failure).await?;
+            }
+            Ok(changed == 1)
+        }
+        Outcome::Dead { failure } => {
+            let changed = tx
+                .execute(
+                    "UPDATE jobs SET last_error = $4, last_status = $5
+                     WHERE id = $1 AND status = 1 AND attempts = $2 AND leased_until = $3",
+                    &[
+                        &key,
+                        &attempt,
+                        &until,
+                        &failure.error,
+                        &failure.status.map(i32::from),
+                    ],
+                )
+                .await?;
+            if changed == 0 {
+                return Ok(false);
+            }
+            record_attempt(tx, id, lease.attempt, failure).await?;
+            bury(
+                tx,
+                id,
+                FailureReason::MaxAttemptsReached,
+                failure.at,
+                outbox,
+            )
+            .await?;
+            Ok(true)
+        }
+    }
+}
+
+/// Copy the job, still leased, into the delivery log with its answer.
+async fn keep_delivered(
+    tx: &Transaction<'_>,
+    id: JobId,
+    lease: Lease,
+    delivery: &Delivery,
+) -> StoreResult<bool> {
+    let kept = tx
+        .execute(
+            "INSERT INTO delivered (id, queue, payload, attempts, created_at, not_before,
+                    priority, ordering_key, schedule, schedule_tick, delivered_at,
+                    response_status, latency_ms)
+             SELECT id, queue, payload, attempts, created_at, not_before, priority,
+                    ordering_key, schedule, schedule_tick, $4::bigint, $5::integer, $6::bigint
+             FROM jobs WHERE id = $1 AND status = 1 AND attempts = $2 AND leased_until = $3
+             ON CONFLICT (id) DO UPDATE SET
+                 queue = excluded.queue, payload = excluded.payload,
+                 attempts = excluded.attempts, delivered_at = excluded.delivered_at,
+                 response_status = excluded.response_status, latency_ms = excluded.latency_ms",
+            &[
+                &uuid(id),
+                &attempt_param(lease.attempt),
+                &lease.until,
+                &delivery.at,
+                &i32::from(delivery.status),
+                &i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX),
+            ],
+        )
+        .await?;
+    Ok(kept == 1)
+}
+
+async fn record_attempt(
+    tx: &Transaction<'_>,
+    id: JobId,
+    attempt: u32,
+    failure: &Failure,
+) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO job_attempts (job_id, queue, attempt, at, status, latency_ms, error)
+         SELECT id, queue, $2::integer, $3::bigint, $4::integer, $5::bigint, $6::text
+         FROM jobs WHERE id = $1",
+        &[
+            &uuid(id),
+            &attempt_param(attempt),
+            &failure.at,
+            &failure.status.map(i32::from),
+            &i64::try_from(failure.latency_ms).unwrap_or(i64::MAX),
+            &failure.error,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Move live job `id` to the dead letters (and announce it in the outbox when asked), then
+/// let its key move on.
+async fn bury(
+    tx: &Transaction<'_>,
+    id: JobId,
+    reason: FailureReason,
+    now: UnixMillis,
+    outbox: Outbox,
+) -> StoreResult<()> {
+    let key = uuid(id);
+    let moved = tx
+        .query_opt(
+            "INSERT INTO dead_letters (id, queue, target, payload, created_at, attempts,
+                    failure_reason, last_error, last_status, failed_at, state, replay_count,
+                    updated_at, priority, ordering_key, schedule, schedule_tick)
+             SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, $2::text,
+                    j.last_error, j.last_status, $3::bigint, 'pending', j.replay_count, $3,
+                    j.priority,
+                    j.ordering_key, j.schedule, j.schedule_tick
+             FROM jobs j JOIN queues q ON q.name = j.queue
+             WHERE j.id = $1
+             ON CONFLICT (id) DO UPDATE SET
+                 queue = excluded.queue, target = excluded.target, payload = excluded.payload,
+                 attempts = excluded.attempts, failure_reason = excluded.failure_reason,
+                 last_error = excluded.last_error, last_status = excluded.last_status,
+                 failed_at = excluded.failed_at, state = 'pending',
+                 replay_count = excluded.replay_count, acknowledged_at = NULL,
+                 updated_at = excluded.updated_at, priority = excluded.priority,
+                 ordering_key = excluded.ordering_key, schedule = excluded.schedule,
+                 schedule_tick = excluded.schedule_tick
+             RETURNING queue, attempts, last_status, last_error",
+            &[&key, &reason.as_str(), &now],
+        )
+        .await?;
+    let Some(row) = moved else {
+        return Ok(());
+    };
+    if outbox.dead_letters {
+        let event = Event::JobDeadLettered {
+            queue: QueueName::from_stored(row.get(0)),
+            id,
+            attempts: attempt_of(row.get(1)),
+            last_status: row
+                .get::<_, Option<i32>>(2)
+                .and_then(|s| u16::try_from(s).ok()),
+            error: row.get::<_, Option<String>>(3).as_deref().map(excerpt),
+            reason: reason.as_str().to_owned(),
+        };
+        let event_id = EventId::new();
+        tx.execute(
+            "INSERT INTO event_outbox (id, kind, body, created_at, next_attempt_at)
+             VALUES ($1, $2, $3, $4, $4)",
+            &[
+                &uuid(event_id),
+                &event.kind(),
+                &event.to_body(event_id, now),
+                &now,
+            ],
+        )
+        .await?;
+    }
+    let removed = tx
+        .query_opt(
+            "DELETE FROM jobs WHERE id = $1 RETURNING queue, ordering_key",
+            &[&key],
+        )
+        .await?;
+    if let Some(row) = removed
+        && let Some(ordering_key) = row.get::<_, Option<String>>(1)
+    {
+        promote_next_of_key(tx, row.get(0), &ordering_key, now).await?;
+    }
+    Ok(())
+}
+
+/// After a job of `key` left: if the key has no head any more, its earliest blocked job
+/// becomes the head (ready, or scheduled if it asked to start later).
+async fn promote_next_of_key(
+    tx: &Transaction<'_>,
+    queue: &str,
+    key: &str,
+    now: UnixMillis,
+) -> StoreResult<bool> {
+    let promoted = tx
+        .execute(
+            "UPDATE jobs SET status = CASE WHEN run_at > $3 THEN 3 ELSE 0 END
+             WHERE id = (SELECT id FROM jobs
+                         WHERE queue = $1 AND ordering_key = $2 AND status = 4
+                         ORDER BY id LIMIT 1)
+               AND NOT EXISTS (SELECT 1 FROM jobs
+                               WHERE queue = $1 AND ordering_key = $2 AND status IN (0, 1, 3))",
+            &[&queue, &key, &now],
+        )
+        .await?;
+    Ok(promoted == 1)
+}
+
+/// Leases that expired before `now` (whatever node held them): back to ready, or
+/// dead-lettered if that was their last attempt (their queue's `maxAttempts`, else
+/// `default_max_attempts`). A lease still running is never touched, whoever holds it.
+/// Returns how many were recovered (at most `limit`).
+pub async fn recover_stale_leases(
+    tx: &Transaction<'_>,
+    now: UnixMillis,
+    default_max_attempts: u32,
+    limit: usize,
+    outbox: Outbox,
+) -> StoreResult<usize> {
+    const ERROR: &str = "delivery interrupted: the lease expired before an outcome was recorded";
+    let stale = tx
+        .query(
+            "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, $2)
+             FROM jobs j JOIN queues q ON q.name = j.queue
+             WHERE j.status = 1 AND j.leased_until < $1
+             ORDER BY j.leased_until LIMIT $3
+             FOR UPDATE OF j SKIP LOCKED",
+            &[
+                &now,
+                &attempt_param(default_max_attempts),
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )
+        .await?;
+    for row in &stale {
+        let id = job_id(row.get(0));
+        let lease = Lease {
+            attempt: attempt_of(row.get(1)),
+            until: row.get(2),
+        };
+        let max_attempts = attempt_of(row.get(3));
+        let failure = Failure {
+            error: ERROR.to_owned(),
+            status: None,
+            latency_ms: 0,
+            at: now,
+        };
+        let outcome = if lease.attempt >= max_attempts {
+            Outcome::Dead { failure }
+        } else {
+            Outcome::Retry {
+                run_at: now,
+                failure,
+            }
+        };
+        record_outcome(tx, id, lease, &outcome, outbox).await?;
+    }
+    Ok(stale.len())
+}
+
+fn uuid(id: JobId) -> Uuid {
+    Uuid::from_bytes(*id.as_bytes())
+}
+
+fn job_id(id: Uuid) -> JobId {
+    JobId::from_bytes(id.into_bytes())
+}
+
+/// Attempt counts are INTEGER columns; they never come near `i32::MAX` (at most 100).
+fn attempt_param(attempt: u32) -> i32 {
+    i32::try_from(attempt).unwrap_or(i32::MAX)
+}
+
+fn attempt_of(stored: i32) -> u32 {
+    u32::try_from(stored).unwrap_or(0)
+}
