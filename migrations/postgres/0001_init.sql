@@ -9,6 +9,7 @@
 --   (creation order) on every node, where SQLite used its rowid.
 -- - A lease names the node that holds it (`leased_by`); recovery still goes by expiry only,
 --   never by node, so no node releases a lease another node still holds.
+-- - `queue_epoch`: nodes notice queue changes made elsewhere.
 -- - `cluster_leases`: the periodic sweeps (stale leases, TTL, retention) run on one node
 --   at a time, the one holding the sweep's row until its `until`.
 
@@ -28,10 +29,13 @@ CREATE TABLE queues (
     burst             INTEGER,
     max_queued        BIGINT,
     keep_delivered_ms BIGINT,
-    paused            BOOLEAN NOT NULL DEFAULT FALSE,
-    -- Bumped by every change, so nodes see changes made elsewhere (they poll this).
-    version           BIGINT NOT NULL DEFAULT 0
+    paused            BOOLEAN NOT NULL DEFAULT FALSE
 );
+
+-- Bumped in the transaction of every queue change (create, update, delete): a node reloads
+-- its queues when the epoch it saw last has moved, so it sees changes made on other nodes.
+CREATE TABLE queue_epoch (epoch BIGINT NOT NULL);
+INSERT INTO queue_epoch VALUES (0);
 
 -- Live jobs. status: 0 = ready (due), 1 = in flight, 3 = scheduled (not due yet),
 -- 4 = blocked (behind an earlier job of its ordering key).
@@ -121,13 +125,36 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_by_age ON idempotency_keys (created_at);
 
--- `maxQueued`: the live jobs of each capped queue, kept exact in the transactions that
--- insert and delete jobs.
+-- `maxQueued`: the live jobs of each capped queue (a row only for a queue with a cap), kept
+-- exact by the two triggers below in the transaction of every insert and delete. The
+-- insert's trigger refuses a job beyond the cap (SQLSTATE HQ001, "queue full") under the
+-- row's lock, so concurrent enqueues on several nodes cannot overshoot it; a replayed job
+-- (replay_count > 0) is counted but never refused.
 CREATE TABLE queue_sizes (
     queue TEXT PRIMARY KEY REFERENCES queues(name) ON DELETE CASCADE,
     live  BIGINT NOT NULL,
     cap   BIGINT NOT NULL
 );
+
+CREATE FUNCTION hookq_count_job_in() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE queue_sizes SET live = live + 1
+    WHERE queue = NEW.queue AND (live < cap OR NEW.replay_count > 0);
+    IF NOT FOUND AND EXISTS (SELECT 1 FROM queue_sizes WHERE queue = NEW.queue) THEN
+        RAISE EXCEPTION 'queue % holds its maxQueued jobs', NEW.queue USING ERRCODE = 'HQ001';
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_counted_in AFTER INSERT ON jobs
+    FOR EACH ROW EXECUTE FUNCTION hookq_count_job_in();
+
+CREATE FUNCTION hookq_count_job_out() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE queue_sizes SET live = live - 1 WHERE queue = OLD.queue;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_counted_out AFTER DELETE ON jobs
+    FOR EACH ROW EXECUTE FUNCTION hookq_count_job_out();
 
 CREATE TABLE schedules (
     queue        TEXT NOT NULL REFERENCES queues(name) ON DELETE CASCADE,

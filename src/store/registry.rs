@@ -46,6 +46,14 @@ impl Registry {
         self.write().remove(name);
     }
 
+    /// Replace every queue at once (a backend shared by several nodes reloads them).
+    pub(crate) fn replace_all(&self, queues: Vec<Queue>) {
+        *self.write() = queues
+            .into_iter()
+            .map(|q| (q.name.clone(), Arc::new(q)))
+            .collect();
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<QueueName, Arc<Queue>>> {
         // A panic while holding the lock cannot leave the map half-updated (each update is
         // one insert or remove), so a poisoned lock is still safe to use.

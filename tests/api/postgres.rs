@@ -14,9 +14,10 @@ use std::collections::HashSet;
 use futures_util::future::join_all;
 use hookq::json::canonicalize;
 use hookq::model::{JobId, QueueName, Target, now_millis};
+use hookq::policy::QueueChange;
 use hookq::store::postgres::{self, PgPool, PgStore};
 use hookq::store::{
-    Enqueued, Failure, IdempotencyKey, Lease, NewJob, Outbox, Outcome, Queue, Sealing,
+    Enqueued, Failure, IdempotencyKey, Lease, NewJob, Outbox, Outcome, Queue, Sealing, StoreError,
 };
 use serde_json::json;
 use tokio_postgres::NoTls;
@@ -127,6 +128,7 @@ async fn postgres_schema_is_applied_once_and_then_left_alone() {
             "idempotency_keys",
             "job_attempts",
             "jobs",
+            "queue_epoch",
             "queue_sizes",
             "queues",
             "schedules",
@@ -214,13 +216,13 @@ async fn postgres_connect_names_a_bad_url_without_its_password() {
 }
 
 /// One hookq node's store on the test database.
-async fn node(db: &TestDatabase) -> PgStore {
+pub async fn node(db: &TestDatabase) -> PgStore {
     PgStore::open(&db.url, 8, Sealing::none())
         .await
         .expect("open the PostgreSQL store")
 }
 
-fn queue_named(name: &str) -> Queue {
+pub fn queue_named(name: &str) -> Queue {
     Queue::new(
         QueueName::parse(name).unwrap(),
         Target::parse("http://127.0.0.1:9/hook").unwrap(),
@@ -229,12 +231,12 @@ fn queue_named(name: &str) -> Queue {
     )
 }
 
-fn job(n: usize, now: i64) -> NewJob {
+pub fn job(n: usize, now: i64) -> NewJob {
     let payload = canonicalize(json!({ "n": n }).to_string().as_bytes()).unwrap();
     NewJob::now(JobId::new(), payload, now)
 }
 
-fn failure(at: i64) -> Failure {
+pub fn failure(at: i64) -> Failure {
     Failure {
         error: "boom".into(),
         status: Some(500),
@@ -243,7 +245,7 @@ fn failure(at: i64) -> Failure {
     }
 }
 
-async fn count(pool: &PgPool, sql: &str) -> i64 {
+pub async fn count(pool: &PgPool, sql: &str) -> i64 {
     pool.get()
         .await
         .unwrap()
@@ -484,7 +486,7 @@ async fn postgres_outcomes_are_fenced_by_the_lease_and_stale_leases_recovered_by
     let held_long = a.claim(q(), t0, t0 + 60_000, 1).await.unwrap().remove(0);
     assert_eq!((held_short.id, held_long.id), (early.id, late.id));
     // Node b's sweep, after the short lease expired: only that one is recovered.
-    assert_eq!(b.recover_stale_leases(t0 + 2_000, 3, 100).await.unwrap(), 1);
+    assert_eq!(b.recover_stale_leases(t0 + 2_000, 3).await.unwrap(), 1);
     // Node a's late answer for the recovered job changes nothing; b re-claims it.
     assert!(
         !a.record_outcome(held_short.id, held_short.lease(), Outcome::delivered(t0))
@@ -613,6 +615,167 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
     );
     println!("claim plan on 100 000 jobs:\n{plan}");
     drop(client);
+    store.pool().close();
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_queue_changes_made_on_one_node_reach_the_others() {
+    let Some(db) = TestDatabase::create("postgres_queue_changes_reach_nodes").await else {
+        return;
+    };
+    let (a, b) = (node(&db).await, node(&db).await);
+    let q = QueueName::parse("q").unwrap();
+    assert!(!b.refresh_queues().await.unwrap(), "nothing changed yet");
+    a.create_queue(queue_named("q")).await.unwrap();
+    assert!(a.registry().contains(&q), "the creating node knows at once");
+    assert!(b.refresh_queues().await.unwrap());
+    assert!(b.registry().contains(&q));
+    a.update_queue(q.clone(), QueueChange::paused(true))
+        .await
+        .unwrap();
+    assert!(b.refresh_queues().await.unwrap());
+    assert!(b.registry().get(&q).unwrap().paused);
+    assert!(!b.refresh_queues().await.unwrap());
+    b.delete_queue(q.clone()).await.unwrap();
+    assert!(a.refresh_queues().await.unwrap());
+    assert!(!a.registry().contains(&q));
+    assert!(matches!(
+        a.delete_queue(q.clone()).await,
+        Err(StoreError::QueueNotFound)
+    ));
+    for store in [a, b] {
+        store.pool().close();
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_a_cap_holds_across_nodes_and_batches_fit_whole_or_not_at_all() {
+    let Some(db) = TestDatabase::create("postgres_cap_across_nodes").await else {
+        return;
+    };
+    let (a, b) = (node(&db).await, node(&db).await);
+    let q = || QueueName::parse("q").unwrap();
+    a.create_queue(queue_named("q")).await.unwrap();
+    let t0 = now_millis();
+    a.enqueue(q(), job(0, t0)).await.unwrap();
+    let cap = QueueChange {
+        max_queued: Some(Some(5)),
+        ..QueueChange::default()
+    };
+    a.update_queue(q(), cap).await.unwrap();
+    let answers = join_all((1..21).map(|n| [&a, &b][n % 2].enqueue(q(), job(n, t0)))).await;
+    let stored = answers
+        .iter()
+        .filter(|r| matches!(r, Ok(Enqueued::Stored)))
+        .count();
+    let full = answers
+        .iter()
+        .filter(|r| matches!(r, Err(StoreError::QueueFull)))
+        .count();
+    assert_eq!(
+        (stored, full),
+        (4, 16),
+        "the job already there counts: {answers:?}"
+    );
+    let pool = a.pool();
+    assert_eq!(count(pool, "SELECT live FROM queue_sizes").await, 5);
+    // A delivery makes room for one.
+    let claimed = b.claim(q(), t0, t0 + 60_000, 1).await.unwrap().remove(0);
+    assert!(
+        b.record_outcome(claimed.id, claimed.lease(), Outcome::delivered(t0))
+            .await
+            .unwrap()
+    );
+    // A batch of two does not fit in the one place left: nothing of it is stored.
+    let refused = a.enqueue_batch(q(), vec![job(30, t0), job(31, t0)]).await;
+    assert!(matches!(refused, Err(StoreError::QueueFull)), "{refused:?}");
+    assert_eq!(count(pool, "SELECT count(*) FROM jobs").await, 4);
+    let fits = a.enqueue_batch(q(), vec![job(32, t0)]).await.unwrap();
+    assert_eq!(fits, [Enqueued::Stored]);
+    assert_eq!(count(pool, "SELECT live FROM queue_sizes").await, 5);
+    // Lifting the cap forgets the count.
+    let uncapped = QueueChange {
+        max_queued: Some(None),
+        ..QueueChange::default()
+    };
+    a.update_queue(q(), uncapped).await.unwrap();
+    a.enqueue(q(), job(40, t0)).await.unwrap();
+    assert_eq!(count(pool, "SELECT count(*) FROM queue_sizes").await, 0);
+    for store in [a, b] {
+        store.pool().close();
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_counts_cancel_and_hand_offs() {
+    let Some(db) = TestDatabase::create("postgres_counts_cancel_handoff").await else {
+        return;
+    };
+    let store = node(&db).await;
+    let q = || QueueName::parse("q").unwrap();
+    store.create_queue(queue_named("q")).await.unwrap();
+    let t0 = now_millis();
+    let ready = job(1, t0);
+    let mut later = job(2, t0);
+    later.not_before = Some(t0 + 60_000);
+    let mut head = job(3, t0);
+    head.ordering_key = Some("k".into());
+    let mut behind = job(4, t0);
+    behind.ordering_key = Some("k".into());
+    for j in [&ready, &later, &head, &behind] {
+        store.enqueue(q(), j.clone()).await.unwrap();
+    }
+    // A hand-off: stored already leased to this node; its delivery starts after the commit.
+    let (started, was_started) = tokio::sync::oneshot::channel();
+    let handed = job(5, t0);
+    store
+        .enqueue_leased(
+            q(),
+            handed.clone(),
+            t0 + 60_000,
+            Box::new(move || {
+                let _ = started.send(());
+            }),
+        )
+        .await
+        .unwrap();
+    was_started.await.expect("after_commit ran");
+    let counts = store.queue_counts(q(), t0).await.unwrap();
+    assert_eq!(
+        (
+            counts.ready,
+            counts.scheduled,
+            counts.blocked,
+            counts.in_flight,
+            counts.dead
+        ),
+        (2, 1, 1, 1, 0)
+    );
+    assert_eq!(store.next_due(q()).await.unwrap(), Some(t0));
+    let all = store.all_queue_counts(t0).await.unwrap();
+    assert_eq!(all.len(), 1);
+    // Cancel: a ready job goes; the key's head going lets the next one be the head.
+    store.cancel(q(), head.id, t0).await.unwrap();
+    let counts = store.queue_counts(q(), t0).await.unwrap();
+    assert_eq!((counts.ready, counts.blocked), (2, 0));
+    assert!(matches!(
+        store.cancel(q(), handed.id, t0).await,
+        Err(StoreError::JobConflict(_))
+    ));
+    assert!(matches!(
+        store.cancel(q(), JobId::new(), t0).await,
+        Err(StoreError::JobNotFound)
+    ));
+    assert!(matches!(
+        store
+            .queue_counts(QueueName::parse("nope").unwrap(), t0)
+            .await,
+        Err(StoreError::QueueNotFound)
+    ));
+    store.ping().await.unwrap();
     store.pool().close();
     db.drop_database().await;
 }

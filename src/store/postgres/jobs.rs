@@ -16,7 +16,9 @@
 //! - an idempotency key is claimed by inserting its row first: a concurrent second enqueue
 //!   with the same key waits on that row and then answers with the first job.
 
-use deadpool_postgres::Transaction;
+use std::collections::BTreeMap;
+
+use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -27,7 +29,7 @@ use crate::model::{EventId, JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
     ClaimedJob, Delivery, Enqueued, Failure, FailureReason, Lease, NewJob, Outbox, Outcome,
-    ScheduleTick,
+    QueueCounts, ScheduleTick,
 };
 
 /// How many scheduled jobs one claim promotes at most.
@@ -144,6 +146,206 @@ fn lost_the_head(error: &tokio_postgres::Error) -> bool {
             .as_db_error()
             .and_then(|db| db.constraint())
             .is_some_and(|c| c == "jobs_one_head_per_key")
+}
+
+/// Store a job due at once already in flight (attempt 1, leased to `node` until
+/// `leased_until`): a direct hand-off, as if [`enqueue`] and [`claim`] ran back to back.
+/// Only for a job without an ordering key or idempotency key.
+pub async fn insert_leased(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    job: &NewJob,
+    leased_until: UnixMillis,
+    node: Uuid,
+) -> StoreResult<()> {
+    debug_assert!(job.ordering_key.is_none(), "a keyed job waits for its turn");
+    let inserted = tx
+        .execute(
+            "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
+                               leased_until, leased_by, priority)
+             SELECT $1::uuid, name, 1, $3::text, 1, $4::bigint, $4, $5::bigint, $6::uuid,
+                    $7::integer
+             FROM queues WHERE name = $2",
+            &[
+                &uuid(job.id),
+                &queue.as_str(),
+                &job.payload.as_str(),
+                &job.created_at,
+                &leased_until,
+                &node,
+                &job.priority,
+            ],
+        )
+        .await?;
+    if inserted == 0 {
+        return Err(StoreError::QueueNotFound);
+    }
+    Ok(())
+}
+
+/// Remove a READY job that is not being delivered (its key's next job goes next).
+pub async fn cancel(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    id: JobId,
+    now: UnixMillis,
+) -> StoreResult<()> {
+    let key = uuid(id);
+    // Locked, so a claim on another node cannot take it between this look and the delete.
+    let status: Option<i16> = tx
+        .query_opt(
+            "SELECT status FROM jobs WHERE id = $1 AND queue = $2 FOR UPDATE",
+            &[&key, &queue.as_str()],
+        )
+        .await?
+        .map(|row| row.get(0));
+    match status {
+        Some(1) => Err(StoreError::JobConflict(
+            "job is being delivered right now and cannot be cancelled",
+        )),
+        Some(_) => {
+            let removed = tx
+                .query_one(
+                    "DELETE FROM jobs WHERE id = $1 RETURNING queue, ordering_key",
+                    &[&key],
+                )
+                .await?;
+            if let Some(ordering_key) = removed.get::<_, Option<String>>(1) {
+                promote_next_of_key(tx, removed.get(0), &ordering_key, now).await?;
+            }
+            tx.execute("DELETE FROM job_attempts WHERE job_id = $1", &[&key])
+                .await?;
+            Ok(())
+        }
+        None => {
+            let open = tx
+                .query_opt(
+                    "SELECT 1 FROM dead_letters WHERE id = $1 AND queue = $2
+                                                   AND state != 'replayed'",
+                    &[&key, &queue.as_str()],
+                )
+                .await?;
+            Err(match open {
+                Some(_) => StoreError::JobConflict(
+                    "job is dead-lettered (ERROR), not READY: replay or acknowledge it instead",
+                ),
+                None => StoreError::JobNotFound,
+            })
+        }
+    }
+}
+
+/// Delete up to `limit` idempotency keys recorded before `before`.
+pub async fn purge_idempotency_keys(
+    tx: &Transaction<'_>,
+    before: UnixMillis,
+    limit: usize,
+) -> StoreResult<usize> {
+    let purged = tx
+        .execute(
+            "DELETE FROM idempotency_keys WHERE (queue, key) IN (
+                 SELECT queue, key FROM idempotency_keys WHERE created_at < $1
+                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            &[&before, &i64::try_from(limit).unwrap_or(i64::MAX)],
+        )
+        .await?;
+    Ok(usize::try_from(purged).unwrap_or(usize::MAX))
+}
+
+/// Where each queue's live jobs stand at `now` (only `queue` when given): each figure
+/// counted through its partial index (ready, scheduled, blocked, in flight), never by
+/// reading every job of a queue. Scheduled jobs already due count as ready.
+pub async fn counts(
+    client: &impl GenericClient,
+    queue: Option<&QueueName>,
+    now: UnixMillis,
+) -> StoreResult<BTreeMap<QueueName, QueueCounts>> {
+    let name = queue.map(QueueName::as_str);
+    let rows = client
+        .query(
+            "SELECT queue, 0 AS kind, count(*), count(*), min(run_at) FROM jobs
+             WHERE status = 0 AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+             UNION ALL
+             SELECT queue, 3, count(*), count(*) FILTER (WHERE run_at <= $1),
+                    min(run_at) FILTER (WHERE run_at <= $1) FROM jobs
+             WHERE status = 3 AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+             UNION ALL
+             SELECT queue, 4, count(*), 0, NULL FROM jobs
+             WHERE ordering_key IS NOT NULL AND status = 4
+               AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+             UNION ALL
+             SELECT queue, 1, count(*), 0, NULL FROM jobs
+             WHERE status = 1 AND ($2::text IS NULL OR queue = $2) GROUP BY queue",
+            &[&now, &name],
+        )
+        .await?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let mut counts: BTreeMap<QueueName, QueueCounts> = BTreeMap::new();
+    for row in rows {
+        let entry = counts
+            .entry(QueueName::from_stored(row.get(0)))
+            .or_default();
+        let (jobs, due, earliest): (i64, i64, Option<i64>) = (row.get(2), row.get(3), row.get(4));
+        match row.get::<_, i32>(1) {
+            0 => {
+                entry.ready += count(jobs);
+                entry.oldest_due_at = earliest_of(entry.oldest_due_at, earliest);
+            }
+            3 => {
+                entry.scheduled += count(jobs - due);
+                entry.ready += count(due);
+                entry.oldest_due_at = earliest_of(entry.oldest_due_at, earliest);
+            }
+            4 => entry.blocked += count(jobs),
+            _ => entry.in_flight += count(jobs),
+        }
+    }
+    Ok(counts)
+}
+
+fn earliest_of(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {
+    a.into_iter().chain(b).min()
+}
+
+/// Pending dead letters of every queue (0 for a queue without), in name order.
+pub async fn pending_dead_letters(
+    client: &impl GenericClient,
+    queue: Option<&QueueName>,
+) -> StoreResult<Vec<(QueueName, u64)>> {
+    let rows = client
+        .query(
+            "SELECT q.name, (SELECT count(*) FROM dead_letters d
+                             WHERE d.queue = q.name AND d.state = 'pending')
+             FROM queues q WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
+            &[&queue.map(QueueName::as_str)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            (
+                QueueName::from_stored(row.get(0)),
+                u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+            )
+        })
+        .collect())
+}
+
+/// When `queue` next has a job due: a ready job's time (it is due already), else the
+/// earliest scheduled one's (through `jobs_scheduled`, ordered by due time).
+pub async fn next_due(
+    client: &impl GenericClient,
+    queue: &QueueName,
+) -> StoreResult<Option<UnixMillis>> {
+    Ok(client
+        .query_one(
+            "SELECT coalesce(
+                 (SELECT run_at FROM jobs WHERE queue = $1 AND status = 0 LIMIT 1),
+                 (SELECT min(run_at) FROM jobs WHERE queue = $1 AND status = 3))",
+            &[&queue.as_str()],
+        )
+        .await?
+        .get(0))
 }
 
 /// Lease up to `limit` due jobs of `queue` to `node`: higher priority first, then the
@@ -340,7 +542,7 @@ async fn record_attempt(
 
 /// Move live job `id` to the dead letters (and announce it in the outbox when asked), then
 /// let its key move on.
-async fn bury(
+pub(super) async fn bury(
     tx: &Transaction<'_>,
     id: JobId,
     reason: FailureReason,
@@ -415,7 +617,7 @@ async fn bury(
 
 /// After a job of `key` left: if the key has no head any more, its earliest blocked job
 /// becomes the head (ready, or scheduled if it asked to start later).
-async fn promote_next_of_key(
+pub(super) async fn promote_next_of_key(
     tx: &Transaction<'_>,
     queue: &str,
     key: &str,
@@ -487,19 +689,19 @@ pub async fn recover_stale_leases(
     Ok(stale.len())
 }
 
-fn uuid(id: JobId) -> Uuid {
+pub(super) fn uuid(id: JobId) -> Uuid {
     Uuid::from_bytes(*id.as_bytes())
 }
 
-fn job_id(id: Uuid) -> JobId {
+pub(super) fn job_id(id: Uuid) -> JobId {
     JobId::from_bytes(id.into_bytes())
 }
 
 /// Attempt counts are INTEGER columns; they never come near `i32::MAX` (at most 100).
-fn attempt_param(attempt: u32) -> i32 {
+pub(super) fn attempt_param(attempt: u32) -> i32 {
     i32::try_from(attempt).unwrap_or(i32::MAX)
 }
 
-fn attempt_of(stored: i32) -> u32 {
+pub(super) fn attempt_of(stored: i32) -> u32 {
     u32::try_from(stored).unwrap_or(0)
 }

@@ -8,51 +8,71 @@
 //!   advisory lock, so nodes starting at once apply it once.
 //! - [`queues`], [`jobs`]: the SQL; [`PgStore`]: each operation in its transaction.
 //!
-//! Done so far: queues (create, load), enqueue (ordering keys, idempotency keys), claim,
-//! outcomes (delivered, kept, retried, dead-lettered with its event), stale-lease
-//! recovery. Still to come before it goes behind the port: batches, caps (`maxQueued`),
-//! hand-offs, queue changes and deletion, listings, the dead-letter admin, TTL and
-//! retention sweeps, schedules, the event outbox's sender side, cross-node wake-ups.
+//! Done so far: queues (create, change, delete, a registry that follows other nodes'
+//! changes), enqueue (ordering keys, idempotency keys, caps, batches, hand-offs), claim,
+//! outcomes (delivered, kept, retried, dead-lettered with its event), cancel, stale-lease
+//! recovery, counts. Still to come before it goes behind the port: cross-node wake-ups,
+//! one-node-at-a-time sweeps, cluster-wide rate and concurrency.
 
 pub mod connect;
 pub mod jobs;
 pub mod migrate;
 pub mod queues;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
-use deadpool_postgres::PoolError;
+use deadpool_postgres::{PoolError, Transaction};
 use uuid::Uuid;
 
 pub use connect::{PgPool, connect, is_postgres_url};
 pub use migrate::{Migrated, migrate};
 
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::policy::QueueChange;
+use crate::store::AfterCommit;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{ClaimedJob, Enqueued, Lease, NewJob, Outbox, Outcome, Queue};
+use crate::store::records::{
+    ClaimedJob, Enqueued, Lease, NewJob, Outbox, Outcome, Queue, QueueCounts,
+};
+use crate::store::registry::Registry;
 use crate::store::sealing::Sealing;
 
-/// The PostgreSQL store of one node: a connection pool and the node's identity (what its
-/// leases carry).
+/// The PostgreSQL store of one node: a connection pool, the node's identity (what its leases
+/// carry) and its mirror of the queues ([`Registry`]), kept in step with its own changes at
+/// once and with other nodes' through [`PgStore::refresh_queues`].
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
     sealing: Arc<Sealing>,
     node: Uuid,
     outbox: Outbox,
+    registry: Registry,
+    /// The queue epoch the registry reflects.
+    epoch: Arc<AtomicI64>,
 }
 
+/// Stale leases recovered per transaction.
+const RECOVERY_BATCH: usize = 1000;
+
 impl PgStore {
-    /// Connect (at most `pool_size` connections) and bring the schema up to date.
+    /// Connect (at most `pool_size` connections), bring the schema up to date and load the
+    /// queues.
     pub async fn open(url: &str, pool_size: usize, sealing: Sealing) -> anyhow::Result<Self> {
         let pool = connect(url, pool_size).await?;
         migrate(&pool).await?;
-        Ok(Self {
+        let store = Self {
             pool,
             sealing: Arc::new(sealing),
             node: Uuid::now_v7(),
             outbox: Outbox::default(),
-        })
+            registry: Registry::default(),
+            epoch: Arc::new(AtomicI64::new(-1)),
+        };
+        store.refresh_queues().await?;
+        Ok(store)
     }
 
     /// Record a `job.dead_lettered` event with each dead-lettering (an events target is set).
@@ -71,12 +91,55 @@ impl PgStore {
         &self.pool
     }
 
-    pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
-        let client = self.pool.get().await?;
-        queues::insert(&client, &queue, &self.sealing).await
+    /// The queues, mirrored in memory.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
-    /// Every queue, secrets opened.
+    /// Reload the queues if any node changed one since the last look (one single-row read
+    /// when nothing changed). Returns whether they were reloaded.
+    pub async fn refresh_queues(&self) -> StoreResult<bool> {
+        let client = self.pool.get().await?;
+        let epoch = queues::epoch(&client).await?;
+        if epoch == self.epoch.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let loaded = queues::load_all(&client, &self.sealing).await?;
+        self.registry.replace_all(loaded);
+        self.epoch.store(epoch, Ordering::Release);
+        Ok(true)
+    }
+
+    pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        queues::insert(&tx, &queue, &self.sealing).await?;
+        tx.commit().await?;
+        self.registry.insert(queue);
+        Ok(())
+    }
+
+    /// Change a queue; the registry follows once the change is committed.
+    pub async fn update_queue(&self, name: QueueName, change: QueueChange) -> StoreResult<Queue> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let queue = queues::update(&tx, &name, &change, &self.sealing).await?;
+        tx.commit().await?;
+        self.registry.insert(queue.clone());
+        Ok(queue)
+    }
+
+    /// Delete a queue and everything of it.
+    pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        queues::delete(&tx, &name).await?;
+        tx.commit().await?;
+        self.registry.remove(&name);
+        Ok(())
+    }
+
+    /// Every queue, secrets opened, read from the database.
     pub async fn load_queues(&self) -> StoreResult<Vec<Queue>> {
         let client = self.pool.get().await?;
         queues::load_all(&client, &self.sealing).await
@@ -89,6 +152,50 @@ impl PgStore {
         let enqueued = jobs::enqueue(&tx, &queue, &job).await?;
         tx.commit().await?;
         Ok(enqueued)
+    }
+
+    /// Store every job of `jobs` in one transaction, or none of them.
+    pub async fn enqueue_batch(
+        &self,
+        queue: QueueName,
+        batch: Vec<NewJob>,
+    ) -> StoreResult<Vec<Enqueued>> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let mut enqueued = Vec::with_capacity(batch.len());
+        for job in &batch {
+            enqueued.push(jobs::enqueue(&tx, &queue, job).await?);
+        }
+        tx.commit().await?;
+        Ok(enqueued)
+    }
+
+    /// Store a job due at once already leased to this node for its first attempt, then run
+    /// `after_commit` (which starts the delivery); dropped without running if the insert
+    /// fails.
+    pub async fn enqueue_leased(
+        &self,
+        queue: QueueName,
+        job: NewJob,
+        leased_until: UnixMillis,
+        after_commit: AfterCommit,
+    ) -> StoreResult<()> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        jobs::insert_leased(&tx, &queue, &job, leased_until, self.node).await?;
+        tx.commit().await?;
+        after_commit();
+        Ok(())
+    }
+
+    /// Delete up to `limit` idempotency keys recorded before `before`.
+    pub async fn purge_idempotency_keys(
+        &self,
+        before: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<usize> {
+        self.in_transaction(|tx| Box::pin(jobs::purge_idempotency_keys(tx, before, limit)))
+            .await
     }
 
     /// Lease up to `limit` due jobs of `queue` to this node. The commit is relaxed
@@ -124,20 +231,109 @@ impl PgStore {
         Ok(recorded)
     }
 
-    /// Expired leases, whichever node held them, back to READY or to the dead letters; at
-    /// most `limit` per call. Leases still running are never touched.
+    /// Remove a READY job that is not being delivered.
+    pub async fn cancel(&self, queue: QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        jobs::cancel(&tx, &queue, id, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Expired leases, whichever node held them, back to READY or to the dead letters, a
+    /// batch per transaction. Leases still running are never touched.
     pub async fn recover_stale_leases(
         &self,
         now: UnixMillis,
         default_max_attempts: u32,
-        limit: usize,
     ) -> StoreResult<usize> {
+        let mut total = 0;
+        loop {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            let recovered = jobs::recover_stale_leases(
+                &tx,
+                now,
+                default_max_attempts,
+                RECOVERY_BATCH,
+                self.outbox,
+            )
+            .await?;
+            tx.commit().await?;
+            total += recovered;
+            if recovered < RECOVERY_BATCH {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// PostgreSQL keeps its planner statistics itself (autovacuum's analyze): nothing to do
+    /// here, unlike SQLite's `PRAGMA optimize`.
+    pub async fn maintain(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// Where `queue`'s jobs stand at `now`.
+    pub async fn queue_counts(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+    ) -> StoreResult<QueueCounts> {
+        let client = self.pool.get().await?;
+        queues::require(&client, &queue).await?;
+        let mut counts = jobs::counts(&client, Some(&queue), now)
+            .await?
+            .remove(&queue)
+            .unwrap_or_default();
+        counts.dead = jobs::pending_dead_letters(&client, Some(&queue))
+            .await?
+            .first()
+            .map_or(0, |(_, dead)| *dead);
+        Ok(counts)
+    }
+
+    /// [`queue_counts`](Self::queue_counts) of every queue, in name order.
+    pub async fn all_queue_counts(
+        &self,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(QueueName, QueueCounts)>> {
+        let client = self.pool.get().await?;
+        let mut live = jobs::counts(&client, None, now).await?;
+        Ok(jobs::pending_dead_letters(&client, None)
+            .await?
+            .into_iter()
+            .map(|(queue, dead)| {
+                let counts = live.remove(&queue).unwrap_or_default();
+                (queue, QueueCounts { dead, ..counts })
+            })
+            .collect())
+    }
+
+    /// When `queue` next has a job due.
+    pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
+        let client = self.pool.get().await?;
+        jobs::next_due(&client, &queue).await
+    }
+
+    /// Whether the database answers (`/readyz`).
+    pub async fn ping(&self) -> StoreResult<()> {
+        let client = self.pool.get().await?;
+        client.simple_query("SELECT 1").await?;
+        Ok(())
+    }
+
+    /// Run `work` in one transaction, committed if it succeeds.
+    async fn in_transaction<T>(
+        &self,
+        work: impl for<'t> FnOnce(
+            &'t Transaction<'t>,
+        ) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 't>>,
+    ) -> StoreResult<T> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        let recovered =
-            jobs::recover_stale_leases(&tx, now, default_max_attempts, limit, self.outbox).await?;
+        let result = work(&tx).await?;
         tx.commit().await?;
-        Ok(recovered)
+        Ok(result)
     }
 }
 
@@ -146,6 +342,8 @@ impl From<tokio_postgres::Error> for StoreError {
         use tokio_postgres::error::SqlState;
         match error.code() {
             Some(code) if *code == SqlState::DISK_FULL => StoreError::StorageFull,
+            // Raised by the `jobs_counted_in` trigger: the queue holds its maxQueued jobs.
+            Some(code) if code.code() == "HQ001" => StoreError::QueueFull,
             _ => StoreError::Database(Arc::new(error)),
         }
     }

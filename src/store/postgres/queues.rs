@@ -1,9 +1,11 @@
 //! SQL for the `queues` table on PostgreSQL. The row's meaning (sealed secret, policy in
 //! milliseconds) is [`QueueRow`]'s, shared with SQLite.
 
-use deadpool_postgres::Client;
+use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
+use crate::model::QueueName;
+use crate::policy::QueueChange;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::queue_row::QueueRow;
 use crate::store::records::Queue;
@@ -14,10 +16,10 @@ const COLUMNS: &str = "name, target, secret, created_at, max_attempts, backoff_m
      concurrency, rate_per_second, burst, max_queued, paused, keep_delivered_ms";
 
 /// Store a new queue; its secret is sealed when `sealing` has a master key.
-pub async fn insert(client: &Client, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
+pub async fn insert(tx: &Transaction<'_>, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
     let row = QueueRow::of(queue, sealing);
     let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
-    let inserted = client
+    let inserted = tx
         .execute(
             &format!(
                 "INSERT INTO queues ({COLUMNS})
@@ -44,11 +46,122 @@ pub async fn insert(client: &Client, queue: &Queue, sealing: &Sealing) -> StoreR
     if inserted == 0 {
         return Err(StoreError::QueueExists);
     }
+    keep_cap(tx, &queue.name, queue.policy.max_queued).await?;
+    bump_epoch(tx).await
+}
+
+/// Apply `change` to queue `name` as stored now (its row locked for the transaction) and
+/// return the queue as it becomes.
+pub async fn update(
+    tx: &Transaction<'_>,
+    name: &QueueName,
+    change: &QueueChange,
+    sealing: &Sealing,
+) -> StoreResult<Queue> {
+    let row = tx
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM queues WHERE name = $1 FOR UPDATE"),
+            &[&name.as_str()],
+        )
+        .await?
+        .ok_or(StoreError::QueueNotFound)?;
+    let mut queue = queue_row(&row).open(&sealing.keys())?;
+    queue.apply(change);
+    let row = QueueRow::of(&queue, sealing);
+    let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    tx.execute(
+        "UPDATE queues SET target = $2, secret = $3, max_attempts = $4, backoff_ms = $5,
+                timeout_ms = $6, concurrency = $7, rate_per_second = $8, burst = $9,
+                max_queued = $10, paused = $11, keep_delivered_ms = $12
+         WHERE name = $1",
+        &[
+            &row.name,
+            &row.target,
+            &row.secret,
+            &int(row.max_attempts),
+            &row.backoff_ms,
+            &row.timeout_ms,
+            &int(row.concurrency),
+            &row.rate_per_second,
+            &int(row.burst),
+            &row.max_queued,
+            &row.paused,
+            &row.keep_delivered_ms,
+        ],
+    )
+    .await?;
+    if change.max_queued.is_some() {
+        keep_cap(tx, name, queue.policy.max_queued).await?;
+    }
+    bump_epoch(tx).await?;
+    Ok(queue)
+}
+
+/// Delete a queue; its jobs, dead letters, schedules and log go with it (cascade).
+pub async fn delete(tx: &Transaction<'_>, name: &QueueName) -> StoreResult<()> {
+    let deleted = tx
+        .execute("DELETE FROM queues WHERE name = $1", &[&name.as_str()])
+        .await?;
+    if deleted == 0 {
+        return Err(StoreError::QueueNotFound);
+    }
+    bump_epoch(tx).await
+}
+
+/// Keep `queue_sizes` in step with a queue's `maxQueued`. The queue's row is locked first:
+/// every enqueue into the queue holds a key-share lock on it until it commits, so once the
+/// lock is ours every earlier enqueue is committed and counted, and later ones wait for
+/// this transaction and then meet the cap.
+async fn keep_cap(tx: &Transaction<'_>, name: &QueueName, cap: Option<u64>) -> StoreResult<()> {
+    let Some(cap) = cap else {
+        tx.execute(
+            "DELETE FROM queue_sizes WHERE queue = $1",
+            &[&name.as_str()],
+        )
+        .await?;
+        return Ok(());
+    };
+    let cap = i64::try_from(cap).unwrap_or(i64::MAX);
+    tx.execute(
+        "SELECT 1 FROM queues WHERE name = $1 FOR UPDATE",
+        &[&name.as_str()],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO queue_sizes (queue, live, cap)
+         SELECT $1::text, count(*), $2::bigint FROM jobs WHERE queue = $1
+         ON CONFLICT (queue) DO UPDATE SET cap = excluded.cap",
+        &[&name.as_str(), &cap],
+    )
+    .await?;
     Ok(())
 }
 
+async fn bump_epoch(tx: &Transaction<'_>) -> StoreResult<()> {
+    tx.execute("UPDATE queue_epoch SET epoch = epoch + 1", &[])
+        .await?;
+    Ok(())
+}
+
+/// The queue epoch: it moves with every queue change, on any node.
+pub async fn epoch(client: &impl GenericClient) -> StoreResult<i64> {
+    Ok(client
+        .query_one("SELECT epoch FROM queue_epoch", &[])
+        .await?
+        .get(0))
+}
+
+/// `QueueNotFound` unless queue `name` exists.
+pub async fn require(client: &impl GenericClient, name: &QueueName) -> StoreResult<()> {
+    client
+        .query_opt("SELECT 1 FROM queues WHERE name = $1", &[&name.as_str()])
+        .await?
+        .map(|_| ())
+        .ok_or(StoreError::QueueNotFound)
+}
+
 /// Every queue, secrets opened; a secret that cannot be read is an error naming its queue.
-pub async fn load_all(client: &Client, sealing: &Sealing) -> StoreResult<Vec<Queue>> {
+pub async fn load_all(client: &impl GenericClient, sealing: &Sealing) -> StoreResult<Vec<Queue>> {
     let rows = client
         .query(&format!("SELECT {COLUMNS} FROM queues ORDER BY name"), &[])
         .await?;
