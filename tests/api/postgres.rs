@@ -779,3 +779,121 @@ async fn postgres_counts_cancel_and_hand_offs() {
     store.pool().close();
     db.drop_database().await;
 }
+
+#[tokio::test]
+async fn postgres_a_job_stored_on_one_node_wakes_the_others_even_after_a_reconnect() {
+    let Some(db) = TestDatabase::create("postgres_wakeups_across_nodes").await else {
+        return;
+    };
+    let (a, b) = (node(&db).await, node(&db).await);
+    a.create_queue(queue_named("q")).await.unwrap();
+    let (woken, mut wakeups) = tokio::sync::mpsc::unbounded_channel();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let listener = b.listen_for_wakeups(
+        move |queue| {
+            let _ = woken.send((queue, std::time::Instant::now()));
+        },
+        stop.clone(),
+    );
+    let listening = || async {
+        let sessions = count(
+            a.pool(),
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN hookq_due%'",
+        )
+        .await;
+        (sessions == 1).then_some(())
+    };
+    crate::helpers::eventually("node b to listen", listening).await;
+    let q = || QueueName::parse("q").unwrap();
+    let sent = std::time::Instant::now();
+    a.enqueue(q(), job(1, now_millis())).await.unwrap();
+    let (queue, at) = next_wakeup(&mut wakeups).await;
+    assert_eq!(queue, q());
+    println!("enqueue on a → wake-up on b: {:?}", at - sent);
+    // The listener's connection is killed: it reconnects by itself and hears the next job.
+    count(
+        a.pool(),
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                              WHERE query LIKE 'LISTEN hookq_due%') AS killed",
+    )
+    .await;
+    crate::helpers::eventually("node b to listen again", listening).await;
+    a.enqueue(q(), job(2, now_millis())).await.unwrap();
+    let (queue, _) = next_wakeup(&mut wakeups).await;
+    assert_eq!(queue, q());
+    stop.cancel();
+    listener.await.unwrap();
+    for store in [a, b] {
+        store.pool().close();
+    }
+    db.drop_database().await;
+}
+
+/// The next wake-up heard, within the deadline.
+async fn next_wakeup(
+    wakeups: &mut tokio::sync::mpsc::UnboundedReceiver<(QueueName, std::time::Instant)>,
+) -> (QueueName, std::time::Instant) {
+    tokio::time::timeout(crate::helpers::DEADLINE, wakeups.recv())
+        .await
+        .expect("a wake-up within the deadline")
+        .expect("the listener runs")
+}
+
+#[tokio::test]
+async fn postgres_a_duty_is_held_by_one_node_at_a_time_and_moves_on_when_it_lapses() {
+    let Some(db) = TestDatabase::create("postgres_cluster_duties").await else {
+        return;
+    };
+    let (a, b) = (node(&db).await, node(&db).await);
+    let t0 = now_millis();
+    let sweeps = [
+        a.hold_duty("sweep", t0, t0 + 10_000),
+        b.hold_duty("sweep", t0, t0 + 10_000),
+    ];
+    let held: Vec<bool> = join_all(sweeps)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        held.iter().filter(|h| **h).count(),
+        1,
+        "one holder: {held:?}"
+    );
+    let (holder, other) = if held[0] { (&a, &b) } else { (&b, &a) };
+    assert!(
+        holder
+            .hold_duty("sweep", t0 + 5_000, t0 + 15_000)
+            .await
+            .unwrap(),
+        "renewed"
+    );
+    assert!(
+        !other
+            .hold_duty("sweep", t0 + 14_999, t0 + 25_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        other.hold_duty("another", t0, t0 + 10_000).await.unwrap(),
+        "duties are separate"
+    );
+    // The holder stops renewing (it crashed): once its hold ran out the other takes over,
+    // and the old holder cannot take it back while the new hold runs.
+    assert!(
+        other
+            .hold_duty("sweep", t0 + 15_000, t0 + 25_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !holder
+            .hold_duty("sweep", t0 + 16_000, t0 + 26_000)
+            .await
+            .unwrap()
+    );
+    for store in [a, b] {
+        store.pool().close();
+    }
+    db.drop_database().await;
+}

@@ -17,11 +17,16 @@ pub fn is_postgres_url(db: &str) -> bool {
     db.starts_with("postgres://") || db.starts_with("postgresql://")
 }
 
+/// The connection settings a `postgres://` URL names.
+pub fn parse_url(url: &str) -> anyhow::Result<tokio_postgres::Config> {
+    tokio_postgres::Config::from_str(url)
+        .with_context(|| format!("{}: not a PostgreSQL URL", redacted(url)))
+}
+
 /// A pool of at most `size` connections to the database at `url`. Connections are opened
 /// when first needed; this checks that one can be, so a wrong URL fails at start.
 pub async fn connect(url: &str, size: usize) -> anyhow::Result<PgPool> {
-    let config = tokio_postgres::Config::from_str(url)
-        .with_context(|| format!("{}: not a PostgreSQL URL", redacted(url)))?;
+    let config = parse_url(url)?;
     let manager = Manager::from_config(
         config,
         MakeRustlsConnect::new(tls_config()?),
@@ -43,7 +48,7 @@ pub async fn connect(url: &str, size: usize) -> anyhow::Result<PgPool> {
 
 /// TLS for connections that use it: the Mozilla roots, rustls's safe defaults, the
 /// aws-lc-rs provider (the one reqwest's rustls already uses).
-fn tls_config() -> anyhow::Result<rustls::ClientConfig> {
+pub(super) fn tls_config() -> anyhow::Result<rustls::ClientConfig> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };

@@ -7,16 +7,18 @@
 //! - [`migrate`]: the versioned schema (`migrations/postgres/`), applied at start under an
 //!   advisory lock, so nodes starting at once apply it once.
 //! - [`queues`], [`jobs`]: the SQL; [`PgStore`]: each operation in its transaction.
+//! - [`notify`]: wake-ups across nodes (`LISTEN`/`NOTIFY`).
 //!
 //! Done so far: queues (create, change, delete, a registry that follows other nodes'
 //! changes), enqueue (ordering keys, idempotency keys, caps, batches, hand-offs), claim,
 //! outcomes (delivered, kept, retried, dead-lettered with its event), cancel, stale-lease
-//! recovery, counts. Still to come before it goes behind the port: cross-node wake-ups,
+//! recovery, counts, wake-ups across nodes. Still to come before it goes behind the port:
 //! one-node-at-a-time sweeps, cluster-wide rate and concurrency.
 
 pub mod connect;
 pub mod jobs;
 pub mod migrate;
+pub mod notify;
 pub mod queues;
 
 use std::future::Future;
@@ -25,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use deadpool_postgres::{PoolError, Transaction};
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use connect::{PgPool, connect, is_postgres_url};
@@ -46,6 +49,10 @@ use crate::store::sealing::Sealing;
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// The connection settings, for the wake-up listener's own connection.
+    config: tokio_postgres::Config,
+    /// Announces stored jobs to every node.
+    notifier: notify::Notifier,
     sealing: Arc<Sealing>,
     node: Uuid,
     outbox: Outbox,
@@ -64,6 +71,8 @@ impl PgStore {
         let pool = connect(url, pool_size).await?;
         migrate(&pool).await?;
         let store = Self {
+            notifier: notify::Notifier::start(pool.clone()),
+            config: connect::parse_url(url)?,
             pool,
             sealing: Arc::new(sealing),
             node: Uuid::now_v7(),
@@ -89,6 +98,16 @@ impl PgStore {
     /// The pool, for tests and tools that look at the database directly.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Call `on_due` with every queue any node announces a job for, until `stop` (one
+    /// connection of its own, reconnecting by itself).
+    pub fn listen_for_wakeups(
+        &self,
+        on_due: impl Fn(QueueName) + Send + Sync + 'static,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(notify::listen(self.config.clone(), on_due, stop))
     }
 
     /// The queues, mirrored in memory.
@@ -151,6 +170,9 @@ impl PgStore {
         let tx = client.transaction().await?;
         let enqueued = jobs::enqueue(&tx, &queue, &job).await?;
         tx.commit().await?;
+        if enqueued == Enqueued::Stored {
+            self.notifier.due(&queue);
+        }
         Ok(enqueued)
     }
 
@@ -167,6 +189,9 @@ impl PgStore {
             enqueued.push(jobs::enqueue(&tx, &queue, job).await?);
         }
         tx.commit().await?;
+        if enqueued.contains(&Enqueued::Stored) {
+            self.notifier.due(&queue);
+        }
         Ok(enqueued)
     }
 
@@ -313,6 +338,29 @@ impl PgStore {
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
         let client = self.pool.get().await?;
         jobs::next_due(&client, &queue).await
+    }
+
+    /// Hold the cluster-wide duty `name` (a periodic sweep, the scheduler) until `until`:
+    /// true when this node holds it now, taken or renewed; false while another node's hold
+    /// has not run out. A node that stops renewing loses the duty once its hold runs out,
+    /// so a crashed node's duties move on by themselves.
+    pub async fn hold_duty(
+        &self,
+        name: &str,
+        now: UnixMillis,
+        until: UnixMillis,
+    ) -> StoreResult<bool> {
+        let client = self.pool.get().await?;
+        let held = client
+            .query_opt(
+                "INSERT INTO cluster_leases (name, holder, until) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
+                 WHERE cluster_leases.holder = excluded.holder OR cluster_leases.until <= $4
+                 RETURNING holder",
+                &[&name, &self.node, &until, &now],
+            )
+            .await?;
+        Ok(held.is_some())
     }
 
     /// Whether the database answers (`/readyz`).

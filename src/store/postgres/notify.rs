@@ -1,0 +1,153 @@
+//! Wake-ups across nodes: a job stored on one node is announced to all of them with
+//! PostgreSQL's `NOTIFY` (channel [`CHANNEL`], the queue's name as payload), so whichever
+//! node has free slots claims it at once; the dispatcher's slow sweep still covers a
+//! notification lost to a reconnect.
+//!
+//! Sending ([`Notifier`]) happens after the enqueue's commit, off the enqueue's own
+//! transaction: `NOTIFY` inside a transaction takes a cluster-wide lock at commit, which
+//! would serialize every enqueue of every node. The notifier task sends all the queues
+//! that became due while its previous round trip was out in one statement, so under load
+//! there is one `pg_notify` round trip per batch, not one per job, and on an idle cluster
+//! the first job is announced at once.
+//!
+//! Receiving ([`listen`]) takes one dedicated connection per node (`LISTEN` needs a
+//! session of its own, outside the pool), reconnecting with backoff when it drops.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+use tokio_postgres::AsyncMessage;
+use tokio_postgres_rustls::MakeRustlsConnect;
+use tokio_util::sync::CancellationToken;
+
+use super::PgPool;
+use crate::model::QueueName;
+
+/// The notification channel: its payload is the name of a queue with a job due.
+pub const CHANNEL: &str = "hookq_due";
+
+/// Queues waiting to be announced at most; past it a wake-up is dropped (the sweep covers
+/// it) rather than holding memory while the database is unreachable.
+const PENDING: usize = 10_000;
+
+/// The sending side: [`Notifier::due`] never waits.
+#[derive(Clone)]
+pub struct Notifier {
+    queues: mpsc::Sender<QueueName>,
+}
+
+impl Notifier {
+    /// Start the task that sends the announcements through `pool`; it ends once every
+    /// clone of the notifier is gone.
+    pub fn start(pool: PgPool) -> Self {
+        let (queues, mut pending) = mpsc::channel::<QueueName>(PENDING);
+        tokio::spawn(async move {
+            while let Some(first) = pending.recv().await {
+                let mut batch = BTreeSet::from([first.as_str().to_owned()]);
+                while let Ok(queue) = pending.try_recv() {
+                    batch.insert(queue.as_str().to_owned());
+                }
+                let names: Vec<String> = batch.into_iter().collect();
+                if let Err(error) = announce(&pool, &names).await {
+                    tracing::debug!(%error, queues = names.len(), "wake-up not announced");
+                }
+            }
+        });
+        Self { queues }
+    }
+
+    /// Announce that `queue` has a job due (after the job's commit).
+    pub fn due(&self, queue: &QueueName) {
+        let _ = self.queues.try_send(queue.clone());
+    }
+}
+
+async fn announce(pool: &PgPool, queues: &[String]) -> anyhow::Result<()> {
+    let client = pool.get().await?;
+    client
+        .execute(
+            "SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q",
+            &[&CHANNEL, &queues],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Listen on `config`'s database until `stop`, calling `on_due` with each queue announced
+/// (by any node, this one included). Reconnects after 100 ms, doubling to 5 s, when the
+/// connection fails.
+pub async fn listen(
+    config: tokio_postgres::Config,
+    on_due: impl Fn(QueueName) + Send + Sync + 'static,
+    stop: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let session = listen_once(&config, &on_due, &stop);
+        let ended = tokio::select! {
+            () = stop.cancelled() => return,
+            ended = session => ended,
+        };
+        match ended {
+            Ok(()) => backoff = Duration::from_millis(100),
+            Err(error) => tracing::warn!(%error, "lost the wake-up listener; reconnecting"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// One listening session: connect, `LISTEN`, forward notifications until the connection
+/// ends.
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    on_due: &(impl Fn(QueueName) + Send + Sync),
+    stop: &CancellationToken,
+) -> anyhow::Result<()> {
+    let tls = MakeRustlsConnect::new(super::connect::tls_config()?);
+    let (client, mut connection) = config.connect(tls).await?;
+    let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+    let listen_sql = format!("LISTEN {CHANNEL}");
+    let listening = client.batch_execute(&listen_sql);
+    // The connection must be polled for the LISTEN to complete; notifications arriving
+    // meanwhile are kept for after.
+    tokio::pin!(listening);
+    let mut early = Vec::new();
+    loop {
+        tokio::select! {
+            done = &mut listening => { done?; break; }
+            message = messages.next() => match message {
+                Some(Ok(AsyncMessage::Notification(n))) => early.push(n),
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(error.into()),
+                None => anyhow::bail!("the connection closed before LISTEN"),
+            },
+        }
+    }
+    let deliver = |payload: &str| {
+        if let Ok(queue) = QueueName::parse(payload) {
+            on_due(queue);
+        }
+    };
+    for notification in early {
+        deliver(notification.payload());
+    }
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            message = messages.next() => match message {
+                Some(Ok(AsyncMessage::Notification(n))) if n.channel() == CHANNEL => {
+                    deliver(n.payload());
+                }
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(error.into()),
+                None => anyhow::bail!("the listener's connection closed"),
+            },
+        }
+    }
+}
