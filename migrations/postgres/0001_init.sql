@@ -112,6 +112,8 @@ CREATE TABLE dead_letters (
 );
 CREATE INDEX dead_letters_by_state ON dead_letters (state, failed_at, id);
 CREATE INDEX dead_letters_by_queue ON dead_letters (queue, state, failed_at, id);
+-- A queue's dead letters in every state (the admin listing's `status=all`), in failure order.
+CREATE INDEX dead_letters_by_queue_time ON dead_letters (queue, failed_at, id);
 CREATE INDEX dead_letters_by_time ON dead_letters (failed_at, id);
 CREATE INDEX dead_letters_by_age ON dead_letters (state, updated_at);
 

@@ -24,6 +24,7 @@ mod operator_cli;
 mod ordering;
 mod overload;
 mod postgres;
+mod postgres_admin;
 mod queue_settings;
 mod queues;
 mod recovery;

@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 
 use deadpool_postgres::{GenericClient, Transaction};
+use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -28,8 +29,8 @@ use crate::json::CanonicalJson;
 use crate::model::{EventId, JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    ClaimedJob, Delivery, Enqueued, Failure, FailureReason, Lease, NewJob, Outbox, Outcome,
-    QueueCounts, ScheduleTick,
+    AttemptRecord, ClaimedJob, Delivery, Enqueued, Failure, FailureReason, JobRecord, JobState,
+    Lease, NewJob, Outbox, Outcome, QueueCounts, ScheduleTick,
 };
 
 /// How many scheduled jobs one claim promotes at most.
@@ -140,7 +141,7 @@ fn insert_args<'a>(
 }
 
 /// Whether `error` is another node's job taking the head of the key first.
-fn lost_the_head(error: &tokio_postgres::Error) -> bool {
+pub(super) fn lost_the_head(error: &tokio_postgres::Error) -> bool {
     error.code() == Some(&SqlState::UNIQUE_VIOLATION)
         && error
             .as_db_error()
@@ -704,4 +705,109 @@ pub(super) fn attempt_param(attempt: u32) -> i32 {
 
 pub(super) fn attempt_of(stored: i32) -> u32 {
     u32::try_from(stored).unwrap_or(0)
+}
+
+/// The columns of a live job, in the order [`live_from_row`] reads them.
+const LIVE_COLUMNS: &str = "id, queue, status, payload, attempts, created_at, run_at, \
+     last_error, last_status, not_before, priority, ordering_key, schedule, schedule_tick";
+
+fn live_from_row(row: &Row) -> StoreResult<JobRecord> {
+    let state = match row.get::<_, i16>(2) {
+        0 | 3 | 4 => JobState::Ready,
+        1 => JobState::InFlight,
+        other => {
+            return Err(StoreError::from(anyhow::anyhow!(
+                "jobs.status holds {other}, which this hookq does not know"
+            )));
+        }
+    };
+    Ok(JobRecord {
+        id: job_id(row.get(0)),
+        queue: QueueName::from_stored(row.get(1)),
+        state,
+        payload: CanonicalJson::from_stored(row.get(3)),
+        attempts: attempt_of(row.get(4)),
+        created_at: row.get(5),
+        run_at: row.get(6),
+        last_error: row.get(7),
+        last_status: super::dead_letters::status_of(row.get(8)),
+        not_before: row.get(9),
+        priority: row.get(10),
+        ordering_key: row.get(11),
+        schedule: ScheduleTick::from_columns(row.get(12), row.get(13)),
+        delivery: None,
+    })
+}
+
+/// A live job of `queue`, if there is one with that id.
+pub(super) async fn get_live(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    id: JobId,
+) -> StoreResult<Option<JobRecord>> {
+    tx.query_opt(
+        &format!("SELECT {LIVE_COLUMNS} FROM jobs WHERE id = $1 AND queue = $2"),
+        &[&uuid(id), &queue.as_str()],
+    )
+    .await?
+    .as_ref()
+    .map(live_from_row)
+    .transpose()
+}
+
+/// One page of `queue`'s live jobs in id (creation) order after `after`, through
+/// `jobs_by_queue`.
+pub(super) async fn list_live(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    after: Option<JobId>,
+    limit: usize,
+) -> StoreResult<Vec<JobRecord>> {
+    let limit = limit_param(limit);
+    let rows = match after {
+        Some(after) => {
+            tx.query(
+                &format!(
+                    "SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 AND id > $2
+                     ORDER BY id LIMIT $3"
+                ),
+                &[&queue.as_str(), &uuid(after), &limit],
+            )
+            .await?
+        }
+        None => {
+            tx.query(
+                &format!("SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 ORDER BY id LIMIT $2"),
+                &[&queue.as_str(), &limit],
+            )
+            .await?
+        }
+    };
+    rows.iter().map(live_from_row).collect()
+}
+
+/// The failed attempts of a job, oldest first. `job_attempts` has no insertion order of its
+/// own on PostgreSQL (SQLite reads its rowid): by time, then attempt number, which is the
+/// order they were recorded in (a replay restarts the numbers, later).
+pub(super) async fn history(tx: &Transaction<'_>, id: JobId) -> StoreResult<Vec<AttemptRecord>> {
+    Ok(tx
+        .query(
+            "SELECT attempt, at, status, latency_ms, error FROM job_attempts
+             WHERE job_id = $1 ORDER BY at, attempt",
+            &[&uuid(id)],
+        )
+        .await?
+        .iter()
+        .map(|row| AttemptRecord {
+            attempt: attempt_of(row.get(0)),
+            at: row.get(1),
+            status: super::dead_letters::status_of(row.get(2)),
+            latency_ms: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
+            error: row.get(4),
+        })
+        .collect())
+}
+
+pub(super) fn limit_param(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
 }

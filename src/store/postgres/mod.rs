@@ -6,20 +6,28 @@
 //!   through rustls as the URL's `sslmode` asks.
 //! - [`migrate`]: the versioned schema (`migrations/postgres/`), applied at start under an
 //!   advisory lock, so nodes starting at once apply it once.
-//! - [`queues`], [`jobs`]: the SQL; [`PgStore`]: each operation in its transaction.
+//! - [`queues`], [`jobs`], [`dead_letters`], [`delivered`], [`events`], [`schedules`]: the
+//!   SQL, one module per table; [`PgStore`] (here and in [`admin`]): each operation of the
+//!   store's port in its transaction.
 //! - [`notify`]: wake-ups across nodes (`LISTEN`/`NOTIFY`).
 //!
-//! Done so far: queues (create, change, delete, a registry that follows other nodes'
-//! changes), enqueue (ordering keys, idempotency keys, caps, batches, hand-offs), claim,
-//! outcomes (delivered, kept, retried, dead-lettered with its event), cancel, stale-lease
-//! recovery, counts, wake-ups across nodes. Still to come before it goes behind the port:
-//! one-node-at-a-time sweeps, cluster-wide rate and concurrency.
+//! Every operation of the port is here (queues with a registry that follows other nodes'
+//! changes; enqueue with ordering keys, idempotency keys, caps, batches and hand-offs;
+//! claim; outcomes; cancel; stale leases; counts; listings; the dead-letter admin; TTL and
+//! retention sweeps; the delivery log; the event outbox; schedules), plus wake-ups across
+//! nodes and duties held by one node at a time. Still to come: wiring it behind the port
+//! and into the server (`--db postgres://…`), cluster-wide rate and concurrency.
 
+pub mod admin;
 pub mod connect;
+pub mod dead_letters;
+pub mod delivered;
+pub mod events;
 pub mod jobs;
 pub mod migrate;
 pub mod notify;
 pub mod queues;
+pub mod schedules;
 
 use std::future::Future;
 use std::pin::Pin;

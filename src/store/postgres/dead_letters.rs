@@ -1,0 +1,405 @@
+//! SQL for the `dead_letters` table on PostgreSQL: jobs whose attempts were spent (or that
+//! expired), with their admin lifecycle `pending → replaying → replayed` or
+//! `pending → acknowledged`, as on SQLite. Moves to and from the live jobs (bury, replay's
+//! put-back) and the history they leave are in `jobs` and `admin`.
+//!
+//! What makes it safe across nodes: a replay claims its records `pending → replaying` under
+//! `FOR UPDATE SKIP LOCKED`, so two replays (on one node or two) never claim one record;
+//! acknowledging is a compare-and-set on `pending`; the retention sweep skips rows another
+//! transaction holds.
+
+use std::collections::HashSet;
+
+use deadpool_postgres::Transaction;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use super::jobs::{attempt_of, job_id, uuid};
+use crate::json::CanonicalJson;
+use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{
+    CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, Last24h,
+    PageRequest, ScheduleTick, Selection,
+};
+
+/// The columns of a record, in the order [`from_row`] reads them (the payload, when asked
+/// for, comes last).
+const COLUMNS: &str = "id, queue, target, created_at, failed_at, attempts, failure_reason, \
+     last_error, last_status, state, replay_count, replayed_at, acknowledged_at, priority, \
+     ordering_key, schedule, schedule_tick";
+
+fn from_row(row: &Row, payload: bool) -> StoreResult<DeadLetter> {
+    let reason: String = row.get(6);
+    let state: String = row.get(9);
+    Ok(DeadLetter {
+        id: job_id(row.get(0)),
+        queue: QueueName::from_stored(row.get(1)),
+        target: row.get(2),
+        created_at: row.get(3),
+        failed_at: row.get(4),
+        attempts: attempt_of(row.get(5)),
+        failure_reason: FailureReason::parse(&reason)
+            .ok_or_else(|| unreadable("failure_reason", &reason))?,
+        last_error: row.get(7),
+        last_status: status_of(row.get(8)),
+        status: DlqState::parse(&state).ok_or_else(|| unreadable("state", &state))?,
+        replay_count: attempt_of(row.get(10)),
+        replayed_at: row.get(11),
+        acknowledged_at: row.get(12),
+        priority: row.get(13),
+        ordering_key: row.get(14),
+        schedule: ScheduleTick::from_columns(row.get(15), row.get(16)),
+        payload: payload.then(|| CanonicalJson::from_stored(row.get(17))),
+    })
+}
+
+/// A stored value no version of hookq writes.
+fn unreadable(column: &str, value: &str) -> StoreError {
+    StoreError::from(anyhow::anyhow!(
+        "dead_letters.{column} holds `{value}`, which this hookq does not know"
+    ))
+}
+
+/// An HTTP status as stored (INTEGER).
+pub(super) fn status_of(stored: Option<i32>) -> Option<u16> {
+    stored.and_then(|s| u16::try_from(s).ok())
+}
+
+fn count_of(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn limit_param(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// A dead letter by id, with its payload; limited to `queue` when given.
+pub async fn get(
+    tx: &Transaction<'_>,
+    queue: Option<&QueueName>,
+    id: JobId,
+) -> StoreResult<Option<DeadLetter>> {
+    tx.query_opt(
+        &format!(
+            "SELECT {COLUMNS}, payload FROM dead_letters
+             WHERE id = $1 AND ($2::text IS NULL OR queue = $2::text)"
+        ),
+        &[&uuid(id), &queue.map(QueueName::as_str)],
+    )
+    .await?
+    .map(|row| from_row(&row, true))
+    .transpose()
+}
+
+/// One page of dead letters in failure order (newest or oldest first) after `page.after`,
+/// with the number matching the filter when `page.with_total` asks for it. The filter's
+/// columns lead an index whose tail is `(failed_at, id)`, so the page is one index range:
+/// no filter `dead_letters_by_time`, a state `dead_letters_by_state`, a queue and a state
+/// `dead_letters_by_queue`, a queue alone `dead_letters_by_queue_time`.
+pub async fn list(
+    tx: &Transaction<'_>,
+    filter: &Filter,
+    page: PageRequest,
+) -> StoreResult<DeadLetterPage> {
+    let queue = filter.queue.as_ref().map(QueueName::as_str);
+    let state = filter.state.map(DlqState::as_str);
+    let mut conditions: Vec<String> = Vec::new();
+    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+    if let Some(queue) = &queue {
+        params.push(queue);
+        conditions.push(format!("queue = ${}::text", params.len()));
+    }
+    if let Some(state) = &state {
+        params.push(state);
+        conditions.push(format!("state = ${}::text", params.len()));
+    }
+    let clause = if conditions.is_empty() {
+        "TRUE".to_owned()
+    } else {
+        conditions.join(" AND ")
+    };
+    let total = if page.with_total {
+        let total: i64 = tx
+            .query_one(
+                &format!("SELECT count(*) FROM dead_letters WHERE {clause}"),
+                &params,
+            )
+            .await?
+            .get(0);
+        Some(count_of(total))
+    } else {
+        None
+    };
+    let (direction, compare) = if page.newest_first {
+        ("DESC", "<")
+    } else {
+        ("ASC", ">")
+    };
+    let mut sql = format!(
+        "SELECT {COLUMNS}{} FROM dead_letters WHERE {clause}",
+        if page.with_payload { ", payload" } else { "" }
+    );
+    let after = page.after.map(|p| (p.at, uuid(p.id)));
+    if let Some((at, id)) = &after {
+        params.push(at);
+        params.push(id);
+        sql.push_str(&format!(
+            " AND (failed_at, id) {compare} (${}::bigint, ${}::uuid)",
+            params.len() - 1,
+            params.len()
+        ));
+    }
+    let limit = limit_param(page.limit);
+    params.push(&limit);
+    sql.push_str(&format!(
+        " ORDER BY failed_at {direction}, id {direction} LIMIT ${}",
+        params.len()
+    ));
+    let letters = tx
+        .query(&sql, &params)
+        .await?
+        .iter()
+        .map(|row| from_row(row, page.with_payload))
+        .collect::<StoreResult<_>>()?;
+    Ok(DeadLetterPage { letters, total })
+}
+
+/// Claim up to `limit` pending records of `selection` for a replay: `pending → replaying`,
+/// in selection order (by ids) or failure order (by queue). A record another transaction
+/// holds (a replay running elsewhere, an acknowledgement) is skipped rather than waited
+/// for: only one replay can claim a record, so two concurrent replays never send a job
+/// twice.
+pub async fn claim_for_replay(
+    tx: &Transaction<'_>,
+    selection: &Selection,
+    now: UnixMillis,
+    limit: usize,
+) -> StoreResult<Vec<JobId>> {
+    match selection {
+        Selection::Ids(ids) => {
+            let wanted: Vec<Uuid> = ids.iter().take(limit).map(|id| uuid(*id)).collect();
+            let claimed: HashSet<Uuid> = tx
+                .query(
+                    "UPDATE dead_letters SET state = 'replaying', updated_at = $2
+                     WHERE id IN (SELECT id FROM dead_letters
+                                  WHERE id = ANY($1) AND state = 'pending'
+                                  FOR UPDATE SKIP LOCKED)
+                     RETURNING id",
+                    &[&wanted, &now],
+                )
+                .await?
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            // In the order asked for, each once (as one UPDATE per id would have it).
+            let mut ordered = Vec::with_capacity(claimed.len());
+            let mut seen = HashSet::with_capacity(claimed.len());
+            for id in wanted {
+                if claimed.contains(&id) && seen.insert(id) {
+                    ordered.push(job_id(id));
+                }
+            }
+            Ok(ordered)
+        }
+        Selection::Queue(queue) => {
+            let mut claimed: Vec<(UnixMillis, Uuid)> = tx
+                .query(
+                    "UPDATE dead_letters SET state = 'replaying', updated_at = $2
+                     WHERE id IN (SELECT id FROM dead_letters
+                                  WHERE queue = $1 AND state = 'pending'
+                                  ORDER BY failed_at, id LIMIT $3
+                                  FOR UPDATE SKIP LOCKED)
+                     RETURNING failed_at, id",
+                    &[&queue.as_str(), &now, &limit_param(limit)],
+                )
+                .await?
+                .iter()
+                .map(|row| (row.get(0), row.get(1)))
+                .collect();
+            claimed.sort();
+            Ok(claimed.into_iter().map(|(_, id)| job_id(id)).collect())
+        }
+    }
+}
+
+/// A claimed record whose job is back on its queue: `replaying → replayed`.
+pub async fn mark_replayed(tx: &Transaction<'_>, id: JobId, now: UnixMillis) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE dead_letters SET state = 'replayed', replayed_at = $2,
+                replay_count = replay_count + 1, updated_at = $2
+         WHERE id = $1",
+        &[&uuid(id), &now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A claimed record whose job could not be put back: `replaying → pending`.
+pub async fn unclaim(tx: &Transaction<'_>, id: JobId, now: UnixMillis) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE dead_letters SET state = 'pending', updated_at = $2
+         WHERE id = $1 AND state = 'replaying'",
+        &[&uuid(id), &now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Dismiss pending records: `pending → acknowledged`. Returns how many.
+pub async fn acknowledge(
+    tx: &Transaction<'_>,
+    selection: &Selection,
+    now: UnixMillis,
+) -> StoreResult<usize> {
+    let acknowledged = match selection {
+        Selection::Ids(ids) => {
+            let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
+            tx.execute(
+                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = $2,
+                        updated_at = $2
+                 WHERE id = ANY($1) AND state = 'pending'",
+                &[&ids, &now],
+            )
+            .await?
+        }
+        Selection::Queue(queue) => {
+            tx.execute(
+                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = $2,
+                        updated_at = $2
+                 WHERE queue = $1 AND state = 'pending'",
+                &[&queue.as_str(), &now],
+            )
+            .await?
+        }
+    };
+    Ok(usize::try_from(acknowledged).unwrap_or(usize::MAX))
+}
+
+/// Delete the records of `selection` whatever their state; returns the ids deleted (their
+/// history is the caller's to drop).
+pub async fn delete(tx: &Transaction<'_>, selection: &Selection) -> StoreResult<Vec<JobId>> {
+    let rows = match selection {
+        Selection::Ids(ids) => {
+            let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
+            tx.query(
+                "DELETE FROM dead_letters WHERE id = ANY($1) RETURNING id",
+                &[&ids],
+            )
+            .await?
+        }
+        Selection::Queue(queue) => {
+            tx.query(
+                "DELETE FROM dead_letters WHERE queue = $1 RETURNING id",
+                &[&queue.as_str()],
+            )
+            .await?
+        }
+    };
+    Ok(rows.iter().map(|row| job_id(row.get(0))).collect())
+}
+
+/// Retention: delete up to `limit` replayed or acknowledged records last changed before
+/// `before` (through `dead_letters_by_age`); returns their ids. Pending records are never
+/// deleted automatically. Rows another transaction holds are left for the next sweep.
+pub async fn purge_closed(
+    tx: &Transaction<'_>,
+    before: UnixMillis,
+    limit: usize,
+) -> StoreResult<Vec<JobId>> {
+    Ok(tx
+        .query(
+            "DELETE FROM dead_letters WHERE id IN (
+                 SELECT id FROM dead_letters
+                 WHERE state IN ('replayed', 'acknowledged') AND updated_at < $1
+                 LIMIT $2 FOR UPDATE SKIP LOCKED)
+             RETURNING id",
+            &[&before, &limit_param(limit)],
+        )
+        .await?
+        .iter()
+        .map(|row| job_id(row.get(0)))
+        .collect())
+}
+
+/// Dead-letter figures at `now`; a pending record replayed more than `repeat_after_replays`
+/// times counts as a repeat failure.
+pub async fn stats(
+    tx: &Transaction<'_>,
+    now: UnixMillis,
+    repeat_after_replays: u32,
+) -> StoreResult<DlqStats> {
+    let mut stats = DlqStats::default();
+    for state in DlqState::ALL {
+        stats.by_status.insert(state.as_str(), 0);
+    }
+    for row in tx
+        .query(
+            "SELECT state, count(*) FROM dead_letters GROUP BY state",
+            &[],
+        )
+        .await?
+    {
+        if let Some(state) = DlqState::parse(row.get(0)) {
+            stats.by_status.insert(state.as_str(), count_of(row.get(1)));
+        }
+    }
+    // Ties in byte order, as SQLite compares text (whatever the database's collation).
+    for row in tx
+        .query(
+            "SELECT queue, count(*) AS n FROM dead_letters WHERE state = 'pending'
+             GROUP BY queue ORDER BY n DESC, queue COLLATE \"C\"",
+            &[],
+        )
+        .await?
+    {
+        let (queue, count): (String, u64) = (row.get(0), count_of(row.get(1)));
+        if stats.top_failing_queues.len() < 10 {
+            stats.top_failing_queues.push(CountOf {
+                key: queue.clone(),
+                count,
+            });
+        }
+        stats.by_queue.insert(queue, count);
+    }
+    stats.oldest_pending_failed_at = tx
+        .query_one(
+            "SELECT min(failed_at) FROM dead_letters WHERE state = 'pending'",
+            &[],
+        )
+        .await?
+        .get(0);
+    stats.oldest_pending_age_ms = stats.oldest_pending_failed_at.map(|at| (now - at).max(0));
+    for row in tx
+        .query(
+            "SELECT last_status, count(*) AS n FROM dead_letters WHERE state = 'pending'
+             GROUP BY last_status ORDER BY n DESC LIMIT 10",
+            &[],
+        )
+        .await?
+    {
+        stats.top_status_codes.push(CountOf {
+            key: status_of(row.get(0)),
+            count: count_of(row.get(1)),
+        });
+    }
+    let day_ago = now - 24 * 3600 * 1000;
+    let row = tx
+        .query_one(
+            "SELECT count(*) FILTER (WHERE state = 'pending' AND replay_count > $2::bigint),
+                    count(*) FILTER (WHERE failed_at >= $1::bigint),
+                    count(*) FILTER (WHERE replayed_at >= $1),
+                    count(*) FILTER (WHERE acknowledged_at >= $1)
+             FROM dead_letters",
+            &[&day_ago, &i64::from(repeat_after_replays)],
+        )
+        .await?;
+    stats.repeat_failures = count_of(row.get(0));
+    stats.last_24h = Last24h {
+        new_failures: count_of(row.get(1)),
+        replayed: count_of(row.get(2)),
+        acknowledged: count_of(row.get(3)),
+    };
+    Ok(stats)
+}

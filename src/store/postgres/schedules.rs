@@ -1,0 +1,289 @@
+//! SQL for the `schedules` table on PostgreSQL: a queue's recurring jobs, each with the tick
+//! it fires next, as on SQLite. Firing a tick (which also stores a job) is in `admin`.
+//!
+//! What makes a tick fire once across nodes: a round takes its due schedules with
+//! `FOR UPDATE SKIP LOCKED` (a schedule another node is firing is left to it, not waited
+//! for), and moves each one's tick with the same compare-and-set on `next_run_at` as SQLite
+//! ([`claim_tick`]), in the transaction that stores the tick's job. Changes through the API
+//! lock the row they change, so they take turns with a round firing it.
+
+use deadpool_postgres::Transaction;
+use tokio_postgres::Row;
+
+use super::jobs::{job_id, uuid};
+use crate::cron::CronSpec;
+use crate::json::CanonicalJson;
+use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{NewSchedule, Saved, Schedule};
+
+/// The columns of a schedule, in the order [`from_row`] reads them.
+const COLUMNS: &str = "queue, name, cron, timezone, payload, priority, ordering_key, paused, \
+     next_run_at, last_run_at, last_job_id, created_at, updated_at";
+
+fn from_row(row: &Row) -> Schedule {
+    Schedule {
+        queue: QueueName::from_stored(row.get(0)),
+        name: ScheduleName::from_stored(row.get(1)),
+        cron: row.get(2),
+        timezone: row.get(3),
+        payload: CanonicalJson::from_stored(row.get(4)),
+        priority: row.get(5),
+        ordering_key: row.get(6),
+        paused: row.get(7),
+        next_run_at: row.get(8),
+        last_run_at: row.get(9),
+        last_job_id: row.get::<_, Option<uuid::Uuid>>(10).map(job_id),
+        created_at: row.get(11),
+        updated_at: row.get(12),
+    }
+}
+
+/// A schedule of `queue`; with `lock`, its row is locked until the transaction ends (a
+/// change reads what it changes, as one write on SQLite does).
+pub async fn get(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    name: &ScheduleName,
+    lock: bool,
+) -> StoreResult<Option<Schedule>> {
+    Ok(tx
+        .query_opt(
+            &format!(
+                "SELECT {COLUMNS} FROM schedules WHERE queue = $1 AND name = $2{}",
+                if lock { " FOR UPDATE" } else { "" }
+            ),
+            &[&queue.as_str(), &name.as_str()],
+        )
+        .await?
+        .as_ref()
+        .map(from_row))
+}
+
+/// Create or replace `schedule` on `queue` at `now`, as SQLite does: a replaced schedule
+/// keeps its history (`last_run_at`, `last_job_id`), and its next tick when its expression
+/// and time zone did not change; otherwise the next tick is the first after `now`. A paused
+/// schedule has none. `QueueNotFound` if `queue` does not exist.
+///
+/// The row is read locked, or inserted only if still absent: two nodes putting the same new
+/// schedule at once make one `Created` and one `Replaced`, as one after the other would.
+pub async fn upsert(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    schedule: &NewSchedule,
+    now: UnixMillis,
+) -> StoreResult<Saved> {
+    let spec = &schedule.spec;
+    loop {
+        if let Some(old) = get(tx, queue, &schedule.name, true).await? {
+            let next_run_at = match old.next_run_at {
+                _ if schedule.paused => None,
+                Some(next) if old.cron == spec.expression() && old.timezone == spec.timezone() => {
+                    Some(next)
+                }
+                _ => spec.next_after(now),
+            };
+            tx.execute(
+                "UPDATE schedules SET cron = $3, timezone = $4, payload = $5, priority = $6,
+                        ordering_key = $7, paused = $8, next_run_at = $9, updated_at = $10
+                 WHERE queue = $1 AND name = $2",
+                &[
+                    &queue.as_str(),
+                    &schedule.name.as_str(),
+                    &spec.expression(),
+                    &spec.timezone(),
+                    &schedule.payload.as_str(),
+                    &schedule.priority,
+                    &schedule.ordering_key,
+                    &schedule.paused,
+                    &next_run_at,
+                    &now,
+                ],
+            )
+            .await?;
+            return Ok(Saved::Replaced);
+        }
+        let next_run_at = if schedule.paused {
+            None
+        } else {
+            spec.next_after(now)
+        };
+        // Through `queues`: no schedule for a queue deleted a moment before.
+        let inserted = tx
+            .execute(
+                "INSERT INTO schedules (queue, name, cron, timezone, payload, priority,
+                                        ordering_key, paused, next_run_at, created_at,
+                                        updated_at)
+                 SELECT name, $2::text, $3::text, $4::text, $5::text, $6::integer, $7::text,
+                        $8::boolean, $9::bigint, $10::bigint, $10::bigint
+                 FROM queues WHERE name = $1
+                 ON CONFLICT (queue, name) DO NOTHING",
+                &[
+                    &queue.as_str(),
+                    &schedule.name.as_str(),
+                    &spec.expression(),
+                    &spec.timezone(),
+                    &schedule.payload.as_str(),
+                    &schedule.priority,
+                    &schedule.ordering_key,
+                    &schedule.paused,
+                    &next_run_at,
+                    &now,
+                ],
+            )
+            .await?;
+        if inserted == 1 {
+            return Ok(Saved::Created);
+        }
+        // No queue, or the schedule was created elsewhere meanwhile: replace that one.
+        super::queues::require(tx, queue).await?;
+    }
+}
+
+/// `queue`'s schedules, by name (in byte order, as SQLite compares text).
+pub async fn list(tx: &Transaction<'_>, queue: &QueueName) -> StoreResult<Vec<Schedule>> {
+    Ok(tx
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM schedules WHERE queue = $1 ORDER BY name COLLATE \"C\""
+            ),
+            &[&queue.as_str()],
+        )
+        .await?
+        .iter()
+        .map(from_row)
+        .collect())
+}
+
+/// Delete a schedule; `ScheduleNotFound` if there is none.
+pub async fn delete(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    name: &ScheduleName,
+) -> StoreResult<()> {
+    let deleted = tx
+        .execute(
+            "DELETE FROM schedules WHERE queue = $1 AND name = $2",
+            &[&queue.as_str(), &name.as_str()],
+        )
+        .await?;
+    match deleted {
+        0 => Err(StoreError::ScheduleNotFound),
+        _ => Ok(()),
+    }
+}
+
+/// Pause a schedule (it has no next tick), or resume it: its next tick is the first after
+/// `now`, so the ticks it missed while paused are not made up. Pausing a paused schedule or
+/// resuming an active one changes nothing. Returns the schedule as it becomes.
+pub async fn set_paused(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    name: &ScheduleName,
+    paused: bool,
+    now: UnixMillis,
+) -> StoreResult<Schedule> {
+    let schedule = get(tx, queue, name, true)
+        .await?
+        .ok_or(StoreError::ScheduleNotFound)?;
+    if schedule.paused == paused {
+        return Ok(schedule);
+    }
+    let next_run_at = if paused {
+        None
+    } else {
+        spec_of(&schedule)?.next_after(now)
+    };
+    tx.execute(
+        "UPDATE schedules SET paused = $3, next_run_at = $4, updated_at = $5
+         WHERE queue = $1 AND name = $2",
+        &[&queue.as_str(), &name.as_str(), &paused, &next_run_at, &now],
+    )
+    .await?;
+    get(tx, queue, name, false)
+        .await?
+        .ok_or(StoreError::ScheduleNotFound)
+}
+
+/// A stored schedule's expression, parsed again (it was valid when stored).
+pub fn spec_of(schedule: &Schedule) -> StoreResult<CronSpec> {
+    CronSpec::parse_stored(&schedule.cron, &schedule.timezone).map_err(|e| {
+        StoreError::from(anyhow::anyhow!(
+            "schedule {}/{} no longer parses: {e}",
+            schedule.queue,
+            schedule.name
+        ))
+    })
+}
+
+/// Up to `limit` active schedules whose next tick is at or before `now`, earliest first
+/// (through `schedules_due`), locked until the transaction ends. A schedule another
+/// transaction holds (another node's round firing it, an API change) is skipped: it is not
+/// due for this round, and the round never waits.
+pub async fn due(
+    tx: &Transaction<'_>,
+    now: UnixMillis,
+    limit: usize,
+) -> StoreResult<Vec<Schedule>> {
+    Ok(tx
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM schedules
+                 WHERE NOT paused AND next_run_at <= $1
+                 ORDER BY next_run_at LIMIT $2
+                 FOR UPDATE SKIP LOCKED"
+            ),
+            &[&now, &i64::try_from(limit).unwrap_or(i64::MAX)],
+        )
+        .await?
+        .iter()
+        .map(from_row)
+        .collect())
+}
+
+/// Move a schedule's next tick from `fired` to `next`, only if `fired` is still its next
+/// tick and it is active: the compare-and-set that lets one tick fire once. Returns whether
+/// it did.
+pub async fn claim_tick(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    name: &ScheduleName,
+    fired: UnixMillis,
+    next: Option<UnixMillis>,
+) -> StoreResult<bool> {
+    let changed = tx
+        .execute(
+            "UPDATE schedules SET next_run_at = $4
+             WHERE queue = $1 AND name = $2 AND next_run_at = $3 AND NOT paused",
+            &[&queue.as_str(), &name.as_str(), &fired, &next],
+        )
+        .await?;
+    Ok(changed == 1)
+}
+
+/// Record the tick fired last and the job it stored.
+pub async fn record_run(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    name: &ScheduleName,
+    tick: UnixMillis,
+    job: JobId,
+) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE schedules SET last_run_at = $3, last_job_id = $4 WHERE queue = $1 AND name = $2",
+        &[&queue.as_str(), &name.as_str(), &tick, &uuid(job)],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The earliest next tick of an active schedule (through `schedules_due`).
+pub async fn next_due(tx: &Transaction<'_>) -> StoreResult<Option<UnixMillis>> {
+    Ok(tx
+        .query_one(
+            "SELECT min(next_run_at) FROM schedules WHERE NOT paused",
+            &[],
+        )
+        .await?
+        .get(0))
+}
