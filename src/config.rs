@@ -21,10 +21,15 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_LISTEN", default_value = "127.0.0.1:6363")]
     pub listen: SocketAddr,
 
-    /// SQLite database file, created if missing
+    /// SQLite database file, created if missing, or a PostgreSQL URL
+    /// (`postgres://user:pass@host/db`) for several nodes on one database
     /// [default: the OS data directory, e.g. ~/.local/share/hookq/hookq.db]
     #[arg(long, env = "HOOKQ_DB")]
     pub db: Option<PathBuf>,
+
+    /// With PostgreSQL: connections this node opens at most (its pool).
+    #[arg(long, env = "HOOKQ_PG_POOL_SIZE", default_value_t = 16)]
+    pub pg_pool_size: usize,
 
     /// API key required on every route but /healthz (as `Authorization: Bearer <key>`,
     /// `X-API-Key: <key>` or an HS256 JWT signed with it). Without it the server is open
@@ -185,7 +190,11 @@ pub struct ServeArgs {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// The SQLite file (unused when `postgres_url` is set).
     pub db_path: PathBuf,
+    /// A PostgreSQL database instead of the SQLite file.
+    pub postgres_url: Option<String>,
+    pub pg_pool_size: usize,
     pub api_key: Option<ApiKey>,
     pub admin_key: Option<ApiKey>,
     /// Seals queue secrets at rest; see [`Config::sealing`].
@@ -270,9 +279,15 @@ impl Config {
 
     /// Where the store keeps its data, and how it commits.
     pub fn store_options(&self) -> StoreOptions {
-        StoreOptions::Sqlite {
-            path: self.db_path.clone(),
-            synchronous: self.synchronous,
+        match &self.postgres_url {
+            Some(url) => StoreOptions::Postgres {
+                url: url.clone(),
+                pool_size: self.pg_pool_size.max(1),
+            },
+            None => StoreOptions::Sqlite {
+                path: self.db_path.clone(),
+                synchronous: self.synchronous,
+            },
         }
     }
 
@@ -301,13 +316,21 @@ impl Config {
 
     /// Check the flags and turn them into a configuration, with messages that say what to fix.
     pub fn from_args(args: ServeArgs) -> anyhow::Result<Self> {
+        let postgres_url = args
+            .db
+            .as_ref()
+            .and_then(|db| db.to_str())
+            .filter(|db| crate::store::postgres::is_postgres_url(db))
+            .map(str::to_owned);
         let db_path = match args.db {
-            Some(path) => path,
-            None => default_db_path()?,
+            Some(path) if postgres_url.is_none() => path,
+            _ => default_db_path()?,
         };
         let config = Self {
             listen: args.listen,
             db_path,
+            postgres_url,
+            pg_pool_size: args.pg_pool_size,
             api_key: args.api_key.map(ApiKey::new),
             admin_key: args.admin_key.map(ApiKey::new),
             master_key: parse_master_key(

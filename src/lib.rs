@@ -73,16 +73,13 @@ impl Server {
         let options = config.store_options();
         let sealing = config.sealing();
         telemetry::handle();
-        let (store, store_done) = tokio::task::spawn_blocking(move || {
-            Store::open(options, sealing, model::now_millis(), |batch| {
-                telemetry::writer_batch(
-                    batch.ops,
-                    std::time::Duration::from_micros(batch.commit_micros),
-                );
-            })
+        let (store, store_done) = Store::connect(options, sealing, model::now_millis(), |batch| {
+            telemetry::writer_batch(
+                batch.ops,
+                std::time::Duration::from_micros(batch.commit_micros),
+            );
         })
-        .await
-        .context("store start-up task failed")??;
+        .await?;
         let store = store
             .with_max_pending_enqueues(config.max_pending_writes)
             .with_dead_letter_events(config.events.is_some());
@@ -90,7 +87,7 @@ impl Server {
             Some(_) => Events::new(store.clone()),
             None => Events::off(),
         };
-        tracing::info!(db = %store.location().display(), "database open");
+        tracing::info!(db = %store.location(), "database open");
         let wakeups = Wakeups::default();
         let pool = if config.dispatch {
             let webhook = WebhookClient::new(
@@ -187,6 +184,9 @@ impl Server {
             .run(background.clone()),
         );
         let metrics_upkeep = tokio::spawn(telemetry::run_upkeep(background.clone()));
+        let shared_database = store
+            .postgres()
+            .map(|db| follow_other_nodes(db, &wakeups, config.dispatch, &background));
         let event_sender = match &config.events {
             Some(target) => {
                 tracing::info!(target = %target.url.as_str(), "operational events on");
@@ -224,6 +224,10 @@ impl Server {
             sender.await.context("event sender task failed")?;
         }
         metrics_upkeep.await.context("metrics upkeep task failed")?;
+        if let Some((listener, refresher)) = shared_database {
+            listener.await.context("wake-up listener task failed")?;
+            refresher.await.context("queue refresh task failed")?;
+        }
         // Every handle on the store goes before it can close (events hold one too).
         drop(state);
         drop(events);
@@ -233,4 +237,44 @@ impl Server {
         tracing::info!("database closed; bye");
         Ok(())
     }
+}
+
+/// How often a node on a shared database looks for queue changes made on other nodes.
+const QUEUE_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// On a database several nodes share: hear the jobs other nodes store (each wakes this
+/// node's dispatcher for its queue), and follow their queue changes within
+/// [`QUEUE_REFRESH`]. Both tasks end with `stop`.
+fn follow_other_nodes(
+    db: &store::postgres::PgStore,
+    wakeups: &Wakeups,
+    dispatch: bool,
+    stop: &CancellationToken,
+) -> (tokio::task::JoinHandle<()>, tokio::task::JoinHandle<()>) {
+    let woken = wakeups.clone();
+    let listener = db.listen_for_wakeups(
+        move |queue| {
+            if dispatch {
+                woken.mark_due(&queue, model::now_millis());
+            }
+        },
+        stop.clone(),
+    );
+    let refreshed = db.clone();
+    let stop = stop.clone();
+    let refresher = tokio::spawn(async move {
+        let mut every = tokio::time::interval(QUEUE_REFRESH);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = every.tick() => {
+                    if let Err(err) = refreshed.refresh_queues().await {
+                        tracing::warn!(error = %err, "cannot reload the queues");
+                    }
+                }
+            }
+        }
+    });
+    (listener, refresher)
 }

@@ -59,6 +59,20 @@ pub struct Maintenance {
     pub events: Events,
 }
 
+/// The sweep a tick is for.
+enum Sweep {
+    Leases,
+    Ttl,
+    Alerts,
+    DeliveryLog,
+    Retention,
+    Optimize,
+}
+
+/// How long a node holds the maintenance duty of a shared database without renewing it
+/// (its sweeps renew it at least every 30 s, the longest lease check).
+const DUTY_HOLD_MS: i64 = 90_000;
+
 impl Maintenance {
     /// How often leases are checked: a stale one waits at most a quarter of the lease
     /// timeout more, and the check runs at most once a second.
@@ -81,22 +95,59 @@ impl Maintenance {
         let mut delivery_log = every(DELIVERY_LOG_INTERVAL, Duration::from_secs(23));
         let mut optimize = every(OPTIMIZE_INTERVAL, OPTIMIZE_INTERVAL);
         loop {
-            tokio::select! {
+            let sweep = tokio::select! {
                 () = shutdown.cancelled() => break,
-                _ = leases.tick() => { self.recover_stale_leases(now_millis()).await; }
-                _ = ttl.tick() => { self.expire_jobs(now_millis()).await; }
-                _ = alerts.tick() => { self.check_alerts(now_millis()).await; }
-                _ = delivery_log.tick() => { self.purge_delivery_log(now_millis()).await; }
-                _ = retention.tick() => {
-                    let now = now_millis();
+                _ = leases.tick() => Sweep::Leases,
+                _ = ttl.tick() => Sweep::Ttl,
+                _ = alerts.tick() => Sweep::Alerts,
+                _ = delivery_log.tick() => Sweep::DeliveryLog,
+                _ = retention.tick() => Sweep::Retention,
+                _ = optimize.tick() => Sweep::Optimize,
+            };
+            let now = now_millis();
+            if !self.on_duty(now).await {
+                continue;
+            }
+            match sweep {
+                Sweep::Leases => {
+                    self.recover_stale_leases(now).await;
+                }
+                Sweep::Ttl => {
+                    self.expire_jobs(now).await;
+                }
+                Sweep::Alerts => self.check_alerts(now).await,
+                Sweep::DeliveryLog => {
+                    self.purge_delivery_log(now).await;
+                }
+                Sweep::Retention => {
                     self.purge_dead_letters(now).await;
                     self.purge_idempotency_keys(now).await;
                 }
-                _ = optimize.tick() => {
+                Sweep::Optimize => {
                     if let Err(err) = self.store.maintain().await {
                         tracing::warn!(error = %err, "store upkeep failed");
                     }
                 }
+            }
+        }
+    }
+
+    /// Whether this node runs the sweeps now. On SQLite it always does (one process owns
+    /// the file). On PostgreSQL one node of the cluster at a time does: the holder of the
+    /// `maintenance` duty, renewed by each of its sweeps and passed on once a node stops
+    /// renewing it for [`DUTY_HOLD`].
+    async fn on_duty(&self, now: UnixMillis) -> bool {
+        let Some(shared) = self.store.postgres() else {
+            return true;
+        };
+        match shared
+            .hold_duty("maintenance", now, now + DUTY_HOLD_MS)
+            .await
+        {
+            Ok(held) => held,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot take the maintenance duty");
+                false
             }
         }
     }

@@ -26,6 +26,31 @@ pub fn migrate(db: &Path) -> CliResult<Outcome> {
 }
 
 /// `hookq backup`.
+/// `hookq migrate --db postgres://…`: bring a PostgreSQL database's hookq schema up to
+/// date (what every node also does at start, under the same lock).
+pub fn migrate_postgres(url: &str) -> CliResult<Outcome> {
+    use crate::store::postgres;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)?;
+    let done = runtime.block_on(async {
+        let pool = postgres::connect(url, 1).await?;
+        postgres::migrate(&pool).await
+    })?;
+    let what = match (done.from, done.to) {
+        (0, _) => "created".to_owned(),
+        (from, to) if from == to => "up to date".to_owned(),
+        (from, _) => format!("migrated from version {from}"),
+    };
+    println!(
+        "{}: hookq schema version {} ({what})",
+        postgres::connect::redacted(url),
+        done.to
+    );
+    Ok(Outcome::Ok)
+}
+
 pub fn backup(db: &Path, dest: &Path) -> CliResult<Outcome> {
     let copy = files::backup(db, dest)?;
     println!(

@@ -386,7 +386,7 @@ pub struct VerifyArgs {
 
 #[derive(Debug, Args)]
 pub struct DbArgs {
-    /// The SQLite database file.
+    /// The SQLite database file (`migrate` also takes a PostgreSQL URL).
     #[arg(long, env = "HOOKQ_DB")]
     pub db: PathBuf,
 }
@@ -437,6 +437,12 @@ pub enum Outcome {
 }
 
 /// Run an operator subcommand (anything but `serve`) and turn its result into an exit code,
+/// The `--db` value as a PostgreSQL URL, when it is one.
+fn postgres_url(db: &std::path::Path) -> Option<&str> {
+    db.to_str()
+        .filter(|db| crate::store::postgres::is_postgres_url(db))
+}
+
 /// printing `error: …` on failure.
 pub fn run(command: Command) -> ExitCode {
     match dispatch(command) {
@@ -455,8 +461,22 @@ fn dispatch(command: Command) -> CliResult<Outcome> {
             "`serve` runs the server, not an operator command".into(),
         )),
         Command::Verify(args) => verify::run(&args),
-        Command::Migrate(args) => local::migrate(&args.db),
+        Command::Migrate(args) => match postgres_url(&args.db) {
+            Some(url) => local::migrate_postgres(url),
+            None => local::migrate(&args.db),
+        },
+        Command::Backup(args) if postgres_url(&args.db).is_some() => Err(CliError::Usage(
+            "`hookq backup` copies a SQLite file; back a PostgreSQL database up with \
+             PostgreSQL's own tools (pg_dump, or base backups with WAL archiving: see \
+             docs/operations.md)"
+                .into(),
+        )),
         Command::Backup(args) => local::backup(&args.db, &args.dest),
+        Command::Check(args) if postgres_url(&args.db).is_some() => Err(CliError::Usage(
+            "`hookq check` checks a SQLite file; PostgreSQL checks its own data (checksums, \
+             amcheck), and `hookq migrate --db postgres://…` says which hookq schema it holds"
+                .into(),
+        )),
         Command::Check(args) => local::check(&args.db),
         remote_command => remote::run(remote_command),
     }

@@ -8,7 +8,7 @@
 //! - [`sealing`]: queue secrets encrypted at rest under the master key.
 //! - [`queue_row`]: a queue as any backend's row holds it.
 //! - [`sqlite`]: the embedded backend (one file, WAL, a single writer with group commit).
-//! - [`postgres`]: the backend for several nodes on one database (in progress).
+//! - [`postgres`]: the backend for several nodes on one database.
 //! - [`testing`]: a read-only look into a database file, for tests.
 
 pub mod error;
@@ -20,7 +20,7 @@ pub mod sealing;
 pub mod sqlite;
 pub mod testing;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 
@@ -39,6 +39,7 @@ pub use sealing::{MasterKey, Sealing};
 use crate::event::Event;
 use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
 use crate::policy::QueueChange;
+use postgres::PgStore;
 use sqlite::{SqliteStore, Synchronous};
 
 /// Where the data lives and how it is committed.
@@ -49,6 +50,8 @@ pub enum StoreOptions {
         path: PathBuf,
         synchronous: Synchronous,
     },
+    /// A PostgreSQL database that several nodes may share (`postgres://…`).
+    Postgres { url: String, pool_size: usize },
 }
 
 /// Runs right after the operation it was given with has committed, before any later write
@@ -98,6 +101,7 @@ pub const DEFAULT_MAX_PENDING_ENQUEUES: usize = 512;
 #[derive(Clone)]
 enum Backend {
     Sqlite(SqliteStore),
+    Postgres(PgStore),
 }
 
 /// Run `$call` on the backend, whichever it is.
@@ -105,14 +109,17 @@ macro_rules! on_backend {
     ($store:expr, $db:ident => $call:expr) => {
         match &$store.backend {
             Backend::Sqlite($db) => $call,
+            Backend::Postgres($db) => $call,
         }
     };
 }
 
 impl Store {
-    /// Open (or create) the store, migrate its schema, release the leases of a previous run,
-    /// re-seal queue secrets with the current master key of `sealing` (rotation) and load
-    /// the queues. `on_batch` sees every committed group of writes.
+    /// Open (or create) the store, migrate its schema, re-seal queue secrets with the current
+    /// master key of `sealing` (rotation) and load the queues. On SQLite (one process owns
+    /// the file) the leases of a previous run are released; on PostgreSQL (shared by nodes)
+    /// they are left to expire. `on_batch` sees every committed group of writes (SQLite).
+    /// Blocks on SQLite's file work: call it from a blocking context, or use [`Self::connect`].
     pub fn open(
         options: StoreOptions,
         sealing: Sealing,
@@ -122,15 +129,51 @@ impl Store {
         match options {
             StoreOptions::Sqlite { path, synchronous } => {
                 let (db, done) = SqliteStore::open(&path, synchronous, sealing, now, on_batch)?;
-                Ok((
-                    Self {
-                        backend: Backend::Sqlite(db),
-                        pending_enqueues: Arc::new(Semaphore::new(DEFAULT_MAX_PENDING_ENQUEUES)),
-                        max_pending_enqueues: DEFAULT_MAX_PENDING_ENQUEUES,
-                    },
-                    done,
-                ))
+                Ok((Self::over(Backend::Sqlite(db)), done))
             }
+            StoreOptions::Postgres { .. } => {
+                anyhow::bail!("a PostgreSQL store is opened with Store::connect (async)")
+            }
+        }
+    }
+
+    /// [`Self::open`] for any backend, from async code.
+    pub async fn connect(
+        options: StoreOptions,
+        sealing: Sealing,
+        now: UnixMillis,
+        on_batch: impl Fn(BatchStats) + Send + 'static,
+    ) -> anyhow::Result<(Self, StoreDone)> {
+        match options {
+            StoreOptions::Postgres { url, pool_size } => {
+                let db = PgStore::open(&url, pool_size, sealing).await?;
+                // Nothing to wait for at shutdown: every commit was awaited, and the pool
+                // closes when the last handle goes.
+                let (_, done) = std_mpsc::channel();
+                Ok((Self::over(Backend::Postgres(db)), StoreDone::new(done)))
+            }
+            sqlite => {
+                tokio::task::spawn_blocking(move || Self::open(sqlite, sealing, now, on_batch))
+                    .await
+                    .map_err(|e| anyhow::anyhow!("store start-up task failed: {e}"))?
+            }
+        }
+    }
+
+    fn over(backend: Backend) -> Self {
+        Self {
+            backend,
+            pending_enqueues: Arc::new(Semaphore::new(DEFAULT_MAX_PENDING_ENQUEUES)),
+            max_pending_enqueues: DEFAULT_MAX_PENDING_ENQUEUES,
+        }
+    }
+
+    /// The PostgreSQL store behind this port, if that is the backend: what only a shared
+    /// database has (wake-ups from other nodes, the registry's refresh, cluster duties).
+    pub fn postgres(&self) -> Option<&PgStore> {
+        match &self.backend {
+            Backend::Postgres(db) => Some(db),
+            Backend::Sqlite(_) => None,
         }
     }
 
@@ -147,6 +190,7 @@ impl Store {
         let outbox = Outbox { dead_letters: on };
         match &mut self.backend {
             Backend::Sqlite(db) => db.set_outbox(outbox),
+            Backend::Postgres(db) => db.set_outbox(outbox),
         }
         self
     }
@@ -167,12 +211,20 @@ impl Store {
     /// Tests only: stop every write until the returned hold is dropped, to fill the
     /// write path on purpose.
     pub(in crate::store) async fn hold_writes(&self) -> StoreResult<testing::WriteHold> {
-        on_backend!(self, db => db.hold_writes().await)
+        match &self.backend {
+            Backend::Sqlite(db) => db.hold_writes().await,
+            Backend::Postgres(_) => Err(StoreError::Other(Arc::new(anyhow::anyhow!(
+                "holding writes is a test hook of SQLite's single writer"
+            )))),
+        }
     }
 
-    /// Where the data lives, for logs.
-    pub fn location(&self) -> &Path {
-        on_backend!(self, db => db.path())
+    /// Where the data lives, for logs (a PostgreSQL URL without its password).
+    pub fn location(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite(db) => db.path().display().to_string(),
+            Backend::Postgres(db) => db.location(),
+        }
     }
 
     /// The queues, mirrored in memory.

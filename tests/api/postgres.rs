@@ -22,6 +22,8 @@ use hookq::store::{
 use serde_json::json;
 use tokio_postgres::NoTls;
 
+use crate::helpers::{Reply, TestApp, TestReceiver, eventually, spawn_app};
+
 /// A database of its own for one test, dropped by [`TestDatabase::drop_database`].
 pub struct TestDatabase {
     /// The cluster's URL (its `postgres` database), for administration.
@@ -894,6 +896,96 @@ async fn postgres_a_duty_is_held_by_one_node_at_a_time_and_moves_on_when_it_laps
     );
     for store in [a, b] {
         store.pool().close();
+    }
+    db.drop_database().await;
+}
+
+/// A hookq server (in process, on port 0) whose store is the test database.
+async fn server_on(db: &TestDatabase) -> TestApp {
+    let url = db.url.clone();
+    spawn_app(move |c| c.postgres_url = Some(url)).await
+}
+
+#[tokio::test]
+async fn postgres_a_server_on_postgres_delivers_retries_dead_letters_and_replays() {
+    let Some(db) = TestDatabase::create("postgres_server_end_to_end").await else {
+        return;
+    };
+    let app = server_on(&db).await;
+    let receiver = TestReceiver::by_rule(|delivery| {
+        (delivery.body_text().contains("fail") && delivery.attempt() < 9)
+            .then(|| Reply::with_body(500, "worker says no"))
+    })
+    .await;
+    app.create_queue_ok("q", &receiver.url, Some("s3cret"))
+        .await;
+    let payloads: Vec<_> = (0..20).map(|n| json!({ "n": n })).collect();
+    let ids: Vec<String> = join_all(payloads.iter().map(|p| app.enqueue_ok("q", p))).await;
+    let delivered = receiver.wait_for(20).await;
+    let mut seen: Vec<&str> = delivered.iter().map(|d| d.job_id()).collect();
+    seen.sort();
+    let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(seen, expected, "each job delivered once");
+    crate::helpers::assert_signed(&delivered[0], "s3cret");
+    // Three attempts (the test config), then a dead letter with the worker's answer.
+    let failing = app.enqueue_ok("q", &json!({ "fail": true })).await;
+    let dead = app.wait_until_error("q", &failing).await;
+    assert_eq!(dead["attempts"], 3);
+    assert_eq!(dead["error"], "worker says no");
+    let stats = app.get("/admin/dlq/stats").await.expect(200);
+    assert_eq!(stats["by_status"]["pending"], 1);
+    app.call(
+        reqwest::Method::POST,
+        "/admin/dlq/replay",
+        Some(json!({ "ids": [failing] }).to_string().as_bytes()),
+    )
+    .await
+    .expect(200);
+    receiver
+        .wait_until("the replayed job's fourth attempt", |all| {
+            all.iter().filter(|d| d.job_id() == failing).count() >= 4
+        })
+        .await;
+    app.get("/readyz").await.expect(200);
+    drop(app.stop().await);
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_three_nodes_on_one_database_deliver_every_job_once() {
+    let Some(db) = TestDatabase::create("postgres_three_nodes").await else {
+        return;
+    };
+    let nodes = [
+        server_on(&db).await,
+        server_on(&db).await,
+        server_on(&db).await,
+    ];
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    nodes[0].create_queue_ok("q", &receiver.url, None).await;
+    // The other nodes learn of the queue on their next refresh (within a second).
+    for node in &nodes[1..] {
+        eventually("the queue to reach every node", || async {
+            (node.get("/queue/q/_settings").await.status == 200).then_some(())
+        })
+        .await;
+    }
+    let total = 300;
+    let payloads: Vec<_> = (0..total).map(|n| json!({ "n": n })).collect();
+    let enqueues = payloads
+        .iter()
+        .enumerate()
+        .map(|(n, p)| nodes[n % 3].enqueue_ok("q", p));
+    let ids: HashSet<String> = join_all(enqueues).await.into_iter().collect();
+    let delivered = receiver.wait_for(total).await;
+    let delivered_ids: Vec<&str> = delivered.iter().map(|d| d.job_id()).collect();
+    let unique: HashSet<&str> = delivered_ids.iter().copied().collect();
+    assert_eq!(unique.len(), total, "every job delivered");
+    assert_eq!(delivered_ids.len(), total, "none twice");
+    assert!(unique.iter().all(|id| ids.contains(*id)));
+    for node in nodes {
+        drop(node.stop().await);
     }
     db.drop_database().await;
 }

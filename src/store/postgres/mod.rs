@@ -1,6 +1,4 @@
-//! The PostgreSQL backend, for several hookq nodes on one database (in progress: it is not
-//! yet behind the store's port, and the server accepts a `postgres://` database only once
-//! every operation is there).
+//! The PostgreSQL backend, for several hookq nodes on one database (`--db postgres://…`).
 //!
 //! - [`connect`]: a pool of connections from a `postgres://` / `postgresql://` URL, TLS
 //!   through rustls as the URL's `sslmode` asks.
@@ -15,8 +13,8 @@
 //! changes; enqueue with ordering keys, idempotency keys, caps, batches and hand-offs;
 //! claim; outcomes; cancel; stale leases; counts; listings; the dead-letter admin; TTL and
 //! retention sweeps; the delivery log; the event outbox; schedules), plus wake-ups across
-//! nodes and duties held by one node at a time. Still to come: wiring it behind the port
-//! and into the server (`--db postgres://…`), cluster-wide rate and concurrency.
+//! nodes and duties held by one node at a time. Still per node: a queue's concurrency,
+//! rate and breaker.
 
 pub mod admin;
 pub mod connect;
@@ -58,7 +56,8 @@ use crate::store::sealing::Sealing;
 pub struct PgStore {
     pool: PgPool,
     /// The connection settings, for the wake-up listener's own connection.
-    config: tokio_postgres::Config,
+    config: Arc<tokio_postgres::Config>,
+    url: Arc<str>,
     /// Announces stored jobs to every node.
     notifier: notify::Notifier,
     sealing: Arc<Sealing>,
@@ -80,7 +79,8 @@ impl PgStore {
         migrate(&pool).await?;
         let store = Self {
             notifier: notify::Notifier::start(pool.clone()),
-            config: connect::parse_url(url)?,
+            config: Arc::new(connect::parse_url(url)?),
+            url: url.into(),
             pool,
             sealing: Arc::new(sealing),
             node: Uuid::now_v7(),
@@ -96,6 +96,16 @@ impl PgStore {
     pub fn with_dead_letter_events(mut self, on: bool) -> Self {
         self.outbox.dead_letters = on;
         self
+    }
+
+    /// Which events the store writes itself.
+    pub fn set_outbox(&mut self, outbox: Outbox) {
+        self.outbox = outbox;
+    }
+
+    /// The database, for logs: its URL without the password.
+    pub fn location(&self) -> String {
+        connect::redacted(&self.url)
     }
 
     /// This node's identity, as its leases carry it (`jobs.leased_by`).
@@ -115,7 +125,7 @@ impl PgStore {
         on_due: impl Fn(QueueName) + Send + Sync + 'static,
         stop: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(notify::listen(self.config.clone(), on_due, stop))
+        tokio::spawn(notify::listen((*self.config).clone(), on_due, stop))
     }
 
     /// The queues, mirrored in memory.
