@@ -427,6 +427,9 @@ where
 pub struct TestApp {
     pub api: ApiClient,
     pub db_path: PathBuf,
+    /// The PostgreSQL database the server runs on, when the suite runs on PostgreSQL
+    /// (`HOOKQ_TEST_BACKEND=postgres`).
+    pub postgres_url: Option<String>,
     /// The server's store, for tests that look behind the API; let go of at `stop` (the
     /// server closes its database only once every handle is gone).
     store: Option<hookq::store::Store>,
@@ -467,13 +470,27 @@ pub async fn spawn_app(tweak: impl FnOnce(&mut Config)) -> TestApp {
     let dir = tempfile::tempdir().expect("create a temporary directory");
     let db_path = dir.path().join("hookq.db");
     let mut config = test_config(db_path.clone());
+    if suite_on_postgres() {
+        let db = crate::postgres::TestDatabase::create("the suite")
+            .await
+            .expect("HOOKQ_TEST_BACKEND=postgres needs HOOKQ_TEST_POSTGRES_URL");
+        config.postgres_url = Some(db.url.clone());
+    }
     tweak(&mut config);
     start(config, dir).await
+}
+
+/// Whether the suite's servers run on PostgreSQL (`HOOKQ_TEST_BACKEND=postgres`) rather
+/// than on a SQLite file each. Each server then gets a fresh database on the cluster
+/// `HOOKQ_TEST_POSTGRES_URL` names.
+pub fn suite_on_postgres() -> bool {
+    std::env::var("HOOKQ_TEST_BACKEND").as_deref() == Ok("postgres")
 }
 
 async fn start(config: Config, dir: TempDir) -> TestApp {
     let api_key = config.api_key.as_ref().map(|k| k.expose().to_owned());
     let db_path = config.db_path.clone();
+    let postgres_url = config.postgres_url.clone();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
     let server = hookq::Server::build(config, listener)
         .await
@@ -485,6 +502,7 @@ async fn start(config: Config, dir: TempDir) -> TestApp {
     TestApp {
         api: ApiClient::new(addr, api_key),
         db_path,
+        postgres_url,
         store: Some(store),
         shutdown,
         server: Some(handle),
@@ -518,8 +536,10 @@ impl TestApp {
     /// the test configuration.
     pub async fn restart(self, tweak: impl FnOnce(&mut Config)) -> TestApp {
         let db_path = self.db_path.clone();
+        let postgres_url = self.postgres_url.clone();
         let dir = self.stop().await;
         let mut config = test_config(db_path);
+        config.postgres_url = postgres_url;
         tweak(&mut config);
         start(config, dir).await
     }

@@ -800,7 +800,8 @@ async fn postgres_a_job_stored_on_one_node_wakes_the_others_even_after_a_reconne
     let listening = || async {
         let sessions = count(
             a.pool(),
-            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN hookq_due%'",
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND query LIKE 'LISTEN hookq_due%'",
         )
         .await;
         (sessions == 1).then_some(())
@@ -816,7 +817,8 @@ async fn postgres_a_job_stored_on_one_node_wakes_the_others_even_after_a_reconne
     count(
         a.pool(),
         "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                              WHERE query LIKE 'LISTEN hookq_due%') AS killed",
+                              WHERE datname = current_database()
+                                AND query LIKE 'LISTEN hookq_due%') AS killed",
     )
     .await;
     crate::helpers::eventually("node b to listen again", listening).await;
@@ -986,6 +988,53 @@ async fn postgres_three_nodes_on_one_database_deliver_every_job_once() {
     assert!(unique.iter().all(|id| ids.contains(*id)));
     for node in nodes {
         drop(node.stop().await);
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn postgres_a_key_never_stalls_when_its_head_leaves_as_its_next_job_arrives() {
+    let Some(db) = TestDatabase::create("postgres_key_handover_race").await else {
+        return;
+    };
+    let (a, b) = (node(&db).await, node(&db).await);
+    let q = || QueueName::parse("q").unwrap();
+    a.create_queue(queue_named("q")).await.unwrap();
+    let t0 = now_millis();
+    let keyed = |n| {
+        let mut j = job(n, t0);
+        j.ordering_key = Some("k".into());
+        j
+    };
+    a.enqueue(q(), keyed(0)).await.unwrap();
+    // Each round: the head is delivered on node a while node b stores the key's next job.
+    // Whichever commits first, the new job must end up the head (ready), never blocked
+    // behind a head that is gone.
+    for round in 1..=150 {
+        let mut claimed = a.claim(q(), t0, t0 + 60_000, 1).await.unwrap();
+        assert_eq!(
+            claimed.len(),
+            1,
+            "round {round}: the key has a head to claim"
+        );
+        let head = claimed.remove(0);
+        let (delivered, stored) = tokio::join!(
+            a.record_outcome(head.id, head.lease(), Outcome::delivered(t0)),
+            b.enqueue(q(), keyed(round))
+        );
+        assert!(delivered.unwrap());
+        assert_eq!(stored.unwrap(), Enqueued::Stored);
+    }
+    assert_eq!(
+        count(a.pool(), "SELECT count(*) FROM jobs WHERE status = 0").await,
+        1
+    );
+    assert_eq!(
+        count(a.pool(), "SELECT count(*) FROM jobs WHERE status = 4").await,
+        0
+    );
+    for store in [a, b] {
+        store.pool().close();
     }
     db.drop_database().await;
 }

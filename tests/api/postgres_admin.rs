@@ -773,19 +773,21 @@ async fn postgres_admin_acknowledge_delete_expire_and_purge() {
     // own (replayed, delayed) starting before it. Ids are UUIDv7: one made at a later
     // millisecond stands for a job created after the cutoff.
     let events_before = count(pool, "SELECT count(*) FROM event_outbox").await;
-    let cutoff = now_millis() + 1;
+    // The old jobs' ids are made first, then the cutoff after them (however slow the
+    // machine): every one of those ids is before it.
     let mut old_keyed = job(10, t0);
     old_keyed.ordering_key = Some("k".into());
+    let old_plain = job(12, t0);
+    let in_flight = job(14, t0);
+    let cutoff = now_millis() + 1;
     let mut young_keyed = NewJob::now(
         JobId::first_of_millis(cutoff + 60_000),
         canonicalize(b"{\"n\":11}").unwrap(),
         t0,
     );
     young_keyed.ordering_key = Some("k".into());
-    let old_plain = job(12, t0);
     let mut delayed = job(13, t0);
     delayed.not_before = Some(cutoff + 500);
-    let in_flight = job(14, t0);
     for j in [&old_keyed, &young_keyed, &old_plain, &delayed] {
         store.enqueue(q("q"), j.clone()).await.unwrap();
     }

@@ -457,6 +457,13 @@ async fn put_back(
     run_at: UnixMillis,
     blocked: bool,
 ) -> Result<Option<QueueName>, PgError> {
+    // A keyed job joins its key under the key's lock (see `jobs::lock_key`).
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(queue || chr(31) || ordering_key, 0))
+         FROM dead_letters WHERE id = $1 AND ordering_key IS NOT NULL",
+        &[&uuid(id)],
+    )
+    .await?;
     let row = tx
         .query_opt(
             "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,

@@ -96,7 +96,8 @@ async fn insert(tx: &Transaction<'_>, queue: &QueueName, job: &NewJob) -> StoreR
     let (id, due_at) = (uuid(job.id), job.due_at());
     let (name, payload) = (queue.as_str(), job.payload.as_str());
     let params = |blocked: &'static bool| insert_args(&id, &name, &payload, job, &due_at, blocked);
-    let inserted = if job.ordering_key.is_some() {
+    let inserted = if let Some(key) = &job.ordering_key {
+        lock_key(tx, queue.as_str(), key).await?;
         tx.batch_execute("SAVEPOINT head").await?;
         match tx.execute(INSERT, &params(&false)).await {
             Ok(n) => {
@@ -616,6 +617,22 @@ pub(super) async fn bury(
     Ok(())
 }
 
+/// Take the lock of ordering key `key` of `queue` until the transaction ends. Every
+/// transaction that adds a job to a key (enqueue, replay) or takes its head away (before
+/// promoting the next) holds it, so the two never pass each other unseen: without it, an
+/// enqueue that still sees the old head stores its job blocked while the removal, not yet
+/// seeing that job, promotes nothing, and the key would wait forever. Under the lock the
+/// later one's next statement sees what the earlier one committed (READ COMMITTED takes a
+/// new snapshot per statement).
+pub(super) async fn lock_key(tx: &Transaction<'_>, queue: &str, key: &str) -> StoreResult<()> {
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1::text || chr(31) || $2::text, 0))",
+        &[&queue, &key],
+    )
+    .await?;
+    Ok(())
+}
+
 /// After a job of `key` left: if the key has no head any more, its earliest blocked job
 /// becomes the head (ready, or scheduled if it asked to start later).
 pub(super) async fn promote_next_of_key(
@@ -624,6 +641,7 @@ pub(super) async fn promote_next_of_key(
     key: &str,
     now: UnixMillis,
 ) -> StoreResult<bool> {
+    lock_key(tx, queue, key).await?;
     let promoted = tx
         .execute(
             "UPDATE jobs SET status = CASE WHEN run_at > $3 THEN 3 ELSE 0 END
