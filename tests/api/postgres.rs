@@ -217,6 +217,14 @@ async fn postgres_connect_names_a_bad_url_without_its_password() {
     assert!(!message.contains("s3cret"), "{message}");
 }
 
+/// Close the stores' pools, then drop the test database.
+pub async fn close(stores: impl IntoIterator<Item = PgStore>, db: TestDatabase) {
+    for store in stores {
+        store.pool().close();
+    }
+    db.drop_database().await;
+}
+
 /// One hookq node's store on the test database.
 pub async fn node(db: &TestDatabase) -> PgStore {
     PgStore::open(&db.url, 8, Sealing::none())
@@ -300,10 +308,7 @@ async fn postgres_nodes_claiming_at_once_never_share_a_job() {
     assert_eq!(all.len(), total, "every job claimed once");
     assert_eq!(unique.len(), total, "no job claimed twice");
     assert_eq!(count(nodes[0].pool(), "SELECT count(*) FROM jobs").await, 0);
-    for store in nodes {
-        store.pool().close();
-    }
-    db.drop_database().await;
+    close(nodes, db).await;
 }
 
 #[tokio::test]
@@ -335,8 +340,7 @@ async fn postgres_claims_go_by_priority_then_due_time_and_promote_due_jobs() {
     let due = store.claim(q(), t0 + 5_000, t0 + 60_000, 5).await.unwrap();
     assert_eq!(due[0].id, later.id, "promoted once due");
     assert_eq!(due[0].attempt, 1);
-    store.pool().close();
-    db.drop_database().await;
+    close([store], db).await;
 }
 
 #[tokio::test]
@@ -415,10 +419,7 @@ async fn postgres_an_ordering_key_has_one_head_even_when_its_jobs_arrive_at_once
         delivered[1..].windows(2).all(|pair| pair[0] < pair[1]),
         "after the head, the key's jobs went in id order: {delivered:?}"
     );
-    for store in nodes {
-        store.pool().close();
-    }
-    db.drop_database().await;
+    close(nodes, db).await;
 }
 
 #[tokio::test]
@@ -463,10 +464,7 @@ async fn postgres_an_idempotency_key_stands_for_one_job_across_nodes() {
         }
     }
     assert_eq!(count(nodes[0].pool(), "SELECT count(*) FROM jobs").await, 1);
-    for store in nodes {
-        store.pool().close();
-    }
-    db.drop_database().await;
+    close(nodes, db).await;
 }
 
 #[tokio::test]
@@ -565,10 +563,7 @@ async fn postgres_outcomes_are_fenced_by_the_lease_and_stale_leases_recovered_by
     );
     assert_eq!(count(pool, "SELECT count(*) FROM jobs").await, 0);
     let _ = Outbox::default();
-    for store in [a, b] {
-        store.pool().close();
-    }
-    db.drop_database().await;
+    close([a, b], db).await;
 }
 
 #[tokio::test]
@@ -617,8 +612,7 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
     );
     println!("claim plan on 100 000 jobs:\n{plan}");
     drop(client);
-    store.pool().close();
-    db.drop_database().await;
+    close([store], db).await;
 }
 
 #[tokio::test]
@@ -646,10 +640,7 @@ async fn postgres_queue_changes_made_on_one_node_reach_the_others() {
         a.delete_queue(q.clone()).await,
         Err(StoreError::QueueNotFound)
     ));
-    for store in [a, b] {
-        store.pool().close();
-    }
-    db.drop_database().await;
+    close([a, b], db).await;
 }
 
 #[tokio::test]
@@ -705,10 +696,7 @@ async fn postgres_a_cap_holds_across_nodes_and_batches_fit_whole_or_not_at_all()
     a.update_queue(q(), uncapped).await.unwrap();
     a.enqueue(q(), job(40, t0)).await.unwrap();
     assert_eq!(count(pool, "SELECT count(*) FROM queue_sizes").await, 0);
-    for store in [a, b] {
-        store.pool().close();
-    }
-    db.drop_database().await;
+    close([a, b], db).await;
 }
 
 #[tokio::test]
@@ -778,8 +766,7 @@ async fn postgres_counts_cancel_and_hand_offs() {
         Err(StoreError::QueueNotFound)
     ));
     store.ping().await.unwrap();
-    store.pool().close();
-    db.drop_database().await;
+    close([store], db).await;
 }
 
 #[tokio::test]
@@ -827,10 +814,7 @@ async fn postgres_a_job_stored_on_one_node_wakes_the_others_even_after_a_reconne
     assert_eq!(queue, q());
     stop.cancel();
     listener.await.unwrap();
-    for store in [a, b] {
-        store.pool().close();
-    }
-    db.drop_database().await;
+    close([a, b], db).await;
 }
 
 /// The next wake-up heard, within the deadline.
@@ -896,10 +880,7 @@ async fn postgres_a_duty_is_held_by_one_node_at_a_time_and_moves_on_when_it_laps
             .await
             .unwrap()
     );
-    for store in [a, b] {
-        store.pool().close();
-    }
-    db.drop_database().await;
+    close([a, b], db).await;
 }
 
 /// A hookq server (in process, on port 0) whose store is the test database.
@@ -1033,8 +1014,5 @@ async fn postgres_a_key_never_stalls_when_its_head_leaves_as_its_next_job_arrive
         count(a.pool(), "SELECT count(*) FROM jobs WHERE status = 4").await,
         0
     );
-    for store in [a, b] {
-        store.pool().close();
-    }
-    db.drop_database().await;
+    close([a, b], db).await;
 }

@@ -20,7 +20,7 @@ use hookq::store::{
 };
 use serde_json::json;
 
-use crate::postgres::{TestDatabase, count, failure, job, node, queue_named};
+use crate::postgres::{TestDatabase, close, count, failure, job, node, queue_named};
 
 fn q(name: &str) -> QueueName {
     QueueName::parse(name).unwrap()
@@ -74,13 +74,6 @@ fn newest_first(after: Option<Position>, limit: usize) -> PageRequest {
         with_payload: false,
         with_total: true,
     }
-}
-
-async fn close(stores: impl IntoIterator<Item = PgStore>, db: TestDatabase) {
-    for store in stores {
-        store.pool().close();
-    }
-    db.drop_database().await;
 }
 
 #[tokio::test]
