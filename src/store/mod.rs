@@ -31,7 +31,8 @@ pub use records::{
     AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
     Enqueued, Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord, JobState,
     Last24h, Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position,
-    Queue, QueueCounts, ReplayReport, Saved, Schedule, ScheduleTick, SchedulerRound, Selection,
+    Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound,
+    Selection,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};

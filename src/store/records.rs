@@ -464,6 +464,76 @@ impl ReplayReport {
     }
 }
 
+/// A replay's walk through its selection, a chunk at a time, whatever the backend: named
+/// ids in chunks of `size`; a queue's pending records, the same selection again until a
+/// chunk claims nothing, or one of its jobs could not be put back (its record is pending
+/// again and would only be claimed anew).
+pub struct ReplayWalk {
+    selection: Selection,
+    /// The named ids not walked yet; `None` for a whole queue.
+    remaining: Option<Vec<JobId>>,
+    size: usize,
+    done: bool,
+    claimed: usize,
+    report: ReplayReport,
+}
+
+impl ReplayWalk {
+    pub fn new(selection: Selection, size: usize) -> Self {
+        let remaining = match &selection {
+            Selection::Ids(ids) => Some(ids.clone()),
+            Selection::Queue(_) => None,
+        };
+        Self {
+            selection,
+            remaining,
+            size: size.max(1),
+            done: false,
+            claimed: 0,
+            report: ReplayReport::default(),
+        }
+    }
+
+    /// The chunk to claim next (at most `size` records), or `None` when the walk is over.
+    pub fn next_chunk(&mut self) -> Option<Selection> {
+        if self.done {
+            return None;
+        }
+        match self.remaining.as_mut() {
+            Some(ids) if ids.is_empty() => None,
+            Some(ids) => {
+                let rest = ids.split_off(ids.len().min(self.size));
+                Some(Selection::Ids(std::mem::replace(ids, rest)))
+            }
+            None => Some(self.selection.clone()),
+        }
+    }
+
+    /// How many records the chunk claimed; false when there is nothing to put back and the
+    /// walk is over.
+    pub fn claimed(&mut self, count: usize) -> bool {
+        self.claimed += count;
+        if count == 0 && self.remaining.is_none() {
+            self.done = true;
+        }
+        !self.done
+    }
+
+    /// What putting the chunk back did.
+    pub fn put_back(&mut self, chunk: ReplayReport) {
+        if self.remaining.is_none() && !chunk.failed.is_empty() {
+            self.done = true;
+        }
+        self.report.replayed.extend(chunk.replayed);
+        self.report.failed.extend(chunk.failed);
+    }
+
+    /// Records claimed in all, and what became of them.
+    pub fn finish(self) -> (usize, ReplayReport) {
+        (self.claimed, self.report)
+    }
+}
+
 /// Where a queue's jobs stand, for its stats.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueCounts {

@@ -21,8 +21,8 @@ use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
     AttemptRecord, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, FiredTick, JobRecord,
-    NewJob, NewSchedule, Outbox, OutboxEvent, PageRequest, Position, ReplayReport, Saved, Schedule,
-    ScheduleTick, SchedulerRound, Selection,
+    NewJob, NewSchedule, Outbox, OutboxEvent, PageRequest, Position, ReplayReport, ReplayWalk,
+    Saved, Schedule, ScheduleTick, SchedulerRound, Selection,
 };
 
 /// Dead letters a replay claims and puts back at a time (as on SQLite).
@@ -221,40 +221,16 @@ impl PgStore {
     ) -> StoreResult<(usize, ReplayReport)> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        let mut claimed_total = 0;
-        let mut report = ReplayReport::default();
-        let mut remaining_ids = match &selection {
-            Selection::Ids(ids) => Some(ids.clone()),
-            Selection::Queue(_) => None,
-        };
-        loop {
-            let chunk_selection = match (&selection, remaining_ids.as_mut()) {
-                (_, Some(ids)) => {
-                    if ids.is_empty() {
-                        break;
-                    }
-                    let rest = ids.split_off(ids.len().min(REPLAY_CHUNK));
-                    Selection::Ids(std::mem::replace(ids, rest))
-                }
-                (queue, None) => queue.clone(),
-            };
-            let claimed =
-                dead_letters::claim_for_replay(&tx, &chunk_selection, now, REPLAY_CHUNK).await?;
-            if claimed.is_empty() && remaining_ids.is_none() {
+        let mut walk = ReplayWalk::new(selection, REPLAY_CHUNK);
+        while let Some(chunk) = walk.next_chunk() {
+            let claimed = dead_letters::claim_for_replay(&tx, &chunk, now, REPLAY_CHUNK).await?;
+            if !walk.claimed(claimed.len()) {
                 break;
             }
-            claimed_total += claimed.len();
-            let chunk = replay_claimed(&tx, &claimed, now, run_at).await?;
-            let failed_in_chunk = !chunk.failed.is_empty();
-            report.replayed.extend(chunk.replayed);
-            report.failed.extend(chunk.failed);
-            // By queue, failed records are pending again: stop rather than claim them anew.
-            if remaining_ids.is_none() && failed_in_chunk {
-                break;
-            }
+            walk.put_back(replay_claimed(&tx, &claimed, now, run_at).await?);
         }
         tx.commit().await?;
-        Ok((claimed_total, report))
+        Ok(walk.finish())
     }
 
     /// Dismiss pending dead letters (`pending → acknowledged`). Returns how many.

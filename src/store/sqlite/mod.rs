@@ -35,7 +35,7 @@ use super::error::{StoreError, StoreResult};
 use super::records::{
     AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Enqueued, Filter, JobRecord,
     Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position, Queue,
-    QueueCounts, ReplayReport, Saved, Schedule, SchedulerRound, Selection,
+    QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, SchedulerRound, Selection,
 };
 use super::registry::Registry;
 use super::sealing::Sealing;
@@ -406,46 +406,22 @@ impl SqliteStore {
         run_at: UnixMillis,
     ) -> StoreResult<(usize, ReplayReport)> {
         const CHUNK: usize = 500;
-        let mut claimed_total = 0;
-        let mut report = ReplayReport::default();
-        let mut remaining_ids = match &selection {
-            Selection::Ids(ids) => Some(ids.clone()),
-            Selection::Queue(_) => None,
-        };
-        loop {
-            let chunk_selection = match (&selection, remaining_ids.as_mut()) {
-                (_, Some(ids)) => {
-                    if ids.is_empty() {
-                        break;
-                    }
-                    let rest = ids.split_off(ids.len().min(CHUNK));
-                    Selection::Ids(std::mem::replace(ids, rest))
-                }
-                (queue, None) => queue.clone(),
-            };
+        let mut walk = ReplayWalk::new(selection, CHUNK);
+        while let Some(chunk) = walk.next_chunk() {
             let claimed = self
                 .writer
-                .write(move |conn| {
-                    dead_letters::claim_for_replay(conn, &chunk_selection, now, CHUNK)
-                })
+                .write(move |conn| dead_letters::claim_for_replay(conn, &chunk, now, CHUNK))
                 .await?;
-            if claimed.is_empty() && remaining_ids.is_none() {
+            if !walk.claimed(claimed.len()) {
                 break;
             }
-            claimed_total += claimed.len();
-            let chunk = self
+            let report = self
                 .writer
                 .write(move |conn| moves::replay_claimed(conn, &claimed, now, run_at))
                 .await?;
-            let failed_in_chunk = !chunk.failed.is_empty();
-            report.replayed.extend(chunk.replayed);
-            report.failed.extend(chunk.failed);
-            // By queue, failed records are pending again: stop rather than claim them anew.
-            if remaining_ids.is_none() && failed_in_chunk {
-                break;
-            }
+            walk.put_back(report);
         }
-        Ok((claimed_total, report))
+        Ok(walk.finish())
     }
 
     pub async fn acknowledge(&self, selection: Selection, now: UnixMillis) -> StoreResult<usize> {
