@@ -260,7 +260,9 @@ impl PgStore {
         Ok(claimed)
     }
 
-    /// Record an attempt's outcome. False (nothing changed) if the lease was lost.
+    /// Record an attempt's outcome. False (nothing changed) if the lease was lost. The
+    /// commit is relaxed, as SQLite's outcomes are: one lost in a database crash leaves the
+    /// job leased, and it is delivered again when the lease runs out (at least once).
     pub async fn record_outcome(
         &self,
         id: JobId,
@@ -269,6 +271,7 @@ impl PgStore {
     ) -> StoreResult<bool> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
+        tx.batch_execute("SET LOCAL synchronous_commit = off").await?;
         let recorded = jobs::record_outcome(&tx, id, lease, &outcome, self.outbox).await?;
         tx.commit().await?;
         Ok(recorded)
