@@ -616,6 +616,56 @@ pub struct Schedule {
     pub updated_at: UnixMillis,
 }
 
+impl Schedule {
+    /// Its cron expression read in its time zone. It was valid when stored: only a change
+    /// in the cron crate could make it fail here.
+    pub fn spec(&self) -> Result<CronSpec, crate::store::StoreError> {
+        CronSpec::parse_stored(&self.cron, &self.timezone).map_err(|e| {
+            crate::store::StoreError::from(anyhow::anyhow!(
+                "schedule {}/{} no longer parses: {e}",
+                self.queue,
+                self.name
+            ))
+        })
+    }
+
+    /// What firing this due schedule at `now` means, whatever the backend: `None` without
+    /// a next tick; [`TickPlan::Park`] when its expression no longer parses (no next tick,
+    /// rather than failing forever); else fire the latest tick due (missed ticks fire once)
+    /// and move on to the first tick after it and `now`.
+    pub fn tick_plan(&self, now: UnixMillis) -> Option<TickPlan> {
+        let planned = self.next_run_at?;
+        let spec = match self.spec() {
+            Ok(spec) => spec,
+            Err(error) => return Some(TickPlan::Park { planned, error }),
+        };
+        let tick = spec
+            .latest_at_or_before(now)
+            .filter(|latest| *latest >= planned)
+            .unwrap_or(planned);
+        Some(TickPlan::Fire {
+            planned,
+            tick,
+            next: spec.next_after(now.max(tick)),
+        })
+    }
+}
+
+/// See [`Schedule::tick_plan`]. `planned` is the tick the schedule holds now: moving it on
+/// is a compare-and-set on it, so a tick fires once however many rounds race for it.
+#[derive(Debug)]
+pub enum TickPlan {
+    Park {
+        planned: UnixMillis,
+        error: crate::store::StoreError,
+    },
+    Fire {
+        planned: UnixMillis,
+        tick: UnixMillis,
+        next: Option<UnixMillis>,
+    },
+}
+
 /// Whether a schedule was new or replaced one of the same name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Saved {

@@ -22,7 +22,7 @@ use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
     AttemptRecord, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, FiredTick, JobRecord,
     NewJob, NewSchedule, Outbox, OutboxEvent, PageRequest, Position, ReplayReport, ReplayWalk,
-    Saved, Schedule, ScheduleTick, SchedulerRound, Selection,
+    Saved, Schedule, ScheduleTick, SchedulerRound, Selection, TickPlan,
 };
 
 /// Dead letters a replay claims and puts back at a time (as on SQLite).
@@ -531,24 +531,19 @@ async fn fire_due_schedules(
     due.truncate(limit);
     let mut fired = Vec::with_capacity(due.len());
     for schedule in due {
-        let Some(planned) = schedule.next_run_at else {
-            continue;
-        };
-        let spec = match schedules::spec_of(&schedule) {
-            Ok(spec) => spec,
-            Err(err) => {
-                // Only a change in the cron crate could make a stored expression invalid:
-                // park the schedule (no next tick) rather than retry it forever.
-                tracing::error!(queue = %schedule.queue, schedule = %schedule.name, error = %err, "schedule parked");
+        let (planned, tick, next) = match schedule.tick_plan(now) {
+            None => continue,
+            Some(TickPlan::Park { planned, error }) => {
+                tracing::error!(queue = %schedule.queue, schedule = %schedule.name, %error, "schedule parked");
                 schedules::claim_tick(tx, &schedule.queue, &schedule.name, planned, None).await?;
                 continue;
             }
+            Some(TickPlan::Fire {
+                planned,
+                tick,
+                next,
+            }) => (planned, tick, next),
         };
-        let tick = spec
-            .latest_at_or_before(now)
-            .filter(|latest| *latest >= planned)
-            .unwrap_or(planned);
-        let next = spec.next_after(now.max(tick));
         if !schedules::claim_tick(tx, &schedule.queue, &schedule.name, planned, next).await? {
             continue;
         }

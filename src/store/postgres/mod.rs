@@ -271,7 +271,8 @@ impl PgStore {
     ) -> StoreResult<bool> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        tx.batch_execute("SET LOCAL synchronous_commit = off").await?;
+        tx.batch_execute("SET LOCAL synchronous_commit = off")
+            .await?;
         let recorded = jobs::record_outcome(&tx, id, lease, &outcome, self.outbox).await?;
         tx.commit().await?;
         Ok(recorded)

@@ -11,7 +11,6 @@ use deadpool_postgres::Transaction;
 use tokio_postgres::Row;
 
 use super::jobs::{job_id, uuid};
-use crate::cron::CronSpec;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
@@ -192,7 +191,7 @@ pub async fn set_paused(
     let next_run_at = if paused {
         None
     } else {
-        spec_of(&schedule)?.next_after(now)
+        schedule.spec()?.next_after(now)
     };
     tx.execute(
         "UPDATE schedules SET paused = $3, next_run_at = $4, updated_at = $5
@@ -203,17 +202,6 @@ pub async fn set_paused(
     get(tx, queue, name, false)
         .await?
         .ok_or(StoreError::ScheduleNotFound)
-}
-
-/// A stored schedule's expression, parsed again (it was valid when stored).
-pub fn spec_of(schedule: &Schedule) -> StoreResult<CronSpec> {
-    CronSpec::parse_stored(&schedule.cron, &schedule.timezone).map_err(|e| {
-        StoreError::from(anyhow::anyhow!(
-            "schedule {}/{} no longer parses: {e}",
-            schedule.queue,
-            schedule.name
-        ))
-    })
 }
 
 /// Up to `limit` active schedules whose next tick is at or before `now`, earliest first

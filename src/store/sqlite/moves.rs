@@ -13,7 +13,7 @@ use crate::model::{EventId, JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
     Enqueued, Failure, FailureReason, FiredTick, IdempotencyKey, JobState, Lease, NewJob, Outbox,
-    Outcome, ReplayReport, ScheduleTick, SchedulerRound, Selection,
+    Outcome, ReplayReport, ScheduleTick, SchedulerRound, Selection, TickPlan,
 };
 
 /// Store `job` unless its idempotency key already stands for a job of `queue` (and has not
@@ -50,24 +50,19 @@ pub fn fire_due_schedules(
     due.truncate(limit);
     let mut fired = Vec::with_capacity(due.len());
     for schedule in due {
-        let Some(planned) = schedule.next_run_at else {
-            continue;
-        };
-        let spec = match schedules::spec_of(&schedule) {
-            Ok(spec) => spec,
-            Err(err) => {
-                // Only a change in the cron crate could make a stored expression invalid:
-                // park the schedule (no next tick) rather than retry it forever.
-                tracing::error!(queue = %schedule.queue, schedule = %schedule.name, error = %err, "schedule parked");
+        let (planned, tick, next) = match schedule.tick_plan(now) {
+            None => continue,
+            Some(TickPlan::Park { planned, error }) => {
+                tracing::error!(queue = %schedule.queue, schedule = %schedule.name, %error, "schedule parked");
                 schedules::claim_tick(conn, &schedule.queue, &schedule.name, planned, None)?;
                 continue;
             }
+            Some(TickPlan::Fire {
+                planned,
+                tick,
+                next,
+            }) => (planned, tick, next),
         };
-        let tick = spec
-            .latest_at_or_before(now)
-            .filter(|latest| *latest >= planned)
-            .unwrap_or(planned);
-        let next = spec.next_after(now.max(tick));
         if !schedules::claim_tick(conn, &schedule.queue, &schedule.name, planned, next)? {
             continue;
         }

@@ -4,7 +4,6 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::jobs::id_from_row;
-use crate::cron::CronSpec;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
@@ -133,7 +132,7 @@ pub fn set_paused(
     let next_run_at = if paused {
         None
     } else {
-        spec_of(&schedule)?.next_after(now)
+        schedule.spec()?.next_after(now)
     };
     conn.prepare_cached(
         "UPDATE schedules SET paused = ?3, next_run_at = ?4, updated_at = ?5
@@ -147,17 +146,6 @@ pub fn set_paused(
         now
     ])?;
     get(conn, queue, name)?.ok_or(StoreError::ScheduleNotFound)
-}
-
-/// A stored schedule's expression, parsed again (it was valid when stored).
-pub fn spec_of(schedule: &Schedule) -> StoreResult<CronSpec> {
-    CronSpec::parse_stored(&schedule.cron, &schedule.timezone).map_err(|e| {
-        StoreError::from(anyhow::anyhow!(
-            "schedule {}/{} no longer parses: {e}",
-            schedule.queue,
-            schedule.name
-        ))
-    })
 }
 
 /// Up to `limit` active schedules whose next tick is at or before `now`, earliest first.
