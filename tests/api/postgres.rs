@@ -784,16 +784,23 @@ async fn postgres_a_job_stored_on_one_node_wakes_the_others_even_after_a_reconne
         },
         stop.clone(),
     );
-    let listening = || async {
-        let sessions = count(
-            a.pool(),
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND query LIKE 'LISTEN hookq_due%'",
-        )
-        .await;
-        (sessions == 1).then_some(())
+    // The backend listening for this database's wake-ups, once there is exactly one.
+    let listener_pid = || async {
+        let client = a.pool().get().await.unwrap();
+        let pids: Vec<i32> = client
+            .query(
+                "SELECT pid FROM pg_stat_activity
+                 WHERE datname = current_database() AND query LIKE 'LISTEN hookq_due%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        (pids.len() == 1).then(|| pids[0])
     };
-    crate::helpers::eventually("node b to listen", listening).await;
+    let first = crate::helpers::eventually("node b to listen", listener_pid).await;
     let q = || QueueName::parse("q").unwrap();
     let sent = std::time::Instant::now();
     a.enqueue(q(), job(1, now_millis())).await.unwrap();
@@ -808,7 +815,11 @@ async fn postgres_a_job_stored_on_one_node_wakes_the_others_even_after_a_reconne
                                 AND query LIKE 'LISTEN hookq_due%') AS killed",
     )
     .await;
-    crate::helpers::eventually("node b to listen again", listening).await;
+    // Listening again means a new backend: the killed one may still be listed a moment.
+    crate::helpers::eventually("node b to listen again", || async {
+        listener_pid().await.filter(|pid| *pid != first)
+    })
+    .await;
     a.enqueue(q(), job(2, now_millis())).await.unwrap();
     let (queue, _) = next_wakeup(&mut wakeups).await;
     assert_eq!(queue, q());

@@ -33,6 +33,52 @@ use crate::store::records::{
     Lease, NewJob, Outbox, Outcome, QueueCounts, ScheduleTick,
 };
 
+/// Statements prepared once per connection (deadpool's statement cache) and reused: the
+/// per-job statements would otherwise be parsed and planned on every call.
+mod prepared {
+    use deadpool_postgres::Transaction;
+    use tokio_postgres::types::ToSql;
+    use tokio_postgres::{Error, Row};
+
+    type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+    pub async fn execute(
+        tx: &Transaction<'_>,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<u64, Error> {
+        let statement = tx.prepare_cached(sql).await?;
+        tx.execute(&statement, params).await
+    }
+
+    pub async fn query(
+        tx: &Transaction<'_>,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, Error> {
+        let statement = tx.prepare_cached(sql).await?;
+        tx.query(&statement, params).await
+    }
+
+    pub async fn query_opt(
+        tx: &Transaction<'_>,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Option<Row>, Error> {
+        let statement = tx.prepare_cached(sql).await?;
+        tx.query_opt(&statement, params).await
+    }
+
+    pub async fn query_one(
+        tx: &Transaction<'_>,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Row, Error> {
+        let statement = tx.prepare_cached(sql).await?;
+        tx.query_one(&statement, params).await
+    }
+}
+
 /// How many scheduled jobs one claim promotes at most.
 const PROMOTE_BATCH: i64 = 1000;
 
@@ -44,30 +90,30 @@ pub async fn enqueue(
     job: &NewJob,
 ) -> StoreResult<Enqueued> {
     if let Some(key) = &job.idempotency {
-        let claimed = tx
-            .query_opt(
-                "INSERT INTO idempotency_keys (queue, key, job_id, created_at)
+        let claimed = prepared::query_opt(
+            tx,
+            "INSERT INTO idempotency_keys (queue, key, job_id, created_at)
                  SELECT name, $2::text, $3::uuid, $4::bigint FROM queues WHERE name = $1
                  ON CONFLICT (queue, key) DO UPDATE
                      SET job_id = excluded.job_id, created_at = excluded.created_at
                      WHERE idempotency_keys.created_at < $5
                  RETURNING job_id",
-                &[
-                    &queue.as_str(),
-                    &key.key,
-                    &uuid(job.id),
-                    &job.created_at,
-                    &key.valid_since,
-                ],
+            &[
+                &queue.as_str(),
+                &key.key,
+                &uuid(job.id),
+                &job.created_at,
+                &key.valid_since,
+            ],
+        )
+        .await?;
+        if claimed.is_none() {
+            let first = prepared::query_opt(
+                tx,
+                "SELECT job_id FROM idempotency_keys WHERE queue = $1 AND key = $2",
+                &[&queue.as_str(), &key.key],
             )
             .await?;
-        if claimed.is_none() {
-            let first = tx
-                .query_opt(
-                    "SELECT job_id FROM idempotency_keys WHERE queue = $1 AND key = $2",
-                    &[&queue.as_str(), &key.key],
-                )
-                .await?;
             return match first {
                 Some(row) => Ok(Enqueued::Duplicate(job_id(row.get(0)))),
                 None => Err(StoreError::QueueNotFound),
@@ -99,19 +145,19 @@ async fn insert(tx: &Transaction<'_>, queue: &QueueName, job: &NewJob) -> StoreR
     let inserted = if let Some(key) = &job.ordering_key {
         lock_key(tx, queue.as_str(), key).await?;
         tx.batch_execute("SAVEPOINT head").await?;
-        match tx.execute(INSERT, &params(&false)).await {
+        match prepared::execute(tx, INSERT, &params(&false)).await {
             Ok(n) => {
                 tx.batch_execute("RELEASE SAVEPOINT head").await?;
                 n
             }
             Err(e) if lost_the_head(&e) => {
                 tx.batch_execute("ROLLBACK TO SAVEPOINT head").await?;
-                tx.execute(INSERT, &params(&true)).await?
+                prepared::execute(tx, INSERT, &params(&true)).await?
             }
             Err(e) => return Err(e.into()),
         }
     } else {
-        tx.execute(INSERT, &params(&false)).await?
+        prepared::execute(tx, INSERT, &params(&false)).await?
     };
     if inserted == 0 {
         return Err(StoreError::QueueNotFound);
@@ -161,24 +207,24 @@ pub async fn insert_leased(
     node: Uuid,
 ) -> StoreResult<()> {
     debug_assert!(job.ordering_key.is_none(), "a keyed job waits for its turn");
-    let inserted = tx
-        .execute(
-            "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
+    let inserted = prepared::execute(
+        tx,
+        "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
                                leased_until, leased_by, priority)
              SELECT $1::uuid, name, 1, $3::text, 1, $4::bigint, $4, $5::bigint, $6::uuid,
                     $7::integer
              FROM queues WHERE name = $2",
-            &[
-                &uuid(job.id),
-                &queue.as_str(),
-                &job.payload.as_str(),
-                &job.created_at,
-                &leased_until,
-                &node,
-                &job.priority,
-            ],
-        )
-        .await?;
+        &[
+            &uuid(job.id),
+            &queue.as_str(),
+            &job.payload.as_str(),
+            &job.created_at,
+            &leased_until,
+            &node,
+            &job.priority,
+        ],
+    )
+    .await?;
     if inserted == 0 {
         return Err(StoreError::QueueNotFound);
     }
@@ -194,39 +240,38 @@ pub async fn cancel(
 ) -> StoreResult<()> {
     let key = uuid(id);
     // Locked, so a claim on another node cannot take it between this look and the delete.
-    let status: Option<i16> = tx
-        .query_opt(
-            "SELECT status FROM jobs WHERE id = $1 AND queue = $2 FOR UPDATE",
-            &[&key, &queue.as_str()],
-        )
-        .await?
-        .map(|row| row.get(0));
+    let status: Option<i16> = prepared::query_opt(
+        tx,
+        "SELECT status FROM jobs WHERE id = $1 AND queue = $2 FOR UPDATE",
+        &[&key, &queue.as_str()],
+    )
+    .await?
+    .map(|row| row.get(0));
     match status {
         Some(1) => Err(StoreError::JobConflict(
             "job is being delivered right now and cannot be cancelled",
         )),
         Some(_) => {
-            let removed = tx
-                .query_one(
-                    "DELETE FROM jobs WHERE id = $1 RETURNING queue, ordering_key",
-                    &[&key],
-                )
-                .await?;
+            let removed = prepared::query_one(
+                tx,
+                "DELETE FROM jobs WHERE id = $1 RETURNING queue, ordering_key",
+                &[&key],
+            )
+            .await?;
             if let Some(ordering_key) = removed.get::<_, Option<String>>(1) {
                 promote_next_of_key(tx, removed.get(0), &ordering_key, now).await?;
             }
-            tx.execute("DELETE FROM job_attempts WHERE job_id = $1", &[&key])
-                .await?;
+            prepared::execute(tx, "DELETE FROM job_attempts WHERE job_id = $1", &[&key]).await?;
             Ok(())
         }
         None => {
-            let open = tx
-                .query_opt(
-                    "SELECT 1 FROM dead_letters WHERE id = $1 AND queue = $2
+            let open = prepared::query_opt(
+                tx,
+                "SELECT 1 FROM dead_letters WHERE id = $1 AND queue = $2
                                                    AND state != 'replayed'",
-                    &[&key, &queue.as_str()],
-                )
-                .await?;
+                &[&key, &queue.as_str()],
+            )
+            .await?;
             Err(match open {
                 Some(_) => StoreError::JobConflict(
                     "job is dead-lettered (ERROR), not READY: replay or acknowledge it instead",
@@ -243,14 +288,14 @@ pub async fn purge_idempotency_keys(
     before: UnixMillis,
     limit: usize,
 ) -> StoreResult<usize> {
-    let purged = tx
-        .execute(
-            "DELETE FROM idempotency_keys WHERE (queue, key) IN (
+    let purged = prepared::execute(
+        tx,
+        "DELETE FROM idempotency_keys WHERE (queue, key) IN (
                  SELECT queue, key FROM idempotency_keys WHERE created_at < $1
                  ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
-            &[&before, &i64::try_from(limit).unwrap_or(i64::MAX)],
-        )
-        .await?;
+        &[&before, &i64::try_from(limit).unwrap_or(i64::MAX)],
+    )
+    .await?;
     Ok(usize::try_from(purged).unwrap_or(usize::MAX))
 }
 
@@ -360,7 +405,8 @@ pub async fn claim(
     limit: usize,
     node: Uuid,
 ) -> StoreResult<Vec<ClaimedJob>> {
-    tx.execute(
+    prepared::execute(
+        tx,
         "UPDATE jobs SET status = 0
          WHERE id IN (SELECT id FROM jobs
                       WHERE queue = $1 AND status = 3 AND run_at <= $2
@@ -370,9 +416,9 @@ pub async fn claim(
     )
     .await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = tx
-        .query(
-            "UPDATE jobs SET status = 1, attempts = attempts + 1, leased_until = $2,
+    let rows = prepared::query(
+        tx,
+        "UPDATE jobs SET status = 1, attempts = attempts + 1, leased_until = $2,
                              leased_by = $4
              WHERE id IN (SELECT id FROM jobs
                           WHERE queue = $1 AND status = 0
@@ -380,9 +426,9 @@ pub async fn claim(
                           FOR UPDATE SKIP LOCKED)
              RETURNING id, payload, attempts, created_at, leased_until, ordering_key,
                        schedule, schedule_tick",
-            &[&queue.as_str(), &leased_until, &limit, &node],
-        )
-        .await?;
+        &[&queue.as_str(), &leased_until, &limit, &node],
+    )
+    .await?;
     let mut claimed: Vec<ClaimedJob> = rows
         .iter()
         .map(|row| ClaimedJob {
@@ -413,14 +459,14 @@ pub async fn record_outcome(
             if *keep && !keep_delivered(tx, id, lease, delivery).await? {
                 return Ok(false);
             }
-            let deleted = tx
-                .query_opt(
-                    "DELETE FROM jobs WHERE id = $1 AND status = 1 AND attempts = $2
+            let deleted = prepared::query_opt(
+                tx,
+                "DELETE FROM jobs WHERE id = $1 AND status = 1 AND attempts = $2
                                         AND leased_until = $3
                      RETURNING queue, ordering_key, last_error IS NOT NULL",
-                    &[&key, &attempt, &until],
-                )
-                .await?;
+                &[&key, &attempt, &until],
+            )
+            .await?;
             let Some(row) = deleted else {
                 return Ok(false);
             };
@@ -428,48 +474,48 @@ pub async fn record_outcome(
                 promote_next_of_key(tx, row.get(0), &ordering_key, delivery.at).await?;
             }
             if row.get::<_, bool>(2) && !keep {
-                tx.execute("DELETE FROM job_attempts WHERE job_id = $1", &[&key])
+                prepared::execute(tx, "DELETE FROM job_attempts WHERE job_id = $1", &[&key])
                     .await?;
             }
             Ok(true)
         }
         Outcome::Retry { run_at, failure } => {
-            let changed = tx
-                .execute(
-                    "UPDATE jobs SET status = CASE WHEN $4::bigint > $5::bigint THEN 3 ELSE 0 END,
+            let changed = prepared::execute(
+                tx,
+                "UPDATE jobs SET status = CASE WHEN $4::bigint > $5::bigint THEN 3 ELSE 0 END,
                             run_at = $4, leased_until = NULL, leased_by = NULL,
                             last_error = $6, last_status = $7
                      WHERE id = $1 AND status = 1 AND attempts = $2 AND leased_until = $3",
-                    &[
-                        &key,
-                        &attempt,
-                        &until,
-                        run_at,
-                        &failure.at,
-                        &failure.error,
-                        &failure.status.map(i32::from),
-                    ],
-                )
-                .await?;
+                &[
+                    &key,
+                    &attempt,
+                    &until,
+                    run_at,
+                    &failure.at,
+                    &failure.error,
+                    &failure.status.map(i32::from),
+                ],
+            )
+            .await?;
             if changed == 1 {
                 record_attempt(tx, id, lease.attempt, failure).await?;
             }
             Ok(changed == 1)
         }
         Outcome::Dead { failure } => {
-            let changed = tx
-                .execute(
-                    "UPDATE jobs SET last_error = $4, last_status = $5
+            let changed = prepared::execute(
+                tx,
+                "UPDATE jobs SET last_error = $4, last_status = $5
                      WHERE id = $1 AND status = 1 AND attempts = $2 AND leased_until = $3",
-                    &[
-                        &key,
-                        &attempt,
-                        &until,
-                        &failure.error,
-                        &failure.status.map(i32::from),
-                    ],
-                )
-                .await?;
+                &[
+                    &key,
+                    &attempt,
+                    &until,
+                    &failure.error,
+                    &failure.status.map(i32::from),
+                ],
+            )
+            .await?;
             if changed == 0 {
                 return Ok(false);
             }
@@ -494,9 +540,9 @@ async fn keep_delivered(
     lease: Lease,
     delivery: &Delivery,
 ) -> StoreResult<bool> {
-    let kept = tx
-        .execute(
-            "INSERT INTO delivered (id, queue, payload, attempts, created_at, not_before,
+    let kept = prepared::execute(
+        tx,
+        "INSERT INTO delivered (id, queue, payload, attempts, created_at, not_before,
                     priority, ordering_key, schedule, schedule_tick, delivered_at,
                     response_status, latency_ms)
              SELECT id, queue, payload, attempts, created_at, not_before, priority,
@@ -506,16 +552,16 @@ async fn keep_delivered(
                  queue = excluded.queue, payload = excluded.payload,
                  attempts = excluded.attempts, delivered_at = excluded.delivered_at,
                  response_status = excluded.response_status, latency_ms = excluded.latency_ms",
-            &[
-                &uuid(id),
-                &attempt_param(lease.attempt),
-                &lease.until,
-                &delivery.at,
-                &i32::from(delivery.status),
-                &i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX),
-            ],
-        )
-        .await?;
+        &[
+            &uuid(id),
+            &attempt_param(lease.attempt),
+            &lease.until,
+            &delivery.at,
+            &i32::from(delivery.status),
+            &i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX),
+        ],
+    )
+    .await?;
     Ok(kept == 1)
 }
 
@@ -525,7 +571,8 @@ async fn record_attempt(
     attempt: u32,
     failure: &Failure,
 ) -> StoreResult<()> {
-    tx.execute(
+    prepared::execute(
+        tx,
         "INSERT INTO job_attempts (job_id, queue, attempt, at, status, latency_ms, error)
          SELECT id, queue, $2::integer, $3::bigint, $4::integer, $5::bigint, $6::text
          FROM jobs WHERE id = $1",
@@ -552,9 +599,9 @@ pub(super) async fn bury(
     outbox: Outbox,
 ) -> StoreResult<()> {
     let key = uuid(id);
-    let moved = tx
-        .query_opt(
-            "INSERT INTO dead_letters (id, queue, target, payload, created_at, attempts,
+    let moved = prepared::query_opt(
+        tx,
+        "INSERT INTO dead_letters (id, queue, target, payload, created_at, attempts,
                     failure_reason, last_error, last_status, failed_at, state, replay_count,
                     updated_at, priority, ordering_key, schedule, schedule_tick)
              SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, $2::text,
@@ -573,9 +620,9 @@ pub(super) async fn bury(
                  ordering_key = excluded.ordering_key, schedule = excluded.schedule,
                  schedule_tick = excluded.schedule_tick
              RETURNING queue, attempts, last_status, last_error",
-            &[&key, &reason.as_str(), &now],
-        )
-        .await?;
+        &[&key, &reason.as_str(), &now],
+    )
+    .await?;
     let Some(row) = moved else {
         return Ok(());
     };
@@ -591,7 +638,8 @@ pub(super) async fn bury(
             reason: reason.as_str().to_owned(),
         };
         let event_id = EventId::new();
-        tx.execute(
+        prepared::execute(
+            tx,
             "INSERT INTO event_outbox (id, kind, body, created_at, next_attempt_at)
              VALUES ($1, $2, $3, $4, $4)",
             &[
@@ -603,12 +651,12 @@ pub(super) async fn bury(
         )
         .await?;
     }
-    let removed = tx
-        .query_opt(
-            "DELETE FROM jobs WHERE id = $1 RETURNING queue, ordering_key",
-            &[&key],
-        )
-        .await?;
+    let removed = prepared::query_opt(
+        tx,
+        "DELETE FROM jobs WHERE id = $1 RETURNING queue, ordering_key",
+        &[&key],
+    )
+    .await?;
     if let Some(row) = removed
         && let Some(ordering_key) = row.get::<_, Option<String>>(1)
     {
@@ -625,7 +673,8 @@ pub(super) async fn bury(
 /// later one's next statement sees what the earlier one committed (READ COMMITTED takes a
 /// new snapshot per statement).
 pub(super) async fn lock_key(tx: &Transaction<'_>, queue: &str, key: &str) -> StoreResult<()> {
-    tx.execute(
+    prepared::execute(
+        tx,
         "SELECT pg_advisory_xact_lock(hashtextextended($1::text || chr(31) || $2::text, 0))",
         &[&queue, &key],
     )
@@ -642,17 +691,17 @@ pub(super) async fn promote_next_of_key(
     now: UnixMillis,
 ) -> StoreResult<bool> {
     lock_key(tx, queue, key).await?;
-    let promoted = tx
-        .execute(
-            "UPDATE jobs SET status = CASE WHEN run_at > $3 THEN 3 ELSE 0 END
+    let promoted = prepared::execute(
+        tx,
+        "UPDATE jobs SET status = CASE WHEN run_at > $3 THEN 3 ELSE 0 END
              WHERE id = (SELECT id FROM jobs
                          WHERE queue = $1 AND ordering_key = $2 AND status = 4
                          ORDER BY id LIMIT 1)
                AND NOT EXISTS (SELECT 1 FROM jobs
                                WHERE queue = $1 AND ordering_key = $2 AND status IN (0, 1, 3))",
-            &[&queue, &key, &now],
-        )
-        .await?;
+        &[&queue, &key, &now],
+    )
+    .await?;
     Ok(promoted == 1)
 }
 
@@ -668,20 +717,20 @@ pub async fn recover_stale_leases(
     outbox: Outbox,
 ) -> StoreResult<usize> {
     const ERROR: &str = "delivery interrupted: the lease expired before an outcome was recorded";
-    let stale = tx
-        .query(
-            "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, $2)
+    let stale = prepared::query(
+        tx,
+        "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, $2)
              FROM jobs j JOIN queues q ON q.name = j.queue
              WHERE j.status = 1 AND j.leased_until < $1
              ORDER BY j.leased_until LIMIT $3
              FOR UPDATE OF j SKIP LOCKED",
-            &[
-                &now,
-                &attempt_param(default_max_attempts),
-                &i64::try_from(limit).unwrap_or(i64::MAX),
-            ],
-        )
-        .await?;
+        &[
+            &now,
+            &attempt_param(default_max_attempts),
+            &i64::try_from(limit).unwrap_or(i64::MAX),
+        ],
+    )
+    .await?;
     for row in &stale {
         let id = job_id(row.get(0));
         let lease = Lease {
@@ -763,7 +812,8 @@ pub(super) async fn get_live(
     queue: &QueueName,
     id: JobId,
 ) -> StoreResult<Option<JobRecord>> {
-    tx.query_opt(
+    prepared::query_opt(
+        tx,
         &format!("SELECT {LIVE_COLUMNS} FROM jobs WHERE id = $1 AND queue = $2"),
         &[&uuid(id), &queue.as_str()],
     )
@@ -784,7 +834,8 @@ pub(super) async fn list_live(
     let limit = limit_param(limit);
     let rows = match after {
         Some(after) => {
-            tx.query(
+            prepared::query(
+                tx,
                 &format!(
                     "SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 AND id > $2
                      ORDER BY id LIMIT $3"
@@ -794,7 +845,8 @@ pub(super) async fn list_live(
             .await?
         }
         None => {
-            tx.query(
+            prepared::query(
+                tx,
                 &format!("SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 ORDER BY id LIMIT $2"),
                 &[&queue.as_str(), &limit],
             )
@@ -808,22 +860,22 @@ pub(super) async fn list_live(
 /// own on PostgreSQL (SQLite reads its rowid): by time, then attempt number, which is the
 /// order they were recorded in (a replay restarts the numbers, later).
 pub(super) async fn history(tx: &Transaction<'_>, id: JobId) -> StoreResult<Vec<AttemptRecord>> {
-    Ok(tx
-        .query(
-            "SELECT attempt, at, status, latency_ms, error FROM job_attempts
+    Ok(prepared::query(
+        tx,
+        "SELECT attempt, at, status, latency_ms, error FROM job_attempts
              WHERE job_id = $1 ORDER BY at, attempt",
-            &[&uuid(id)],
-        )
-        .await?
-        .iter()
-        .map(|row| AttemptRecord {
-            attempt: attempt_of(row.get(0)),
-            at: row.get(1),
-            status: super::dead_letters::status_of(row.get(2)),
-            latency_ms: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
-            error: row.get(4),
-        })
-        .collect())
+        &[&uuid(id)],
+    )
+    .await?
+    .iter()
+    .map(|row| AttemptRecord {
+        attempt: attempt_of(row.get(0)),
+        at: row.get(1),
+        status: super::dead_letters::status_of(row.get(2)),
+        latency_ms: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
+        error: row.get(4),
+    })
+    .collect())
 }
 
 pub(super) fn limit_param(limit: usize) -> i64 {
