@@ -269,6 +269,27 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// What an attempt whose lease expired before its outcome was recorded (a delivery that
+    /// hung past every timeout, a crashed node) ends in at `now`: the attempt counts; the job
+    /// retries now, or is dead-lettered if that was its last attempt.
+    pub fn of_expired_lease(lease: Lease, max_attempts: u32, now: UnixMillis) -> Self {
+        let failure = Failure {
+            error: "delivery interrupted: the lease expired before an outcome was recorded"
+                .to_owned(),
+            status: None,
+            latency_ms: 0,
+            at: now,
+        };
+        if lease.attempt >= max_attempts {
+            Self::Dead { failure }
+        } else {
+            Self::Retry {
+                run_at: now,
+                failure,
+            }
+        }
+    }
+
     /// Delivered at `at` with a `200`, not kept: what tests that drive the store need.
     pub fn delivered(at: UnixMillis) -> Self {
         Self::Delivered {

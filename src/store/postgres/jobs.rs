@@ -716,7 +716,6 @@ pub async fn recover_stale_leases(
     limit: usize,
     outbox: Outbox,
 ) -> StoreResult<usize> {
-    const ERROR: &str = "delivery interrupted: the lease expired before an outcome was recorded";
     let stale = prepared::query(
         tx,
         "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, $2)
@@ -737,21 +736,7 @@ pub async fn recover_stale_leases(
             attempt: attempt_of(row.get(1)),
             until: row.get(2),
         };
-        let max_attempts = attempt_of(row.get(3));
-        let failure = Failure {
-            error: ERROR.to_owned(),
-            status: None,
-            latency_ms: 0,
-            at: now,
-        };
-        let outcome = if lease.attempt >= max_attempts {
-            Outcome::Dead { failure }
-        } else {
-            Outcome::Retry {
-                run_at: now,
-                failure,
-            }
-        };
+        let outcome = Outcome::of_expired_lease(lease, attempt_of(row.get(3)), now);
         record_outcome(tx, id, lease, &outcome, outbox).await?;
     }
     Ok(stale.len())

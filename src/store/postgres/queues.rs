@@ -3,6 +3,7 @@
 
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use crate::model::QueueName;
 use crate::policy::QueueChange;
@@ -17,8 +18,7 @@ const COLUMNS: &str = "name, target, secret, created_at, max_attempts, backoff_m
 
 /// Store a new queue; its secret is sealed when `sealing` has a master key.
 pub async fn insert(tx: &Transaction<'_>, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
-    let row = QueueRow::of(queue, sealing);
-    let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    let row = BoundRow::of(QueueRow::of(queue, sealing));
     let inserted = tx
         .execute(
             &format!(
@@ -26,21 +26,7 @@ pub async fn insert(tx: &Transaction<'_>, queue: &Queue, sealing: &Sealing) -> S
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                  ON CONFLICT (name) DO NOTHING"
             ),
-            &[
-                &row.name,
-                &row.target,
-                &row.secret,
-                &row.created_at,
-                &int(row.max_attempts),
-                &row.backoff_ms,
-                &row.timeout_ms,
-                &int(row.concurrency),
-                &row.rate_per_second,
-                &int(row.burst),
-                &row.max_queued,
-                &row.paused,
-                &row.keep_delivered_ms,
-            ],
+            &row.params(),
         )
         .await?;
     if inserted == 0 {
@@ -67,27 +53,13 @@ pub async fn update(
         .ok_or(StoreError::QueueNotFound)?;
     let mut queue = queue_row(&row).open(&sealing.keys())?;
     queue.apply(change);
-    let row = QueueRow::of(&queue, sealing);
-    let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    let row = BoundRow::of(QueueRow::of(&queue, sealing));
     tx.execute(
-        "UPDATE queues SET target = $2, secret = $3, max_attempts = $4, backoff_ms = $5,
-                timeout_ms = $6, concurrency = $7, rate_per_second = $8, burst = $9,
-                max_queued = $10, paused = $11, keep_delivered_ms = $12
-         WHERE name = $1",
-        &[
-            &row.name,
-            &row.target,
-            &row.secret,
-            &int(row.max_attempts),
-            &row.backoff_ms,
-            &row.timeout_ms,
-            &int(row.concurrency),
-            &row.rate_per_second,
-            &int(row.burst),
-            &row.max_queued,
-            &row.paused,
-            &row.keep_delivered_ms,
-        ],
+        "UPDATE queues SET target = $2, secret = $3, max_attempts = $5, backoff_ms = $6,
+                timeout_ms = $7, concurrency = $8, rate_per_second = $9, burst = $10,
+                max_queued = $11, paused = $12, keep_delivered_ms = $13
+         WHERE name = $1 AND created_at = $4",
+        &row.params(),
     )
     .await?;
     if change.max_queued.is_some() {
@@ -112,6 +84,46 @@ pub async fn delete(tx: &Transaction<'_>, name: &QueueName) -> StoreResult<()> {
 /// every enqueue into the queue holds a key-share lock on it until it commits, so once the
 /// lock is ours every earlier enqueue is committed and counted, and later ones wait for
 /// this transaction and then meet the cap.
+/// A queue's row with its counts as PostgreSQL's INTEGER, ready to bind as `$1`…`$13` in
+/// [`COLUMNS`] order (the insert and the update bind the same values).
+struct BoundRow {
+    row: QueueRow,
+    max_attempts: Option<i32>,
+    concurrency: Option<i32>,
+    burst: Option<i32>,
+}
+
+impl BoundRow {
+    fn of(row: QueueRow) -> Self {
+        let int = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+        Self {
+            max_attempts: int(row.max_attempts),
+            concurrency: int(row.concurrency),
+            burst: int(row.burst),
+            row,
+        }
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 13] {
+        let row = &self.row;
+        [
+            &row.name,
+            &row.target,
+            &row.secret,
+            &row.created_at,
+            &self.max_attempts,
+            &row.backoff_ms,
+            &row.timeout_ms,
+            &self.concurrency,
+            &row.rate_per_second,
+            &self.burst,
+            &row.max_queued,
+            &row.paused,
+            &row.keep_delivered_ms,
+        ]
+    }
+}
+
 async fn keep_cap(tx: &Transaction<'_>, name: &QueueName, cap: Option<u64>) -> StoreResult<()> {
     let Some(cap) = cap else {
         tx.execute(

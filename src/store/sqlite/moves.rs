@@ -12,8 +12,8 @@ use crate::event::{Event, excerpt};
 use crate::model::{EventId, JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    Enqueued, Failure, FailureReason, FiredTick, IdempotencyKey, JobState, Lease, NewJob, Outbox,
-    Outcome, ReplayReport, ScheduleTick, SchedulerRound, Selection, TickPlan,
+    Enqueued, FailureReason, FiredTick, IdempotencyKey, JobState, Lease, NewJob, Outbox, Outcome,
+    ReplayReport, ScheduleTick, SchedulerRound, Selection, TickPlan,
 };
 
 /// Store `job` unless its idempotency key already stands for a job of `queue` (and has not
@@ -187,7 +187,6 @@ pub fn recover_stale_leases(
     default_max_attempts: u32,
     outbox: Outbox,
 ) -> StoreResult<usize> {
-    const ERROR: &str = "delivery interrupted: the lease expired before an outcome was recorded";
     // Each job's queue decides its last attempt: its own maxAttempts, else the server's.
     let stale: Vec<(JobId, Lease, u32)> = conn
         .prepare_cached(
@@ -207,21 +206,7 @@ pub fn recover_stale_leases(
         })?
         .collect::<Result<_, _>>()?;
     for (id, lease, max_attempts) in &stale {
-        let max_attempts = *max_attempts;
-        let failure = Failure {
-            error: ERROR.to_owned(),
-            status: None,
-            latency_ms: 0,
-            at: now,
-        };
-        let outcome = if lease.attempt >= max_attempts {
-            Outcome::Dead { failure }
-        } else {
-            Outcome::Retry {
-                run_at: now,
-                failure,
-            }
-        };
+        let outcome = Outcome::of_expired_lease(*lease, *max_attempts, now);
         record_outcome(conn, *id, *lease, &outcome, outbox)?;
     }
     Ok(stale.len())
@@ -488,7 +473,7 @@ pub fn purge_closed(conn: &Connection, before: UnixMillis, limit: usize) -> Stor
 mod tests {
     use super::*;
     use crate::model::now_millis;
-    use crate::store::records::{DlqState, Filter, PageRequest};
+    use crate::store::records::{DlqState, Failure, Filter, PageRequest};
     use crate::store::sealing::Sealing;
     use crate::store::sqlite::{SqliteStore, Synchronous};
 
