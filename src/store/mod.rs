@@ -214,9 +214,7 @@ impl Store {
     pub(in crate::store) async fn hold_writes(&self) -> StoreResult<testing::WriteHold> {
         match &self.backend {
             Backend::Sqlite(db) => db.hold_writes().await,
-            Backend::Postgres(_) => Err(StoreError::Other(Arc::new(anyhow::anyhow!(
-                "holding writes is a test hook of SQLite's single writer"
-            )))),
+            Backend::Postgres(db) => db.hold_writes().await,
         }
     }
 

@@ -7,14 +7,19 @@ use std::path::{Path, PathBuf};
 use crate::model::{JobId, QueueName, UnixMillis};
 
 /// While held, the store commits nothing: writes wait (and enqueues past the bound are
-/// refused). Dropping it lets them through.
+/// refused). Dropping it lets them through. On SQLite it holds the single writer; on
+/// PostgreSQL, a transaction of its own holds `queue_sizes` in SHARE mode, which every write
+/// to a job (through the counting triggers) waits for.
 pub struct WriteHold {
-    _release: std::sync::mpsc::Sender<()>,
+    /// Dropped with the hold: its receiver, wherever the hold is kept, then lets go.
+    _release: Box<dyn Send + Sync>,
 }
 
 impl WriteHold {
-    pub(in crate::store) fn new(release: std::sync::mpsc::Sender<()>) -> Self {
-        Self { _release: release }
+    pub(in crate::store) fn new(release: impl Send + Sync + 'static) -> Self {
+        Self {
+            _release: Box::new(release),
+        }
     }
 
     /// Hold `store`'s writes; returns once they are held.
@@ -39,100 +44,166 @@ pub enum Stored {
     DeliveryLog,
 }
 
-/// A database file, opened beside (or after) a server for tests.
-pub struct Inspector {
-    conn: rusqlite::Connection,
+/// A store's database, opened beside (or after) a server for tests: the SQLite file, or a
+/// connection of its own to the PostgreSQL database.
+pub enum Inspector {
+    Sqlite(rusqlite::Connection),
+    Postgres(super::postgres::PgPool),
+}
+
+/// A table a test looks into, by what it holds.
+fn table_of(what: Stored) -> (&'static str, &'static str) {
+    match what {
+        Stored::Queues => ("queues", "name"),
+        Stored::Jobs => ("jobs", "queue"),
+        Stored::DeadLetters => ("dead_letters", "queue"),
+        Stored::AttemptHistory => ("job_attempts", "queue"),
+        Stored::IdempotencyKeys => ("idempotency_keys", "queue"),
+        Stored::DeliveryLog => ("delivered", "queue"),
+    }
 }
 
 impl Inspector {
-    /// Open the store at `path` read-write (reads and writes wait for the server's writer).
+    /// Open the SQLite file at `path` read-write (reads and writes wait for the server's
+    /// writer).
     pub fn open(path: &Path) -> anyhow::Result<Self> {
         let conn = rusqlite::Connection::open_with_flags(
             path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        Ok(Self { conn })
+        Ok(Self::Sqlite(conn))
     }
 
-    /// How many of `what` are stored.
-    pub fn count(&self, what: Stored) -> anyhow::Result<u64> {
-        let table = match what {
-            Stored::Queues => "queues",
-            Stored::Jobs => "jobs",
-            Stored::DeadLetters => "dead_letters",
-            Stored::AttemptHistory => "job_attempts",
-            Stored::IdempotencyKeys => "idempotency_keys",
-            Stored::DeliveryLog => "delivered",
+    /// Open the database `options` name, whichever the backend.
+    pub async fn connect(options: &super::StoreOptions) -> anyhow::Result<Self> {
+        match options {
+            super::StoreOptions::Sqlite { path, .. } => Self::open(path),
+            super::StoreOptions::Postgres { url, .. } => {
+                Ok(Self::Postgres(super::postgres::connect(url, 1).await?))
+            }
+        }
+    }
+
+    /// `sql` (with `$1`-style parameters) as one count.
+    async fn count_of(&self, sql: &str, text_params: &[&str]) -> anyhow::Result<u64> {
+        let count: i64 = match self {
+            Self::Sqlite(conn) => conn.query_row(
+                &sql.replace('$', "?"),
+                rusqlite::params_from_iter(text_params),
+                |row| row.get(0),
+            )?,
+            Self::Postgres(pool) => {
+                let client = pool.get().await?;
+                let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = text_params
+                    .iter()
+                    .map(|p| p as &(dyn tokio_postgres::types::ToSql + Sync))
+                    .collect();
+                client.query_one(sql, &params).await?.get(0)
+            }
         };
-        let count: i64 =
-            self.conn
-                .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
-                    row.get(0)
-                })?;
         Ok(count.max(0) as u64)
     }
 
-    /// How many of `what` belong to `queue` (for [`Stored::Queues`]: the queue itself).
-    pub fn count_in_queue(&self, what: Stored, queue: &str) -> anyhow::Result<u64> {
-        let (table, column) = match what {
-            Stored::Queues => ("queues", "name"),
-            Stored::Jobs => ("jobs", "queue"),
-            Stored::DeadLetters => ("dead_letters", "queue"),
-            Stored::AttemptHistory => ("job_attempts", "queue"),
-            Stored::IdempotencyKeys => ("idempotency_keys", "queue"),
-            Stored::DeliveryLog => ("delivered", "queue"),
-        };
-        let count: i64 = self.conn.query_row(
-            &format!("SELECT count(*) FROM {table} WHERE {column} = ?1"),
-            [queue],
-            |row| row.get(0),
-        )?;
-        Ok(count.max(0) as u64)
-    }
-
-    /// How many dead letters are in `state` (`pending`, `replaying`, …).
-    pub fn count_dead_letters_in(&self, state: &str) -> anyhow::Result<u64> {
-        let count: i64 = self.conn.query_row(
-            "SELECT count(*) FROM dead_letters WHERE state = ?1",
-            [state],
-            |row| row.get(0),
-        )?;
-        Ok(count.max(0) as u64)
-    }
-
-    /// A queue's secret exactly as stored (sealed or not); `None` without a secret.
-    pub fn stored_secret(&self, queue: &str) -> anyhow::Result<Option<String>> {
-        Ok(self.conn.query_row(
-            "SELECT secret FROM queues WHERE name = ?1",
-            [queue],
-            |row| row.get(0),
-        )?)
-    }
-
-    /// Tampering: give queue `to` the secret stored for queue `from`, as is.
-    pub fn copy_stored_secret(&self, from: &str, to: &str) -> anyhow::Result<()> {
-        self.conn.execute(
-            "UPDATE queues SET secret = (SELECT secret FROM queues WHERE name = ?1)
-             WHERE name = ?2",
-            [from, to],
-        )?;
+    /// `sql` (with `$1`-style parameters) as one write.
+    async fn execute(&self, sql: &str, text_params: &[&str]) -> anyhow::Result<()> {
+        match self {
+            Self::Sqlite(conn) => {
+                conn.execute(
+                    &sql.replace('$', "?"),
+                    rusqlite::params_from_iter(text_params),
+                )?;
+            }
+            Self::Postgres(pool) => {
+                let client = pool.get().await?;
+                let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = text_params
+                    .iter()
+                    .map(|p| p as &(dyn tokio_postgres::types::ToSql + Sync))
+                    .collect();
+                client.execute(sql, &params).await?;
+            }
+        }
         Ok(())
     }
 
-    /// Behind the server's back: a live READY job `id` in `queue`, scheduled for `run_at`
-    /// (a time in the future).
-    pub fn insert_scheduled_job(
+    /// How many of `what` are stored.
+    pub async fn count(&self, what: Stored) -> anyhow::Result<u64> {
+        let (table, _) = table_of(what);
+        self.count_of(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+    }
+
+    /// How many of `what` belong to `queue` (for [`Stored::Queues`]: the queue itself).
+    pub async fn count_in_queue(&self, what: Stored, queue: &str) -> anyhow::Result<u64> {
+        let (table, column) = table_of(what);
+        self.count_of(
+            &format!("SELECT count(*) FROM {table} WHERE {column} = $1"),
+            &[queue],
+        )
+        .await
+    }
+
+    /// How many dead letters are in `state` (`pending`, `replaying`, …).
+    pub async fn count_dead_letters_in(&self, state: &str) -> anyhow::Result<u64> {
+        self.count_of(
+            "SELECT count(*) FROM dead_letters WHERE state = $1",
+            &[state],
+        )
+        .await
+    }
+
+    /// A queue's secret exactly as stored (sealed or not); `None` without a secret.
+    pub async fn stored_secret(&self, queue: &str) -> anyhow::Result<Option<String>> {
+        const SQL: &str = "SELECT secret FROM queues WHERE name = $1";
+        Ok(match self {
+            Self::Sqlite(conn) => {
+                conn.query_row(&SQL.replace('$', "?"), [queue], |row| row.get(0))?
+            }
+            Self::Postgres(pool) => pool.get().await?.query_one(SQL, &[&queue]).await?.get(0),
+        })
+    }
+
+    /// Tampering: give queue `to` the secret stored for queue `from`, as is.
+    pub async fn copy_stored_secret(&self, from: &str, to: &str) -> anyhow::Result<()> {
+        self.execute(
+            "UPDATE queues SET secret = (SELECT secret FROM queues WHERE name = $1)
+             WHERE name = $2",
+            &[from, to],
+        )
+        .await
+    }
+
+    /// Behind the server's back: a live scheduled job `id` in `queue`, due at `run_at` (a
+    /// time in the future).
+    pub async fn insert_scheduled_job(
         &self,
         queue: &QueueName,
         id: JobId,
         run_at: UnixMillis,
     ) -> anyhow::Result<()> {
-        self.conn.execute(
-            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at)
-             VALUES (?1, ?2, 3, '{}', 0, ?3, ?3)",
-            rusqlite::params![&id.as_bytes()[..], queue.as_str(), run_at],
-        )?;
+        match self {
+            Self::Sqlite(conn) => {
+                conn.execute(
+                    "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at)
+                     VALUES (?1, ?2, 3, '{}', 0, ?3, ?3)",
+                    rusqlite::params![&id.as_bytes()[..], queue.as_str(), run_at],
+                )?;
+            }
+            Self::Postgres(pool) => {
+                pool.get()
+                    .await?
+                    .execute(
+                        "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at)
+                         VALUES ($1, $2, 3, '{}', 0, $3, $3)",
+                        &[
+                            &uuid::Uuid::from_bytes(*id.as_bytes()),
+                            &queue.as_str(),
+                            &run_at,
+                        ],
+                    )
+                    .await?;
+            }
+        }
         Ok(())
     }
 }

@@ -116,7 +116,7 @@ async fn the_enqueue_options_apply_to_every_job_of_a_batch() {
 
 #[tokio::test]
 async fn a_batch_that_fails_in_the_store_stores_none_of_its_jobs() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let now = hookq::model::now_millis();
     let existing = fx.enqueue(&queue, 1, now).await[0];

@@ -113,7 +113,7 @@ async fn without_keep_delivered_nothing_is_kept_and_the_listing_is_empty() {
     let id = app.enqueue_ok("q", &json!({"n": 1})).await;
     app.wait_until_gone("q", &id).await;
     assert_eq!(app.list("q", "DELIVERED").await.len(), 0);
-    assert_eq!(count_stored(&app.db_path, Stored::DeliveryLog), 0);
+    assert_eq!(count_stored(&app.database(), Stored::DeliveryLog).await, 0);
 
     let kept = app.enqueue_ok("kept", &json!({"n": 2})).await;
     app.wait_for_job("kept", &kept, "the job kept by the server's setting", |r| {
@@ -191,9 +191,12 @@ async fn deleting_a_queue_deletes_its_delivery_log() {
     let app = app_keeping(&receiver, "1h").await;
     let id = app.enqueue_ok("q", &json!({"n": 1})).await;
     wait_until_delivered(&app, &id).await;
-    assert_eq!(count_stored_in(&app.db_path, Stored::DeliveryLog, "q"), 1);
+    assert_eq!(
+        count_stored_in(&app.database(), Stored::DeliveryLog, "q").await,
+        1
+    );
     app.delete_queue("q").await.expect(200);
-    assert_eq!(count_stored(&app.db_path, Stored::DeliveryLog), 0);
+    assert_eq!(count_stored(&app.database(), Stored::DeliveryLog).await, 0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -232,7 +235,7 @@ async fn deliver_kept(fx: &StoreFixture, queue: &hookq::model::QueueName, n: usi
 
 #[tokio::test]
 async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_their_history() {
-    let mut fx = StoreFixture::open();
+    let mut fx = StoreFixture::open().await;
     fx.maintenance.keep_delivered = Duration::from_secs(3600);
     let t0 = 1_800_000_000_000;
     let long = fx.create_queue("long").await;
@@ -294,10 +297,14 @@ async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_the
         })
     );
     assert_eq!(history.len(), 1);
-    let db = fx.db_path();
-    assert_eq!(count_stored(&db, Stored::Jobs), 0, "kept jobs left `jobs`");
+    let db = fx.database();
     assert_eq!(
-        count_stored(&db, Stored::DeliveryLog),
+        count_stored(&db, Stored::Jobs).await,
+        0,
+        "kept jobs left `jobs`"
+    );
+    assert_eq!(
+        count_stored(&db, Stored::DeliveryLog).await,
         SWEEP_BATCH as u64 + 6
     );
 
@@ -305,7 +312,7 @@ async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_the
     assert_eq!(fx.maintenance.purge_delivery_log(t0 + 600_000).await, 0);
     // Past `short`'s 10 minutes: its record goes, with its history.
     assert_eq!(fx.maintenance.purge_delivery_log(t0 + 600_001).await, 1);
-    assert_eq!(count_stored(&db, Stored::AttemptHistory), 0);
+    assert_eq!(count_stored(&db, Stored::AttemptHistory).await, 0);
     assert!(fx.store.get_job(short.clone(), ids[0]).await.is_err());
     // Past the server's hour: every record of `long`, over more than one batch.
     assert_eq!(fx.maintenance.purge_delivery_log(t0 + HOUR_MS).await, 0);
@@ -313,13 +320,13 @@ async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_the
         fx.maintenance.purge_delivery_log(t0 + HOUR_MS + 1).await,
         SWEEP_BATCH + 5
     );
-    assert_eq!(count_stored(&db, Stored::DeliveryLog), 0);
+    assert_eq!(count_stored(&db, Stored::DeliveryLog).await, 0);
     fx.close().await;
 }
 
 #[tokio::test]
 async fn turning_keep_off_empties_the_log_at_the_next_sweep() {
-    let mut fx = StoreFixture::open();
+    let mut fx = StoreFixture::open().await;
     fx.maintenance.keep_delivered = Duration::from_secs(3600);
     let t0 = 1_800_000_000_000;
     let queue = fx.create_queue("q").await;
@@ -331,7 +338,7 @@ async fn turning_keep_off_empties_the_log_at_the_next_sweep() {
 
 #[tokio::test]
 async fn a_kept_outcome_under_a_lost_lease_keeps_nothing() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let t0 = 1_800_000_000_000;
     let queue = fx.create_queue("q").await;
     fx.enqueue(&queue, 1, t0).await;
@@ -354,7 +361,7 @@ async fn a_kept_outcome_under_a_lost_lease_keeps_nothing() {
             .await
             .unwrap()
     );
-    assert_eq!(count_stored(&fx.db_path(), Stored::DeliveryLog), 0);
+    assert_eq!(count_stored(&fx.database(), Stored::DeliveryLog).await, 0);
     let (record, _) = fx.store.get_job(queue.clone(), job[0].id).await.unwrap();
     assert_eq!(
         record.state,

@@ -94,12 +94,18 @@ async fn a_job_that_failed_twice_shows_both_attempts_oldest_first_until_it_is_de
         assert_eq!(entry.as_object().unwrap().len(), 5, "{entry}");
     }
     assert!(history[0]["at"].as_i64() <= history[1]["at"].as_i64());
-    assert_eq!(count_stored(&app.db_path, Stored::AttemptHistory), 2);
+    assert_eq!(
+        count_stored(&app.database(), Stored::AttemptHistory).await,
+        2
+    );
 
     // Delivered: the job and its history are gone.
     gate.cancel();
     app.wait_until_gone("q", &id).await;
-    assert_eq!(count_stored(&app.db_path, Stored::AttemptHistory), 0);
+    assert_eq!(
+        count_stored(&app.database(), Stored::AttemptHistory).await,
+        0
+    );
 }
 
 #[tokio::test]
@@ -117,8 +123,11 @@ async fn a_job_delivered_on_its_first_attempt_has_no_history_and_writes_no_attem
 
     gate.cancel();
     app.wait_until_gone("q", &id).await;
-    assert_eq!(count_stored(&app.db_path, Stored::AttemptHistory), 0);
-    assert_eq!(count_stored(&app.db_path, Stored::DeadLetters), 0);
+    assert_eq!(
+        count_stored(&app.database(), Stored::AttemptHistory).await,
+        0
+    );
+    assert_eq!(count_stored(&app.database(), Stored::DeadLetters).await, 0);
 }
 
 #[tokio::test]
@@ -459,7 +468,7 @@ async fn delete_removes_one_dead_letter_or_a_queues_dead_letters_for_good() {
         .await
         .expect_error(404);
     assert_eq!(
-        count_stored(&app.db_path, Stored::AttemptHistory),
+        count_stored(&app.database(), Stored::AttemptHistory).await,
         6,
         "the deleted one's history went with it"
     );
@@ -477,7 +486,10 @@ async fn delete_removes_one_dead_letter_or_a_queues_dead_letters_for_good() {
         .expect(200);
     assert_eq!(body, json!({ "ok": true, "deleted": 2 }));
     assert_eq!(dlq_list(&app, "status=all").await["total_count"], 0);
-    assert_eq!(count_stored(&app.db_path, Stored::AttemptHistory), 0);
+    assert_eq!(
+        count_stored(&app.database(), Stored::AttemptHistory).await,
+        0
+    );
 }
 
 #[tokio::test]
@@ -490,9 +502,12 @@ async fn deleting_a_queue_removes_its_dead_letters_and_their_history() {
     app.delete_queue("q").await.expect(200);
     let all = dlq_list(&app, "status=all").await;
     assert_eq!(message_ids(&all), kept);
-    assert_eq!(count_stored_in(&app.db_path, Stored::DeadLetters, "q"), 0);
     assert_eq!(
-        count_stored_in(&app.db_path, Stored::AttemptHistory, "q"),
+        count_stored_in(&app.database(), Stored::DeadLetters, "q").await,
+        0
+    );
+    assert_eq!(
+        count_stored_in(&app.database(), Stored::AttemptHistory, "q").await,
         0
     );
     // A new queue of the same name starts clean.
@@ -613,13 +628,15 @@ async fn a_replay_that_cannot_put_its_job_back_leaves_the_dead_letter_pending() 
     receiver.set_default(Reply::ok());
     // Make the first id live again behind the server's back (due far in the future), so
     // putting it back on its queue fails on the unique id.
-    hookq::store::testing::Inspector::open(&app.db_path)
+    hookq::store::testing::Inspector::connect(&app.database())
+        .await
         .unwrap()
         .insert_scheduled_job(
             &hookq::model::QueueName::parse("q").unwrap(),
             hookq::model::JobId::parse(&ids[0]).unwrap(),
             now_millis() + 86_400_000,
         )
+        .await
         .unwrap();
 
     let body = replay(&app, &json!({ "ids": ids })).await;

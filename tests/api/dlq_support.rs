@@ -17,7 +17,7 @@ use hookq::store::{Failure, NewJob, Outcome, Queue, Store, StoreDone, StoreOptio
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::helpers::{ApiClient, ApiResponse, TestApp, eventually, payload};
+use crate::helpers::{ApiClient, ApiResponse, TestApp, eventually, payload, suite_on_postgres};
 
 // ---------------------------------------------------------------------------------------
 // Over HTTP
@@ -104,18 +104,32 @@ pub async fn wait_for_pending(api: &ApiClient, queue: &str, n: usize) {
 // The database file, read directly
 // ---------------------------------------------------------------------------------------
 
-/// How many of `what` the database file holds (read beside the server).
-pub fn count_stored(db: &Path, what: Stored) -> u64 {
-    Inspector::open(db)
-        .and_then(|inspector| inspector.count(what))
-        .unwrap_or_else(|e| panic!("count {what:?} in {}: {e:#}", db.display()))
+/// How many of `what` the database `db` names holds (read beside the server).
+pub async fn count_stored(db: &StoreOptions, what: Stored) -> u64 {
+    Inspector::connect(db)
+        .await
+        .unwrap_or_else(|e| panic!("open {db:?}: {e:#}"))
+        .count(what)
+        .await
+        .unwrap_or_else(|e| panic!("count {what:?} in {db:?}: {e:#}"))
 }
 
-/// How many of `what` in `queue` the database file holds (read beside the server).
-pub fn count_stored_in(db: &Path, what: Stored, queue: &str) -> u64 {
-    Inspector::open(db)
-        .and_then(|inspector| inspector.count_in_queue(what, queue))
-        .unwrap_or_else(|e| panic!("count {what:?} of {queue} in {}: {e:#}", db.display()))
+/// How many of `what` in `queue` the database `db` names holds (read beside the server).
+pub async fn count_stored_in(db: &StoreOptions, what: Stored, queue: &str) -> u64 {
+    Inspector::connect(db)
+        .await
+        .unwrap_or_else(|e| panic!("open {db:?}: {e:#}"))
+        .count_in_queue(what, queue)
+        .await
+        .unwrap_or_else(|e| panic!("count {what:?} of {queue} in {db:?}: {e:#}"))
+}
+
+/// The SQLite file at `path`, as the store's options name it.
+pub fn sqlite_file(path: &Path) -> StoreOptions {
+    StoreOptions::Sqlite {
+        path: path.to_owned(),
+        synchronous: Synchronous::Normal,
+    }
 }
 
 /// A job body as the store keeps it.
@@ -137,20 +151,45 @@ pub struct StoreFixture {
     pub maintenance: Maintenance,
     pub dir: TempDir,
     done: Option<StoreDone>,
+    /// The fixture's PostgreSQL database, when the suite runs on PostgreSQL.
+    postgres_url: Option<String>,
+}
+
+/// The fixture's database: `store.db` in `dir`, or the PostgreSQL database at `url`.
+fn fixture_database(dir: &TempDir, postgres_url: Option<&str>) -> StoreOptions {
+    match postgres_url {
+        Some(url) => StoreOptions::Postgres {
+            url: url.to_owned(),
+            pool_size: 8,
+        },
+        None => sqlite_file(&dir.path().join("store.db")),
+    }
 }
 
 impl StoreFixture {
-    pub fn open() -> Self {
-        Self::open_in(tempfile::tempdir().expect("create a temporary directory"))
+    /// A fresh store: a SQLite file in a temporary directory, or a fresh PostgreSQL
+    /// database when the suite runs on PostgreSQL (`HOOKQ_TEST_BACKEND=postgres`).
+    pub async fn open() -> Self {
+        let dir = tempfile::tempdir().expect("create a temporary directory");
+        let postgres_url = if suite_on_postgres() {
+            let db = crate::postgres::TestDatabase::create("the store fixture")
+                .await
+                .expect("HOOKQ_TEST_BACKEND=postgres needs HOOKQ_TEST_POSTGRES_URL");
+            Some(db.url)
+        } else {
+            None
+        };
+        Self::open_in(dir, postgres_url).await
     }
 
-    /// Close the store, as a stopped server does, and open the same file again.
+    /// Close the store, as a stopped server does, and open the same database again.
     pub async fn reopen(self) -> Self {
         let Self {
             store,
             maintenance,
             dir,
             done,
+            postgres_url,
         } = self;
         drop(maintenance);
         drop(store);
@@ -159,20 +198,15 @@ impl StoreFixture {
                 .await
                 .unwrap();
         }
-        Self::open_in(dir)
+        Self::open_in(dir, postgres_url).await
     }
 
-    fn open_in(dir: TempDir) -> Self {
-        let (store, done) = Store::open(
-            StoreOptions::Sqlite {
-                path: dir.path().join("store.db"),
-                synchronous: Synchronous::Normal,
-            },
-            hookq::store::Sealing::none(),
-            now_millis(),
-            |_| {},
-        )
-        .expect("open the store");
+    async fn open_in(dir: TempDir, postgres_url: Option<String>) -> Self {
+        let options = fixture_database(&dir, postgres_url.as_deref());
+        let (store, done) =
+            Store::connect(options, hookq::store::Sealing::none(), now_millis(), |_| {})
+                .await
+                .expect("open the store");
         // The fixture enqueues thousands of jobs at once (`enqueue`): no admission bound.
         let store = store.with_max_pending_enqueues(1_000_000);
         let maintenance = Maintenance {
@@ -193,11 +227,13 @@ impl StoreFixture {
             maintenance,
             dir,
             done: Some(done),
+            postgres_url,
         }
     }
 
-    pub fn db_path(&self) -> std::path::PathBuf {
-        self.dir.path().join("store.db")
+    /// The fixture's database, as the store's options name it.
+    pub fn database(&self) -> StoreOptions {
+        fixture_database(&self.dir, self.postgres_url.as_deref())
     }
 
     pub fn retention_ms(&self) -> i64 {

@@ -136,7 +136,7 @@ async fn a_breaker_opening_and_closing_is_announced() {
 
 #[tokio::test]
 async fn a_failing_events_target_is_retried_with_backoff_and_the_same_event() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let events =
         TestReceiver::scripted(vec![Reply::status(500), Reply::status(502)], Reply::ok()).await;
     let sender = EventSender::new(fx.store.clone(), Events::off(), target(&events, None)).unwrap();
@@ -185,7 +185,7 @@ async fn a_failing_events_target_is_retried_with_backoff_and_the_same_event() {
 
 #[tokio::test]
 async fn an_event_unsent_for_three_days_is_dropped() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let events = TestReceiver::always(Reply::status(503)).await;
     let sender = EventSender::new(fx.store.clone(), Events::off(), target(&events, None)).unwrap();
     let t0 = now_millis();
@@ -205,7 +205,7 @@ async fn an_event_unsent_for_three_days_is_dropped() {
 
 #[tokio::test]
 async fn dlq_alerts_are_announced_when_raised_and_cleared() {
-    let mut fx = StoreFixture::open();
+    let mut fx = StoreFixture::open().await;
     let events = TestReceiver::always(Reply::ok()).await;
     fx.maintenance.events = Events::new(fx.store.clone());
     fx.maintenance.dlq_alert_pending = 1;
@@ -261,7 +261,7 @@ async fn dlq_alerts_are_announced_when_raised_and_cleared() {
 
 #[tokio::test]
 async fn an_expired_job_is_announced_with_its_reason() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let store = fx.store.clone().with_dead_letter_events(true);
     let queue = fx.create_queue("q").await;
     let t0 = 1_800_000_000_000;

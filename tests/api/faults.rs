@@ -456,6 +456,9 @@ fn big_job(n: usize, kib: usize) -> Value {
 
 #[tokio::test]
 async fn a_full_disk_is_507_keeps_the_stored_jobs_and_recovers_when_space_returns() {
+    if crate::helpers::skipped_on_postgres("a full disk") {
+        return;
+    }
     let Some(disk) = SmallDisk::mount("4m") else {
         eprintln!("NOTICE: cannot mount a tmpfs here (not root?); the disk-full test is skipped");
         return;

@@ -487,6 +487,16 @@ pub fn suite_on_postgres() -> bool {
     std::env::var("HOOKQ_TEST_BACKEND").as_deref() == Ok("postgres")
 }
 
+/// For a test of SQLite's file itself (the file commands, a full disk): whether to skip it
+/// because this run of the suite is on PostgreSQL, saying so. The SQLite run covers it.
+pub fn skipped_on_postgres(what: &str) -> bool {
+    let skip = suite_on_postgres();
+    if skip {
+        eprintln!("skipped on PostgreSQL: {what} is about SQLite's file");
+    }
+    skip
+}
+
 async fn start(config: Config, dir: TempDir) -> TestApp {
     let api_key = config.api_key.as_ref().map(|k| k.expose().to_owned());
     let db_path = config.db_path.clone();
@@ -511,6 +521,21 @@ async fn start(config: Config, dir: TempDir) -> TestApp {
 }
 
 impl TestApp {
+    /// The server's database, as the store's options name it (for an [`Inspector`]
+    /// beside it, or a second server on it).
+    ///
+    /// [`Inspector`]: hookq::store::testing::Inspector
+    pub fn database(&self) -> hookq::store::StoreOptions {
+        self.config().store_options()
+    }
+
+    /// The test configuration on this server's database (for another server on it).
+    pub fn config(&self) -> Config {
+        let mut config = test_config(self.db_path.clone());
+        config.postgres_url = self.postgres_url.clone();
+        config
+    }
+
     /// The server's store.
     pub fn store(&self) -> &hookq::store::Store {
         self.store.as_ref().expect("the server is running")
@@ -535,11 +560,8 @@ impl TestApp {
     /// Stop this server and start a new one on the same database, with `tweak` applied to
     /// the test configuration.
     pub async fn restart(self, tweak: impl FnOnce(&mut Config)) -> TestApp {
-        let db_path = self.db_path.clone();
-        let postgres_url = self.postgres_url.clone();
+        let mut config = self.config();
         let dir = self.stop().await;
-        let mut config = test_config(db_path);
-        config.postgres_url = postgres_url;
         tweak(&mut config);
         start(config, dir).await
     }

@@ -86,7 +86,7 @@ async fn invalid_keys_are_422_and_store_nothing() {
 
 #[tokio::test]
 async fn a_key_expires_after_its_time_to_live_and_the_sweep_deletes_it() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let t0 = hookq::model::now_millis();
     let ttl = 24 * 3600 * 1000;
@@ -135,13 +135,9 @@ async fn a_key_expires_after_its_time_to_live_and_the_sweep_deletes_it() {
         Enqueued::Duplicate(after.id),
         "the key stands for the new job now"
     );
-    let keys = || {
-        Inspector::open(&fx.db_path())
-            .unwrap()
-            .count(Stored::IdempotencyKeys)
-            .unwrap()
-    };
-    assert_eq!(keys(), 1);
+    let inspector = Inspector::connect(&fx.database()).await.unwrap();
+    let keys = || async { inspector.count(Stored::IdempotencyKeys).await.unwrap() };
+    assert_eq!(keys().await, 1);
     assert_eq!(
         fx.maintenance.purge_idempotency_keys(t0 + 2 * DAY_MS).await,
         0
@@ -152,6 +148,6 @@ async fn a_key_expires_after_its_time_to_live_and_the_sweep_deletes_it() {
             .await,
         1
     );
-    assert_eq!(keys(), 0);
+    assert_eq!(keys().await, 0);
     fx.close().await;
 }

@@ -66,7 +66,7 @@ fn failure(at: UnixMillis) -> Failure {
 
 #[tokio::test]
 async fn retention_deletes_closed_dead_letters_past_retention_and_never_pending_ones() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
     let ids = fx.dead_letters(&queue, 5, t0).await;
@@ -119,8 +119,8 @@ async fn retention_deletes_closed_dead_letters_past_retention_and_never_pending_
     assert!(left.iter().all(|l| l.status == DlqState::Pending));
     // History: dropped with the purged records, kept for the live replayed job and the
     // pending ones.
-    let db = fx.db_path();
-    assert_eq!(count_stored(&db, Stored::AttemptHistory), 3);
+    let db = fx.database();
+    assert_eq!(count_stored(&db, Stored::AttemptHistory).await, 3);
     let (record, history) = fx.store.get_job(queue.clone(), replayed).await.unwrap();
     assert_eq!(
         record.state,
@@ -142,7 +142,7 @@ async fn retention_deletes_closed_dead_letters_past_retention_and_never_pending_
 
 #[tokio::test]
 async fn retention_deletes_more_closed_records_than_one_batch_holds_across_batches() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("bulk").await;
     let t0 = now_millis();
     let total = 2 * SWEEP_BATCH + 150;
@@ -174,7 +174,10 @@ async fn retention_deletes_more_closed_records_than_one_batch_holds_across_batch
     let mut left_ids: Vec<JobId> = left.iter().map(|l| l.id).collect();
     left_ids.sort();
     assert_eq!(left_ids, pending, "only the pending ones are left");
-    assert_eq!(count_stored(&fx.db_path(), Stored::AttemptHistory), 3);
+    assert_eq!(
+        count_stored(&fx.database(), Stored::AttemptHistory).await,
+        3
+    );
     fx.close().await;
 }
 
@@ -184,7 +187,7 @@ async fn retention_deletes_more_closed_records_than_one_batch_holds_across_batch
 
 #[tokio::test]
 async fn ttl_expiry_dead_letters_ready_jobs_as_expired_and_leaves_jobs_in_flight_alone() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
     let ids = fx.enqueue(&queue, 3, t0).await;
@@ -234,7 +237,7 @@ async fn ttl_expiry_dead_letters_ready_jobs_as_expired_and_leaves_jobs_in_flight
 
 #[tokio::test]
 async fn a_delayed_jobs_time_to_live_counts_from_when_it_is_due() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
     let ttl = fx.ttl_ms();
@@ -258,7 +261,7 @@ async fn a_delayed_jobs_time_to_live_counts_from_when_it_is_due() {
 
 #[tokio::test]
 async fn ttl_expiry_dead_letters_more_jobs_than_one_batch_holds_across_batches() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("bulk").await;
     let t0 = now_millis();
     let total = SWEEP_BATCH + 250;
@@ -294,7 +297,7 @@ async fn ttl_expiry_dead_letters_more_jobs_than_one_batch_holds_across_batches()
 
 #[tokio::test]
 async fn ttl_expiry_of_a_job_that_was_retrying_keeps_its_last_error() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
     let id = fx.enqueue(&queue, 1, t0).await[0];
@@ -328,7 +331,7 @@ async fn ttl_expiry_of_a_job_that_was_retrying_keeps_its_last_error() {
 
 #[tokio::test]
 async fn a_replayed_job_is_not_expired_again_by_the_next_ttl_sweep() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
     let id = fx.enqueue(&queue, 1, t0).await[0];
@@ -359,7 +362,7 @@ async fn a_replayed_job_is_not_expired_again_by_the_next_ttl_sweep() {
 
 #[tokio::test]
 async fn a_stale_lease_returns_the_job_to_ready_with_the_attempt_counted() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
     let id = fx.enqueue(&queue, 1, t0).await[0];
@@ -404,7 +407,7 @@ async fn a_stale_lease_returns_the_job_to_ready_with_the_attempt_counted() {
 
 #[tokio::test]
 async fn a_stale_lease_on_the_last_attempt_dead_letters_the_job() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
     let id = fx.enqueue(&queue, 1, t0).await[0];
@@ -457,7 +460,7 @@ async fn a_stale_lease_on_the_last_attempt_dead_letters_the_job() {
 
 #[tokio::test]
 async fn the_pending_alert_is_raised_above_the_threshold_and_cleared_after_acknowledging() {
-    let mut fx = StoreFixture::open();
+    let mut fx = StoreFixture::open().await;
     fx.maintenance.dlq_alert_pending = 1;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
@@ -494,7 +497,7 @@ async fn the_pending_alert_is_raised_above_the_threshold_and_cleared_after_ackno
 
 #[tokio::test]
 async fn the_repeat_failure_alert_is_raised_by_a_dead_letter_replayed_three_times() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
     let id = fx.dead_letters(&queue, 1, t0).await[0];

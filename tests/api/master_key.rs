@@ -2,11 +2,9 @@
 //! clear, deliveries stay correctly signed, a rotation re-seals them at start-up, and a
 //! server without the right key refuses to start instead of losing them.
 
-use std::path::Path;
-
 use hookq::config::Config;
-use hookq::store::MasterKey;
 use hookq::store::testing::Inspector;
+use hookq::store::{MasterKey, StoreOptions};
 use tokio::net::TcpListener;
 
 use crate::helpers::{Reply, TestReceiver, assert_signed, payload, spawn_app, test_config};
@@ -20,17 +18,18 @@ fn key(hex: &str) -> MasterKey {
 }
 
 /// The secret of queue `name` exactly as stored (sealed or not).
-fn stored_secret(db: &Path, name: &str) -> String {
-    Inspector::open(db)
+async fn stored_secret(db: &StoreOptions, name: &str) -> String {
+    Inspector::connect(db)
+        .await
         .unwrap()
         .stored_secret(name)
+        .await
         .unwrap()
         .expect("the queue has a secret")
 }
 
 /// `Server::build` on `db` with `tweak`: its error, if it refuses to start.
-async fn build_error(db: &Path, tweak: impl FnOnce(&mut Config)) -> Option<String> {
-    let mut config = test_config(db.to_owned());
+async fn build_error(mut config: Config, tweak: impl FnOnce(&mut Config)) -> Option<String> {
     tweak(&mut config);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     match hookq::Server::build(config, listener).await {
@@ -51,7 +50,7 @@ async fn secrets_are_sealed_at_rest_signed_correctly_and_re_sealed_on_rotation()
     app.create_queue_ok("unsigned", &receiver.url, None).await;
 
     // The column holds the sealed form under the old key, never the secret.
-    let stored = stored_secret(&app.db_path, "orders");
+    let stored = stored_secret(&app.database(), "orders").await;
     assert!(!stored.contains(SECRET), "{stored}");
     assert!(
         stored.starts_with(&format!("v1:{}:", key(OLD_KEY).id())),
@@ -71,7 +70,7 @@ async fn secrets_are_sealed_at_rest_signed_correctly_and_re_sealed_on_rotation()
             c.master_key_previous = Some(key(OLD_KEY));
         })
         .await;
-    let rotated = stored_secret(&app.db_path, "orders");
+    let rotated = stored_secret(&app.database(), "orders").await;
     assert!(
         rotated.starts_with(&format!("v1:{}:", key(NEW_KEY).id())),
         "{rotated}"
@@ -82,7 +81,7 @@ async fn secrets_are_sealed_at_rest_signed_correctly_and_re_sealed_on_rotation()
 
     // The previous key can go now.
     let app = app.restart(|c| c.master_key = Some(key(NEW_KEY))).await;
-    assert_eq!(stored_secret(&app.db_path, "orders"), rotated);
+    assert_eq!(stored_secret(&app.database(), "orders").await, rotated);
     app.enqueue_ok("orders", &payload(3)).await;
     let deliveries = receiver.wait_for(3).await;
     assert_signed(&deliveries[2], SECRET);
@@ -92,9 +91,9 @@ async fn secrets_are_sealed_at_rest_signed_correctly_and_re_sealed_on_rotation()
 
     // Without any key, or with only the old one, the server refuses to start, naming the
     // queue and the key it needs; the stored secret is untouched.
-    let db = app.db_path.clone();
+    let db = app.config();
     let dir = app.stop().await;
-    let err = build_error(&db, |_| {})
+    let err = build_error(db.clone(), |_| {})
         .await
         .expect("a server without a master key refuses sealed secrets");
     assert!(
@@ -102,7 +101,7 @@ async fn secrets_are_sealed_at_rest_signed_correctly_and_re_sealed_on_rotation()
         "{err}"
     );
     assert!(err.contains(key(NEW_KEY).id()), "{err}");
-    let err = build_error(&db, |c| c.master_key = Some(key(OLD_KEY)))
+    let err = build_error(db.clone(), |c| c.master_key = Some(key(OLD_KEY)))
         .await
         .expect("a server with the wrong master key refuses sealed secrets");
     assert!(
@@ -110,7 +109,7 @@ async fn secrets_are_sealed_at_rest_signed_correctly_and_re_sealed_on_rotation()
         "{err}"
     );
     assert!(!err.contains(SECRET) && !err.contains(NEW_KEY) && !err.contains(OLD_KEY));
-    assert_eq!(stored_secret(&db, "orders"), rotated);
+    assert_eq!(stored_secret(&db.store_options(), "orders").await, rotated);
     drop(dir);
 }
 
@@ -120,10 +119,10 @@ async fn a_plain_database_is_sealed_when_a_master_key_is_set() {
     let app = spawn_app(|_| {}).await;
     app.create_queue_ok("legacy", &receiver.url, Some(SECRET))
         .await;
-    assert_eq!(stored_secret(&app.db_path, "legacy"), SECRET);
+    assert_eq!(stored_secret(&app.database(), "legacy").await, SECRET);
 
     let app = app.restart(|c| c.master_key = Some(key(OLD_KEY))).await;
-    let stored = stored_secret(&app.db_path, "legacy");
+    let stored = stored_secret(&app.database(), "legacy").await;
     assert!(
         stored.starts_with(&format!("v1:{}:", key(OLD_KEY).id())) && !stored.contains(SECRET),
         "{stored}"
@@ -140,13 +139,15 @@ async fn a_sealed_secret_copied_to_another_queue_does_not_open() {
     app.create_queue_ok("a", &receiver.url, Some(SECRET)).await;
     app.create_queue_ok("b", &receiver.url, Some("another-secret"))
         .await;
-    let db = app.db_path.clone();
+    let db = app.config();
     let dir = app.stop().await;
-    Inspector::open(&db)
+    Inspector::connect(&db.store_options())
+        .await
         .unwrap()
         .copy_stored_secret("a", "b")
+        .await
         .unwrap();
-    let err = build_error(&db, |c| c.master_key = Some(key(OLD_KEY)))
+    let err = build_error(db.clone(), |c| c.master_key = Some(key(OLD_KEY)))
         .await
         .expect("a secret moved to another queue is refused");
     assert!(

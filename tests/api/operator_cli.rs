@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt;
 
 use hookq::store::testing::Stored;
 
-use crate::dlq_support::{count_stored, dlq_list, make_dead_letters, message_ids};
+use crate::dlq_support::{count_stored, dlq_list, make_dead_letters, message_ids, sqlite_file};
 use crate::helpers::{Reply, TestApp, TestReceiver, payload, refused_url, spawn_app};
 
 /// What one run of the binary did.
@@ -681,6 +681,9 @@ fn path_str(path: &Path) -> &str {
 
 #[tokio::test]
 async fn backup_copies_a_live_database_and_never_overwrites() {
+    if crate::helpers::skipped_on_postgres("`hookq backup`") {
+        return;
+    }
     let app = storing_app().await;
     for n in 0..3 {
         app.enqueue_ok("q", &payload(n)).await;
@@ -693,8 +696,8 @@ async fn backup_copies_a_live_database_and_never_overwrites() {
     assert!(out.ok().contains("backed up"), "{out:?}");
     // The server keeps working, and the copy holds what was committed.
     app.enqueue_ok("q", &payload(3)).await;
-    assert_eq!(count_stored(&dest, Stored::Jobs), 3);
-    assert_eq!(count_stored(&dest, Stored::Queues), 1);
+    assert_eq!(count_stored(&sqlite_file(&dest), Stored::Jobs).await, 3);
+    assert_eq!(count_stored(&sqlite_file(&dest), Stored::Queues).await, 1);
     assert!(
         !Path::new(&format!("{}-wal", dest.display())).exists(),
         "the copy is one self-contained file"
@@ -722,6 +725,9 @@ async fn backup_copies_a_live_database_and_never_overwrites() {
 
 #[tokio::test]
 async fn check_passes_a_live_database_and_fails_a_corrupted_copy() {
+    if crate::helpers::skipped_on_postgres("`hookq check`") {
+        return;
+    }
     let app = storing_app().await;
     for n in 0..50 {
         app.enqueue_ok("q", &json!({ "n": n, "pad": "x".repeat(500) }))
@@ -754,6 +760,9 @@ async fn check_passes_a_live_database_and_fails_a_corrupted_copy() {
 
 #[tokio::test]
 async fn migrate_refuses_a_database_a_server_holds_and_prepares_a_new_one() {
+    if crate::helpers::skipped_on_postgres("`hookq migrate` on a file") {
+        return;
+    }
     let app = storing_app().await;
     hookq(&["migrate", "--db", path_str(&app.db_path)], &[], None)
         .await
@@ -769,7 +778,7 @@ async fn migrate_refuses_a_database_a_server_holds_and_prepares_a_new_one() {
     assert!(out.ok().contains(&created), "{out:?}");
     let out = hookq(&["migrate"], &[("HOOKQ_DB", path_str(&fresh))], None).await;
     assert!(out.ok().contains("(up to date)"), "{out:?}");
-    assert_eq!(count_stored(&fresh, Stored::Queues), 0);
+    assert_eq!(count_stored(&sqlite_file(&fresh), Stored::Queues).await, 0);
 
     let notes = dir.path().join("notes.db");
     std::fs::write(&notes, b"not a database at all ".repeat(100)).unwrap();

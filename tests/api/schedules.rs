@@ -50,7 +50,7 @@ fn scheduler(fx: &StoreFixture) -> Scheduler {
 
 /// A queue `q` with a schedule `every-minute` (`* * * * *`, UTC) put at [`T0`].
 async fn every_minute() -> (StoreFixture, QueueName) {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let saved = fx
         .store
@@ -273,7 +273,7 @@ async fn replacing_a_schedule_keeps_its_pending_tick_unless_its_expression_chang
 
 #[tokio::test]
 async fn a_schedule_reads_its_fields_in_its_time_zone() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     // 09:00 in Paris on 2030-01-01 is 08:00 UTC (winter time).
     fx.store
@@ -292,7 +292,7 @@ async fn a_schedule_reads_its_fields_in_its_time_zone() {
 
 #[tokio::test]
 async fn a_keyed_schedule_never_overlaps_its_runs() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue("q").await;
     let schedule = NewSchedule {
         ordering_key: Some("report".into()),

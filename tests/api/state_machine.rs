@@ -1135,6 +1135,7 @@ async fn check(fx: &StoreFixture, raw: &Inspector, m: &Model) {
     // No attempt history outlives its job.
     let rows = raw
         .count(Stored::AttemptHistory)
+        .await
         .expect("count the attempt history");
     let expected_rows: usize = m
         .jobs
@@ -1160,11 +1161,13 @@ fn run(ops: &[Op]) {
         .build()
         .expect("a tokio runtime");
     rt.block_on(async {
-        let fx = StoreFixture::open();
+        let fx = StoreFixture::open().await;
         for q in QUEUES {
             fx.create_queue(q).await;
         }
-        let raw = Inspector::open(&fx.db_path()).expect("open the database beside the store");
+        let raw = Inspector::connect(&fx.database())
+            .await
+            .expect("open the database beside the store");
         let mut model = Model {
             now: T0,
             seq: 0,
@@ -1218,7 +1221,7 @@ proptest! {
 /// A job on a fresh store: enqueued at `T0`, claimed, dead-lettered on its last attempt,
 /// replayed and claimed again. Returns the fixture, the queue and the job's id.
 async fn replayed_and_claimed() -> (StoreFixture, QueueName, JobId) {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue(QUEUES[0]).await;
     let mut m = Model {
         now: T0,
@@ -1346,7 +1349,7 @@ async fn cancel_of_a_job_gone_after_a_replay_claims_it_is_dead_lettered() {
 /// token.
 #[tokio::test]
 async fn a_lease_lost_before_a_replay_cannot_record_an_outcome_after_it() {
-    let fx = StoreFixture::open();
+    let fx = StoreFixture::open().await;
     let queue = fx.create_queue(QUEUES[0]).await;
     let store = &fx.store;
     let id = JobId::first_of_millis(T0);

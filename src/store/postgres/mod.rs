@@ -27,6 +27,7 @@ pub mod notify;
 pub mod queues;
 pub mod schedules;
 
+use anyhow::Context;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -88,8 +89,65 @@ impl PgStore {
             registry: Registry::default(),
             epoch: Arc::new(AtomicI64::new(-1)),
         };
+        store.reseal_secrets().await?;
         store.refresh_queues().await?;
         Ok(store)
+    }
+
+    /// Tests only: hold every job write (see [`crate::store::testing::WriteHold`]).
+    pub(in crate::store) async fn hold_writes(
+        &self,
+    ) -> StoreResult<crate::store::testing::WriteHold> {
+        let (held, is_held) = tokio::sync::oneshot::channel::<StoreResult<()>>();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            let mut client = match pool.get().await {
+                Ok(client) => client,
+                Err(e) => {
+                    let _ = held.send(Err(e.into()));
+                    return;
+                }
+            };
+            let locked = async {
+                let tx = client.transaction().await?;
+                tx.batch_execute("LOCK TABLE queue_sizes IN SHARE MODE")
+                    .await?;
+                Ok::<_, StoreError>(tx)
+            }
+            .await;
+            match locked {
+                Ok(tx) => {
+                    let _ = held.send(Ok(()));
+                    // Until the hold is dropped; then the lock goes with the rollback.
+                    let _ = released.await;
+                    let _ = tx.rollback().await;
+                }
+                Err(e) => {
+                    let _ = held.send(Err(e));
+                }
+            }
+        });
+        is_held.await.map_err(|_| StoreError::Closed)??;
+        Ok(crate::store::testing::WriteHold::new(release))
+    }
+
+    /// Re-seal every queue secret not sealed with the current master key (a rotation).
+    async fn reseal_secrets(&self) -> anyhow::Result<()> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let resealed = queues::reseal_all(&tx, &self.sealing)
+            .await
+            .context("cannot re-seal queue secrets")?;
+        tx.commit().await?;
+        if let (Some(key), false) = (self.sealing.current(), resealed.is_empty()) {
+            tracing::info!(
+                queues = resealed.len(),
+                key_id = key.id(),
+                "queue secrets sealed with the current master key"
+            );
+        }
+        Ok(())
     }
 
     /// Record a `job.dead_lettered` event with each dead-lettering (an events target is set).

@@ -172,6 +172,42 @@ pub async fn require(client: &impl GenericClient, name: &QueueName) -> StoreResu
         .ok_or(StoreError::QueueNotFound)
 }
 
+/// Re-seal, in `tx`, every queue secret not sealed with the current master key (the
+/// rotation a restart with a new key performs); returns the queues re-sealed. Their rows
+/// stay locked until `tx` ends, so two nodes starting at once re-seal each secret once.
+pub async fn reseal_all(tx: &Transaction<'_>, sealing: &Sealing) -> StoreResult<Vec<QueueName>> {
+    if sealing.current().is_none() {
+        return Ok(Vec::new());
+    }
+    let rows = tx
+        .query(
+            "SELECT name, secret FROM queues WHERE secret IS NOT NULL ORDER BY name FOR UPDATE",
+            &[],
+        )
+        .await?;
+    let keys = sealing.keys();
+    let mut resealed = Vec::new();
+    for row in rows {
+        let (name, stored): (String, String) = (row.get(0), row.get(1));
+        if !sealing.needs_reseal(&stored) {
+            continue;
+        }
+        let plain = crate::store::sealing::open(&keys, &stored, &name).map_err(|e| {
+            StoreError::Other(std::sync::Arc::new(anyhow::anyhow!(
+                "cannot read the secret of queue {name}: {e}"
+            )))
+        })?;
+        let sealed = sealing.to_stored(&plain, &name);
+        tx.execute(
+            "UPDATE queues SET secret = $2 WHERE name = $1",
+            &[&name, &sealed],
+        )
+        .await?;
+        resealed.push(QueueName::from_stored(name));
+    }
+    Ok(resealed)
+}
+
 /// Every queue, secrets opened; a secret that cannot be read is an error naming its queue.
 pub async fn load_all(client: &impl GenericClient, sealing: &Sealing) -> StoreResult<Vec<Queue>> {
     let rows = client
