@@ -69,15 +69,18 @@ enum Sweep {
     Optimize,
 }
 
-/// How long a node holds the maintenance duty of a shared database without renewing it
-/// (its sweeps renew it at least every 30 s, the longest lease check).
-const DUTY_HOLD_MS: i64 = 90_000;
-
 impl Maintenance {
     /// How often leases are checked: a stale one waits at most a quarter of the lease
     /// timeout more, and the check runs at most once a second.
     fn lease_check_interval(&self) -> Duration {
         (self.lease_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(30))
+    }
+
+    /// How long a node holds the maintenance duty of a shared database without renewing
+    /// it: three lease checks (each renews it), so one slow round does not pass it on, and a
+    /// node that died passes it on within three checks (3 s to 90 s).
+    fn duty_hold(&self) -> Duration {
+        3 * self.lease_check_interval()
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
@@ -135,13 +138,17 @@ impl Maintenance {
     /// Whether this node runs the sweeps now. On SQLite it always does (one process owns
     /// the file). On PostgreSQL one node of the cluster at a time does: the holder of the
     /// `maintenance` duty, renewed by each of its sweeps and passed on once a node stops
-    /// renewing it for [`DUTY_HOLD`].
+    /// renewing it for [`Self::duty_hold`].
     async fn on_duty(&self, now: UnixMillis) -> bool {
         let Some(shared) = self.store.postgres() else {
             return true;
         };
         match shared
-            .hold_duty("maintenance", now, now + DUTY_HOLD_MS)
+            .hold_duty(
+                "maintenance",
+                now,
+                now.saturating_add(self.duty_hold().as_millis() as i64),
+            )
             .await
         {
             Ok(held) => held,

@@ -83,6 +83,14 @@ impl From<StoreError> for ApiError {
                 retry_after_secs: 1,
             },
             StoreError::Closed => Self::Unavailable("the server is shutting down".into()),
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(error = %cause, "the database cannot be reached");
+                Self::Unavailable(
+                    "the database cannot be reached; retry shortly (an idempotency key makes \
+                     the retry safe)"
+                        .into(),
+                )
+            }
             other => Self::Internal(other.into()),
         }
     }
@@ -100,13 +108,19 @@ impl IntoResponse for ApiError {
             msg: self.to_string(),
         };
         let mut response = (status, Json(body)).into_response();
-        if let Self::TooManyRequests {
-            retry_after_secs, ..
-        } = self
-        {
+        let retry_after = match self {
+            Self::TooManyRequests {
+                retry_after_secs, ..
+            } => Some(retry_after_secs),
+            // The database away, or the server stopping: another node (or this one, once
+            // back) can take the request shortly.
+            Self::Unavailable(_) => Some(1),
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from(retry_after_secs),
+                axum::http::HeaderValue::from(secs),
             );
         }
         response

@@ -30,6 +30,11 @@ pub enum StoreError {
     /// The store has stopped (shutting down, or its writer failed and gave up).
     #[error("the store is shutting down")]
     Closed,
+    /// The database cannot be reached (connection lost or refused, the server restarting):
+    /// the operation may or may not have committed; retrying later is safe with an
+    /// idempotency key. The cause is for logs.
+    #[error("the database cannot be reached; retry shortly")]
+    Unavailable(Arc<dyn std::error::Error + Send + Sync>),
     /// The database failed the operation; the cause is for logs.
     #[error("database error: {0}")]
     Database(Arc<dyn std::error::Error + Send + Sync>),

@@ -884,6 +884,17 @@ impl TestReceiver {
         what: &str,
         done: impl Fn(&[Received]) -> bool,
     ) -> Vec<Received> {
+        self.wait_until_within(what, DEADLINE, done).await
+    }
+
+    /// [`Self::wait_until`] with a deadline of its own, for waits known to be long (a dead
+    /// node's leases running out).
+    pub async fn wait_until_within(
+        &self,
+        what: &str,
+        deadline: Duration,
+        done: impl Fn(&[Received]) -> bool,
+    ) -> Vec<Received> {
         let mut changes = self.state.changed.subscribe();
         let waiting = async {
             loop {
@@ -896,10 +907,10 @@ impl TestReceiver {
                 changes.changed().await.expect("the receiver is alive");
             }
         };
-        match tokio::time::timeout(DEADLINE, waiting).await {
+        match tokio::time::timeout(deadline, waiting).await {
             Ok(received) => received,
             Err(_) => panic!(
-                "timed out after {DEADLINE:?} waiting for {what}; received {} request(s)",
+                "timed out after {deadline:?} waiting for {what}; received {} request(s)",
                 self.received().len()
             ),
         }

@@ -25,6 +25,7 @@ mod ordering;
 mod overload;
 mod postgres;
 mod postgres_admin;
+mod postgres_cluster;
 mod queue_settings;
 mod queues;
 mod recovery;

@@ -5,6 +5,9 @@
 #   cargo test                                       # the PostgreSQL tests run against it
 #   bash tests/postgres/cluster.sh stop "$HOOKQ_TEST_POSTGRES_DIR"
 #
+#   bash tests/postgres/cluster.sh crash DIR    # kill the server (immediate stop), keep the data
+#   bash tests/postgres/cluster.sh resume DIR   # start it again on the same port
+#
 # The cluster lives in a fresh temporary directory, listens on 127.0.0.1 on a free port,
 # trusts local connections (user `hookq`), and skips fsync: it holds test data only. As
 # root it runs as `nobody` (PostgreSQL refuses to run as root).
@@ -21,6 +24,13 @@ as_owner() {
     if [ "$(id -u)" -eq 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
 }
 
+start_server() {
+    local dir=$1
+    as_owner "$(bin_dir)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+        -o "-p $(cat "$dir/port") -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c full_page_writes=off -c max_connections=300" \
+        >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+}
+
 case "${1:-}" in
 start)
     bin=$(bin_dir)
@@ -30,11 +40,18 @@ start)
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     as_owner "$bin/initdb" -D "$dir/data" -U hookq --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; exit 1; }
-    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-        -o "-p $port -c listen_addresses=127.0.0.1 -k $dir -c fsync=off -c full_page_writes=off -c max_connections=300" \
-        >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+    echo "$port" >"$dir/port"
+    start_server "$dir"
     echo "export HOOKQ_TEST_POSTGRES_URL=postgres://hookq@127.0.0.1:$port/postgres"
     echo "export HOOKQ_TEST_POSTGRES_DIR=$dir"
+    ;;
+crash)
+    dir=${2:?usage: cluster.sh crash DIR}
+    as_owner "$(bin_dir)/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null
+    ;;
+resume)
+    dir=${2:?usage: cluster.sh resume DIR}
+    start_server "$dir"
     ;;
 stop)
     dir=${2:?usage: cluster.sh stop DIR}
@@ -42,7 +59,7 @@ stop)
     rm -rf "$dir"
     ;;
 *)
-    echo "usage: cluster.sh start | stop DIR" >&2
+    echo "usage: cluster.sh start | stop DIR | crash DIR | resume DIR" >&2
     exit 2
     ;;
 esac

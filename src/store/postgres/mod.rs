@@ -472,15 +472,39 @@ impl From<tokio_postgres::Error> for StoreError {
             Some(code) if *code == SqlState::DISK_FULL => StoreError::StorageFull,
             // Raised by the `jobs_counted_in` trigger: the queue holds its maxQueued jobs.
             Some(code) if code.code() == "HQ001" => StoreError::QueueFull,
+            // Connection exceptions (class 08) and the server shutting down, crashed or
+            // starting (57P01–57P03).
+            Some(code)
+                if code.code().starts_with("08")
+                    || ["57P01", "57P02", "57P03"].contains(&code.code()) =>
+            {
+                StoreError::Unavailable(Arc::new(error))
+            }
+            // No SQLSTATE: the connection itself failed (closed, refused, reset).
+            None if error.is_closed() || is_io(&error) => StoreError::Unavailable(Arc::new(error)),
             _ => StoreError::Database(Arc::new(error)),
         }
     }
+}
+
+/// Whether `error` comes from the connection's socket.
+fn is_io(error: &tokio_postgres::Error) -> bool {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if cause.is::<std::io::Error>() {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 impl From<PoolError> for StoreError {
     fn from(error: PoolError) -> Self {
         match error {
             PoolError::Backend(error) => error.into(),
+            // No connection came free, or none could be opened, in time.
+            PoolError::Timeout(_) => StoreError::Unavailable(Arc::new(error)),
             other => StoreError::Database(Arc::new(other)),
         }
     }

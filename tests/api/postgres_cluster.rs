@@ -1,0 +1,332 @@
+//! Several real `hookq` processes on one PostgreSQL database: a job enqueued on any node is
+//! delivered, acknowledged exactly once, even when a node is killed with `kill -9` holding
+//! deliveries; ordering keys stay strict across nodes; a node started later picks up the
+//! backlog at once; and a PostgreSQL crash and restart under load loses nothing the nodes
+//! acknowledged, the nodes recovering by themselves.
+//!
+//! Each test gets a fresh database on the test cluster (`HOOKQ_TEST_POSTGRES_URL`), or, for
+//! the crash, a throwaway cluster of its own; without one they say "skipped" (never under
+//! `CI=true`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::{ApiClient, BinaryApp, Received, Reply, TestReceiver, eventually, payload};
+use crate::postgres::TestDatabase;
+
+/// Leases short enough for a test to see a dead node's jobs recovered, deliveries allowed
+/// long enough that a held one does not time out first.
+const NODE_ENV: &[(&str, &str)] = &[
+    ("HOOKQ_DELIVERY_TIMEOUT", "5s"),
+    ("HOOKQ_LEASE_TIMEOUT", "6s"),
+];
+
+/// How long recovering a killed node's leases may take: the lease (6 s), a lease check
+/// (1.5 s) and, when the dead node held the maintenance duty, its hold (4.5 s); doubled.
+const RECOVERY_DEADLINE: Duration = Duration::from_secs(30);
+
+/// A node on `url` with the test settings and `env`.
+async fn node(url: &str, env: &[(&str, &str)]) -> BinaryApp {
+    let env: Vec<(&str, &str)> = NODE_ENV.iter().chain(env).copied().collect();
+    BinaryApp::start(Path::new(url), &env).await
+}
+
+/// Wait until every node knows queue `name` (a node reloads queues within a second).
+async fn known_everywhere(nodes: &[&ApiClient], name: &str) {
+    for api in nodes {
+        eventually(&format!("queue {name} known to {}", api.base), || async {
+            (api.get(&format!("/queue/{name}/_stats")).await.status == 200).then_some(())
+        })
+        .await;
+    }
+}
+
+/// The 200 answers per job id among `received`.
+fn acknowledged(received: &[Received]) -> BTreeMap<String, usize> {
+    let mut acks = BTreeMap::new();
+    for r in received.iter().filter(|r| r.replied == Some(200)) {
+        *acks.entry(r.job_id().to_owned()).or_insert(0) += 1;
+    }
+    acks
+}
+
+/// Wait (up to `deadline`) until every job in `ids` has been answered 200.
+async fn wait_acknowledged(receiver: &TestReceiver, ids: &BTreeSet<String>, deadline: Duration) {
+    let what = format!("{} jobs acknowledged", ids.len());
+    receiver
+        .wait_until_within(&what, deadline, |all| {
+            let acks = acknowledged(all);
+            ids.iter().all(|id| acks.contains_key(id))
+        })
+        .await;
+}
+
+#[tokio::test]
+async fn three_node_processes_deliver_each_job_once_and_a_killed_node_loses_none() {
+    let Some(db) = TestDatabase::create("the three-node kill test").await else {
+        return;
+    };
+    let gate = CancellationToken::new();
+    let receiver = TestReceiver::always(Reply::HoldUntil(gate.clone())).await;
+    // a and b take at most 5 deliveries each at a time, c as many as come: with 60 held, c
+    // holds at least 50 of them when it dies.
+    let mut a = node(&db.url, &[("HOOKQ_MAX_IN_FLIGHT", "5")]).await;
+    let mut b = node(&db.url, &[("HOOKQ_MAX_IN_FLIGHT", "5")]).await;
+    let mut c = node(&db.url, &[]).await;
+    a.create_queue_ok("q", &receiver.url, None).await;
+    known_everywhere(&[&a, &b, &c], "q").await;
+
+    let mut stored = BTreeSet::new();
+    for n in 0..60 {
+        let api = [&a.api, &b.api, &c.api][n % 3];
+        stored.insert(api.enqueue_ok("q", &payload(n)).await);
+    }
+    receiver.wait_for(60).await;
+    c.kill_9().await;
+    gate.cancel();
+
+    // Jobs enqueued while c is dead go to the survivors.
+    for n in 60..90 {
+        let api = [&a.api, &b.api][n % 2];
+        stored.insert(api.enqueue_ok("q", &payload(n)).await);
+    }
+    wait_acknowledged(&receiver, &stored, RECOVERY_DEADLINE).await;
+    let received = receiver.received();
+    let acks = acknowledged(&received);
+    assert_eq!(acks.len(), 90, "every stored job acknowledged");
+    assert!(
+        acks.values().all(|&n| n == 1),
+        "no job acknowledged twice: {:?}",
+        acks.iter().filter(|(_, n)| **n > 1).collect::<Vec<_>>()
+    );
+    let cut_off = received.iter().filter(|r| r.replied.is_none()).count();
+    assert!(
+        cut_off >= 50,
+        "c died holding at least 50 deliveries, then redelivered by a or b ({cut_off})"
+    );
+    for api in [&a.api, &b.api] {
+        let stats = api.get("/queue/q/_stats").await.expect(200);
+        assert_eq!(stats["ready"], 0, "{stats}");
+    }
+    a.kill_9().await;
+    b.kill_9().await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn ordering_keys_stay_strict_across_node_processes() {
+    let Some(db) = TestDatabase::create("the ordering-across-nodes test").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        nodes.push(node(&db.url, &[]).await);
+    }
+    nodes[0].create_queue_ok("q", &receiver.url, None).await;
+    let apis: Vec<&ApiClient> = nodes.iter().map(|n| &n.api).collect();
+    known_everywhere(&apis, "q").await;
+
+    // Two keys, each enqueued in turn on every node: a key's order is its 201s' order.
+    const PER_KEY: usize = 30;
+    for n in 0..PER_KEY {
+        for (k, key) in ["red", "blue"].iter().enumerate() {
+            let api = apis[(n + k) % 3];
+            let job = json!({ "key": key, "n": n });
+            api.enqueue_job_with("q", &job, &format!("orderingKey={key}"), &[])
+                .await
+                .expect(201);
+        }
+    }
+    let received = receiver.wait_for(2 * PER_KEY).await;
+    for key in ["red", "blue"] {
+        let order: Vec<u64> = received
+            .iter()
+            .map(|r| serde_json::from_slice::<Value>(&r.body).expect("a JSON job"))
+            .filter(|job| job["key"] == key)
+            .map(|job| job["n"].as_u64().expect("n"))
+            .collect();
+        assert_eq!(
+            order,
+            (0..PER_KEY as u64).collect::<Vec<_>>(),
+            "key {key}: each job once, in enqueue order"
+        );
+    }
+    for node in &mut nodes {
+        node.kill_9().await;
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_node_started_while_others_run_picks_up_the_backlog_at_once() {
+    let Some(db) = TestDatabase::create("the joining-node test").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    // Two nodes that take enqueues but deliver nothing (API only).
+    let mut a = node(&db.url, &[("HOOKQ_DISPATCH", "off")]).await;
+    let mut b = node(&db.url, &[("HOOKQ_DISPATCH", "off")]).await;
+    a.create_queue_ok("q", &receiver.url, None).await;
+    known_everywhere(&[&a, &b], "q").await;
+    let mut stored = BTreeSet::new();
+    for n in 0..40 {
+        let api = [&a.api, &b.api][n % 2];
+        stored.insert(api.enqueue_ok("q", &payload(n)).await);
+    }
+    assert!(receiver.received().is_empty(), "nobody delivers yet");
+
+    // The third node finds the backlog at start, and what is enqueued on the others after.
+    let mut c = node(&db.url, &[]).await;
+    for n in 40..50 {
+        let api = [&a.api, &b.api][n % 2];
+        stored.insert(api.enqueue_ok("q", &payload(n)).await);
+    }
+    wait_acknowledged(&receiver, &stored, crate::helpers::DEADLINE).await;
+    let acks = acknowledged(&receiver.received());
+    assert!(acks.values().all(|&n| n == 1), "each once: {acks:?}");
+    for node in [&mut a, &mut b, &mut c] {
+        node.kill_9().await;
+    }
+    db.drop_database().await;
+}
+
+/// A PostgreSQL cluster of this test's own, which it may crash and start again.
+struct OwnCluster {
+    dir: String,
+    url: String,
+}
+
+impl OwnCluster {
+    /// Start one, or `None` (after saying so) without PostgreSQL; fails under `CI=true`.
+    async fn start(test_name: &str) -> Option<Self> {
+        // The shared cluster's variable says PostgreSQL is installed here.
+        TestDatabase::create(test_name).await?.drop_database().await;
+        let out = cluster_script(&["start"]).await;
+        let var = |name: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+                .map(str::to_owned)
+                .unwrap_or_else(|| panic!("cluster.sh start printed no {name}: {out}"))
+        };
+        Some(Self {
+            dir: var("HOOKQ_TEST_POSTGRES_DIR"),
+            url: var("HOOKQ_TEST_POSTGRES_URL"),
+        })
+    }
+
+    async fn crash(&self) {
+        cluster_script(&["crash", &self.dir]).await;
+    }
+
+    async fn resume(&self) {
+        cluster_script(&["resume", &self.dir]).await;
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .args(["tests/postgres/cluster.sh", "stop", &self.dir])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status();
+    }
+}
+
+async fn cluster_script(args: &[&str]) -> String {
+    let out = tokio::process::Command::new("bash")
+        .arg("tests/postgres/cluster.sh")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .await
+        .expect("run tests/postgres/cluster.sh");
+    assert!(
+        out.status.success(),
+        "cluster.sh {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn a_postgresql_crash_under_load_loses_no_acknowledged_job_and_the_nodes_recover() {
+    let Some(cluster) = OwnCluster::start("the PostgreSQL crash test").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let mut a = node(&cluster.url, &[]).await;
+    let mut b = node(&cluster.url, &[]).await;
+    a.create_queue_ok("q", &receiver.url, None).await;
+    known_everywhere(&[&a, &b], "q").await;
+
+    // Producers on both nodes, enqueueing until told to stop; every 201 is recorded, and
+    // every other answer must be the API's JSON error.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut producers = Vec::new();
+    for (p, api) in [a.api.clone(), b.api.clone()].into_iter().enumerate() {
+        let stop = stop.clone();
+        producers.push(tokio::spawn(async move {
+            let mut stored = Vec::new();
+            let mut refused = BTreeMap::<u16, usize>::new();
+            let mut n = p * 1_000_000;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                let response = api.enqueue("q", &payload(n)).await;
+                if response.status == 201 {
+                    stored.push(response.expect(201)["id"].as_str().unwrap().to_owned());
+                } else {
+                    response.expect_error(response.status);
+                    assert_eq!(response.header("retry-after"), Some("1"), "{response:?}");
+                    *refused.entry(response.status).or_insert(0) += 1;
+                    // The database is down: ask again a little later, as a client would.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            (stored, refused)
+        }));
+    }
+    receiver.wait_for(50).await;
+    cluster.crash().await;
+    for api in [&a.api, &b.api] {
+        eventually("/readyz turns 503 without the database", || async {
+            (api.get("/readyz").await.status == 503).then_some(())
+        })
+        .await;
+    }
+    cluster.resume().await;
+    for api in [&a.api, &b.api] {
+        eventually("/readyz turns 200 again", || async {
+            (api.get("/readyz").await.status == 200).then_some(())
+        })
+        .await;
+    }
+    // Load keeps going through the restarted database: 50 more deliveries.
+    let before = receiver.received().len();
+    receiver.wait_for(before + 50).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut stored = BTreeSet::new();
+    let mut refused = BTreeMap::<u16, usize>::new();
+    for producer in producers {
+        let (ids, statuses) = producer.await.expect("the producer does not panic");
+        stored.extend(ids);
+        for (status, n) in statuses {
+            *refused.entry(status).or_insert(0) += n;
+        }
+    }
+    assert!(
+        refused.keys().all(|&s| s == 503),
+        "while the database is away, enqueues are refused with 503: {refused:?}"
+    );
+    wait_acknowledged(&receiver, &stored, RECOVERY_DEADLINE).await;
+    let queue = a.get("/queue/q/_stats").await.expect(200);
+    assert_eq!(queue["ready"], 0, "nothing left behind: {queue}");
+    a.kill_9().await;
+    b.kill_9().await;
+}
