@@ -3,9 +3,15 @@
 //! delivered at least once. Duplicates are counted and compared with the jobs that were in
 //! flight at each crash (the only way at-least-once may deliver twice).
 //!
+//! With `--db postgres://…` it runs `--nodes N` servers on a fresh database of that
+//! PostgreSQL server (created, and dropped when the run passes), the producers spread over
+//! the nodes that are up, and each kill takes one node down (at random) while the others
+//! keep serving; the killed node's leases run out and another node delivers its jobs.
+//!
 //! ```text
 //! tests/chaos/run.sh                      # builds hookq and this example, then runs it
 //! cargo run --example chaos -- --kills 5 --producers 4 --seed 42
+//! tests/chaos/run.sh --db postgres://hookq@127.0.0.1:5432/postgres --nodes 3
 //! ```
 //!
 //! Everything runs on 127.0.0.1: the producers, the server (port 0) and the worker it
@@ -62,6 +68,13 @@ struct Args {
     /// across every crash.
     #[arg(long, default_value_t = 0)]
     ordering_keys: u64,
+    /// A PostgreSQL server (`postgres://…`, any database on it): the run creates a fresh
+    /// database there for its nodes [default: a SQLite file in a temporary directory].
+    #[arg(long)]
+    db: Option<String>,
+    /// Servers running at once on the database (more than 1 needs `--db postgres://…`).
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
 }
 
 /// xorshift64*: enough randomness for kill times, without another dependency.
@@ -144,7 +157,7 @@ struct Server {
     released: Arc<AtomicU64>,
 }
 
-async fn start_server(bin: &PathBuf, db: &PathBuf, log: &PathBuf) -> anyhow::Result<Server> {
+async fn start_server(bin: &PathBuf, db: &str, log: &PathBuf) -> anyhow::Result<Server> {
     let mut child = Command::new(bin)
         .arg("--db")
         .arg(db)
@@ -154,6 +167,10 @@ async fn start_server(bin: &PathBuf, db: &PathBuf, log: &PathBuf) -> anyhow::Res
         .env("NO_COLOR", "1")
         .env("HOOKQ_BACKOFF", "100ms")
         .env("HOOKQ_MAX_ATTEMPTS", "10")
+        // On a shared database a killed node's leases are left to expire: keep them short
+        // so the drain does not wait long (the delivery timeout must stay below).
+        .env("HOOKQ_DELIVERY_TIMEOUT", "5s")
+        .env("HOOKQ_LEASE_TIMEOUT", "8s")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -207,14 +224,20 @@ async fn produce(
     id: usize,
     keys: u64,
     http: reqwest::Client,
-    base: Arc<RwLock<Option<String>>>,
+    base: Arc<RwLock<Vec<Option<String>>>>,
     produced: Arc<Produced>,
     stop: CancellationToken,
 ) {
     let mut n = 0u64;
     while !stop.is_cancelled() {
-        let Some(url) = base.read().unwrap().clone() else {
-            // The server is down: try again shortly (a client's back-off, not a sync point).
+        // The next node that is up, taking turns (with one node: that node).
+        let up = {
+            let nodes = base.read().unwrap();
+            let count = nodes.len().max(1);
+            (0..count).find_map(|i| nodes[(id + n as usize + i) % count].clone())
+        };
+        let Some(url) = up else {
+            // Every server is down: try again shortly (a client's back-off, not a sync point).
             tokio::time::sleep(Duration::from_millis(5)).await;
             continue;
         };
@@ -292,14 +315,28 @@ async fn main() -> anyhow::Result<()> {
     });
     let mut rng = Rng(seed | 1);
     let dir = tempfile::tempdir()?;
-    let db = dir.path().join("chaos.db");
     let log = dir.path().join("hookq.log");
+    let shared = match &args.db {
+        Some(url) if hookq::store::postgres::is_postgres_url(url) => {
+            Some(FreshDatabase::create(url, seed).await?)
+        }
+        Some(other) => bail!("--db takes a postgres:// URL ({other:?} is not one)"),
+        None => None,
+    };
+    if args.nodes == 0 || (args.nodes > 1 && shared.is_none()) {
+        bail!("--nodes 2 or more needs --db postgres://… (a SQLite file has one server)");
+    }
+    let db = match &shared {
+        Some(fresh) => fresh.url.clone(),
+        None => dir.path().join("chaos.db").display().to_string(),
+    };
     println!(
-        "chaos: {} kills, {} producers, {} ordering keys each, seed {seed}, db {}",
+        "chaos: {} kills, {} nodes, {} producers, {} ordering keys each, seed {seed}, db {}",
         args.kills,
+        args.nodes,
         args.producers,
         args.ordering_keys,
-        db.display()
+        hookq::store::postgres::connect::redacted(&db)
     );
 
     // The worker.
@@ -317,15 +354,18 @@ async fn main() -> anyhow::Result<()> {
         .no_proxy()
         .timeout(Duration::from_secs(10))
         .build()?;
-    let base: Arc<RwLock<Option<String>>> = Arc::default();
+    let base: Arc<RwLock<Vec<Option<String>>>> = Arc::new(RwLock::new(vec![None; args.nodes]));
     let produced = Arc::new(Produced::default());
     let stop_producers = CancellationToken::new();
     let started = Instant::now();
     let mut released_total = 0;
     let mut in_flight_at_kills = 0;
 
-    let mut server = start_server(&bin, &db, &log).await?;
-    let url = format!("http://{}", server.addr);
+    let mut servers = Vec::new();
+    for _ in 0..args.nodes {
+        servers.push(start_server(&bin, &db, &log).await?);
+    }
+    let url = format!("http://{}", servers[0].addr);
     let created = http
         .put(format!("{url}/queue/chaos"))
         .header("content-type", "application/json")
@@ -335,7 +375,18 @@ async fn main() -> anyhow::Result<()> {
     if created.status() != StatusCode::CREATED {
         bail!("cannot create the queue: {}", created.text().await?);
     }
-    *base.write().unwrap() = Some(url);
+    for (i, server) in servers.iter().enumerate() {
+        let url = format!("http://{}", server.addr);
+        // The other nodes load the new queue within a second.
+        let knows = Instant::now() + Duration::from_secs(10);
+        while get_json(&http, &format!("{url}/queue/chaos/_stats")).await?["ok"] == false {
+            if Instant::now() > knows {
+                bail!("node {i} did not learn of the queue within 10 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        base.write().unwrap()[i] = Some(url);
+    }
     let producers: Vec<_> = (0..args.producers)
         .map(|p| {
             tokio::spawn(produce(
@@ -353,20 +404,40 @@ async fn main() -> anyhow::Result<()> {
         let span = args.max_uptime_ms.saturating_sub(args.min_uptime_ms);
         let uptime = Duration::from_millis(args.min_uptime_ms + rng.below(span + 1));
         tokio::time::sleep(uptime).await;
+        let victim = rng.below(args.nodes as u64) as usize;
         let worker_busy = worker.in_flight.load(Ordering::SeqCst);
-        server.child.kill().await.context("kill -9 the server")?;
-        *base.write().unwrap() = None;
+        servers[victim]
+            .child
+            .kill()
+            .await
+            .context("kill -9 the server")?;
+        base.write().unwrap()[victim] = None;
         in_flight_at_kills += worker_busy;
         let acknowledged = produced.acknowledged.lock().unwrap().len();
-        server = start_server(&bin, &db, &log).await?;
-        let released = server.released.load(Ordering::SeqCst);
+        servers[victim] = start_server(&bin, &db, &log).await?;
+        let url = format!("http://{}", servers[victim].addr);
+        // The jobs the dead node held: SQLite releases them at restart (and says how many);
+        // on PostgreSQL they stay leased until they expire, so every job in flight now (on
+        // any node) bounds them.
+        let released = if shared.is_some() {
+            get_json(&http, &format!("{url}/queue/chaos/_stats")).await?["inFlight"]
+                .as_u64()
+                .unwrap_or(0)
+        } else {
+            servers[victim].released.load(Ordering::SeqCst)
+        };
         released_total += released;
         println!(
-            "kill {kill}: after {uptime:?} up; {acknowledged} jobs acknowledged so far; \
-             {worker_busy} deliveries at the worker when killed; \
-             {released} jobs found in flight at restart"
+            "kill {kill}: node {victim} after {uptime:?} up; {acknowledged} jobs acknowledged \
+             so far; {worker_busy} deliveries at the worker when killed; {released} jobs \
+             {} at restart",
+            if shared.is_some() {
+                "in flight"
+            } else {
+                "found in flight"
+            }
         );
-        *base.write().unwrap() = Some(format!("http://{}", server.addr));
+        base.write().unwrap()[victim] = Some(url);
     }
 
     // The last run: a little more load, then stop producing and let it drain.
@@ -376,7 +447,7 @@ async fn main() -> anyhow::Result<()> {
         producer.await?;
     }
     let acknowledged = produced.acknowledged.lock().unwrap().clone();
-    let url = format!("http://{}", server.addr);
+    let url = format!("http://{}", servers[0].addr);
     let deadline = Instant::now() + Duration::from_secs(args.drain_secs);
     let missing = loop {
         let delivered = worker.deliveries.lock().unwrap().clone();
@@ -396,14 +467,23 @@ async fn main() -> anyhow::Result<()> {
             .as_array()
             .map_or(0, Vec::len);
 
-    // A graceful stop at the end.
-    let pid = server.child.id().context("the server is running")?;
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()?;
-    let exit = tokio::time::timeout(Duration::from_secs(15), server.child.wait())
-        .await
-        .context("the server did not stop within 15 s of SIGTERM")??;
+    // A graceful stop at the end, of every node.
+    let mut exit = None;
+    for server in &mut servers {
+        let pid = server.child.id().context("the server is running")?;
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()?;
+    }
+    for server in &mut servers {
+        let status = tokio::time::timeout(Duration::from_secs(15), server.child.wait())
+            .await
+            .context("a server did not stop within 15 s of SIGTERM")??;
+        if exit.is_none() || !status.success() {
+            exit = Some(status);
+        }
+    }
+    let exit = exit.context("no server ran")?;
 
     let delivered = worker.deliveries.lock().unwrap().clone();
     let deliveries: u64 = delivered.values().map(|&n| u64::from(n)).sum();
@@ -430,7 +510,7 @@ async fn main() -> anyhow::Result<()> {
         "jobs delivered more than once:        {} ({extra_deliveries} extra deliveries)",
         duplicates.len()
     );
-    println!("bound: jobs in flight at the crashes: {released_total} (found at restarts)");
+    println!("bound: jobs in flight at the crashes: {released_total} (at the restarts)");
     println!("deliveries at the worker at kills:    {in_flight_at_kills}");
     println!(
         "enqueues unanswered (server died):    {}",
@@ -456,7 +536,7 @@ async fn main() -> anyhow::Result<()> {
             out_of_order.len()
         );
     }
-    println!("final SIGTERM exit:                   {exit}");
+    println!("final SIGTERM exit (worst node):      {exit}");
 
     let mut failed = Vec::new();
     if !missing.is_empty() {
@@ -484,17 +564,69 @@ async fn main() -> anyhow::Result<()> {
         failed.push(format!("the final graceful stop exited with {exit}"));
     }
     if failed.is_empty() {
+        if let Some(fresh) = shared {
+            fresh.drop_database().await?;
+        }
         println!("\nPASS");
         Ok(())
     } else {
         let kept = dir.keep();
         println!(
-            "\nFAIL (database and server log kept in {})",
-            kept.display()
+            "\nFAIL (server log kept in {}; database {})",
+            kept.display(),
+            hookq::store::postgres::connect::redacted(&db)
         );
         for failure in &failed {
             println!("  - {failure}");
         }
         std::process::exit(1);
+    }
+}
+
+/// A database of its own on a PostgreSQL server, for one run.
+struct FreshDatabase {
+    /// The server's URL, to drop the database at the end.
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl FreshDatabase {
+    async fn create(admin: &str, seed: u64) -> anyhow::Result<Self> {
+        let name = format!("hookq_chaos_{seed:x}");
+        Self::admin(admin)
+            .await?
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .with_context(|| format!("CREATE DATABASE {name}"))?;
+        let mut url = reqwest::Url::parse(admin).context("--db is not a URL")?;
+        url.set_path(&name);
+        Ok(Self {
+            admin: admin.to_owned(),
+            name,
+            url: url.to_string(),
+        })
+    }
+
+    async fn drop_database(self) -> anyhow::Result<()> {
+        Self::admin(&self.admin)
+            .await?
+            .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name))
+            .await?;
+        Ok(())
+    }
+
+    /// A plain connection (a test server on loopback: no TLS).
+    async fn admin(url: &str) -> anyhow::Result<tokio_postgres::Client> {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot connect to {}",
+                    hookq::store::postgres::connect::redacted(url)
+                )
+            })?;
+        tokio::spawn(connection);
+        Ok(client)
     }
 }
