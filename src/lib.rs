@@ -186,7 +186,7 @@ impl Server {
         let metrics_upkeep = tokio::spawn(telemetry::run_upkeep(background.clone()));
         let shared_database = store
             .postgres()
-            .map(|db| follow_other_nodes(db, &wakeups, config.dispatch, &background));
+            .map(|db| follow_other_nodes(db, &wakeups, pool.as_ref(), &background));
         let event_sender = match &config.events {
             Some(target) => {
                 tracing::info!(target = %target.url.as_str(), "operational events on");
@@ -243,14 +243,16 @@ impl Server {
 const QUEUE_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// On a database several nodes share: hear the jobs other nodes store (each wakes this
-/// node's dispatcher for its queue), and follow their queue changes within
-/// [`QUEUE_REFRESH`]. Both tasks end with `stop`.
+/// node's dispatcher for its queue), and follow their queue changes and the circuit breakers
+/// they open within [`QUEUE_REFRESH`]. Both tasks end with `stop`.
 fn follow_other_nodes(
     db: &store::postgres::PgStore,
     wakeups: &Wakeups,
-    dispatch: bool,
+    pool: Option<&DeliveryPool>,
     stop: &CancellationToken,
 ) -> (tokio::task::JoinHandle<()>, tokio::task::JoinHandle<()>) {
+    let dispatch = pool.is_some();
+    let breakers = pool.map(|pool| pool.breakers().clone());
     let woken = wakeups.clone();
     let listener = db.listen_for_wakeups(
         move |queue| {
@@ -271,6 +273,19 @@ fn follow_other_nodes(
                 _ = every.tick() => {
                     if let Err(err) = refreshed.refresh_queues().await {
                         tracing::warn!(error = %err, "cannot reload the queues");
+                    }
+                    if let Some(breakers) = &breakers {
+                        let now = model::now_millis();
+                        match refreshed.open_breakers(now).await {
+                            Ok(open) => {
+                                for (queue, until) in open {
+                                    breakers.opened_elsewhere(&queue, until, now);
+                                }
+                            }
+                            Err(err) => {
+                                tracing::warn!(error = %err, "cannot read the open breakers");
+                            }
+                        }
                     }
                 }
             }

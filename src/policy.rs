@@ -31,11 +31,30 @@ pub struct Rate {
     pub burst: Option<u32>,
 }
 
+/// The longest interval between starts: a rate below one start a year (accepted: any rate
+/// above 0 is) is held as one a year.
+const LONGEST_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+
 impl Rate {
     /// The burst in effect.
     pub fn effective_burst(&self) -> u32 {
         self.burst
             .unwrap_or_else(|| (self.per_second.ceil() as u32).max(1))
+    }
+
+    /// The time between two starts on schedule (`1 / per_second`).
+    pub fn interval(&self) -> Duration {
+        Duration::try_from_secs_f64(1.0 / self.per_second)
+            .unwrap_or(LONGEST_INTERVAL)
+            .min(LONGEST_INTERVAL)
+    }
+
+    /// How early a start may be taken: the burst beyond the first.
+    pub fn early(&self) -> Duration {
+        let beyond_first = self.effective_burst().saturating_sub(1);
+        self.interval()
+            .checked_mul(beyond_first)
+            .unwrap_or(Duration::MAX)
     }
 }
 

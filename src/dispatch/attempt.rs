@@ -52,6 +52,19 @@ impl Attempt {
         let transition = inner
             .breakers
             .record(&queue.name, target_is_healthy(&result), now);
+        if let (
+            Some(Transition::Opened { cooldown_ms } | Transition::Reopened { cooldown_ms }),
+            Some(shared),
+        ) = (transition, inner.store.postgres())
+        {
+            // Every node rests the target, not only the one that saw it fail.
+            let (shared, name) = (shared.clone(), queue.name.clone());
+            tokio::spawn(async move {
+                if let Err(err) = shared.open_breaker(&name, now + cooldown_ms).await {
+                    tracing::warn!(queue = %name, error = %err, "cannot share the open breaker");
+                }
+            });
+        }
         match transition {
             Some(Transition::Opened { cooldown_ms }) => inner.events.emit(Event::BreakerOpened {
                 queue: queue.name.clone(),

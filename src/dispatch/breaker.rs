@@ -205,6 +205,42 @@ impl Breakers {
         transition
     }
 
+    /// Another node sharing the database opened `queue`'s breaker until `until`: rest the
+    /// target here too, until then. A breaker open here for longer already, or half-open
+    /// with its probe, stays as it is; a closed one opens without counting failures of its
+    /// own. After `until` this node sends its own probe.
+    pub fn opened_elsewhere(&self, queue: &QueueName, until: UnixMillis, now: UnixMillis) {
+        if self.threshold == 0 || until <= now {
+            return;
+        }
+        let base_ms = self.cooldown.as_millis() as i64;
+        let mut states = self.states.lock();
+        let state = states
+            .entry(queue.clone())
+            .or_insert(State::Closed { failures: 0 });
+        match *state {
+            State::Closed { .. } => {
+                *state = State::Open {
+                    until,
+                    cooldown_ms: (until - now).max(base_ms),
+                };
+                telemetry::breaker_state(queue, telemetry::BREAKER_OPEN);
+                tracing::warn!(
+                    queue = %queue,
+                    pause_ms = until - now,
+                    "circuit open on another node: pausing this node's deliveries too"
+                );
+            }
+            State::Open {
+                until: here,
+                cooldown_ms,
+            } if here < until => {
+                *state = State::Open { until, cooldown_ms };
+            }
+            State::Open { .. } | State::HalfOpen { .. } => {}
+        }
+    }
+
     /// Consecutive failed attempts that open a breaker (0: breakers off).
     pub fn threshold(&self) -> u32 {
         self.threshold
@@ -221,6 +257,30 @@ mod tests {
 
     fn q() -> QueueName {
         QueueName::parse("breaker-unit").unwrap()
+    }
+
+    #[test]
+    fn a_breaker_opened_elsewhere_rests_here_until_then_and_only_extends() {
+        let b = Breakers::new(3, Duration::from_secs(10));
+        b.opened_elsewhere(&q(), 60_000, 1_000);
+        assert_eq!(b.state(&q()), BreakerState::Open);
+        assert_eq!(b.permit(&q(), 2_000), Permit::Wait(60_000));
+        // An earlier end changes nothing; a later one extends the rest.
+        b.opened_elsewhere(&q(), 30_000, 2_000);
+        assert_eq!(b.permit(&q(), 2_000), Permit::Wait(60_000));
+        b.opened_elsewhere(&q(), 90_000, 2_000);
+        assert_eq!(b.permit(&q(), 2_000), Permit::Wait(90_000));
+        // Past it, this node probes on its own; a probe out is left alone.
+        assert_eq!(b.permit(&q(), 90_000), Permit::Probe);
+        b.opened_elsewhere(&q(), 200_000, 90_001);
+        assert_eq!(b.state(&q()), BreakerState::HalfOpen);
+        // An end already past, or breakers off, open nothing.
+        let other = QueueName::parse("breaker-unit-2").unwrap();
+        b.opened_elsewhere(&other, 5, 10);
+        assert_eq!(b.state(&other), BreakerState::Closed);
+        let off = Breakers::new(0, Duration::from_secs(10));
+        off.opened_elsewhere(&q(), 60_000, 1_000);
+        assert_eq!(off.state(&q()), BreakerState::Closed);
     }
 
     #[test]

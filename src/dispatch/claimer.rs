@@ -12,7 +12,7 @@ use super::breaker::Permit;
 use super::pool::{DeliveryPool, Slot};
 use super::wakeups::Wakeups;
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::Store;
+use crate::store::{Claimed, Store};
 
 /// The most free slots the claim loop waits for before claiming again under load.
 const MAX_CLAIM_BATCH: usize = 32;
@@ -166,12 +166,16 @@ impl Claimer {
             }
             let want = slots.len();
             let leased_until = self.pool.lease_until(now, &queue);
-            let claimed = match self
+            let limits = self.pool.shared_limits_of(&queue);
+            let Claimed {
+                jobs: claimed,
+                held_back_until,
+            } = match self
                 .store
-                .claim(name.clone(), now, leased_until, want)
+                .claim_within(name.clone(), now, leased_until, want, limits)
                 .await
             {
-                Ok(jobs) => jobs,
+                Ok(claimed) => claimed,
                 Err(err) => {
                     if queue.policy.rate.is_some() {
                         self.pool.rates().give_back(&name, want);
@@ -194,6 +198,11 @@ impl Claimer {
                 // There may be more: look again as soon as there is room.
                 self.wakeups.mark_due(&name, now);
                 report.more_due = true;
+            } else if let Some(at) = held_back_until {
+                // Other nodes hold the queue's concurrency, or its shared rate has no start
+                // left: look again then; its jobs wait for no slot of this node meanwhile.
+                self.wakeups.mark_due(&name, at);
+                self.wakeups.settle(&name);
             } else {
                 // Caught up: every due job of the queue is claimed. Once no queue has jobs
                 // waiting, an enqueue may hand its job over directly.

@@ -27,7 +27,7 @@ use crate::events::Events;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::policy::Defaults;
-use crate::store::{AfterCommit, ClaimedJob, Queue, Store};
+use crate::store::{AfterCommit, ClaimedJob, Queue, SharedLimits, Store};
 use crate::telemetry;
 
 /// The delivery pool, cheap to clone.
@@ -200,6 +200,16 @@ impl DeliveryPool {
             .effective(&queue.name, self.concurrency_limit_of(queue))
     }
 
+    /// The limits a claim of `queue` must hold across every node sharing the database: its
+    /// own `concurrency` (as adaptive concurrency lowers it here) and `ratePerSecond`. The
+    /// server-wide per-queue bound stays per node: it protects the node, not the target.
+    pub fn shared_limits_of(&self, queue: &Queue) -> SharedLimits {
+        SharedLimits {
+            concurrency: queue.policy.concurrency.map(|_| self.concurrency_of(queue)),
+            rate: queue.policy.rate,
+        }
+    }
+
     /// The retry schedule of `queue`: the server's, unless the queue sets its own attempts
     /// or backoff.
     pub fn retry_of(&self, queue: &Queue) -> Cow<'_, RetryPolicy> {
@@ -260,6 +270,11 @@ impl DeliveryPool {
             || !inner.wakeups.nothing_waiting(now)
             || !inner.breakers.is_closed(&queue.name)
         {
+            return None;
+        }
+        // On a shared database a queue's own limits are counted at the claim, across the
+        // nodes: its jobs go through the claim loop.
+        if inner.store.postgres().is_some() && !self.shared_limits_of(queue).is_none() {
             return None;
         }
         let slot = self.try_slot(queue)?;

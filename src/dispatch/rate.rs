@@ -20,9 +20,6 @@ use crate::policy::Rate;
 
 /// How late a start may be taken and still count as on schedule.
 pub const LATENESS: Duration = Duration::from_millis(10);
-/// The longest interval between starts: a rate below one start a year (accepted: any rate
-/// above 0 is) is held as one a year.
-const LONGEST_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 #[derive(Default)]
 pub struct RateLimits {
@@ -37,17 +34,12 @@ struct Schedule {
 
 impl Schedule {
     fn interval(&self) -> Duration {
-        Duration::try_from_secs_f64(1.0 / self.rate.per_second)
-            .unwrap_or(LONGEST_INTERVAL)
-            .min(LONGEST_INTERVAL)
+        self.rate.interval()
     }
 
     /// How early a start may be taken: the burst beyond the first.
     fn early(&self) -> Duration {
-        let beyond_first = self.rate.effective_burst().saturating_sub(1);
-        self.interval()
-            .checked_mul(beyond_first)
-            .unwrap_or(Duration::MAX)
+        self.rate.early()
     }
 
     /// Bring the schedule to `now` under `rate` (which may have changed since): starts due

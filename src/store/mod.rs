@@ -28,11 +28,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    AttemptRecord, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
-    Enqueued, Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord, JobState,
-    Last24h, Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position,
-    Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound,
-    Selection,
+    AttemptRecord, Claimed, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState,
+    DlqStats, Enqueued, Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord,
+    JobState, Last24h, Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest,
+    Position, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick,
+    SchedulerRound, Selection, SharedLimits,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -298,6 +298,29 @@ impl Store {
         limit: usize,
     ) -> StoreResult<Vec<ClaimedJob>> {
         on_backend!(self, db => db.claim(queue, now, leased_until, limit).await)
+    }
+
+    /// [`Self::claim`] within `limits` held across every node sharing the database. On
+    /// SQLite (one process, which holds the limits itself before it claims) the same as
+    /// `claim`.
+    pub async fn claim_within(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        want: usize,
+        limits: SharedLimits,
+    ) -> StoreResult<Claimed> {
+        match &self.backend {
+            Backend::Sqlite(db) => Ok(Claimed {
+                jobs: db.claim(queue, now, leased_until, want).await?,
+                held_back_until: None,
+            }),
+            Backend::Postgres(db) => {
+                db.claim_within(queue, now, leased_until, want, limits)
+                    .await
+            }
+        }
     }
 
     /// Record an attempt's outcome. False (nothing changed) if the lease was lost meanwhile.

@@ -183,6 +183,31 @@ pub struct JobRecord {
     pub delivery: Option<Delivery>,
 }
 
+/// Limits a claim must hold across every node sharing the database (PostgreSQL). A single
+/// SQLite process holds them itself, exactly, before it claims, so there they change nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SharedLimits {
+    /// The queue's deliveries in flight on all nodes together, at most.
+    pub concurrency: Option<usize>,
+    /// The queue's starts on all nodes together.
+    pub rate: Option<crate::policy::Rate>,
+}
+
+impl SharedLimits {
+    pub fn is_none(&self) -> bool {
+        self.concurrency.is_none() && self.rate.is_none()
+    }
+}
+
+/// What a claim leased, and, when a shared limit held jobs back, when to ask again.
+#[derive(Debug, Clone, Default)]
+pub struct Claimed {
+    pub jobs: Vec<ClaimedJob>,
+    /// Set when [`SharedLimits`] let the claim take fewer jobs than asked: the queue's next
+    /// start is due then (rate), or other nodes hold its concurrency (a short look-again).
+    pub held_back_until: Option<UnixMillis>,
+}
+
 /// A job leased to one delivery attempt.
 #[derive(Debug, Clone)]
 pub struct ClaimedJob {

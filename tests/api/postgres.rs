@@ -611,6 +611,23 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
         "no scan, no sort:\n{plan}"
     );
     println!("claim plan on 100 000 jobs:\n{plan}");
+    // A queue with its own concurrency counts its jobs in flight at each claim: on the
+    // in-flight index, not over the backlog.
+    let plan: Vec<String> = client
+        .query(
+            "EXPLAIN SELECT count(*) FROM jobs WHERE queue = 'q' AND status = 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let plan = plan.join("\n");
+    assert!(
+        plan.contains("jobs_in_flight") && !plan.contains("Seq Scan"),
+        "the in-flight count reads its own index:\n{plan}"
+    );
     drop(client);
     close([store], db).await;
 }

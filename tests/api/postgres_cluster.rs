@@ -330,3 +330,163 @@ async fn a_postgresql_crash_under_load_loses_no_acknowledged_job_and_the_nodes_r
     a.kill_9().await;
     b.kill_9().await;
 }
+
+/// A worker that answers 200 after `work` (a worker busy with the job: part of what the
+/// test looks at, not a wait for something to happen), noting when each delivery arrived and
+/// the most it ever had at once.
+struct BusyWorker {
+    url: String,
+    arrivals: Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
+    most_at_once: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl BusyWorker {
+    async fn start(work: Duration) -> Self {
+        use std::sync::atomic::AtomicUsize;
+        let arrivals = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let most_at_once = Arc::new(AtomicUsize::new(0));
+        let now = Arc::new(AtomicUsize::new(0));
+        let (seen, most) = (arrivals.clone(), most_at_once.clone());
+        let handler = move || {
+            let (seen, most, now) = (seen.clone(), most.clone(), now.clone());
+            async move {
+                seen.lock().unwrap().push(std::time::Instant::now());
+                let busy = now.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(busy, Ordering::SeqCst);
+                tokio::time::sleep(work).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                axum::http::StatusCode::OK
+            }
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let app = axum::Router::new().fallback(handler);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self {
+            url,
+            arrivals,
+            most_at_once,
+        }
+    }
+
+    fn arrivals(&self) -> Vec<std::time::Instant> {
+        self.arrivals.lock().unwrap().clone()
+    }
+
+    async fn wait_for(&self, n: usize) -> Vec<std::time::Instant> {
+        eventually(&format!("{n} deliveries at the worker"), || async {
+            let arrivals = self.arrivals();
+            (arrivals.len() >= n).then_some(arrivals)
+        })
+        .await
+    }
+}
+
+/// Three nodes with a queue `q` of `policy` (plus its target) known to all.
+async fn three_nodes_with(db: &TestDatabase, target: &str, policy: Value) -> Vec<BinaryApp> {
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        nodes.push(node(&db.url, &[]).await);
+    }
+    let mut body = policy;
+    body["target"] = Value::from(target);
+    nodes[0].put_queue("q", &body).await.expect(201);
+    let apis: Vec<&ApiClient> = nodes.iter().map(|n| &n.api).collect();
+    known_everywhere(&apis, "q").await;
+    nodes
+}
+
+#[tokio::test]
+async fn a_queues_concurrency_holds_across_node_processes() {
+    let Some(db) = TestDatabase::create("the shared-concurrency test").await else {
+        return;
+    };
+    let worker = BusyWorker::start(Duration::from_millis(30)).await;
+    let mut nodes = three_nodes_with(&db, &worker.url, json!({ "concurrency": 1 })).await;
+    // Enqueued on every node, so every node is woken and tries to deliver.
+    for n in 0..24 {
+        nodes[n % 3].enqueue_ok("q", &payload(n)).await;
+    }
+    worker.wait_for(24).await;
+    assert_eq!(
+        worker.most_at_once.load(Ordering::SeqCst),
+        1,
+        "concurrency 1 holds for the cluster, not per node"
+    );
+    for node in &mut nodes {
+        node.kill_9().await;
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_queues_rate_holds_across_node_processes() {
+    let Some(db) = TestDatabase::create("the shared-rate test").await else {
+        return;
+    };
+    let worker = BusyWorker::start(Duration::ZERO).await;
+    const RATE: f64 = 20.0;
+    const JOBS: usize = 41;
+    let mut nodes = three_nodes_with(
+        &db,
+        &worker.url,
+        json!({ "ratePerSecond": RATE, "burst": 1 }),
+    )
+    .await;
+    for n in 0..JOBS {
+        nodes[n % 3].enqueue_ok("q", &payload(n)).await;
+    }
+    let arrivals = worker.wait_for(JOBS).await;
+    // 41 starts at 20/s with a burst of 1 take at least 2 s however many nodes deliver (each
+    // node alone would allow 20/s: three would take 0.67 s). Only a lower bound: a slow
+    // machine makes it longer, never shorter. 10 ms of lateness per start may be caught up.
+    let first = arrivals.iter().min().unwrap();
+    let last = arrivals.iter().max().unwrap();
+    let span = last.duration_since(*first);
+    let shortest = Duration::from_secs_f64((JOBS - 1) as f64 / RATE) - Duration::from_millis(100);
+    assert!(
+        span >= shortest,
+        "{JOBS} starts took {span:?}: faster than {RATE}/s across the nodes"
+    );
+    for node in &mut nodes {
+        node.kill_9().await;
+    }
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_breaker_opened_on_one_node_rests_the_target_on_every_node() {
+    let Some(db) = TestDatabase::create("the shared-breaker test").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    // One attempt per job: a's three failures open its breaker and leave no live job that b
+    // could fail on by itself.
+    let breaker = [
+        ("HOOKQ_BREAKER_THRESHOLD", "3"),
+        ("HOOKQ_BREAKER_COOLDOWN", "10m"),
+        ("HOOKQ_MAX_ATTEMPTS", "1"),
+    ];
+    let mut a = node(&db.url, &breaker).await;
+    a.create_queue_ok("q", &receiver.url, None).await;
+    for n in 0..3 {
+        a.enqueue_ok("q", &payload(n)).await;
+    }
+    eventually("a's breaker opens", || async {
+        let stats = a.get("/queue/q/_stats").await.expect(200);
+        (stats["breaker"] == "open").then_some(())
+    })
+    .await;
+    // b never sent this target anything; it learns of the open breaker from the database.
+    let mut b = node(&db.url, &breaker).await;
+    eventually("b's breaker opens too", || async {
+        let stats = b.get("/queue/q/_stats").await.expect(200);
+        (stats["breaker"] == "open").then_some(())
+    })
+    .await;
+    // b claims nothing from an open breaker's queue (the claim loop's own check), so the
+    // target rests from both nodes until the cool-down ends.
+    a.kill_9().await;
+    b.kill_9().await;
+    db.drop_database().await;
+}

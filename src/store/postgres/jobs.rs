@@ -35,7 +35,7 @@ use crate::store::records::{
 
 /// Statements prepared once per connection (deadpool's statement cache) and reused: the
 /// per-job statements would otherwise be parsed and planned on every call.
-mod prepared {
+pub(super) mod prepared {
     use deadpool_postgres::Transaction;
     use tokio_postgres::types::ToSql;
     use tokio_postgres::{Error, Row};

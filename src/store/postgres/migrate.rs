@@ -21,11 +21,18 @@ struct Migration {
 }
 
 /// Every version, in order, without gaps (a unit test checks).
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../../migrations/postgres/0001_init.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "shared limits",
+        sql: include_str!("../../../migrations/postgres/0002_shared_limits.sql"),
+    },
+];
 
 /// What [`migrate`] found and left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

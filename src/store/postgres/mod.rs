@@ -22,6 +22,7 @@ pub mod dead_letters;
 pub mod delivered;
 pub mod events;
 pub mod jobs;
+pub mod limits;
 pub mod migrate;
 pub mod notify;
 pub mod queues;
@@ -45,7 +46,7 @@ use crate::policy::QueueChange;
 use crate::store::AfterCommit;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    ClaimedJob, Enqueued, Lease, NewJob, Outbox, Outcome, Queue, QueueCounts,
+    Claimed, ClaimedJob, Enqueued, Lease, NewJob, Outbox, Outcome, Queue, QueueCounts, SharedLimits,
 };
 use crate::store::registry::Registry;
 use crate::store::sealing::Sealing;
@@ -316,6 +317,47 @@ impl PgStore {
         let claimed = jobs::claim(&tx, &queue, now, leased_until, limit, self.node).await?;
         tx.commit().await?;
         Ok(claimed)
+    }
+
+    /// [`Self::claim`] within `limits` counted across every node (see [`limits`]).
+    pub async fn claim_within(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        want: usize,
+        shared: SharedLimits,
+    ) -> StoreResult<Claimed> {
+        if shared.is_none() {
+            let jobs = self.claim(queue, now, leased_until, want).await?;
+            return Ok(Claimed {
+                jobs,
+                held_back_until: None,
+            });
+        }
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        tx.batch_execute("SET LOCAL synchronous_commit = off")
+            .await?;
+        let claimed =
+            limits::claim_within(&tx, &queue, now, leased_until, want, shared, self.node).await?;
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    /// Open `queue`'s circuit breaker on every node until `until`.
+    pub async fn open_breaker(&self, queue: &QueueName, until: UnixMillis) -> StoreResult<()> {
+        let client = self.pool.get().await?;
+        limits::open_breaker(&client, queue, until).await
+    }
+
+    /// The breakers some node opened that are still open at `now`.
+    pub async fn open_breakers(
+        &self,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(QueueName, UnixMillis)>> {
+        let client = self.pool.get().await?;
+        limits::open_breakers(&client, now).await
     }
 
     /// Record an attempt's outcome. False (nothing changed) if the lease was lost. The
