@@ -41,6 +41,12 @@ const MAX_RETRY: Duration = Duration::from_secs(600);
 pub const MAX_AGE: Duration = Duration::from_secs(3 * 24 * 3600);
 /// The longest the loop sleeps without looking (the wall clock may step).
 const MAX_IDLE: Duration = Duration::from_secs(60);
+/// On a database several nodes share, one node at a time sends the events (the `events`
+/// duty), so no two nodes post the same one at once. Events other nodes store do not wake
+/// it, so it looks at the outbox at least this often; a node without the duty asks for it
+/// as often, and the holder's hold outlasts a few of its rounds.
+const CLUSTER_LOOK: Duration = Duration::from_secs(1);
+const DUTY_HOLD: Duration = Duration::from_secs(15);
 
 /// Where events go.
 #[derive(Debug, Clone)]
@@ -221,29 +227,57 @@ impl EventSender {
     /// Send events until `shutdown`: a round whenever one is stored, or the next retry falls
     /// due (at most a minute apart).
     pub async fn run(self, shutdown: CancellationToken) {
+        let shared = self.store.postgres().is_some();
         loop {
-            let wait = match self.send_due(now_millis()).await {
-                Ok(round) if round.more => Duration::ZERO,
-                Ok(_) => match self.store.next_event_due().await {
-                    Ok(Some(at)) => {
-                        Duration::from_millis(u64::try_from(at - now_millis()).unwrap_or(0))
-                            .min(MAX_IDLE)
-                    }
-                    Ok(None) => MAX_IDLE,
-                    Err(err) => {
-                        tracing::error!(error = %err, "cannot read the event outbox");
-                        FIRST_RETRY
-                    }
-                },
-                Err(err) => {
-                    tracing::error!(error = %err, "cannot send events");
-                    FIRST_RETRY
-                }
+            let wait = if !self.on_duty().await {
+                CLUSTER_LOOK
+            } else {
+                self.send_round().await
             };
+            let wait = if shared { wait.min(CLUSTER_LOOK) } else { wait };
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = self.events.woken() => {}
                 () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Whether this node sends the events now: always on SQLite (one process); on a shared
+    /// database, while it holds the `events` duty.
+    async fn on_duty(&self) -> bool {
+        let Some(shared) = self.store.postgres() else {
+            return true;
+        };
+        let now = now_millis();
+        let until = now.saturating_add(DUTY_HOLD.as_millis() as i64);
+        match shared.hold_duty("events", now, until).await {
+            Ok(held) => held,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot take the events duty");
+                false
+            }
+        }
+    }
+
+    /// Send what is due; returns how long to wait before the next round.
+    async fn send_round(&self) -> Duration {
+        match self.send_due(now_millis()).await {
+            Ok(round) if round.more => Duration::ZERO,
+            Ok(_) => match self.store.next_event_due().await {
+                Ok(Some(at)) => {
+                    Duration::from_millis(u64::try_from(at - now_millis()).unwrap_or(0))
+                        .min(MAX_IDLE)
+                }
+                Ok(None) => MAX_IDLE,
+                Err(err) => {
+                    tracing::error!(error = %err, "cannot read the event outbox");
+                    FIRST_RETRY
+                }
+            },
+            Err(err) => {
+                tracing::error!(error = %err, "cannot send events");
+                FIRST_RETRY
             }
         }
     }

@@ -332,11 +332,12 @@ async fn a_postgresql_crash_under_load_loses_no_acknowledged_job_and_the_nodes_r
 }
 
 /// A worker that answers 200 after `work` (a worker busy with the job: part of what the
-/// test looks at, not a wait for something to happen), noting when each delivery arrived and
-/// the most it ever had at once.
+/// test looks at, not a wait for something to happen), noting when each delivery arrived,
+/// the operational event id it carried (if any) and the most it ever had at once.
 struct BusyWorker {
     url: String,
     arrivals: Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
+    event_ids: Arc<std::sync::Mutex<Vec<String>>>,
     most_at_once: Arc<std::sync::atomic::AtomicUsize>,
 }
 
@@ -344,13 +345,20 @@ impl BusyWorker {
     async fn start(work: Duration) -> Self {
         use std::sync::atomic::AtomicUsize;
         let arrivals = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let event_ids = Arc::new(std::sync::Mutex::new(Vec::new()));
         let most_at_once = Arc::new(AtomicUsize::new(0));
         let now = Arc::new(AtomicUsize::new(0));
-        let (seen, most) = (arrivals.clone(), most_at_once.clone());
-        let handler = move || {
-            let (seen, most, now) = (seen.clone(), most.clone(), now.clone());
+        let (seen, ids, most) = (arrivals.clone(), event_ids.clone(), most_at_once.clone());
+        let handler = move |headers: axum::http::HeaderMap| {
+            let (seen, ids, most, now) = (seen.clone(), ids.clone(), most.clone(), now.clone());
             async move {
                 seen.lock().unwrap().push(std::time::Instant::now());
+                if let Some(id) = headers
+                    .get("x-hookq-event-id")
+                    .and_then(|v| v.to_str().ok())
+                {
+                    ids.lock().unwrap().push(id.to_owned());
+                }
                 let busy = now.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(busy, Ordering::SeqCst);
                 tokio::time::sleep(work).await;
@@ -365,6 +373,7 @@ impl BusyWorker {
         Self {
             url,
             arrivals,
+            event_ids,
             most_at_once,
         }
     }
@@ -486,6 +495,52 @@ async fn a_breaker_opened_on_one_node_rests_the_target_on_every_node() {
     .await;
     // b claims nothing from an open breaker's queue (the claim loop's own check), so the
     // target rests from both nodes until the cool-down ends.
+    a.kill_9().await;
+    b.kill_9().await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn one_node_at_a_time_sends_the_operational_events() {
+    let Some(db) = TestDatabase::create("the events-duty test").await else {
+        return;
+    };
+    // The events target takes 2.5 s per event: every node looks at the outbox each second,
+    // so a second sender would find the events still there and post them again.
+    let events = BusyWorker::start(Duration::from_millis(2500)).await;
+    let worker = TestReceiver::always(Reply::status(500)).await;
+    let env = [
+        ("HOOKQ_EVENTS_TARGET", events.url.as_str()),
+        ("HOOKQ_MAX_ATTEMPTS", "1"),
+    ];
+    let mut a = node(&db.url, &env).await;
+    let mut b = node(&db.url, &env).await;
+    a.create_queue_ok("q", &worker.url, None).await;
+    known_everywhere(&[&a, &b], "q").await;
+    // Six dead letters, three through each node: six `job.dead_lettered` events.
+    for n in 0..6 {
+        let api = [&a.api, &b.api][n % 2];
+        let id = api.enqueue_ok("q", &payload(n)).await;
+        api.wait_until_error("q", &id).await;
+    }
+    // Sent and acknowledged: the outbox is empty once the target has answered all six,
+    // 2.5 s after they arrived, time in which a second sender would have posted them again.
+    let pool = db.pool().await;
+    eventually("the outbox to empty", || async {
+        let client = pool.get().await.unwrap();
+        let row = client
+            .query_one("SELECT count(*) FROM event_outbox", &[])
+            .await
+            .unwrap();
+        let sent = events.event_ids.lock().unwrap().len();
+        (row.get::<_, i64>(0) == 0 && sent >= 6).then_some(())
+    })
+    .await;
+    drop(pool);
+    let ids = events.event_ids.lock().unwrap().clone();
+    let distinct: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), 6, "{ids:?}");
+    assert_eq!(ids.len(), 6, "each event posted once, by one node: {ids:?}");
     a.kill_9().await;
     b.kill_9().await;
     db.drop_database().await;
