@@ -11,6 +11,7 @@
 //! target.
 
 mod ceilings;
+mod cluster;
 mod control;
 mod kept;
 mod load;
@@ -65,6 +66,13 @@ struct Cli {
     /// Offered load of the soak test, jobs per second.
     #[arg(long, default_value_t = 2000.0)]
     soak_rate: f64,
+    /// A PostgreSQL server (`postgres://…`) for the `cluster` part: each run creates a
+    /// database of its own there (and drops it). Without it the part is skipped.
+    #[arg(long)]
+    db: Option<String>,
+    /// Node counts the `cluster` part measures, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 3])]
+    nodes: Vec<usize>,
     /// Run as the relay child process, forwarding to this URL, until SIGTERM.
     #[arg(long, hide = true)]
     relay_to: Option<String>,
@@ -88,6 +96,8 @@ enum Part {
     Recurring,
     /// The delivery log: end-to-end with `keepDelivered`, paired with the same run without.
     Kept,
+    /// PostgreSQL: 1, 2, 3 … nodes on one database (needs `--db postgres://…`).
+    Cluster,
 }
 
 /// The order of a paired repetition's two runs (the variant, then the baseline, or the other
@@ -371,6 +381,23 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted(Part::Kept) {
         report.kept = Some(bench.kept().await.context("delivery log")?);
+    }
+    if wanted(Part::Cluster) {
+        match &cli.db {
+            Some(server_url) => {
+                for &nodes in &cli.nodes {
+                    let figure = bench
+                        .cluster(server_url, nodes.max(1))
+                        .await
+                        .with_context(|| format!("cluster of {nodes} node(s)"))?;
+                    report.cluster.push(figure);
+                }
+            }
+            None if cli.only.contains(&Part::Cluster) => {
+                bail!("--only cluster needs --db postgres://… (a PostgreSQL server)")
+            }
+            None => eprintln!("cluster: skipped (no --db postgres://…)"),
+        }
     }
     derive_ratios_and_targets(&mut report);
     report.elapsed_seconds = clock.elapsed().as_secs_f64();

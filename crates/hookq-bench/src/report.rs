@@ -61,6 +61,7 @@ pub struct Report {
     pub overload: Option<OverloadFigure>,
     pub recurring: Vec<RecurringFigure>,
     pub kept: Option<KeptFigure>,
+    pub cluster: Vec<crate::cluster::ClusterFigure>,
     pub ratios: Vec<Ratio>,
     pub targets: Vec<TargetCheck>,
     pub elapsed_seconds: f64,
@@ -457,6 +458,48 @@ fn print_control(report: &Report) {
             ),
         );
         row("keyed / without keys (paired)", &f.keyed_to_plain.show(2));
+    }
+    if !report.cluster.is_empty() {
+        println!(
+            "\nPostgreSQL: N nodes on one database (CPU-s per 10k jobs: the nodes together / PostgreSQL)"
+        );
+        for f in &report.cluster {
+            row(
+                &format!("{} node(s): enqueue, 64 producers", f.nodes),
+                &format!(
+                    "{} jobs/s   CPU {} / {}",
+                    f.enqueue_jobs_per_second.show(0),
+                    f.enqueue_nodes_cpu_per_10k.show(2),
+                    f.enqueue_postgres_cpu_per_10k.show(2)
+                ),
+            );
+            row(
+                &format!("{} node(s): backlog drain", f.nodes),
+                &format!(
+                    "{} jobs/s ({} jobs)",
+                    f.backlog_jobs_per_second.show(0),
+                    f.backlog_jobs.show(0)
+                ),
+            );
+            row(
+                &format!("{} node(s): end to end, {} jobs", f.nodes, f.e2e_jobs),
+                &format!(
+                    "{} jobs/s   CPU {} / {}   dup {}",
+                    f.e2e_jobs_per_second.show(0),
+                    f.e2e_nodes_cpu_per_10k.show(2),
+                    f.e2e_postgres_cpu_per_10k.show(2),
+                    f.duplicates
+                ),
+            );
+            row(
+                &format!("{} node(s): idle enqueue → delivery", f.nodes),
+                &format!(
+                    "p50 {} ms   p99 {} ms",
+                    f.idle_latency_p50_ms.show(2),
+                    f.idle_latency_p99_ms.show(2)
+                ),
+            );
+        }
     }
     if !report.rated.is_empty() {
         println!("\nRate-limited queue (burst 1), backlog drained");

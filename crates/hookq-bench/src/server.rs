@@ -288,7 +288,7 @@ pub fn process_cpu_seconds(stat_path: &str) -> anyhow::Result<f64> {
 }
 
 /// `sysconf(_SC_CLK_TCK)`, asked of `getconf` once; 100 on every Linux we know.
-fn clock_ticks_per_second() -> f64 {
+pub fn clock_ticks_per_second() -> f64 {
     static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     *TICKS.get_or_init(|| {
         Command::new("getconf")
