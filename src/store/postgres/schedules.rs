@@ -9,6 +9,7 @@
 
 use deadpool_postgres::Transaction;
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use super::jobs::{job_id, uuid};
 use crate::json::CanonicalJson;
@@ -59,6 +60,53 @@ pub async fn get(
         .map(from_row))
 }
 
+/// A schedule's row as the insert and the update both bind it (`$1`…`$10`).
+struct BoundSchedule<'a> {
+    queue: &'a str,
+    name: &'a str,
+    cron: &'a str,
+    timezone: &'a str,
+    payload: &'a str,
+    schedule: &'a NewSchedule,
+    next_run_at: Option<UnixMillis>,
+    now: UnixMillis,
+}
+
+impl<'a> BoundSchedule<'a> {
+    fn of(
+        queue: &'a QueueName,
+        schedule: &'a NewSchedule,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> Self {
+        Self {
+            queue: queue.as_str(),
+            name: schedule.name.as_str(),
+            cron: schedule.spec.expression(),
+            timezone: schedule.spec.timezone(),
+            payload: schedule.payload.as_str(),
+            schedule,
+            next_run_at,
+            now,
+        }
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 10] {
+        [
+            &self.queue,
+            &self.name,
+            &self.cron,
+            &self.timezone,
+            &self.payload,
+            &self.schedule.priority,
+            &self.schedule.ordering_key,
+            &self.schedule.paused,
+            &self.next_run_at,
+            &self.now,
+        ]
+    }
+}
+
 /// Create or replace `schedule` on `queue` at `now`, as SQLite does: a replaced schedule
 /// keeps its history (`last_run_at`, `last_job_id`), and its next tick when its expression
 /// and time zone did not change; otherwise the next tick is the first after `now`. A paused
@@ -86,18 +134,7 @@ pub async fn upsert(
                 "UPDATE schedules SET cron = $3, timezone = $4, payload = $5, priority = $6,
                         ordering_key = $7, paused = $8, next_run_at = $9, updated_at = $10
                  WHERE queue = $1 AND name = $2",
-                &[
-                    &queue.as_str(),
-                    &schedule.name.as_str(),
-                    &spec.expression(),
-                    &spec.timezone(),
-                    &schedule.payload.as_str(),
-                    &schedule.priority,
-                    &schedule.ordering_key,
-                    &schedule.paused,
-                    &next_run_at,
-                    &now,
-                ],
+                &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
             )
             .await?;
             return Ok(Saved::Replaced);
@@ -117,18 +154,7 @@ pub async fn upsert(
                         $8::boolean, $9::bigint, $10::bigint, $10::bigint
                  FROM queues WHERE name = $1
                  ON CONFLICT (queue, name) DO NOTHING",
-                &[
-                    &queue.as_str(),
-                    &schedule.name.as_str(),
-                    &spec.expression(),
-                    &spec.timezone(),
-                    &schedule.payload.as_str(),
-                    &schedule.priority,
-                    &schedule.ordering_key,
-                    &schedule.paused,
-                    &next_run_at,
-                    &now,
-                ],
+                &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
             )
             .await?;
         if inserted == 1 {
