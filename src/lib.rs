@@ -243,8 +243,9 @@ impl Server {
 const QUEUE_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// On a database several nodes share: hear the jobs other nodes store (each wakes this
-/// node's dispatcher for its queue), and follow their queue changes and the circuit breakers
-/// they open within [`QUEUE_REFRESH`]. Both tasks end with `stop`.
+/// node's dispatcher for its queue), and every [`QUEUE_REFRESH`] follow the other nodes'
+/// queue changes and the circuit breakers they open, and tell them this node's recent
+/// attempts (for `_stats`). Both tasks end with `stop`.
 fn follow_other_nodes(
     db: &store::postgres::PgStore,
     wakeups: &Wakeups,
@@ -252,7 +253,6 @@ fn follow_other_nodes(
     stop: &CancellationToken,
 ) -> (tokio::task::JoinHandle<()>, tokio::task::JoinHandle<()>) {
     let dispatch = pool.is_some();
-    let breakers = pool.map(|pool| pool.breakers().clone());
     let woken = wakeups.clone();
     let listener = db.listen_for_wakeups(
         move |queue| {
@@ -262,34 +262,61 @@ fn follow_other_nodes(
         },
         stop.clone(),
     );
-    let refreshed = db.clone();
-    let stop = stop.clone();
+    let (db, pool, stop) = (db.clone(), pool.cloned(), stop.clone());
     let refresher = tokio::spawn(async move {
         let mut every = tokio::time::interval(QUEUE_REFRESH);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut published = std::collections::HashMap::new();
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 _ = every.tick() => {
-                    if let Err(err) = refreshed.refresh_queues().await {
+                    if let Err(err) = db.refresh_queues().await {
                         tracing::warn!(error = %err, "cannot reload the queues");
                     }
-                    if let Some(breakers) = &breakers {
-                        let now = model::now_millis();
-                        match refreshed.open_breakers(now).await {
-                            Ok(open) => {
-                                for (queue, until) in open {
-                                    breakers.opened_elsewhere(&queue, until, now);
-                                }
-                            }
-                            Err(err) => {
-                                tracing::warn!(error = %err, "cannot read the open breakers");
-                            }
-                        }
+                    if let Some(pool) = &pool {
+                        follow_breakers(&db, pool).await;
+                        publish_activity(&db, pool, &mut published).await;
                     }
                 }
             }
         }
     });
     (listener, refresher)
+}
+
+/// Rest the targets whose breaker another node opened.
+async fn follow_breakers(db: &store::postgres::PgStore, pool: &DeliveryPool) {
+    let now = model::now_millis();
+    match db.open_breakers(now).await {
+        Ok(open) => {
+            for (queue, until) in open {
+                pool.breakers().opened_elsewhere(&queue, until, now);
+            }
+        }
+        Err(err) => tracing::warn!(error = %err, "cannot read the open breakers"),
+    }
+}
+
+/// Write this node's recent attempts of the queues whose figures changed since they were
+/// last written (or that had attempts in the last minute, so that their row stays fresh).
+async fn publish_activity(
+    db: &store::postgres::PgStore,
+    pool: &DeliveryPool,
+    published: &mut std::collections::HashMap<model::QueueName, store::ActivityFigures>,
+) {
+    let now = model::now_millis();
+    let busy: Vec<_> = pool
+        .activity()
+        .busy_queues(now)
+        .into_iter()
+        .filter(|(queue, figures)| {
+            published.get(queue) != Some(figures)
+                || figures.last_minute_delivered + figures.last_minute_failed > 0
+        })
+        .collect();
+    match db.publish_activity(now, &busy).await {
+        Ok(()) => published.extend(busy),
+        Err(err) => tracing::warn!(error = %err, "cannot publish this node's activity"),
+    }
 }

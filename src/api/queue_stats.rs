@@ -14,9 +14,9 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::error::{ApiErrorBody, ApiResult};
 use super::extract::KnownQueue;
-use crate::dispatch::activity::MINUTES;
 use crate::dispatch::{BreakerState, LastMinute};
 use crate::model::{UnixMillis, now_millis};
+use crate::store::ActivityFigures;
 use crate::store::{Queue, QueueCounts};
 use crate::telemetry::{self, QueueFigures};
 
@@ -65,15 +65,6 @@ pub struct LastHourView {
     pub failed: Vec<u64>,
 }
 
-impl LastHourView {
-    fn of(minutes: &[LastMinute]) -> Self {
-        Self {
-            delivered: minutes.iter().map(|m| m.delivered).collect(),
-            failed: minutes.iter().map(|m| m.failed).collect(),
-        }
-    }
-}
-
 /// Deliveries of the queue allowed in flight at once.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ConcurrencyView {
@@ -105,11 +96,20 @@ async fn queue_stats(
     let now = now_millis();
     let counts = state.store.queue_counts(queue.name.clone(), now).await?;
     let mut stats = stats_of(&state, &queue, counts, now);
-    let last_hour = match &state.pool {
-        Some(pool) => pool.activity().last_hour(&queue.name, now),
-        None => [LastMinute::default(); MINUTES],
+    let mut activity = match &state.pool {
+        Some(pool) => pool.activity().figures(&queue.name, now),
+        None => ActivityFigures::default(),
     };
-    stats.last_hour = LastHourView::of(&last_hour);
+    // On a shared database, every node's attempts: the same figures whichever node answers.
+    if let Some(shared) = state.store.postgres() {
+        activity.add(&shared.activity_of_other_nodes(&queue.name, now).await?);
+    }
+    stats.delivered_last_minute = activity.last_minute_delivered;
+    stats.failed_last_minute = activity.last_minute_failed;
+    stats.last_hour = LastHourView {
+        delivered: activity.hour_delivered.to_vec(),
+        failed: activity.hour_failed.to_vec(),
+    };
     Ok(Json(stats))
 }
 

@@ -4,6 +4,7 @@
 
 use super::per_queue::PerQueue;
 use crate::model::{QueueName, UnixMillis};
+use crate::store::ActivityFigures;
 
 const SECONDS: usize = 60;
 /// Minutes in [`Activity::last_hour`].
@@ -113,6 +114,31 @@ impl Activity {
             }
         }
         hour
+    }
+
+    /// Everything [`Self::last_minute`] and [`Self::last_hour`] say of `queue` at `now`.
+    pub fn figures(&self, queue: &QueueName, now: UnixMillis) -> ActivityFigures {
+        let last_minute = self.last_minute(queue, now);
+        let hour = self.last_hour(queue, now);
+        ActivityFigures {
+            last_minute_delivered: last_minute.delivered,
+            last_minute_failed: last_minute.failed,
+            hour_delivered: hour.map(|m| m.delivered),
+            hour_failed: hour.map(|m| m.failed),
+        }
+    }
+
+    /// The figures of every queue with an attempt in the last hour.
+    pub fn busy_queues(&self, now: UnixMillis) -> Vec<(QueueName, ActivityFigures)> {
+        let names: Vec<QueueName> = self.windows.lock().keys().cloned().collect();
+        names
+            .into_iter()
+            .map(|name| {
+                let figures = self.figures(&name, now);
+                (name, figures)
+            })
+            .filter(|(_, figures)| *figures != ActivityFigures::default())
+            .collect()
     }
 
     /// `queue` is gone.

@@ -28,11 +28,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    AttemptRecord, Claimed, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState,
-    DlqStats, Enqueued, Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord,
-    JobState, Last24h, Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest,
-    Position, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick,
-    SchedulerRound, Selection, SharedLimits,
+    ActivityFigures, AttemptRecord, Claimed, ClaimedJob, CountOf, DeadLetter, DeadLetterPage,
+    Delivery, DlqState, DlqStats, Enqueued, Failure, FailureReason, Filter, FiredTick,
+    IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob, NewSchedule, Outbox, OutboxEvent,
+    Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule,
+    ScheduleTick, SchedulerRound, Selection, SharedLimits,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};

@@ -183,6 +183,60 @@ pub struct JobRecord {
     pub delivery: Option<Delivery>,
 }
 
+/// Minutes in [`ActivityFigures::hour_delivered`]: the last hour.
+pub const ACTIVITY_MINUTES: usize = 60;
+
+/// What a queue's attempts ended in recently, as one node counted them (or several, added
+/// up): over the last 60 seconds, and per minute over the last hour, oldest minute first,
+/// the last entry the current minute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActivityFigures {
+    pub last_minute_delivered: u64,
+    pub last_minute_failed: u64,
+    pub hour_delivered: [u64; ACTIVITY_MINUTES],
+    pub hour_failed: [u64; ACTIVITY_MINUTES],
+}
+
+impl Default for ActivityFigures {
+    fn default() -> Self {
+        Self {
+            last_minute_delivered: 0,
+            last_minute_failed: 0,
+            hour_delivered: [0; ACTIVITY_MINUTES],
+            hour_failed: [0; ACTIVITY_MINUTES],
+        }
+    }
+}
+
+impl ActivityFigures {
+    /// Add `other`'s attempts to these.
+    pub fn add(&mut self, other: &ActivityFigures) {
+        self.last_minute_delivered += other.last_minute_delivered;
+        self.last_minute_failed += other.last_minute_failed;
+        for i in 0..ACTIVITY_MINUTES {
+            self.hour_delivered[i] += other.hour_delivered[i];
+            self.hour_failed[i] += other.hour_failed[i];
+        }
+    }
+
+    /// These figures `minutes` later, with no attempt since: the hour moves on (its oldest
+    /// minutes drop out, the new ones are empty).
+    pub fn aged(&self, minutes: usize) -> ActivityFigures {
+        let shift = |hour: &[u64; ACTIVITY_MINUTES]| {
+            let mut moved = [0; ACTIVITY_MINUTES];
+            for i in minutes.min(ACTIVITY_MINUTES)..ACTIVITY_MINUTES {
+                moved[i - minutes] = hour[i];
+            }
+            moved
+        };
+        ActivityFigures {
+            hour_delivered: shift(&self.hour_delivered),
+            hour_failed: shift(&self.hour_failed),
+            ..*self
+        }
+    }
+}
+
 /// Limits a claim must hold across every node sharing the database (PostgreSQL). A single
 /// SQLite process holds them itself, exactly, before it claims, so there they change nothing.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

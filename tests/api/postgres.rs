@@ -130,6 +130,7 @@ async fn postgres_schema_is_applied_once_and_then_left_alone() {
             "idempotency_keys",
             "job_attempts",
             "jobs",
+            "queue_activity",
             "queue_breakers",
             "queue_epoch",
             "queue_rates",

@@ -545,3 +545,55 @@ async fn one_node_at_a_time_sends_the_operational_events() {
     b.kill_9().await;
     db.drop_database().await;
 }
+
+#[tokio::test]
+async fn every_node_reports_the_clusters_attempts_in_a_queues_stats() {
+    let Some(db) = TestDatabase::create("the shared-activity test").await else {
+        return;
+    };
+    let receiver = TestReceiver::by_rule(|r| {
+        let job: Value = serde_json::from_slice(&r.body).ok()?;
+        (job["fail"] == true).then(|| Reply::status(500))
+    })
+    .await;
+    // a delivers; b only answers the API (no dispatcher, so no attempts of its own).
+    let mut a = node(&db.url, &[("HOOKQ_MAX_ATTEMPTS", "1")]).await;
+    let mut b = node(&db.url, &[("HOOKQ_DISPATCH", "off")]).await;
+    a.create_queue_ok("q", &receiver.url, None).await;
+    known_everywhere(&[&a, &b], "q").await;
+    for n in 0..5 {
+        b.enqueue_ok("q", &json!({ "n": n })).await;
+    }
+    let failing = b.enqueue_ok("q", &json!({ "fail": true })).await;
+    b.wait_until_error("q", &failing).await;
+    receiver.wait_for(6).await;
+    // Both nodes give the same figures: a's own, read from memory and (on b) from the row
+    // a writes each second; neither counts them twice.
+    for api in [&a.api, &b.api] {
+        eventually(
+            &format!("the cluster's attempts in {}'s stats", api.base),
+            || async {
+                let stats = api.get("/queue/q/_stats").await.expect(200);
+                let hour = |field: &str| -> u64 {
+                    stats["lastHour"][field]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|n| n.as_u64().unwrap())
+                        .sum()
+                };
+                let seen = (
+                    stats["deliveredLastMinute"].as_u64().unwrap(),
+                    stats["failedLastMinute"].as_u64().unwrap(),
+                    hour("delivered"),
+                    hour("failed"),
+                );
+                (seen == (5, 1, 5, 1)).then_some(())
+            },
+        )
+        .await;
+    }
+    a.kill_9().await;
+    b.kill_9().await;
+    db.drop_database().await;
+}

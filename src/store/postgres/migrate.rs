@@ -32,6 +32,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "shared limits",
         sql: include_str!("../../../migrations/postgres/0002_shared_limits.sql"),
     },
+    Migration {
+        version: 3,
+        name: "queue activity",
+        sql: include_str!("../../../migrations/postgres/0003_queue_activity.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

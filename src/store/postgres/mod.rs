@@ -16,6 +16,7 @@
 //! nodes and duties held by one node at a time. Still per node: a queue's concurrency,
 //! rate and breaker.
 
+pub mod activity;
 pub mod admin;
 pub mod connect;
 pub mod dead_letters;
@@ -46,7 +47,8 @@ use crate::policy::QueueChange;
 use crate::store::AfterCommit;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    Claimed, ClaimedJob, Enqueued, Lease, NewJob, Outbox, Outcome, Queue, QueueCounts, SharedLimits,
+    ActivityFigures, Claimed, ClaimedJob, Enqueued, Lease, NewJob, Outbox, Outcome, Queue,
+    QueueCounts, SharedLimits,
 };
 use crate::store::registry::Registry;
 use crate::store::sealing::Sealing;
@@ -343,6 +345,33 @@ impl PgStore {
             limits::claim_within(&tx, &queue, now, leased_until, want, shared, self.node).await?;
         tx.commit().await?;
         Ok(claimed)
+    }
+
+    /// Write this node's recent attempts of each busy queue, taken at `now`, for the other
+    /// nodes' `_stats`; once a minute, also forget rows nobody wrote for an hour.
+    pub async fn publish_activity(
+        &self,
+        now: UnixMillis,
+        busy: &[(QueueName, ActivityFigures)],
+    ) -> StoreResult<()> {
+        let client = self.pool.get().await?;
+        if !busy.is_empty() {
+            activity::publish(&client, self.node, now, busy).await?;
+        }
+        if now.rem_euclid(60_000) < 1_000 {
+            activity::purge_stale(&client, now).await?;
+        }
+        Ok(())
+    }
+
+    /// The recent attempts of `queue` on every other node, added up, as of `now`.
+    pub async fn activity_of_other_nodes(
+        &self,
+        queue: &QueueName,
+        now: UnixMillis,
+    ) -> StoreResult<ActivityFigures> {
+        let client = self.pool.get().await?;
+        activity::of_other_nodes(&client, self.node, queue, now).await
     }
 
     /// Open `queue`'s circuit breaker on every node until `until`.
