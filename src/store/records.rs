@@ -222,11 +222,10 @@ impl ActivityFigures {
     /// These figures `minutes` later, with no attempt since: the hour moves on (its oldest
     /// minutes drop out, the new ones are empty).
     pub fn aged(&self, minutes: usize) -> ActivityFigures {
+        let minutes = minutes.min(ACTIVITY_MINUTES);
         let shift = |hour: &[u64; ACTIVITY_MINUTES]| {
             let mut moved = [0; ACTIVITY_MINUTES];
-            for i in minutes.min(ACTIVITY_MINUTES)..ACTIVITY_MINUTES {
-                moved[i - minutes] = hour[i];
-            }
+            moved[..ACTIVITY_MINUTES - minutes].copy_from_slice(&hour[minutes..]);
             moved
         };
         ActivityFigures {
