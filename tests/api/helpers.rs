@@ -487,12 +487,13 @@ pub fn suite_on_postgres() -> bool {
     std::env::var("HOOKQ_TEST_BACKEND").as_deref() == Ok("postgres")
 }
 
-/// For a test of SQLite's file itself (the file commands, a full disk): whether to skip it
-/// because this run of the suite is on PostgreSQL, saying so. The SQLite run covers it.
-pub fn skipped_on_postgres(what: &str) -> bool {
+/// For a test with nothing to check on PostgreSQL (SQLite's file itself, or the HTTP layer
+/// alone): whether to skip it because this run of the suite is on PostgreSQL, saying `why`.
+/// The SQLite run covers it.
+pub fn skipped_on_postgres(why: &str) -> bool {
     let skip = suite_on_postgres();
     if skip {
-        eprintln!("skipped on PostgreSQL: {what} is about SQLite's file");
+        eprintln!("skipped on PostgreSQL: {why}");
     }
     skip
 }

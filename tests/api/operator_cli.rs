@@ -681,7 +681,7 @@ fn path_str(path: &Path) -> &str {
 
 #[tokio::test]
 async fn backup_copies_a_live_database_and_never_overwrites() {
-    if crate::helpers::skipped_on_postgres("`hookq backup`") {
+    if crate::helpers::skipped_on_postgres("`hookq backup` is about SQLite's file") {
         return;
     }
     let app = storing_app().await;
@@ -725,7 +725,7 @@ async fn backup_copies_a_live_database_and_never_overwrites() {
 
 #[tokio::test]
 async fn check_passes_a_live_database_and_fails_a_corrupted_copy() {
-    if crate::helpers::skipped_on_postgres("`hookq check`") {
+    if crate::helpers::skipped_on_postgres("`hookq check` is about SQLite's file") {
         return;
     }
     let app = storing_app().await;
@@ -760,7 +760,7 @@ async fn check_passes_a_live_database_and_fails_a_corrupted_copy() {
 
 #[tokio::test]
 async fn migrate_refuses_a_database_a_server_holds_and_prepares_a_new_one() {
-    if crate::helpers::skipped_on_postgres("`hookq migrate` on a file") {
+    if crate::helpers::skipped_on_postgres("`hookq migrate` on a file is about SQLite's file") {
         return;
     }
     let app = storing_app().await;
