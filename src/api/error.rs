@@ -83,6 +83,10 @@ impl From<StoreError> for ApiError {
                 retry_after_secs: 1,
             },
             StoreError::Closed => Self::Unavailable("the server is shutting down".into()),
+            StoreError::Contended(cause) => {
+                tracing::warn!(error = %cause, "a write lost a lock conflict in the database");
+                Self::Unavailable(StoreError::Contended(cause).to_string())
+            }
             StoreError::Unavailable(cause) => {
                 tracing::warn!(error = %cause, "the database cannot be reached");
                 Self::Unavailable(

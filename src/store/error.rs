@@ -35,6 +35,10 @@ pub enum StoreError {
     /// idempotency key. The cause is for logs.
     #[error("the database cannot be reached; retry shortly")]
     Unavailable(Arc<dyn std::error::Error + Send + Sync>),
+    /// The database aborted the transaction to resolve a lock conflict with another one (a
+    /// deadlock, or a serialization failure): nothing of it was written; retrying is safe.
+    #[error("the database aborted the write over a lock conflict; nothing was stored; retry")]
+    Contended(Arc<dyn std::error::Error + Send + Sync>),
     /// The database failed the operation; the cause is for logs.
     #[error("database error: {0}")]
     Database(Arc<dyn std::error::Error + Send + Sync>),

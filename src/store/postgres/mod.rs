@@ -543,6 +543,12 @@ impl From<tokio_postgres::Error> for StoreError {
             Some(code) if *code == SqlState::DISK_FULL => StoreError::StorageFull,
             // Raised by the `jobs_counted_in` trigger: the queue holds its maxQueued jobs.
             Some(code) if code.code() == "HQ001" => StoreError::QueueFull,
+            Some(code)
+                if *code == SqlState::T_R_DEADLOCK_DETECTED
+                    || *code == SqlState::T_R_SERIALIZATION_FAILURE =>
+            {
+                StoreError::Contended(Arc::new(error))
+            }
             // Connection exceptions (class 08) and the server shutting down, crashed or
             // starting (57P01–57P03).
             Some(code)
