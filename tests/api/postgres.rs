@@ -1047,3 +1047,73 @@ async fn postgres_a_key_never_stalls_when_its_head_leaves_as_its_next_job_arrive
     );
     close([a, b], db).await;
 }
+
+#[tokio::test]
+async fn postgres_a_capped_keyed_queue_takes_its_locks_in_one_order() {
+    let Some(db) = TestDatabase::create("postgres_capped_keyed_lock_order").await else {
+        return;
+    };
+    let store = node(&db).await;
+    let q = || QueueName::parse("q").unwrap();
+    let mut capped = queue_named("q");
+    capped.policy.max_queued = Some(100);
+    store.create_queue(capped).await.unwrap();
+    let t0 = now_millis();
+    let keyed = move |n| {
+        let mut j = job(n, t0);
+        j.ordering_key = Some("k".into());
+        j
+    };
+    store.enqueue(q(), keyed(0)).await.unwrap();
+    let head = store
+        .claim(q(), t0, t0 + 60_000, 1)
+        .await
+        .unwrap()
+        .remove(0);
+
+    // A removal of the head, by hand, as an outcome makes it: the delete first (its
+    // counting trigger locks the queue's size row), then the key's lock (to promote).
+    let pool = db.pool().await;
+    let mut removal = pool.get().await.unwrap();
+    let removal = removal.transaction().await.unwrap();
+    removal
+        .execute(
+            "DELETE FROM jobs WHERE id = $1",
+            &[&uuid::Uuid::from_bytes(*head.id.as_bytes())],
+        )
+        .await
+        .unwrap();
+    // Meanwhile an enqueue of the key's next job: it must wait for the size row before it
+    // takes the key, or the two would wait on each other.
+    let enqueue = tokio::spawn({
+        let store = store.clone();
+        async move { store.enqueue(q(), keyed(1)).await }
+    });
+    let watcher = pool.get().await.unwrap();
+    eventually("the enqueue waits for a lock", || async {
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        (waiting == 1).then_some(())
+    })
+    .await;
+    // The removal now takes the key's lock: free, since the enqueue did not take it first.
+    removal
+        .execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('q' || chr(31) || 'k', 0))",
+            &[],
+        )
+        .await
+        .expect("no deadlock: the enqueue is not holding the key");
+    removal.commit().await.unwrap();
+    assert_eq!(enqueue.await.unwrap().unwrap(), Enqueued::Stored);
+    drop(watcher);
+    pool.close();
+    close([store], db).await;
+}

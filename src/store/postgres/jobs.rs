@@ -672,10 +672,18 @@ pub(super) async fn bury(
 /// seeing that job, promotes nothing, and the key would wait forever. Under the lock the
 /// later one's next statement sees what the earlier one committed (READ COMMITTED takes a
 /// new snapshot per statement).
+///
+/// Lock order: a capped queue's `queue_sizes` row first (the `WHERE`'s sub-select runs
+/// before the select list), then the key. A job's removal takes that row first through its
+/// counting trigger and the key after, to promote the next job; an enqueue adds to the row
+/// after taking the key. Taking both here in that same order keeps the two from waiting on
+/// each other (a deadlock). An uncapped queue has no row: only the key is locked.
 pub(super) async fn lock_key(tx: &Transaction<'_>, queue: &str, key: &str) -> StoreResult<()> {
     prepared::execute(
         tx,
-        "SELECT pg_advisory_xact_lock(hashtextextended($1::text || chr(31) || $2::text, 0))",
+        "WITH size AS (SELECT 1 FROM queue_sizes WHERE queue = $1 FOR UPDATE)
+         SELECT pg_advisory_xact_lock(hashtextextended($1::text || chr(31) || $2::text, 0))
+         WHERE (SELECT count(*) FROM size) >= 0",
         &[&queue, &key],
     )
     .await?;
