@@ -249,6 +249,13 @@ pub fn job(n: usize, now: i64) -> NewJob {
     NewJob::now(JobId::new(), payload, now)
 }
 
+/// [`job`] with ordering key `key`.
+pub fn keyed_job(n: usize, now: i64, key: &str) -> NewJob {
+    let mut job = job(n, now);
+    job.ordering_key = Some(key.into());
+    job
+}
+
 pub fn failure(at: i64) -> Failure {
     Failure {
         error: "boom".into(),
@@ -355,13 +362,7 @@ async fn postgres_an_ordering_key_has_one_head_even_when_its_jobs_arrive_at_once
     nodes[0].create_queue(queue_named("q")).await.unwrap();
     let q = || QueueName::parse("q").unwrap();
     let t0 = now_millis();
-    let jobs: Vec<NewJob> = (0..40)
-        .map(|n| {
-            let mut j = job(n, t0);
-            j.ordering_key = Some("customer-1".into());
-            j
-        })
-        .collect();
+    let jobs: Vec<NewJob> = (0..40).map(|n| keyed_job(n, t0, "customer-1")).collect();
     join_all(
         jobs.iter()
             .enumerate()
@@ -731,10 +732,8 @@ async fn postgres_counts_cancel_and_hand_offs() {
     let ready = job(1, t0);
     let mut later = job(2, t0);
     later.not_before = Some(t0 + 60_000);
-    let mut head = job(3, t0);
-    head.ordering_key = Some("k".into());
-    let mut behind = job(4, t0);
-    behind.ordering_key = Some("k".into());
+    let head = keyed_job(3, t0, "k");
+    let behind = keyed_job(4, t0, "k");
     for j in [&ready, &later, &head, &behind] {
         store.enqueue(q(), j.clone()).await.unwrap();
     }
@@ -1013,11 +1012,7 @@ async fn postgres_a_key_never_stalls_when_its_head_leaves_as_its_next_job_arrive
     let q = || QueueName::parse("q").unwrap();
     a.create_queue(queue_named("q")).await.unwrap();
     let t0 = now_millis();
-    let keyed = |n| {
-        let mut j = job(n, t0);
-        j.ordering_key = Some("k".into());
-        j
-    };
+    let keyed = |n| keyed_job(n, t0, "k");
     a.enqueue(q(), keyed(0)).await.unwrap();
     // Each round: the head is delivered on node a while node b stores the key's next job.
     // Whichever commits first, the new job must end up the head (ready), never blocked
@@ -1059,11 +1054,7 @@ async fn postgres_a_capped_keyed_queue_takes_its_locks_in_one_order() {
     capped.policy.max_queued = Some(100);
     store.create_queue(capped).await.unwrap();
     let t0 = now_millis();
-    let keyed = move |n| {
-        let mut j = job(n, t0);
-        j.ordering_key = Some("k".into());
-        j
-    };
+    let keyed = move |n| keyed_job(n, t0, "k");
     store.enqueue(q(), keyed(0)).await.unwrap();
     let head = store
         .claim(q(), t0, t0 + 60_000, 1)
