@@ -246,18 +246,7 @@ impl EventSender {
     /// Whether this node sends the events now: always on SQLite (one process); on a shared
     /// database, while it holds the `events` duty.
     async fn on_duty(&self) -> bool {
-        let Some(shared) = self.store.postgres() else {
-            return true;
-        };
-        let now = now_millis();
-        let until = now.saturating_add(DUTY_HOLD.as_millis() as i64);
-        match shared.hold_duty("events", now, until).await {
-            Ok(held) => held,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot take the events duty");
-                false
-            }
-        }
+        self.store.on_duty("events", now_millis(), DUTY_HOLD).await
     }
 
     /// Send what is due; returns how long to wait before the next round.

@@ -140,23 +140,9 @@ impl Maintenance {
     /// `maintenance` duty, renewed by each of its sweeps and passed on once a node stops
     /// renewing it for [`Self::duty_hold`].
     async fn on_duty(&self, now: UnixMillis) -> bool {
-        let Some(shared) = self.store.postgres() else {
-            return true;
-        };
-        match shared
-            .hold_duty(
-                "maintenance",
-                now,
-                now.saturating_add(self.duty_hold().as_millis() as i64),
-            )
+        self.store
+            .on_duty("maintenance", now, self.duty_hold())
             .await
-        {
-            Ok(held) => held,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot take the maintenance duty");
-                false
-            }
-        }
     }
 
     /// Expired leases back to READY (or dead-lettered). Returns how many were recovered.

@@ -218,6 +218,24 @@ impl Store {
         }
     }
 
+    /// Whether this node does cluster-wide duty `name` (a sweep, the event sender) now,
+    /// holding it for `hold` more: always on SQLite (one process owns the file); on
+    /// PostgreSQL while it holds the duty's lease, taken over once the holder stops renewing
+    /// it. A database error counts as not holding it (and is logged).
+    pub async fn on_duty(&self, name: &str, now: UnixMillis, hold: std::time::Duration) -> bool {
+        let Backend::Postgres(db) = &self.backend else {
+            return true;
+        };
+        let until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
+        match db.hold_duty(name, now, until).await {
+            Ok(held) => held,
+            Err(err) => {
+                tracing::warn!(duty = name, error = %err, "cannot take the duty");
+                false
+            }
+        }
+    }
+
     /// Where the data lives, for logs (a PostgreSQL URL without its password).
     pub fn location(&self) -> String {
         match &self.backend {

@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 
 use crate::ceilings::QUEUE;
 use crate::report::Stats;
-use crate::server::{ServerProcess, clock_ticks_per_second, process_cpu_seconds};
+use crate::server::{ServerProcess, children_cpu_seconds, process_cpu_seconds};
 use crate::{Bench, MANY_PRODUCERS, MAX_WAIT, SMALL_PAYLOAD, load, per_10k};
 
 /// Jobs sent one at a time for the idle latency.
@@ -110,24 +110,10 @@ fn postgres_cpu_seconds() -> f64 {
         })
         .map(|e| {
             let stat = e.path().join("stat");
-            process_cpu_seconds(&stat.to_string_lossy()).unwrap_or(0.0)
-                + children_cpu_seconds(&stat).unwrap_or(0.0)
+            let stat = stat.to_string_lossy();
+            process_cpu_seconds(&stat).unwrap_or(0.0) + children_cpu_seconds(&stat).unwrap_or(0.0)
         })
         .sum()
-}
-
-/// cutime + cstime of a `/proc/<pid>/stat`: the CPU of children it has waited for.
-fn children_cpu_seconds(stat: &std::path::Path) -> Option<f64> {
-    let text = std::fs::read_to_string(stat).ok()?;
-    let (_, rest) = text.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the paren, utime is index 11: cutime and cstime are 13 and 14.
-    let ticks: u64 = fields
-        .get(13..15)?
-        .iter()
-        .map(|f| f.parse::<u64>().unwrap_or(0))
-        .sum();
-    Some(ticks as f64 / clock_ticks_per_second())
 }
 
 /// The nodes of one run.

@@ -269,6 +269,20 @@ impl Drop for ServerProcess {
 
 /// CPU seconds (utime + stime) from a `/proc/<pid>/stat` file.
 pub fn process_cpu_seconds(stat_path: &str) -> anyhow::Result<f64> {
+    // After the command's paren, field 3 (state) is index 0: utime (14) and stime (15)
+    // are 11 and 12.
+    stat_cpu_seconds(stat_path, 11..13)
+}
+
+/// CPU seconds of the children a process has waited for (cutime + cstime, fields 16 and 17)
+/// from its `/proc/<pid>/stat` file.
+pub fn children_cpu_seconds(stat_path: &str) -> anyhow::Result<f64> {
+    stat_cpu_seconds(stat_path, 13..15)
+}
+
+/// The sum of the tick fields at `fields` (indexes after the command's closing paren) of a
+/// `/proc/<pid>/stat` file, in seconds.
+fn stat_cpu_seconds(stat_path: &str, fields: std::ops::Range<usize>) -> anyhow::Result<f64> {
     let stat =
         std::fs::read_to_string(stat_path).with_context(|| format!("cannot read {stat_path}"))?;
     // The command name (field 2) may contain spaces; fields after its closing paren are plain.
@@ -276,10 +290,9 @@ pub fn process_cpu_seconds(stat_path: &str) -> anyhow::Result<f64> {
         .rsplit_once(')')
         .map(|(_, rest)| rest)
         .context("malformed /proc stat")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the paren: field 3 (state) is index 0, so utime (14) is 11 and stime (15) is 12.
-    let ticks: u64 = fields
-        .get(11..13)
+    let all: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = all
+        .get(fields)
         .context("short /proc stat")?
         .iter()
         .map(|f| f.parse::<u64>().unwrap_or(0))
@@ -288,7 +301,7 @@ pub fn process_cpu_seconds(stat_path: &str) -> anyhow::Result<f64> {
 }
 
 /// `sysconf(_SC_CLK_TCK)`, asked of `getconf` once; 100 on every Linux we know.
-pub fn clock_ticks_per_second() -> f64 {
+fn clock_ticks_per_second() -> f64 {
     static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     *TICKS.get_or_init(|| {
         Command::new("getconf")
