@@ -397,6 +397,8 @@ pub async fn next_due(
 
 /// Lease up to `limit` due jobs of `queue` to `node`: higher priority first, then the
 /// longest due, then the oldest. Scheduled jobs that fell due are promoted first.
+/// The queue's `paused` flag is read in the claim itself: a claim round that began before
+/// a pause (on this node or another) takes nothing once the pause is committed.
 pub async fn claim(
     tx: &Transaction<'_>,
     queue: &QueueName,
@@ -422,6 +424,7 @@ pub async fn claim(
                              leased_by = $4
              WHERE id IN (SELECT id FROM jobs
                           WHERE queue = $1 AND status = 0
+                            AND NOT (SELECT paused FROM queues WHERE name = $1)
                           ORDER BY priority DESC, run_at, id LIMIT $3
                           FOR UPDATE SKIP LOCKED)
              RETURNING id, payload, attempts, created_at, leased_until, ordering_key,

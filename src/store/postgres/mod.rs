@@ -70,6 +70,10 @@ pub struct PgStore {
     registry: Registry,
     /// The queue epoch the registry reflects.
     epoch: Arc<AtomicI64>,
+    /// Held by this node's own queue changes from their commit to their registry update,
+    /// and by a refresh from its last epoch check to its replace: a refresh never puts back
+    /// a snapshot older than a change this node has just applied.
+    registry_writes: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Stale leases recovered per transaction.
@@ -91,6 +95,7 @@ impl PgStore {
             outbox: Outbox::default(),
             registry: Registry::default(),
             epoch: Arc::new(AtomicI64::new(-1)),
+            registry_writes: Arc::default(),
         };
         store.reseal_secrets().await?;
         store.refresh_queues().await?;
@@ -203,6 +208,13 @@ impl PgStore {
             return Ok(false);
         }
         let loaded = queues::load_all(&client, &self.sealing).await?;
+        // A change committed since the epoch was read (here, or on another node) makes
+        // `loaded` possibly older than the registry: keep the registry and look again at
+        // the next refresh.
+        let _writes = self.registry_writes.lock().await;
+        if queues::epoch(&client).await? != epoch {
+            return Ok(false);
+        }
         self.registry.replace_all(loaded);
         self.epoch.store(epoch, Ordering::Release);
         Ok(true)
@@ -212,6 +224,7 @@ impl PgStore {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         queues::insert(&tx, &queue, &self.sealing).await?;
+        let _writes = self.registry_writes.lock().await;
         tx.commit().await?;
         self.registry.insert(queue);
         Ok(())
@@ -222,6 +235,7 @@ impl PgStore {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let queue = queues::update(&tx, &name, &change, &self.sealing).await?;
+        let _writes = self.registry_writes.lock().await;
         tx.commit().await?;
         self.registry.insert(queue.clone());
         Ok(queue)
@@ -232,6 +246,7 @@ impl PgStore {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         queues::delete(&tx, &name).await?;
+        let _writes = self.registry_writes.lock().await;
         tx.commit().await?;
         self.registry.remove(&name);
         Ok(())
