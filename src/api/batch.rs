@@ -16,7 +16,7 @@ use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{EnqueueOptions, KnownQueue};
 use crate::json;
 use crate::model::JobId;
-use crate::store::{Enqueued, IdempotencyKey, NewJob};
+use crate::store::{BatchEnqueued, BatchKey, NewJob};
 use crate::telemetry;
 
 /// The most jobs one batch may hold.
@@ -32,8 +32,8 @@ pub struct IdsBody {
     pub ok: bool,
     /// The jobs' ids, in the batch's order.
     pub ids: Vec<String>,
-    /// Present (and `true`) when the batch repeats an earlier one with the same
-    /// `Idempotency-Key`: nothing was stored, `ids` are the earlier jobs'.
+    /// Present (and `true`) when the batch repeats an earlier one (the same jobs) with the
+    /// same `Idempotency-Key`: nothing was stored, `ids` are the earlier jobs'.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[schema(required = false)]
     pub duplicate: bool,
@@ -42,8 +42,9 @@ pub struct IdsBody {
 /// Enqueue a batch of jobs, in one commit: all are stored, or none.
 ///
 /// The body is a JSON array of 1–1 000 job objects. The enqueue options (`delay`, `runAt`,
-/// their headers) apply to every job; with an `Idempotency-Key`, job `i` of the batch is
-/// keyed `<key>/<i>`, so a repeated batch stores nothing and answers with the first ids.
+/// their headers) apply to every job. An `Idempotency-Key` names the batch as a whole, in a
+/// key space of its own (unrelated to single jobs' keys): the same batch again stores
+/// nothing and answers `200` with the first ids; another batch under the key is `409`.
 #[utoipa::path(
     post,
     path = "/queue/{name}/_batch",
@@ -55,16 +56,18 @@ pub struct IdsBody {
         ("priority" = Option<i32>, Query, description = "As for one job, for every job"),
         ("orderingKey" = Option<String>, Query,
             description = "As for one job: the batch's jobs are delivered one at a time, in array order"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Job `i` is keyed `<key>/<i>`"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Names the batch as a whole: \
+            the same jobs again store nothing (200, the first ids); other jobs are refused (409)"),
     ),
     request_body(content = Vec<Object>, description = "1–1 000 job objects, at most \
         `HOOKQ_MAX_BATCH_BYTES` bytes (default 4 MiB), each at most `HOOKQ_MAX_JOB_BYTES`"),
     responses(
         (status = 201, description = "Every job stored, in one commit", body = IdsBody),
-        (status = 200, description = "A repeated batch (same `Idempotency-Key`): nothing stored", body = IdsBody),
+        (status = 200, description = "A repeated batch (same `Idempotency-Key`, same jobs): nothing stored", body = IdsBody),
         (status = 400, description = "Malformed JSON (the message names the job)", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 409, description = "The `Idempotency-Key` stands for a different batch: nothing stored", body = ApiErrorBody),
         (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 413, description = "Larger than `HOOKQ_MAX_BATCH_BYTES`, or a job larger than `HOOKQ_MAX_JOB_BYTES` (named)", body = ApiErrorBody),
         (status = 422, description = "Not an array of 1–1 000 job objects (the message names the job), or invalid options", body = ApiErrorBody),
@@ -115,50 +118,42 @@ async fn enqueue_batch(
             payload,
             created_at: options.now,
             not_before: options.not_before,
-            idempotency: options.idempotency.as_ref().map(|key| IdempotencyKey {
-                key: format!("{}/{index}", key.key),
-                valid_since: key.valid_since,
-            }),
+            // The batch is keyed as a whole (below), never job by job.
+            idempotency: None,
             priority: options.priority,
             ordering_key: options.ordering_key.clone(),
         });
     }
     let ids: Vec<JobId> = jobs.iter().map(|job| job.id).collect();
     let due_at = jobs.iter().map(NewJob::due_at).min().unwrap_or(options.now);
+    let key = options
+        .idempotency
+        .map(|key| BatchKey::new(key, &jobs, options.now));
     let name = queue.name.clone();
-    let outcomes = state.store.enqueue_batch(name.clone(), jobs).await?;
-    let duplicate = outcomes
-        .iter()
-        .any(|outcome| matches!(outcome, Enqueued::Duplicate(_)));
-    let ids = ids
-        .iter()
-        .zip(&outcomes)
-        .map(|(id, outcome)| match outcome {
-            Enqueued::Stored => id.to_string(),
-            Enqueued::Duplicate(first) => first.to_string(),
-        })
-        .collect();
-    if duplicate {
-        return Ok((
-            StatusCode::OK,
-            Json(IdsBody {
-                ok: true,
-                ids,
-                duplicate: true,
-            }),
-        ));
-    }
+    let ids = match state.store.enqueue_batch(name.clone(), jobs, key).await? {
+        BatchEnqueued::Duplicate(first) => {
+            return Ok((
+                StatusCode::OK,
+                Json(IdsBody {
+                    ok: true,
+                    ids: first.iter().map(JobId::to_string).collect(),
+                    duplicate: true,
+                }),
+            ));
+        }
+        BatchEnqueued::Stored => ids,
+    };
     if config.dispatch {
         state.wakeups.mark_due(&name, due_at);
     }
-    for _ in &outcomes {
+    for _ in &ids {
         telemetry::job_enqueued(&name);
     }
     Ok((
         StatusCode::CREATED,
         Json(IdsBody {
             ok: true,
-            ids,
+            ids: ids.iter().map(JobId::to_string).collect(),
             duplicate: false,
         }),
     ))

@@ -73,6 +73,7 @@ impl From<StoreError> for ApiError {
             StoreError::JobNotFound => Self::job_not_found(),
             StoreError::ScheduleNotFound => Self::NotFound("schedule not found".into()),
             StoreError::JobConflict(msg) => Self::Conflict(msg.into()),
+            StoreError::BatchKeyReused => Self::Conflict(StoreError::BatchKeyReused.to_string()),
             StoreError::StorageFull => Self::InsufficientStorage,
             StoreError::Overloaded => Self::TooManyRequests {
                 msg: StoreError::Overloaded.to_string(),

@@ -17,6 +17,13 @@ pub enum StoreError {
     /// The job exists but is in a state that forbids the operation; the text says which.
     #[error("{0}")]
     JobConflict(&'static str),
+    /// A batch's `Idempotency-Key` stands for another batch (other jobs, or another number
+    /// of them): nothing was written.
+    #[error(
+        "this Idempotency-Key was used for a different batch (other jobs or another number of \
+         them): nothing was stored; use a new key for a new batch"
+    )]
+    BatchKeyReused,
     /// The disk (or the database's size limit) is full: nothing was written.
     #[error("storage is full")]
     StorageFull,

@@ -28,11 +28,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    ActivityFigures, AttemptRecord, Claimed, ClaimedJob, CountOf, DeadLetter, DeadLetterPage,
-    Delivery, DlqState, DlqStats, Enqueued, Failure, FailureReason, Filter, FiredTick,
-    IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob, NewSchedule, Outbox, OutboxEvent,
-    Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule,
-    ScheduleTick, SchedulerRound, Selection, SharedLimits,
+    ActivityFigures, AttemptRecord, BatchEnqueued, BatchKey, Claimed, ClaimedJob, CountOf,
+    DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats, Enqueued, Failure, FailureReason,
+    Filter, FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob, NewSchedule,
+    Outbox, OutboxEvent, Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport,
+    ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound, Selection, SharedLimits,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -273,15 +273,19 @@ impl Store {
         on_backend!(self, db => db.enqueue(queue, job).await)
     }
 
-    /// Store every job of `jobs` in one commit, or none of them. The batch counts as one
-    /// enqueue against the pending-write bound (it is one write).
+    /// Store every job of `jobs` in one commit, or none of them. With a `key` that stands
+    /// for this same batch already, stores nothing and names the first batch's jobs; for
+    /// another batch, [`StoreError::BatchKeyReused`]. The jobs' own idempotency keys are
+    /// not consulted: a batch is keyed as a whole. The batch counts as one enqueue against
+    /// the pending-write bound (it is one write).
     pub async fn enqueue_batch(
         &self,
         queue: QueueName,
         jobs: Vec<NewJob>,
-    ) -> StoreResult<Vec<Enqueued>> {
+        key: Option<BatchKey>,
+    ) -> StoreResult<BatchEnqueued> {
         let _admitted = self.admit_enqueue()?;
-        on_backend!(self, db => db.enqueue_batch(queue, jobs).await)
+        on_backend!(self, db => db.enqueue_batch(queue, jobs, key).await)
     }
 
     /// Delete up to `limit` idempotency keys recorded before `before` (expired ones).

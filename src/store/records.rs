@@ -141,6 +141,85 @@ pub enum Enqueued {
     Duplicate(JobId),
 }
 
+/// A producer's `Idempotency-Key` for a whole batch, in a key space of its own: a batch
+/// keyed `K` and a single job keyed `K` (or `K/5`) are unrelated. The same key with the same
+/// batch stores nothing and answers with the first batch's ids; with another batch it is
+/// refused ([`StoreError::BatchKeyReused`]), so a batch is never stored in part.
+///
+/// [`StoreError::BatchKeyReused`]: super::StoreError::BatchKeyReused
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchKey {
+    pub key: IdempotencyKey,
+    /// What makes two batches "the same": see [`BatchKey::fingerprint`].
+    pub fingerprint: [u8; 32],
+    /// When the key is recorded (the batch's enqueue time).
+    pub created_at: UnixMillis,
+}
+
+impl BatchKey {
+    pub fn new(key: IdempotencyKey, jobs: &[NewJob], created_at: UnixMillis) -> Self {
+        Self {
+            key,
+            fingerprint: Self::fingerprint(jobs),
+            created_at,
+        }
+    }
+
+    /// SHA-256 over what a producer's retry of a batch repeats exactly: each job's canonical
+    /// payload, priority and ordering key, in order (each field length-prefixed, so no two
+    /// batches share an encoding). Not the delay: `delay=30s` is a different instant on
+    /// every retry.
+    pub fn fingerprint(jobs: &[NewJob]) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        hash.update((jobs.len() as u64).to_be_bytes());
+        for job in jobs {
+            let payload = job.payload.as_bytes();
+            hash.update((payload.len() as u64).to_be_bytes());
+            hash.update(payload);
+            hash.update(job.priority.to_be_bytes());
+            match &job.ordering_key {
+                Some(key) => {
+                    hash.update([1]);
+                    hash.update((key.len() as u64).to_be_bytes());
+                    hash.update(key.as_bytes());
+                }
+                None => hash.update([0]),
+            }
+        }
+        hash.finalize().into()
+    }
+}
+
+/// A batch key found recorded (and not expired): what the batch it stands for was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedBatch {
+    pub fingerprint: Vec<u8>,
+    pub ids: Vec<JobId>,
+}
+
+impl RecordedBatch {
+    /// A batch whose key is recorded already: the same batch again is a duplicate (nothing
+    /// stored, the first ids); another batch under the key is refused.
+    pub fn answer(self, key: &BatchKey) -> super::StoreResult<BatchEnqueued> {
+        if self.fingerprint == key.fingerprint {
+            Ok(BatchEnqueued::Duplicate(self.ids))
+        } else {
+            Err(super::StoreError::BatchKeyReused)
+        }
+    }
+}
+
+/// What a batch enqueue did: all of it, or nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchEnqueued {
+    /// Every job is stored.
+    Stored,
+    /// The batch repeats one stored before under its key: nothing was stored; these are
+    /// the first batch's ids, in its order.
+    Duplicate(Vec<JobId>),
+}
+
 impl NewJob {
     /// A job to deliver as soon as it can be.
     pub fn now(id: JobId, payload: CanonicalJson, created_at: UnixMillis) -> Self {

@@ -40,6 +40,8 @@ pub enum Stored {
     AttemptHistory,
     /// Idempotency keys, expired or not.
     IdempotencyKeys,
+    /// Batches' idempotency keys, expired or not.
+    BatchKeys,
     /// Delivered jobs kept in the delivery log.
     DeliveryLog,
 }
@@ -59,6 +61,7 @@ fn table_of(what: Stored) -> (&'static str, &'static str) {
         Stored::DeadLetters => ("dead_letters", "queue"),
         Stored::AttemptHistory => ("job_attempts", "queue"),
         Stored::IdempotencyKeys => ("idempotency_keys", "queue"),
+        Stored::BatchKeys => ("batch_keys", "queue"),
         Stored::DeliveryLog => ("delivered", "queue"),
     }
 }

@@ -3,7 +3,7 @@
 
 use axum::http::Method;
 use hookq::store::testing::{Inspector, Stored};
-use hookq::store::{Enqueued, IdempotencyKey, NewJob};
+use hookq::store::{BatchEnqueued, BatchKey, Enqueued, IdempotencyKey, NewJob};
 use serde_json::json;
 
 use crate::dlq_support::{DAY_MS, StoreFixture};
@@ -149,5 +149,57 @@ async fn a_key_expires_after_its_time_to_live_and_the_sweep_deletes_it() {
         1
     );
     assert_eq!(keys().await, 0);
+    fx.close().await;
+}
+
+#[tokio::test]
+async fn a_batch_key_expires_after_its_time_to_live_and_the_sweep_deletes_it() {
+    let fx = StoreFixture::open().await;
+    let queue = fx.create_queue("q").await;
+    let t0 = hookq::model::now_millis();
+    let ttl = 24 * 3600 * 1000;
+    let batch = |now: i64| {
+        let jobs: Vec<NewJob> = (0..2)
+            .map(|_| {
+                NewJob::now(
+                    hookq::model::JobId::new(),
+                    hookq::json::canonicalize(b"{}").unwrap(),
+                    now,
+                )
+            })
+            .collect();
+        let key = IdempotencyKey {
+            key: "b".into(),
+            valid_since: now - ttl,
+        };
+        let key = BatchKey::new(key, &jobs, now);
+        (jobs, key)
+    };
+    let (first, key) = batch(t0);
+    let first_ids: Vec<_> = first.iter().map(|job| job.id).collect();
+    let stored = fx.store.enqueue_batch(queue.clone(), first, Some(key));
+    assert_eq!(stored.await.unwrap(), BatchEnqueued::Stored);
+    let (again, key) = batch(t0 + ttl);
+    let again = fx.store.enqueue_batch(queue.clone(), again, Some(key));
+    assert_eq!(
+        again.await.unwrap(),
+        BatchEnqueued::Duplicate(first_ids),
+        "still within its TTL"
+    );
+    let (after, key) = batch(t0 + ttl + 1);
+    let after = fx.store.enqueue_batch(queue.clone(), after, Some(key));
+    assert_eq!(
+        after.await.unwrap(),
+        BatchEnqueued::Stored,
+        "expired: stored"
+    );
+    let inspector = Inspector::connect(&fx.database()).await.unwrap();
+    let keys = || async { inspector.count(Stored::BatchKeys).await.unwrap() };
+    assert_eq!(keys().await, 1);
+    fx.maintenance
+        .purge_idempotency_keys(t0 + ttl + 1 + ttl + 1)
+        .await;
+    assert_eq!(keys().await, 0);
+    assert_eq!(inspector.count(Stored::Jobs).await.unwrap(), 4);
     fx.close().await;
 }

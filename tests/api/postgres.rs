@@ -17,7 +17,8 @@ use hookq::model::{JobId, QueueName, Target, now_millis};
 use hookq::policy::QueueChange;
 use hookq::store::postgres::{self, PgPool, PgStore};
 use hookq::store::{
-    Enqueued, Failure, IdempotencyKey, Lease, NewJob, Outbox, Outcome, Queue, Sealing, StoreError,
+    BatchEnqueued, Enqueued, Failure, IdempotencyKey, Lease, NewJob, Outbox, Outcome, Queue,
+    Sealing, StoreError,
 };
 use serde_json::json;
 use tokio_postgres::NoTls;
@@ -703,11 +704,13 @@ async fn postgres_a_cap_holds_across_nodes_and_batches_fit_whole_or_not_at_all()
             .unwrap()
     );
     // A batch of two does not fit in the one place left: nothing of it is stored.
-    let refused = a.enqueue_batch(q(), vec![job(30, t0), job(31, t0)]).await;
+    let refused = a
+        .enqueue_batch(q(), vec![job(30, t0), job(31, t0)], None)
+        .await;
     assert!(matches!(refused, Err(StoreError::QueueFull)), "{refused:?}");
     assert_eq!(count(pool, "SELECT count(*) FROM jobs").await, 4);
-    let fits = a.enqueue_batch(q(), vec![job(32, t0)]).await.unwrap();
-    assert_eq!(fits, [Enqueued::Stored]);
+    let fits = a.enqueue_batch(q(), vec![job(32, t0)], None).await.unwrap();
+    assert_eq!(fits, BatchEnqueued::Stored);
     assert_eq!(count(pool, "SELECT live FROM queue_sizes").await, 5);
     // Lifting the cap forgets the count.
     let uncapped = QueueChange {

@@ -29,8 +29,8 @@ use crate::json::CanonicalJson;
 use crate::model::{EventId, JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Delivery, Enqueued, Failure, FailureReason, JobRecord, JobState,
-    Lease, NewJob, Outbox, Outcome, QueueCounts, ScheduleTick,
+    AttemptRecord, BatchEnqueued, BatchKey, ClaimedJob, Delivery, Enqueued, Failure, FailureReason,
+    JobRecord, JobState, Lease, NewJob, Outbox, Outcome, QueueCounts, RecordedBatch, ScheduleTick,
 };
 
 /// Statements prepared once per connection (deadpool's statement cache) and reused: the
@@ -122,6 +122,61 @@ pub async fn enqueue(
     }
     insert(tx, queue, job).await?;
     Ok(Enqueued::Stored)
+}
+
+/// Store every job of a batch, unless its key stands for a batch already (then nothing: the
+/// same batch is a duplicate, another one is refused). The key's row is claimed first, as a
+/// single job's is: a concurrent batch with the same key waits on it, then answers from it.
+pub async fn enqueue_batch(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    batch: &[NewJob],
+    key: Option<&BatchKey>,
+) -> StoreResult<BatchEnqueued> {
+    if let Some(key) = key {
+        let ids: Vec<Uuid> = batch.iter().map(|job| uuid(job.id)).collect();
+        let claimed = prepared::query_opt(
+            tx,
+            "INSERT INTO batch_keys (queue, key, fingerprint, job_ids, created_at)
+                 SELECT name, $2::text, $3::bytea, $4::uuid[], $5::bigint FROM queues
+                 WHERE name = $1
+                 ON CONFLICT (queue, key) DO UPDATE
+                     SET fingerprint = excluded.fingerprint, job_ids = excluded.job_ids,
+                         created_at = excluded.created_at
+                     WHERE batch_keys.created_at < $6
+                 RETURNING 1",
+            &[
+                &queue.as_str(),
+                &key.key.key,
+                &&key.fingerprint[..],
+                &ids,
+                &key.created_at,
+                &key.key.valid_since,
+            ],
+        )
+        .await?;
+        if claimed.is_none() {
+            let first = prepared::query_opt(
+                tx,
+                "SELECT fingerprint, job_ids FROM batch_keys WHERE queue = $1 AND key = $2",
+                &[&queue.as_str(), &key.key.key],
+            )
+            .await?;
+            let Some(row) = first else {
+                return Err(StoreError::QueueNotFound);
+            };
+            let ids: Vec<Uuid> = row.get(1);
+            let recorded = RecordedBatch {
+                fingerprint: row.get(0),
+                ids: ids.into_iter().map(job_id).collect(),
+            };
+            return recorded.answer(key);
+        }
+    }
+    for job in batch {
+        insert(tx, queue, job).await?;
+    }
+    Ok(BatchEnqueued::Stored)
 }
 
 /// Insert the job row. A savepoint guards the insert that may lose the race for its key's
@@ -288,14 +343,23 @@ pub async fn purge_idempotency_keys(
     before: UnixMillis,
     limit: usize,
 ) -> StoreResult<usize> {
-    let purged = prepared::execute(
+    let purged: i64 = prepared::query_one(
         tx,
-        "DELETE FROM idempotency_keys WHERE (queue, key) IN (
+        "WITH single AS (
+             DELETE FROM idempotency_keys WHERE (queue, key) IN (
                  SELECT queue, key FROM idempotency_keys WHERE created_at < $1
-                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
+                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+             RETURNING 1),
+         batch AS (
+             DELETE FROM batch_keys WHERE (queue, key) IN (
+                 SELECT queue, key FROM batch_keys WHERE created_at < $1
+                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+             RETURNING 1)
+         SELECT (SELECT count(*) FROM single) + (SELECT count(*) FROM batch)",
         &[&before, &i64::try_from(limit).unwrap_or(i64::MAX)],
     )
-    .await?;
+    .await?
+    .get(0);
     Ok(usize::try_from(purged).unwrap_or(usize::MAX))
 }
 

@@ -37,6 +37,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "queue activity",
         sql: include_str!("../../../migrations/postgres/0003_queue_activity.sql"),
     },
+    Migration {
+        version: 4,
+        name: "batch keys",
+        sql: include_str!("../../../migrations/postgres/0004_batch_keys.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -47,8 +47,8 @@ use crate::policy::QueueChange;
 use crate::store::AfterCommit;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    ActivityFigures, Claimed, ClaimedJob, Enqueued, Lease, NewJob, Outbox, Outcome, Queue,
-    QueueCounts, SharedLimits,
+    ActivityFigures, BatchEnqueued, BatchKey, Claimed, ClaimedJob, Enqueued, Lease, NewJob, Outbox,
+    Outcome, Queue, QueueCounts, SharedLimits,
 };
 use crate::store::registry::Registry;
 use crate::store::sealing::Sealing;
@@ -270,20 +270,19 @@ impl PgStore {
         Ok(enqueued)
     }
 
-    /// Store every job of `jobs` in one transaction, or none of them.
+    /// Store every job of `jobs` in one transaction, or none of them (see
+    /// [`Store::enqueue_batch`](crate::store::Store::enqueue_batch) for `key`).
     pub async fn enqueue_batch(
         &self,
         queue: QueueName,
         batch: Vec<NewJob>,
-    ) -> StoreResult<Vec<Enqueued>> {
+        key: Option<BatchKey>,
+    ) -> StoreResult<BatchEnqueued> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        let mut enqueued = Vec::with_capacity(batch.len());
-        for job in &batch {
-            enqueued.push(jobs::enqueue(&tx, &queue, job).await?);
-        }
+        let enqueued = jobs::enqueue_batch(&tx, &queue, &batch, key.as_ref()).await?;
         tx.commit().await?;
-        if enqueued.contains(&Enqueued::Stored) {
+        if enqueued == BatchEnqueued::Stored {
             self.notifier.due(&queue);
         }
         Ok(enqueued)

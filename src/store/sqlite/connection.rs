@@ -43,6 +43,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0008_event_outbox",
         include_str!("../../../migrations/0008_event_outbox.sql"),
     ),
+    (
+        "0009_batch_keys",
+        include_str!("../../../migrations/0009_batch_keys.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

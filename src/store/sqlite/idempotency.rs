@@ -1,12 +1,12 @@
-//! SQL for the `idempotency_keys` table: which job a queue's `Idempotency-Key` stands for,
-//! until the key expires.
+//! SQL for the `idempotency_keys` and `batch_keys` tables: which job (or which batch) a
+//! queue's `Idempotency-Key` stands for, until the key expires.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::jobs::id_from_row;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::error::StoreResult;
-use crate::store::records::IdempotencyKey;
+use crate::store::records::{BatchKey, IdempotencyKey, RecordedBatch};
 
 /// The job `key` stands for on `queue`, unless it has expired.
 pub fn find(
@@ -42,12 +42,71 @@ pub fn record(
     Ok(())
 }
 
-/// Delete up to `limit` keys recorded before `before`. Returns how many.
-pub fn purge(conn: &Connection, before: UnixMillis, limit: usize) -> StoreResult<usize> {
-    Ok(conn
+/// The batch `key` stands for on `queue`, unless it has expired.
+pub fn find_batch(
+    conn: &Connection,
+    queue: &QueueName,
+    key: &BatchKey,
+) -> StoreResult<Option<RecordedBatch>> {
+    let found = conn
         .prepare_cached(
-            "DELETE FROM idempotency_keys WHERE (queue, key) IN (
-                 SELECT queue, key FROM idempotency_keys WHERE created_at < ?1 LIMIT ?2)",
+            "SELECT fingerprint, job_ids FROM batch_keys
+             WHERE queue = ?1 AND key = ?2 AND created_at >= ?3",
         )?
-        .execute(params![before, limit as i64])?)
+        .query_row(
+            params![queue.as_str(), key.key.key, key.key.valid_since],
+            |row| Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?)),
+        )
+        .optional()?;
+    let Some((fingerprint, packed)) = found else {
+        return Ok(None);
+    };
+    let ids = packed
+        .chunks_exact(16)
+        .filter_map(|chunk| <[u8; 16]>::try_from(chunk).ok())
+        .map(JobId::from_bytes)
+        .collect();
+    Ok(Some(RecordedBatch { fingerprint, ids }))
+}
+
+/// Record that `key` stands for the batch of `ids` (replacing an expired record).
+pub fn record_batch(
+    conn: &Connection,
+    queue: &QueueName,
+    key: &BatchKey,
+    ids: &[JobId],
+) -> StoreResult<()> {
+    let packed: Vec<u8> = ids.iter().flat_map(|id| *id.as_bytes()).collect();
+    conn.prepare_cached(
+        "INSERT INTO batch_keys(queue, key, fingerprint, job_ids, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT(queue, key) DO UPDATE SET fingerprint = excluded.fingerprint,
+                                               job_ids = excluded.job_ids,
+                                               created_at = excluded.created_at",
+    )?
+    .execute(params![
+        queue.as_str(),
+        key.key.key,
+        &key.fingerprint[..],
+        packed,
+        key.created_at
+    ])?;
+    Ok(())
+}
+
+/// Delete up to `limit` keys (single-job and batch keys each) recorded before `before`.
+/// Returns how many.
+pub fn purge(conn: &Connection, before: UnixMillis, limit: usize) -> StoreResult<usize> {
+    let mut purged = 0;
+    for sql in [
+        "DELETE FROM idempotency_keys WHERE (queue, key) IN (
+             SELECT queue, key FROM idempotency_keys WHERE created_at < ?1 LIMIT ?2)",
+        "DELETE FROM batch_keys WHERE (queue, key) IN (
+             SELECT queue, key FROM batch_keys WHERE created_at < ?1 LIMIT ?2)",
+    ] {
+        purged += conn
+            .prepare_cached(sql)?
+            .execute(params![before, limit as i64])?;
+    }
+    Ok(purged)
 }

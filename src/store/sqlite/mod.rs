@@ -33,9 +33,10 @@ use rusqlite::ErrorCode;
 
 use super::error::{StoreError, StoreResult};
 use super::records::{
-    AttemptRecord, ClaimedJob, DeadLetterPage, DlqState, DlqStats, Enqueued, Filter, JobRecord,
-    Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position, Queue,
-    QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, SchedulerRound, Selection,
+    AttemptRecord, BatchEnqueued, BatchKey, ClaimedJob, DeadLetterPage, DlqState, DlqStats,
+    Enqueued, Filter, JobRecord, Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome,
+    PageRequest, Position, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule,
+    SchedulerRound, Selection,
 };
 use super::registry::Registry;
 use super::sealing::Sealing;
@@ -237,16 +238,10 @@ impl SqliteStore {
         &self,
         queue: QueueName,
         jobs: Vec<NewJob>,
-    ) -> StoreResult<Vec<Enqueued>> {
+        key: Option<BatchKey>,
+    ) -> StoreResult<BatchEnqueued> {
         self.writer
-            .write(move |conn| {
-                jobs.iter()
-                    .map(|job| match &job.idempotency {
-                        None => jobs::insert(conn, &queue, job).map(|()| Enqueued::Stored),
-                        Some(key) => moves::enqueue_once(conn, &queue, job, key),
-                    })
-                    .collect()
-            })
+            .write(move |conn| moves::enqueue_batch(conn, &queue, &jobs, key.as_ref()))
             .await
     }
 

@@ -12,8 +12,8 @@ use crate::event::{Event, excerpt};
 use crate::model::{EventId, JobId, QueueName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    Enqueued, FailureReason, FiredTick, IdempotencyKey, JobState, Lease, NewJob, Outbox, Outcome,
-    ReplayReport, ScheduleTick, SchedulerRound, Selection, TickPlan,
+    BatchEnqueued, BatchKey, Enqueued, FailureReason, FiredTick, IdempotencyKey, JobState, Lease,
+    NewJob, Outbox, Outcome, ReplayReport, ScheduleTick, SchedulerRound, Selection, TickPlan,
 };
 
 /// Store `job` unless its idempotency key already stands for a job of `queue` (and has not
@@ -31,6 +31,30 @@ pub fn enqueue_once(
     jobs::insert(conn, queue, job)?;
     idempotency::record(conn, queue, key, job.id, job.created_at)?;
     Ok(Enqueued::Stored)
+}
+
+/// Store every job of a batch, unless its key stands for a batch already (then nothing:
+/// the same batch is a duplicate, another one is refused). The lookup, the inserts and the
+/// key's record commit together.
+pub fn enqueue_batch(
+    conn: &Connection,
+    queue: &QueueName,
+    batch: &[NewJob],
+    key: Option<&BatchKey>,
+) -> StoreResult<BatchEnqueued> {
+    if let Some(key) = key
+        && let Some(recorded) = idempotency::find_batch(conn, queue, key)?
+    {
+        return recorded.answer(key);
+    }
+    for job in batch {
+        jobs::insert(conn, queue, job)?;
+    }
+    if let Some(key) = key {
+        let ids: Vec<JobId> = batch.iter().map(|job| job.id).collect();
+        idempotency::record_batch(conn, queue, key, &ids)?;
+    }
+    Ok(BatchEnqueued::Stored)
 }
 
 /// Fire the ticks of up to `limit` active schedules due at `now`, each in this one
