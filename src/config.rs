@@ -24,7 +24,7 @@ pub struct ServeArgs {
     /// SQLite database file, created if missing, or a PostgreSQL URL
     /// (`postgres://user:pass@host/db`) for several nodes on one database
     /// [default: the OS data directory, e.g. ~/.local/share/hookq/hookq.db]
-    #[arg(long, env = "HOOKQ_DB")]
+    #[arg(long, env = "HOOKQ_DB", hide_env_values = true)]
     pub db: Option<PathBuf>,
 
     /// With PostgreSQL: connections this node opens at most (its pool).
@@ -74,7 +74,7 @@ pub struct ServeArgs {
 
     /// POST operational events (job.dead_lettered, queue.breaker_opened/closed, dlq.alert)
     /// to this URL, at least once, retried with backoff. Unset: no events.
-    #[arg(long, env = "HOOKQ_EVENTS_TARGET")]
+    #[arg(long, env = "HOOKQ_EVENTS_TARGET", hide_env_values = true)]
     pub events_target: Option<String>,
 
     /// Sign the events with this secret (`X-HYPER-SIGNATURE`, as deliveries are signed).
@@ -90,6 +90,13 @@ pub struct ServeArgs {
     /// loopback server may deliver anywhere.
     #[arg(long, env = "HOOKQ_TARGET_ALLOWLIST", value_delimiter = ',')]
     pub target_allowlist: Vec<ipnet::IpNet>,
+
+    /// Send every delivery and operational event through this http(s) proxy
+    /// (`http://[user:pass@]host:port`). hookq still resolves and checks each target itself
+    /// (SSRF guard) before handing it to the proxy; the proxy's own address is not judged.
+    /// HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are never used.
+    #[arg(long, env = "HOOKQ_EGRESS_PROXY", hide_env_values = true)]
+    pub egress_proxy: Option<String>,
 
     /// Refuse plain-http targets (at queue creation and at delivery).
     #[arg(long, env = "HOOKQ_HTTPS_ONLY", default_value = "off", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
@@ -209,6 +216,8 @@ pub struct Config {
     pub events: Option<crate::events::EventsTarget>,
     pub dlq_alert_pending: u64,
     pub target_allowlist: Vec<ipnet::IpNet>,
+    /// Deliveries and events go through this proxy; never one from the environment.
+    pub egress_proxy: Option<reqwest::Url>,
     pub https_only: bool,
     pub breaker_threshold: u32,
     pub breaker_cooldown: Duration,
@@ -258,6 +267,15 @@ impl Config {
         AddressPolicy {
             block_private: self.api_key.is_some(),
             allowlist: self.target_allowlist.clone(),
+        }
+    }
+
+    /// How deliveries leave: the SSRF guard, the https rule and the egress proxy.
+    pub fn egress(&self) -> crate::dispatch::Egress {
+        crate::dispatch::Egress {
+            policy: self.address_policy(),
+            https_only: self.https_only,
+            proxy: self.egress_proxy.clone(),
         }
     }
 
@@ -351,6 +369,7 @@ impl Config {
             )?,
             dlq_alert_pending: args.dlq_alert_pending,
             target_allowlist: args.target_allowlist,
+            egress_proxy: parse_egress_proxy(args.egress_proxy.as_deref())?,
             https_only: args.https_only,
             breaker_threshold: args.breaker_threshold,
             breaker_cooldown: args.breaker_cooldown,
@@ -504,6 +523,22 @@ fn parse_events_target(
         .transpose()
         .map_err(|e| anyhow::anyhow!("invalid HOOKQ_EVENTS_SECRET / --events-secret: {}", e.0))?;
     Ok(Some(crate::events::EventsTarget { url, secret }))
+}
+
+/// `HOOKQ_EGRESS_PROXY`: an http or https URL. The error never repeats the value (it may
+/// carry a password).
+fn parse_egress_proxy(raw: Option<&str>) -> anyhow::Result<Option<reqwest::Url>> {
+    let Some(raw) = raw.map(str::trim).filter(|raw| !raw.is_empty()) else {
+        return Ok(None);
+    };
+    let url = reqwest::Url::parse(raw)
+        .map_err(|e| anyhow::anyhow!("HOOKQ_EGRESS_PROXY / --egress-proxy is not a URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        bail!(
+            "HOOKQ_EGRESS_PROXY / --egress-proxy must be an http:// or https:// proxy URL with a host"
+        );
+    }
+    Ok(Some(url))
 }
 
 /// An optional master key, 64 hex characters; the error names the setting, never the value.

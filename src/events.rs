@@ -135,11 +135,15 @@ pub struct EventSender {
 }
 
 impl EventSender {
-    pub fn new(store: Store, events: Events, target: EventsTarget) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
-            .timeout(TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
+    /// `proxy`: the egress proxy events go through, as deliveries do (never one from the
+    /// environment).
+    pub fn new(
+        store: Store,
+        events: Events,
+        target: EventsTarget,
+        proxy: Option<&reqwest::Url>,
+    ) -> anyhow::Result<Self> {
+        let client = crate::dispatch::webhook::http_client(TIMEOUT, proxy)?.build()?;
         Ok(Self {
             store,
             events,
@@ -220,7 +224,9 @@ impl EventSender {
                 response.status().as_u16(),
                 started.elapsed().as_millis()
             )),
-            Err(err) => Err(format!("{err}")),
+            // Without the URL: the target's query often carries a token, and this text is
+            // logged and stored in the outbox row.
+            Err(err) => Err(crate::dispatch::webhook::error_chain(&err.without_url())),
         }
     }
 

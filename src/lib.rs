@@ -31,6 +31,7 @@ pub mod json;
 pub mod maintenance;
 pub mod model;
 pub mod policy;
+pub mod redact;
 pub mod scheduler;
 pub mod store;
 pub mod telemetry;
@@ -90,11 +91,7 @@ impl Server {
         tracing::info!(db = %store.location(), "database open");
         let wakeups = Wakeups::default();
         let pool = if config.dispatch {
-            let webhook = WebhookClient::new(
-                config.delivery_timeout,
-                config.address_policy(),
-                config.https_only,
-            )?;
+            let webhook = WebhookClient::new(config.delivery_timeout, config.egress())?;
             let dispatch = DispatchConfig {
                 breaker_threshold: config.breaker_threshold,
                 breaker_cooldown: config.breaker_cooldown,
@@ -189,8 +186,13 @@ impl Server {
             .map(|db| follow_other_nodes(db, &wakeups, pool.as_ref(), &background));
         let event_sender = match &config.events {
             Some(target) => {
-                tracing::info!(target = %target.url.as_str(), "operational events on");
-                let sender = EventSender::new(store.clone(), events.clone(), target.clone())?;
+                tracing::info!(target = %redact::endpoint(target.url.url()), "operational events on");
+                let sender = EventSender::new(
+                    store.clone(),
+                    events.clone(),
+                    target.clone(),
+                    config.egress_proxy.as_ref(),
+                )?;
                 Some(tokio::spawn(sender.run(background.clone())))
             }
             None => None,

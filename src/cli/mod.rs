@@ -62,7 +62,12 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct RemoteArgs {
     /// Base URL of the hookq server.
-    #[arg(long, env = "HOOKQ_URL", default_value = "http://127.0.0.1:6363")]
+    #[arg(
+        long,
+        env = "HOOKQ_URL",
+        hide_env_values = true,
+        default_value = "http://127.0.0.1:6363"
+    )]
     pub url: String,
     /// API key, sent as `Authorization: Bearer <key>`.
     #[arg(long, env = "HOOKQ_API_KEY", hide_env_values = true)]
@@ -387,14 +392,14 @@ pub struct VerifyArgs {
 #[derive(Debug, Args)]
 pub struct DbArgs {
     /// The SQLite database file (`migrate` also takes a PostgreSQL URL).
-    #[arg(long, env = "HOOKQ_DB")]
+    #[arg(long, env = "HOOKQ_DB", hide_env_values = true)]
     pub db: PathBuf,
 }
 
 #[derive(Debug, Args)]
 pub struct BackupArgs {
     /// The SQLite database file to copy.
-    #[arg(long, env = "HOOKQ_DB")]
+    #[arg(long, env = "HOOKQ_DB", hide_env_values = true)]
     pub db: PathBuf,
     /// Where to write the copy; must not exist yet.
     pub dest: PathBuf,

@@ -2,10 +2,16 @@
 //!
 //! With an API key configured (a server reachable by others), targets resolving to loopback,
 //! private, link-local (incl. 169.254.169.254), CGNAT, multicast, unspecified, documentation
-//! or other non-global addresses are refused, for IPv4 and IPv6 (incl. IPv4-mapped and NAT64
-//! addresses), unless an allowlist CIDR contains them. The check runs at connect time inside
-//! the HTTP client's DNS resolver, so DNS rebinding cannot slip past a check made earlier.
+//! or other non-global addresses are refused, for IPv4 and IPv6 (incl. IPv4-mapped, NAT64,
+//! 6to4 and Teredo addresses, which can carry an IPv4 address of any kind), unless an
+//! allowlist CIDR contains them. Without an egress proxy the check runs at connect time
+//! inside the HTTP client's DNS resolver, so DNS rebinding cannot slip past a check made
+//! earlier; through an egress proxy ([`AddressPolicy::check_host`]) every address the target
+//! resolves to must pass before the request is handed to the proxy.
 //! In open loopback mode (local development) everything is allowed.
+//!
+//! A refusal names the target's host, never what a name resolved to: an API client must not
+//! be able to map internal DNS through dead-letter errors.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -26,12 +32,38 @@ impl AddressPolicy {
         !self.block_private || is_global(ip) || self.allowlist.iter().any(|net| net.contains(&ip))
     }
 
-    /// The error text for a refused address (also the dead-letter error).
-    pub fn refusal(ip: IpAddr) -> String {
+    /// The error text for a refused target (also the dead-letter error). `host` is the
+    /// target's host as its URL names it: a literal address, or a name whose resolved
+    /// addresses are not revealed.
+    pub fn refusal(host: impl std::fmt::Display) -> String {
         format!(
-            "target address {ip} is not a public address; deliveries to it are blocked \
-             (add it to HOOKQ_TARGET_ALLOWLIST to allow it)"
+            "target {host} is not a public address; deliveries to it are blocked \
+             (add its address range to HOOKQ_TARGET_ALLOWLIST to allow it)"
         )
+    }
+
+    /// Resolve `host` and check every address it resolves to (for a delivery through an
+    /// egress proxy, which resolves the name again itself: one refused address refuses
+    /// the target, since which one the proxy will use is unknown).
+    pub async fn check_host(&self, host: &str) -> Result<(), String> {
+        if !self.block_private {
+            return Ok(());
+        }
+        let resolved = tokio::net::lookup_host((host, 0))
+            .await
+            .map_err(|_| format!("target {host} did not resolve"))?;
+        let mut any = false;
+        for addr in resolved {
+            if !self.allows(addr.ip()) {
+                return Err(Self::refusal(host));
+            }
+            any = true;
+        }
+        if any {
+            Ok(())
+        } else {
+            Err(format!("target {host} did not resolve to any address"))
+        }
     }
 }
 
@@ -52,10 +84,10 @@ impl Resolve for GuardedResolver {
                 .copied()
                 .filter(|addr| policy.allows(addr.ip()))
                 .collect();
-            match (allowed.is_empty(), resolved.first()) {
+            match (allowed.is_empty(), resolved.is_empty()) {
                 (false, _) => Ok(Box::new(allowed.into_iter()) as Addrs),
-                (true, Some(refused)) => Err(AddressPolicy::refusal(refused.ip()).into()),
-                (true, None) => Err(format!("{host} did not resolve to any address").into()),
+                (true, false) => Err(AddressPolicy::refusal(&host).into()),
+                (true, true) => Err(format!("{host} did not resolve to any address").into()),
             }
         })
     }
@@ -71,6 +103,7 @@ pub fn is_global(ip: IpAddr) -> bool {
 
 fn is_global_v4(ip: Ipv4Addr) -> bool {
     let [a, b, c, _] = ip.octets();
+    // 192.88.99.0/24: the 6to4 relay anycast prefix (deprecated; a relay reaches any IPv4).
     !(ip.is_unspecified()
         || ip.is_loopback()
         || ip.is_private()
@@ -82,13 +115,11 @@ fn is_global_v4(ip: Ipv4Addr) -> bool {
         || (a == 100 && (64..128).contains(&b))     // CGNAT 100.64.0.0/10
         || (a == 192 && b == 0 && c == 0)           // IETF protocol assignments
         || (a == 198 && (18..20).contains(&b))      // benchmarking 198.18.0.0/15
+        || (a == 192 && b == 88 && c == 99)         // 6to4 relay anycast
         || a >= 240) // reserved
 }
 
 fn is_global_v6(ip: Ipv6Addr) -> bool {
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return is_global_v4(v4);
-    }
     let segments = ip.segments();
     // NAT64 (64:ff9b::/96) embeds an IPv4 address: judge that address.
     if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
@@ -105,7 +136,12 @@ fn is_global_v6(ip: Ipv6Addr) -> bool {
         || (segments[0] == 0x2001 && segments[1] == 0x0db8) // documentation
         || (segments[0] == 0x0100 && segments[1..4] == [0, 0, 0]) // discard 100::/64
         || segments[0] == 0x2002                     // 6to4: may embed any IPv4
-        || segments[..6] == [0, 0, 0, 0, 0, 0]) // IPv4-compatible (deprecated)
+        || (segments[0] == 0x2001 && segments[1] == 0) // Teredo 2001::/32: embeds any IPv4
+        || (segments[0] == 0x64 && segments[1] == 0xff9b && segments[2] == 1) // local NAT64 64:ff9b:1::/48
+        // ::/80 holds IPv4-mapped ::ffff:0:0/96 and IPv4-compatible ::/96: an IPv4 target
+        // is named as IPv4, so an IPv6 spelling of one is refused whatever it embeds.
+        || segments[..5] == [0, 0, 0, 0, 0]
+        || (segments[..4] == [0, 0, 0, 0] && segments[4] == 0xffff)) // IPv4-translated ::ffff:0:0:0/96
 }
 
 #[cfg(test)]
@@ -139,7 +175,12 @@ mod tests {
             "ff02::1",
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
+            "::ffff:8.8.8.8",
+            "::ffff:0:808:808",
             "64:ff9b::a00:1",
+            "64:ff9b:1::808:808",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "192.88.99.1",
             "2001:db8::1",
             "2002:7f00:1::",
         ] {
@@ -149,8 +190,8 @@ mod tests {
             "8.8.8.8",
             "1.1.1.1",
             "2606:4700::1111",
-            "::ffff:8.8.8.8",
             "64:ff9b::808:808",
+            "2001:4860:4860::8888",
         ] {
             assert!(is_global(ip(allowed)), "{allowed} should be allowed");
         }
@@ -182,5 +223,24 @@ mod tests {
             Err(err) => err.to_string(),
         };
         assert!(err.contains("not a public address"), "{err}");
+        assert!(
+            !err.contains("127.0.0.1") && !err.contains("::1"),
+            "the refusal does not say what the name resolved to: {err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_name_checked_for_a_proxy_must_resolve_to_allowed_addresses_only() {
+        let policy = AddressPolicy {
+            block_private: true,
+            allowlist: vec![],
+        };
+        let err = policy.check_host("localhost").await.unwrap_err();
+        assert!(
+            err.contains("target localhost is not a public address"),
+            "{err}"
+        );
+        let open = AddressPolicy::default();
+        open.check_host("localhost").await.unwrap();
     }
 }

@@ -36,7 +36,7 @@ pub use claimer::{Claimer, RoundReport};
 pub use pool::{DeliveryPool, Handoff, Slot};
 pub use retry::RetryPolicy;
 pub use wakeups::Wakeups;
-pub use webhook::{AttemptResult, WebhookClient};
+pub use webhook::{AttemptResult, Egress, WebhookClient};
 
 /// The dispatch settings, from the server's configuration.
 #[derive(Debug, Clone)]

@@ -356,7 +356,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dispatch::guard::AddressPolicy;
+    use crate::dispatch::Egress;
     use crate::model::{Target, now_millis};
     use crate::store::Sealing;
     use crate::store::StoreOptions;
@@ -399,11 +399,7 @@ mod tests {
             shutdown_grace: Duration::from_secs(1),
             sweep_interval: Duration::from_secs(5),
         };
-        let policy = AddressPolicy {
-            block_private: false,
-            allowlist: Vec::new(),
-        };
-        let webhook = WebhookClient::new(Duration::from_secs(1), policy, false).unwrap();
+        let webhook = WebhookClient::new(Duration::from_secs(1), Egress::default()).unwrap();
         let wakeups = Wakeups::default();
         let pool = DeliveryPool::new(
             store.clone(),

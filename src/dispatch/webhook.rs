@@ -49,35 +49,50 @@ pub enum AttemptResult {
     },
 }
 
+/// How deliveries leave the server: the SSRF guard's policy, whether plain http is refused,
+/// and the egress proxy they go through, if one is configured.
+#[derive(Debug, Clone, Default)]
+pub struct Egress {
+    pub policy: AddressPolicy,
+    pub https_only: bool,
+    /// `HOOKQ_EGRESS_PROXY`: every delivery goes through this http(s) proxy. Never taken
+    /// from `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`: a proxy resolves the target itself,
+    /// so one picked up from the environment would turn the guard off.
+    pub proxy: Option<reqwest::Url>,
+}
+
 /// The HTTP client shared by every attempt (connection pooling and keep-alive).
 #[derive(Clone)]
 pub struct WebhookClient {
     client: reqwest::Client,
     policy: Arc<AddressPolicy>,
     https_only: bool,
+    /// Deliveries go through a proxy: targets are resolved and checked before sending.
+    proxied: bool,
 }
 
 impl WebhookClient {
-    /// `policy` is enforced at connect time (see [`guard`](super::guard)); `https_only`
-    /// refuses plain-HTTP targets.
-    pub fn new(timeout: Duration, policy: AddressPolicy, https_only: bool) -> anyhow::Result<Self> {
-        let policy = Arc::new(policy);
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
+    /// The guard is enforced at connect time (see [`guard`](super::guard)), or, through a
+    /// proxy, on every address the target resolves to before the request is sent.
+    pub fn new(timeout: Duration, egress: Egress) -> anyhow::Result<Self> {
+        let policy = Arc::new(egress.policy);
+        let builder = http_client(timeout, egress.proxy.as_ref())?
             .connect_timeout(timeout.min(Duration::from_secs(10)))
-            // A redirect is an answer like any other non-2xx: following it could send a
-            // signed job somewhere its queue never named.
-            .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(256)
-            .tcp_nodelay(true)
-            .dns_resolver(Arc::new(GuardedResolver {
+            .tcp_nodelay(true);
+        // Through a proxy the resolver only ever sees the proxy's own name, which the
+        // operator chose and the guard does not judge.
+        let builder = match egress.proxy {
+            Some(_) => builder,
+            None => builder.dns_resolver(Arc::new(GuardedResolver {
                 policy: policy.clone(),
-            }))
-            .build()?;
+            })),
+        };
         Ok(Self {
-            client,
+            client: builder.build()?,
             policy,
-            https_only,
+            https_only: egress.https_only,
+            proxied: egress.proxy.is_some(),
         })
     }
 
@@ -96,7 +111,7 @@ impl WebhookClient {
             payload,
             schedule,
         } = job;
-        if let Err(error) = self.check_target(queue) {
+        if let Err(error) = self.check_target(queue).await {
             return AttemptResult::Failed {
                 timed_out: false,
                 error,
@@ -196,16 +211,35 @@ fn elapsed_ms(started: Instant) -> u64 {
 }
 
 impl WebhookClient {
-    /// What the resolver cannot see: literal IP targets (no DNS lookup) and the scheme.
-    fn check_target(&self, queue: &Queue) -> Result<(), String> {
+    /// What the resolver cannot see: the scheme, literal IP targets (no DNS lookup), and,
+    /// through a proxy, every target (the proxy resolves it, not this client).
+    async fn check_target(&self, queue: &Queue) -> Result<(), String> {
         if self.https_only && queue.target.url().scheme() != "https" {
             return Err("plain-http target refused: HOOKQ_HTTPS_ONLY is on".into());
         }
-        match queue.target.ip() {
-            Some(ip) if !self.policy.allows(ip) => Err(AddressPolicy::refusal(ip)),
+        match (queue.target.ip(), queue.target.url().host_str()) {
+            (Some(ip), _) if !self.policy.allows(ip) => Err(AddressPolicy::refusal(ip)),
+            (None, Some(host)) if self.proxied => self.policy.check_host(host).await,
             _ => Ok(()),
         }
     }
+}
+
+/// A client builder for outgoing webhooks (deliveries and operational events): no redirects
+/// followed (following one could send a signed body somewhere its queue never named) and no
+/// proxy but `proxy`: the environment's proxy variables are ignored.
+pub fn http_client(
+    timeout: Duration,
+    proxy: Option<&reqwest::Url>,
+) -> anyhow::Result<reqwest::ClientBuilder> {
+    let builder = reqwest::Client::builder()
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy();
+    Ok(match proxy {
+        Some(url) => builder.proxy(reqwest::Proxy::all(url.clone())?),
+        None => builder,
+    })
 }
 
 fn header_text(response: &reqwest::Response, name: reqwest::header::HeaderName) -> Option<String> {
@@ -233,7 +267,7 @@ async fn read_capped(
 }
 
 /// An error with its causes, `a: b: c`, which is where reqwest keeps the useful part.
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

@@ -139,7 +139,8 @@ async fn a_failing_events_target_is_retried_with_backoff_and_the_same_event() {
     let fx = StoreFixture::open().await;
     let events =
         TestReceiver::scripted(vec![Reply::status(500), Reply::status(502)], Reply::ok()).await;
-    let sender = EventSender::new(fx.store.clone(), Events::off(), target(&events, None)).unwrap();
+    let sender =
+        EventSender::new(fx.store.clone(), Events::off(), target(&events, None), None).unwrap();
     let t0 = now_millis();
     let closed = Event::BreakerClosed {
         queue: QueueName::parse("q").unwrap(),
@@ -187,7 +188,8 @@ async fn a_failing_events_target_is_retried_with_backoff_and_the_same_event() {
 async fn an_event_unsent_for_three_days_is_dropped() {
     let fx = StoreFixture::open().await;
     let events = TestReceiver::always(Reply::status(503)).await;
-    let sender = EventSender::new(fx.store.clone(), Events::off(), target(&events, None)).unwrap();
+    let sender =
+        EventSender::new(fx.store.clone(), Events::off(), target(&events, None), None).unwrap();
     let t0 = now_millis();
     let alert = Event::DlqAlert {
         alert: "too_many_pending".into(),
@@ -213,6 +215,7 @@ async fn dlq_alerts_are_announced_when_raised_and_cleared() {
         fx.store.clone(),
         fx.maintenance.events.clone(),
         target(&events, Some("s")),
+        None,
     )
     .unwrap();
     let queue = fx.create_queue("q").await;

@@ -604,6 +604,10 @@ impl BinaryApp {
             .args(["--listen", "127.0.0.1:0"])
             .env_remove("HOOKQ_API_KEY")
             .env_remove("HOOKQ_LOG_FORMAT")
+            // A test that sets proxy variables must not be passed by the environment's
+            // exceptions to them.
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
             .env("HOOKQ_LOG", "info")
             .env("NO_COLOR", "1")
             .env("HOOKQ_BACKOFF", "20ms")

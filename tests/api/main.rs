@@ -11,6 +11,7 @@ mod delivery;
 mod delivery_log;
 mod dlq;
 mod dlq_support;
+mod egress;
 mod events;
 mod faults;
 mod helpers;

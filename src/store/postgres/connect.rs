@@ -60,16 +60,9 @@ pub(super) fn tls_config() -> anyhow::Result<rustls::ClientConfig> {
         .with_no_client_auth())
 }
 
-/// `url` without its password, for messages and logs.
+/// `url` without its password (userinfo or `password=`), for messages and logs.
 pub fn redacted(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        Ok(parsed) => parsed.to_string(),
-        Err(_) => "the PostgreSQL URL".to_owned(),
-    }
+    crate::redact::url(url)
 }
 
 #[cfg(test)]
@@ -82,11 +75,6 @@ mod tests {
         assert!(is_postgres_url("postgresql://db/hookq"));
         assert!(!is_postgres_url("/var/lib/hookq/hookq.db"));
         assert!(!is_postgres_url("postgres.db"));
-        assert_eq!(
-            redacted("postgres://hookq:s3cret@db.example:5432/hookq?sslmode=require"),
-            "postgres://hookq:***@db.example:5432/hookq?sslmode=require"
-        );
-        assert_eq!(redacted("postgres://db/hookq"), "postgres://db/hookq");
-        assert!(!redacted("postgres://u:s3cret@[bad").contains("s3cret"));
+        assert!(!redacted("postgres://u@db/hookq?password=s3cret").contains("s3cret"));
     }
 }

@@ -1,0 +1,70 @@
+//! URLs as logs and messages may show them: without the credentials they can carry.
+
+/// `raw` with its password masked, in the userinfo and in a `password=` query parameter
+/// (libpq accepts both): for a database URL, whose other parts say which database it is.
+/// A string that is not a URL is not repeated at all.
+pub fn url(raw: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(raw) else {
+        return "<a URL that does not parse>".to_owned();
+    };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("***"));
+    }
+    if parsed.query().is_some() {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(name, value)| {
+                let value = if name.eq_ignore_ascii_case("password") {
+                    "***".to_owned()
+                } else {
+                    value.into_owned()
+                };
+                (name.into_owned(), value)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.to_string()
+}
+
+/// `url` as scheme, host, port and path only: for a webhook URL, whose userinfo and query
+/// are where tokens usually ride.
+pub fn endpoint(url: &url::Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(port) => format!("{}://{host}:{port}{}", url.scheme(), url.path()),
+        None => format!("{}://{host}{}", url.scheme(), url.path()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked_wherever_a_database_url_carries_them() {
+        assert_eq!(
+            url("postgres://hookq:s3cret@db.example:5432/hookq?sslmode=require"),
+            "postgres://hookq:***@db.example:5432/hookq?sslmode=require"
+        );
+        assert_eq!(
+            url("postgres://hookq@db/hookq?sslmode=require&password=s3cret"),
+            "postgres://hookq@db/hookq?sslmode=require&password=***"
+        );
+        assert_eq!(
+            url("postgres://db/hookq?PassWord=s3cret"),
+            "postgres://db/hookq?PassWord=***"
+        );
+        assert_eq!(url("postgres://db/hookq"), "postgres://db/hookq");
+        assert!(!url("postgres://u:s3cret@[bad").contains("s3cret"));
+    }
+
+    #[test]
+    fn an_endpoint_shows_neither_userinfo_nor_query() {
+        let parsed =
+            url::Url::parse("https://user:pw@hooks.example:8443/ops/in?token=t0k3n#x").unwrap();
+        assert_eq!(endpoint(&parsed), "https://hooks.example:8443/ops/in");
+        let parsed = url::Url::parse("http://hooks.example/in?token=t0k3n").unwrap();
+        assert_eq!(endpoint(&parsed), "http://hooks.example/in");
+    }
+}
