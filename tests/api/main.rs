@@ -7,6 +7,7 @@ mod batch;
 mod breaker;
 mod browser;
 mod cli;
+mod credentials;
 mod delivery;
 mod delivery_log;
 mod dlq;
