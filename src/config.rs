@@ -91,6 +91,19 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_TARGET_ALLOWLIST", value_delimiter = ',')]
     pub target_allowlist: Vec<ipnet::IpNet>,
 
+    /// Host names (comma-separated) this server answers to besides loopback ones, when it
+    /// has no API key; and whose `Origin` it accepts besides its own (e.g. the public name
+    /// behind a reverse proxy that rewrites `Host`).
+    #[arg(long, env = "HOOKQ_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
+    /// The URL operators and browsers reach this server at (`https://hookq.example.com`),
+    /// when it differs from the listen address (a TLS-terminating proxy): the UI's session
+    /// cookie is `Secure` when it is https, its host is an allowed host, and operational
+    /// events link to it.
+    #[arg(long, env = "HOOKQ_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
     /// Send every delivery and operational event through this http(s) proxy
     /// (`http://[user:pass@]host:port`). hookq still resolves and checks each target itself
     /// (SSRF guard) before handing it to the proxy; the proxy's own address is not judged.
@@ -216,6 +229,11 @@ pub struct Config {
     pub events: Option<crate::events::EventsTarget>,
     pub dlq_alert_pending: u64,
     pub target_allowlist: Vec<ipnet::IpNet>,
+    /// Hosts answered besides loopback ones (open server) and origins accepted besides the
+    /// server's own, lower case, without ports.
+    pub allowed_hosts: Vec<String>,
+    /// Where operators reach the server, if set (`HOOKQ_PUBLIC_URL`).
+    pub public_url: Option<reqwest::Url>,
     /// Deliveries and events go through this proxy; never one from the environment.
     pub egress_proxy: Option<reqwest::Url>,
     pub https_only: bool,
@@ -277,6 +295,17 @@ impl Config {
             https_only: self.https_only,
             proxy: self.egress_proxy.clone(),
         }
+    }
+
+    /// Whether the UI's session cookie is `Secure`: browsers reach the server over https,
+    /// as a non-loopback listener must be (behind TLS) or as `HOOKQ_PUBLIC_URL` says (a TLS
+    /// proxy on loopback).
+    pub fn cookies_secure(&self) -> bool {
+        !self.listen.ip().is_loopback()
+            || self
+                .public_url
+                .as_ref()
+                .is_some_and(|url| url.scheme() == "https")
     }
 
     /// The key the /admin routes require, if any: the admin key, else the API key.
@@ -370,6 +399,13 @@ impl Config {
             dlq_alert_pending: args.dlq_alert_pending,
             target_allowlist: args.target_allowlist,
             egress_proxy: parse_egress_proxy(args.egress_proxy.as_deref())?,
+            allowed_hosts: args
+                .allowed_hosts
+                .iter()
+                .map(|host| host.trim().trim_end_matches('.').to_ascii_lowercase())
+                .filter(|host| !host.is_empty())
+                .collect(),
+            public_url: parse_public_url(args.public_url.as_deref())?,
             https_only: args.https_only,
             breaker_threshold: args.breaker_threshold,
             breaker_cooldown: args.breaker_cooldown,
@@ -539,6 +575,22 @@ fn parse_egress_proxy(raw: Option<&str>) -> anyhow::Result<Option<reqwest::Url>>
         );
     }
     Ok(Some(url))
+}
+
+/// `HOOKQ_PUBLIC_URL`: an absolute http(s) URL with a host.
+fn parse_public_url(raw: Option<&str>) -> anyhow::Result<Option<reqwest::Url>> {
+    let Some(raw) = raw.map(str::trim).filter(|raw| !raw.is_empty()) else {
+        return Ok(None);
+    };
+    match reqwest::Url::parse(raw) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => {
+            Ok(Some(url))
+        }
+        _ => bail!(
+            "HOOKQ_PUBLIC_URL / --public-url must be an absolute http(s) URL such as \
+             https://hookq.example.com, not {raw:?}"
+        ),
+    }
 }
 
 /// An optional master key, 64 hex characters; the error names the setting, never the value.

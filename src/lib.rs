@@ -30,6 +30,7 @@ pub mod humanize;
 pub mod json;
 pub mod maintenance;
 pub mod model;
+pub mod origin_guard;
 pub mod policy;
 pub mod redact;
 pub mod scheduler;
@@ -212,7 +213,10 @@ impl Server {
             schedule_changes,
             shutdown: shutdown.clone(),
         });
-        let app = ui::with_ui(api::router(state.clone()), &state.config);
+        let guard = Arc::new(origin_guard::OriginGuard::new(&state.config));
+        let app = ui::with_ui(api::router(state.clone()), &state.config).layer(
+            axum::middleware::from_fn_with_state(guard, origin_guard::refuse_foreign),
+        );
         http_server::serve(listener, app, limits, shutdown).await;
 
         tracing::info!("shutting down: no new jobs accepted, finishing deliveries");

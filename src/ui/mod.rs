@@ -46,7 +46,7 @@ pub fn with_ui(api: Router, config: &Config) -> Router {
             config.api_key.clone(),
             config.admin_key().cloned(),
         ),
-        sessions: Sessions::new(!config.listen.ip().is_loopback()),
+        sessions: Sessions::new(config.cookies_secure()),
         admin_key: config.admin_key().cloned(),
         form_limit: config
             .max_job_bytes

@@ -24,6 +24,7 @@ mod observability;
 mod openapi;
 mod operator_cli;
 mod ordering;
+mod origin;
 mod overload;
 mod postgres;
 mod postgres_admin;
