@@ -75,6 +75,7 @@ fn router(state: UiState) -> Router {
         .route("/queue/{name}/delete", post(queue::delete))
         .route("/queue/{name}/job/{id}", get(job::page))
         .route("/queue/{name}/job/{id}/_details", get(job::details))
+        .route("/queue/{name}/job/{id}/payload.json", get(job::raw_payload))
         .route("/queue/{name}/job/{id}/cancel", post(job::cancel))
         .route("/queue/{name}/job/{id}/retry", post(job::retry))
         .route("/dlq", get(dead_letters::page))

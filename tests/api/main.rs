@@ -37,3 +37,4 @@ mod scheduling;
 mod state_machine;
 mod ui;
 mod ui_browser;
+mod ui_job_page;

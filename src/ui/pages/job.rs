@@ -1,9 +1,14 @@
 //! A job's page: its status (refreshed until it is delivered or dead), the payload
-//! pretty-printed as text, every failed attempt with status, latency and error body, and
-//! the actions its status allows (cancel a READY job, retry an ERROR one).
+//! pretty-printed as text (cut at [`SHOWN_PAYLOAD_BYTES`], the whole of it a link away),
+//! every failed attempt with status, latency and error body, and the actions its status
+//! allows (cancel a READY job, retry an ERROR one).
+//!
+//! The live part (`#job-live`: status, actions, attempts) is one element, and the refresh
+//! answers that element alone, swapped whole: the payload is drawn once with the page.
 
 use axum::extract::Path;
 use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use maud::{Markup, html};
 
 use super::dashboard::REFRESH;
@@ -23,6 +28,9 @@ fn job_id(raw: &str) -> UiResult<JobId> {
     })
 }
 
+/// The most of a payload's pretty-printed text a page shows; the rest is a link away.
+pub const SHOWN_PAYLOAD_BYTES: usize = 64 * 1024;
+
 fn job_url(queue: &QueueName, id: &JobId) -> String {
     format!("{}/job/{id}", queue_url(queue))
 }
@@ -30,34 +38,79 @@ fn job_url(queue: &QueueName, id: &JobId) -> String {
 /// `GET /ui/queue/{name}/job/{id}`.
 pub async fn page(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResult {
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
-    let details = details_section(ctx.api(), &ctx.current, &name, &id).await?;
+    let job = fetch(ctx.api(), &name, &id).await?;
     let content = html! {
         p { a href=(queue_url(&name)) { "← Queue " (name) } }
         h1 { "Job " span class="mono" { (id) } }
-        (details)
+        (live_part(job.as_ref(), &ctx.current, &name, &id))
+        @if let Some(job) = &job {
+            (payload_section(job, &name, &id))
+        }
     };
     Ok(ctx.page(&format!("Job {id}"), Section::Queues, content))
 }
 
-/// `GET /ui/queue/{name}/job/{id}/_details`: the live part alone.
+/// `GET /ui/queue/{name}/job/{id}/_details`: the live part alone, the element the page's
+/// refresh swaps.
 pub async fn details(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResult {
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
-    Ok(fragment(
-        details_section(ctx.api(), &ctx.current, &name, &id).await?,
-    ))
+    let job = fetch(ctx.api(), &name, &id).await?;
+    Ok(fragment(live_part(job.as_ref(), &ctx.current, &name, &id)))
 }
 
-/// Everything about the job; refreshes itself while the job is still READY.
-async fn details_section(
-    api: &ApiClient,
-    current: &Current,
-    queue: &QueueName,
-    id: &JobId,
-) -> UiResult<Markup> {
-    let job: JobView = match api.get(&format!("/queue/{queue}/{id}")).await {
-        Ok(job) => job,
-        Err(failure) if failure.status == StatusCode::NOT_FOUND => {
-            return Ok(html! {
+/// `GET /ui/queue/{name}/job/{id}/payload.json`: the payload exactly as stored (what the
+/// worker receives), for one too large to show whole.
+pub async fn raw_payload(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResult {
+    let (name, id) = (queue_name(&name)?, job_id(&id)?);
+    let Some(job) = fetch(ctx.api(), &name, &id).await? else {
+        return Err(UiError {
+            status: StatusCode::NOT_FOUND,
+            message: "No such job.".into(),
+        });
+    };
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/json; charset=utf-8",
+        )],
+        job.job.get().to_owned(),
+    )
+        .into_response())
+}
+
+/// The job, or `None` once it is gone.
+async fn fetch(api: &ApiClient, queue: &QueueName, id: &JobId) -> UiResult<Option<JobView>> {
+    match api.get(&format!("/queue/{queue}/{id}")).await {
+        Ok(job) => Ok(Some(job)),
+        Err(failure) if failure.status == StatusCode::NOT_FOUND => Ok(None),
+        Err(failure) => Err(failure.into()),
+    }
+}
+
+/// The payload, pretty-printed up to [`SHOWN_PAYLOAD_BYTES`].
+fn payload_section(job: &JobView, queue: &QueueName, id: &JobId) -> Markup {
+    let raw = job.job.get();
+    let pretty = format::pretty_json(raw, SHOWN_PAYLOAD_BYTES);
+    html! {
+        section aria-labelledby="payload-title" {
+            h2 id="payload-title" { "Payload" }
+            @if pretty.truncated {
+                p id="payload-truncated" class="muted" {
+                    "The first " (SHOWN_PAYLOAD_BYTES / 1024) " KiB of a " (raw.len()) "-byte payload. "
+                    a href={ (job_url(queue, id)) "/payload.json" } { "Open the whole payload (raw JSON)" }
+                }
+            }
+            pre id="payload" { (pretty.text) }
+        }
+    }
+}
+
+/// Status, actions and failed attempts, in one element (`#job-live`) that refreshes itself
+/// while the job is still READY.
+fn live_part(job: Option<&JobView>, current: &Current, queue: &QueueName, id: &JobId) -> Markup {
+    let Some(job) = job else {
+        return html! {
+            div id="job-live" {
                 section id="job-details" {
                     p id="job-status" { (badge("NOT FOUND", Tone::Plain)) }
                     p {
@@ -65,9 +118,8 @@ async fn details_section(
                         "keep delivered jobs), cancelled, or removed with its dead letter."
                     }
                 }
-            });
-        }
-        Err(failure) => return Err(failure.into()),
+            }
+        };
     };
     let live = job.status == JobStatusName::Ready;
     let (status, tone) = match job.status {
@@ -114,71 +166,67 @@ async fn details_section(
     let history = job.history.as_deref().unwrap_or_default();
     let url = job_url(queue, id);
     let csrf = csrf_field(current);
-    Ok(html! {
-        @if live {
-            section id="job-details" hx-get={ (url) "/_details" } hx-trigger=(REFRESH) hx-swap="outerHTML" {
-                (figures(facts))
-            }
-        } @else {
+    let refresh = live.then(|| format!("{url}/_details"));
+    html! {
+        div id="job-live"
+            hx-get=[refresh.as_deref()]
+            hx-trigger=[refresh.as_ref().map(|_| REFRESH)]
+            hx-swap=[refresh.as_ref().map(|_| "outerHTML")] {
             section id="job-details" { (figures(facts)) }
-        }
-        section aria-labelledby="job-actions" {
-            h2 id="job-actions" { "Actions" }
-            div class="actions" {
-                @match job.status {
-                    JobStatusName::Ready if !job.in_flight => {
-                        form method="post" action={ (url) "/cancel" } hx-post={ (url) "/cancel" }
-                            hx-confirm="Cancel this job? It will not be delivered." {
-                            (csrf)
-                            button type="submit" id="cancel-job" class="danger" { "Cancel job" }
-                        }
-                    },
-                    JobStatusName::Error => {
-                        form method="post" action={ (url) "/retry" } {
-                            (csrf)
-                            button type="submit" id="retry-job" { "Retry (back to READY)" }
-                        }
-                    },
-                    _ => p class="muted" { "None for a job in this state." },
+            section aria-labelledby="job-actions" {
+                h2 id="job-actions" { "Actions" }
+                div class="actions" {
+                    @match job.status {
+                        JobStatusName::Ready if !job.in_flight => {
+                            form method="post" action={ (url) "/cancel" } hx-post={ (url) "/cancel" }
+                                hx-confirm="Cancel this job? It will not be delivered." {
+                                (csrf)
+                                button type="submit" id="cancel-job" class="danger" { "Cancel job" }
+                            }
+                        },
+                        JobStatusName::Error => {
+                            form method="post" action={ (url) "/retry" } {
+                                (csrf)
+                                button type="submit" id="retry-job" { "Retry (back to READY)" }
+                            }
+                        },
+                        _ => p class="muted" { "None for a job in this state." },
+                    }
                 }
             }
-        }
-        section aria-labelledby="payload-title" {
-            h2 id="payload-title" { "Payload" }
-            pre id="payload" { (format::pretty_json(job.job.get())) }
-        }
-        section aria-labelledby="history-title" {
-            h2 id="history-title" { "Failed attempts" }
-            @if history.is_empty() {
-                p class="muted" { "None." }
-            } @else {
-                div class="table-wrap" {
-                    table id="history" {
-                        thead { tr {
-                            th scope="col" class="num" { "#" } th scope="col" { "When" }
-                            th scope="col" { "Answer" } th scope="col" class="num" { "Latency" }
-                            th scope="col" { "Error" }
-                        } }
-                        tbody {
-                            @for attempt in history {
-                                tr {
-                                    td class="num" { (attempt.attempt) }
-                                    td { (format::when(attempt.at)) }
-                                    td { @if let Some(s) = attempt.status { "HTTP " (s) } @else { "no answer" } }
-                                    td class="num" { (attempt.latency_ms) " ms" }
-                                    td { pre class="error" { (attempt.error) } }
+            section aria-labelledby="history-title" {
+                h2 id="history-title" { "Failed attempts" }
+                @if history.is_empty() {
+                    p class="muted" { "None." }
+                } @else {
+                    div class="table-wrap" {
+                        table id="history" {
+                            thead { tr {
+                                th scope="col" class="num" { "#" } th scope="col" { "When" }
+                                th scope="col" { "Answer" } th scope="col" class="num" { "Latency" }
+                                th scope="col" { "Error" }
+                            } }
+                            tbody {
+                                @for attempt in history {
+                                    tr {
+                                        td class="num" { (attempt.attempt) }
+                                        td { (format::when(attempt.at)) }
+                                        td { @if let Some(s) = attempt.status { "HTTP " (s) } @else { "no answer" } }
+                                        td class="num" { (attempt.latency_ms) " ms" }
+                                        td { pre class="error" { (attempt.error) } }
+                                    }
                                 }
                             }
                         }
                     }
                 }
-            }
-            @if let Some(error) = job.error.as_deref().filter(|_| history.is_empty()) {
-                h3 { "Last error" }
-                pre class="error" { (error) }
+                @if let Some(error) = job.error.as_deref().filter(|_| history.is_empty()) {
+                    h3 { "Last error" }
+                    pre class="error" { (error) }
+                }
             }
         }
-    })
+    }
 }
 
 /// `POST /ui/queue/{name}/job/{id}/cancel`.
