@@ -94,6 +94,42 @@ async fn admin(url: &str) -> tokio_postgres::Client {
     client
 }
 
+#[tokio::test]
+async fn postgres_every_connection_commits_durably_whatever_the_databases_default() {
+    let Some(db) = TestDatabase::create("postgres_every_connection_commits_durably…").await
+    else {
+        return;
+    };
+    admin(&db.url)
+        .await
+        .batch_execute(&format!(
+            "ALTER DATABASE {} SET synchronous_commit = off",
+            db.name
+        ))
+        .await
+        .unwrap();
+    let plain = admin(&db.url).await;
+    let default: String = plain
+        .query_one("SHOW synchronous_commit", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(default, "off", "the database's own default");
+    drop(plain);
+    let pool = db.pool().await;
+    for _ in 0..3 {
+        let client = pool.get().await.unwrap();
+        let setting: String = client
+            .query_one("SHOW synchronous_commit", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(setting, "on", "an enqueue's transaction commits durably");
+    }
+    pool.close();
+    db.drop_database().await;
+}
+
 async fn table_names(pool: &PgPool) -> Vec<String> {
     let client = pool.get().await.unwrap();
     client

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// A pool of connections to one database.
@@ -23,6 +23,13 @@ pub fn parse_url(url: &str) -> anyhow::Result<tokio_postgres::Config> {
         .with_context(|| format!("{}: not a PostgreSQL URL", redacted(url)))
 }
 
+/// Run on every new connection: a `201` means the job is durably committed, so a role or
+/// database whose default is `synchronous_commit = off` gets `on` for this session. (`local`
+/// and the `remote_*` levels flush locally too and are kept.) The relaxed transactions
+/// (claims, outcomes) still set `off` for themselves with `SET LOCAL`.
+const DURABLE_COMMITS: &str = "SELECT set_config('synchronous_commit', 'on', false)
+     WHERE current_setting('synchronous_commit') = 'off'";
+
 /// A pool of at most `size` connections to the database at `url`. Connections are opened
 /// when first needed; this checks that one can be, so a wrong URL fails at start.
 pub async fn connect(url: &str, size: usize) -> anyhow::Result<PgPool> {
@@ -36,6 +43,14 @@ pub async fn connect(url: &str, size: usize) -> anyhow::Result<PgPool> {
     );
     let pool = Pool::builder(manager)
         .max_size(size.max(1))
+        .post_create(Hook::async_fn(|client, _| {
+            Box::pin(async move {
+                client
+                    .batch_execute(DURABLE_COMMITS)
+                    .await
+                    .map_err(HookError::Backend)
+            })
+        }))
         .build()
         .context("building the PostgreSQL connection pool")?;
     let first = pool

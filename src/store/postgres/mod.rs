@@ -258,7 +258,8 @@ impl PgStore {
         queues::load_all(&client, &self.sealing).await
     }
 
-    /// Store a job; returns once it is committed (at the server's `synchronous_commit`).
+    /// Store a job; returns once it is durably committed (every connection commits with
+    /// `synchronous_commit` at least `on`: see [`connect`]).
     pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<Enqueued> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
