@@ -37,6 +37,18 @@ const MIGRATIONS: &[Migration] = &[
         name: "queue activity",
         sql: include_str!("../../../migrations/postgres/0003_queue_activity.sql"),
     },
+    // MERGE: placeholder for version 4, `0004_batch_keys` (branch main): replace this entry
+    // with it so 0005 below keeps version 5.
+    Migration {
+        version: 4,
+        name: "placeholder",
+        sql: "SELECT 1;",
+    },
+    Migration {
+        version: 5,
+        name: "api keys",
+        sql: include_str!("../../../migrations/postgres/0005_api_keys.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

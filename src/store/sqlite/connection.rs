@@ -43,6 +43,13 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0008_event_outbox",
         include_str!("../../../migrations/0008_event_outbox.sql"),
     ),
+    // MERGE: placeholder for version 9, `0009_batch_keys` (branch main): replace this entry
+    // with its include_str! so 0010 below keeps version 10.
+    ("0009_placeholder", "SELECT 1;"),
+    (
+        "0010_api_keys",
+        include_str!("../../../migrations/0010_api_keys.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.
