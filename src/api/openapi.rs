@@ -39,6 +39,7 @@ pub const API_KEY: &str = "apiKey";
         (name = "jobs", description = "hyper Queue API: jobs of a queue"),
         (name = "schedules", description = "Recurring jobs: a queue's cron schedules"),
         (name = "dead letters", description = "Dead-letter administration (admin key)"),
+        (name = "api keys", description = "Scoped API keys: roles and queues (admin only)"),
     ),
 )]
 pub struct ApiDoc;
