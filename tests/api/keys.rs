@@ -479,3 +479,45 @@ async fn jwts_valid_for_longer_than_the_maximum_lifetime_are_refused() {
         assert_eq!(response.status, status, "{claims}");
     }
 }
+
+#[tokio::test]
+async fn the_ui_lists_keys_as_text_and_revokes_one() {
+    use crate::ui::{ADMIN_KEY, UiVisitor};
+    let app = spawn_app(|config| {
+        with_key(config);
+        config.admin_key = Some(ApiKey::new(ADMIN_KEY.into()));
+    })
+    .await;
+    let admin = as_key(&app, ADMIN_KEY);
+    let body = json!({"name": "<b>dash</b>", "role": "reader", "queues": ["billing-*"]});
+    let created = admin
+        .call(
+            Method::POST,
+            "/admin/keys",
+            Some(body.to_string().as_bytes()),
+        )
+        .await
+        .expect(201);
+    let (id, key) = (
+        created["id"].as_str().unwrap().to_owned(),
+        created["key"].as_str().unwrap().to_owned(),
+    );
+    let mut visitor = UiVisitor::logged_in(&app, ADMIN_KEY).await;
+    let page = visitor.get("/ui/keys").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    for shown in [
+        "&lt;b&gt;dash&lt;/b&gt;",
+        "reader",
+        "billing-*",
+        id.as_str(),
+        "Revoke",
+    ] {
+        assert!(page.body.contains(shown), "{shown} in {}", page.body);
+    }
+    assert!(!page.body.contains("<b>dash") && !page.body.contains(&key));
+    let done = visitor.submit("/ui/keys/revoke", &[("id", &id)]).await;
+    let page = visitor.follow(done).await;
+    assert!(page.body.contains("Revoked key"), "{}", page.body);
+    assert!(page.body.contains("revoked"), "{}", page.body);
+    as_key(&app, &key).get("/queue").await.expect_error(401);
+}

@@ -122,6 +122,7 @@ async fn postgres_schema_is_applied_once_and_then_left_alone() {
     assert_eq!(
         table_names(&pool).await,
         [
+            "api_keys",
             "cluster_leases",
             "dead_letters",
             "delivered",
