@@ -41,6 +41,16 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_ADMIN_KEY", hide_env_values = true)]
     pub admin_key: Option<String>,
 
+    /// During a rotation of the API key: the former key, accepted like HOOKQ_API_KEY (also
+    /// as the JWT signing key) until you remove it.
+    #[arg(long, env = "HOOKQ_API_KEY_PREVIOUS", hide_env_values = true)]
+    pub api_key_previous: Option<String>,
+
+    /// Refuse JWTs valid for longer than this (`exp - iat`, or `exp - now` without `iat`),
+    /// e.g. `1h`. Unset: any lifetime.
+    #[arg(long, env = "HOOKQ_JWT_MAX_LIFETIME", value_parser = parse_duration)]
+    pub jwt_max_lifetime: Option<Duration>,
+
     /// Encrypt queue secrets at rest with this key (ChaCha20-Poly1305): 32 bytes as 64 hex
     /// characters, e.g. from `openssl rand -hex 32`. Secrets stored before are sealed with
     /// it at start-up.
@@ -217,6 +227,10 @@ pub struct Config {
     pub pg_pool_size: usize,
     pub api_key: Option<ApiKey>,
     pub admin_key: Option<ApiKey>,
+    /// The former API key during a rotation: accepted wherever the API key is.
+    pub api_key_previous: Option<ApiKey>,
+    /// The longest validity a JWT may claim, if limited.
+    pub jwt_max_lifetime: Option<Duration>,
     /// Seals queue secrets at rest; see [`Config::sealing`].
     pub master_key: Option<MasterKey>,
     /// Opens secrets sealed before a rotation.
@@ -380,6 +394,8 @@ impl Config {
             pg_pool_size: args.pg_pool_size,
             api_key: args.api_key.map(ApiKey::new),
             admin_key: args.admin_key.map(ApiKey::new),
+            api_key_previous: args.api_key_previous.map(ApiKey::new),
+            jwt_max_lifetime: args.jwt_max_lifetime,
             master_key: parse_master_key(
                 args.master_key.as_deref(),
                 "HOOKQ_MASTER_KEY / --master-key",
@@ -451,6 +467,17 @@ impl Config {
             .is_some_and(|k| k.expose().trim().is_empty())
         {
             bail!("HOOKQ_ADMIN_KEY / --admin-key must not be empty");
+        }
+        if let Some(previous) = &self.api_key_previous
+            && (previous.expose().trim().is_empty() || self.api_key.is_none())
+        {
+            bail!(
+                "HOOKQ_API_KEY_PREVIOUS must be a non-empty former key, set together with \
+                 HOOKQ_API_KEY (the new key)"
+            );
+        }
+        if self.jwt_max_lifetime.is_some_and(|d| d.is_zero()) {
+            bail!("HOOKQ_JWT_MAX_LIFETIME / --jwt-max-lifetime must be greater than zero");
         }
         if self.admin_key.is_some() && self.api_key.is_none() && !self.listen.ip().is_loopback() {
             bail!(

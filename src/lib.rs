@@ -18,6 +18,7 @@
 //! shutdown token fires, then drains deliveries and flushes the writer.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod api;
 pub mod cli;
 pub mod config;

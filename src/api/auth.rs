@@ -1,31 +1,68 @@
-//! API-key authentication: `Authorization: Bearer <key>`, `X-API-Key: <key>`, or
-//! `Authorization: Bearer <JWT>` signed HS256 with the key and carrying a valid `exp`
-//! (what the `hyper-connect` client sends). Every failure gets the same 401.
+//! Authentication and authorisation of every protected route. A request carries one of:
+//! a configured key (`HOOKQ_API_KEY`, `HOOKQ_API_KEY_PREVIOUS` during a rotation, or
+//! `HOOKQ_ADMIN_KEY` on `/admin`), as `Authorization: Bearer <key>`, `X-API-Key: <key>` or
+//! `Authorization: Bearer <JWT>` signed HS256 with the key and carrying a valid `exp` (what
+//! the `hyper-connect` client sends); or a scoped key (`hq_…`, see [`crate::access`]) looked
+//! up in the store. A configured key opens its whole zone, as before scoped keys existed; a
+//! scoped key opens what its role and queues allow on the route ([`super::permissions`]).
+//! Unknown, wrong or revoked credentials get the one 401; a valid scoped key outside its
+//! role or queues gets 403.
 
-use axum::extract::{Request, State};
+use std::time::Duration;
+
+use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State};
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::Response;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::AppState;
 use super::error::ApiError;
+use super::permissions;
+use crate::access::{Grant, KEY_PREFIX, key_hash};
 use crate::config::ApiKey;
 
 /// Clock skew tolerated on a JWT's `exp`, in seconds.
 const JWT_LEEWAY_SECS: u64 = 60;
+
+/// Who a request was let in as; handlers that narrow their answer to a key's queues
+/// (`GET /queue`) read it from the request's extensions.
+#[derive(Debug, Clone)]
+pub enum Principal {
+    /// A configured key, or an open server: everything the zone offers.
+    Full,
+    /// A scoped key, allowed what its grant allows.
+    Scoped(Grant),
+}
+
+impl Principal {
+    /// Whether this caller may see `queue` (in lists).
+    pub fn sees(&self, queue: &str) -> bool {
+        match self {
+            Principal::Full => true,
+            Principal::Scoped(grant) => grant.sees(queue),
+        }
+    }
+}
+
+/// The two zones of routes and the configured keys each accepts.
+#[derive(Debug, Clone, Copy)]
+enum Zone {
+    /// The queue API: the API key (or its previous one).
+    Queues,
+    /// `/admin`: the admin key when one is set, else the API key (or its previous one).
+    Admin,
+}
 
 pub async fn require_api_key(
     State(state): State<AppState>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    match &state.config.api_key {
-        Some(key) if !is_authorized(request.headers(), key) => Err(ApiError::Unauthorized),
-        _ => Ok(next.run(request).await),
-    }
+    authorize(&state, Zone::Queues, request, next).await
 }
 
 /// The /admin routes: the admin key when one is set, else the API key.
@@ -34,16 +71,98 @@ pub async fn require_admin_key(
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    match state.config.admin_key() {
-        Some(key) if !is_authorized(request.headers(), key) => Err(ApiError::Unauthorized),
-        _ => Ok(next.run(request).await),
+    authorize(&state, Zone::Admin, request, next).await
+}
+
+async fn authorize(
+    state: &AppState,
+    zone: Zone,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let config = &state.config;
+    let configured: Vec<&ApiKey> = match (zone, &config.admin_key) {
+        (Zone::Admin, Some(admin)) => vec![admin],
+        _ => config
+            .api_key
+            .iter()
+            .chain(config.api_key_previous.iter())
+            .collect(),
+    };
+    // No key configured for the zone: it is open (loopback only, see config.rs).
+    if configured.is_empty()
+        || configured
+            .iter()
+            .any(|key| is_authorized_within(request.headers(), key, config.jwt_max_lifetime))
+    {
+        request.extensions_mut().insert(Principal::Full);
+        return Ok(next.run(request).await);
     }
+    let Some(grant) = scoped_key(state, request.headers()).await? else {
+        return Err(ApiError::Unauthorized);
+    };
+    let (mut parts, body) = request.into_parts();
+    let route = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    let need = permissions::need(&parts.method, &route);
+    let params = RawPathParams::from_request_parts(&mut parts, &())
+        .await
+        .ok();
+    let queue = params
+        .as_ref()
+        .and_then(|p| p.iter().find(|(k, _)| *k == "name").map(|(_, v)| v));
+    if !grant.allows(need, queue) {
+        return Err(ApiError::Forbidden(permissions::refusal(
+            &grant, need, queue,
+        )));
+    }
+    let mut request = Request::from_parts(parts, body);
+    request.extensions_mut().insert(Principal::Scoped(grant));
+    Ok(next.run(request).await)
+}
+
+/// The live scoped key the request carries, if any. Only `hq_…` credentials are looked up,
+/// so garbage credentials cost no database read.
+async fn scoped_key(state: &AppState, headers: &HeaderMap) -> Result<Option<Grant>, ApiError> {
+    let given = headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .or_else(|| {
+            headers
+                .get(AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(bearer_token)
+        });
+    let Some(given) = given.filter(|k| k.starts_with(KEY_PREFIX)) else {
+        return Ok(None);
+    };
+    let found = state.store.find_api_key(key_hash(given)).await?;
+    Ok(found.map(|key| Grant {
+        id: key.id,
+        name: key.name,
+        role: key.role,
+        scope: key.scope,
+    }))
 }
 
 pub fn is_authorized(headers: &HeaderMap, key: &ApiKey) -> bool {
+    is_authorized_within(headers, key, None)
+}
+
+/// Whether the headers carry `key` (or a JWT signed with it, valid for at most
+/// `max_lifetime` when set).
+pub fn is_authorized_within(
+    headers: &HeaderMap,
+    key: &ApiKey,
+    max_lifetime: Option<Duration>,
+) -> bool {
     let key = key.expose().as_bytes();
     if let Some(given) = headers.get("x-api-key")
-        && constant_time_eq(given.as_bytes(), key)
+        && keys_match(given.as_bytes(), key)
     {
         return true;
     }
@@ -54,7 +173,7 @@ pub fn is_authorized(headers: &HeaderMap, key: &ApiKey) -> bool {
     else {
         return false;
     };
-    constant_time_eq(token.as_bytes(), key) || valid_jwt(token, key)
+    keys_match(token.as_bytes(), key) || valid_jwt(token, key, max_lifetime)
 }
 
 fn bearer_token(value: &str) -> Option<&str> {
@@ -65,20 +184,40 @@ fn bearer_token(value: &str) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.ct_eq(b).into()
+/// Whether two keys are equal, in constant time whatever their lengths: compares fixed-size
+/// digests (a slice comparison returns early when the lengths differ, telling the length).
+pub fn keys_match(a: &[u8], b: &[u8]) -> bool {
+    Sha256::digest(a).ct_eq(&Sha256::digest(b)).into()
 }
 
-/// An HS256 JWT signed with the key, with an `exp` in the future (within the leeway).
-/// The algorithm is pinned: `none` and every other `alg` are refused.
-fn valid_jwt(token: &str, key: &[u8]) -> bool {
+/// An HS256 JWT signed with the key, with an `exp` in the future (within the leeway), and,
+/// with `max_lifetime`, valid for no longer than that: `exp - iat`, or `exp - now` when the
+/// token has no `iat`. The algorithm is pinned: `none` and every other `alg` are refused.
+fn valid_jwt(token: &str, key: &[u8], max_lifetime: Option<Duration>) -> bool {
     let mut validation = Validation::new(Algorithm::HS256);
     validation.leeway = JWT_LEEWAY_SECS;
     validation.validate_exp = true;
     validation.validate_aud = false;
     validation.set_required_spec_claims(&["exp"]);
-    jsonwebtoken::decode::<serde_json::Value>(token, &DecodingKey::from_secret(key), &validation)
-        .is_ok()
+    let Ok(data) = jsonwebtoken::decode::<serde_json::Value>(
+        token,
+        &DecodingKey::from_secret(key),
+        &validation,
+    ) else {
+        return false;
+    };
+    let Some(max) = max_lifetime else {
+        return true;
+    };
+    let claims = &data.claims;
+    let Some(exp) = claims.get("exp").and_then(serde_json::Value::as_f64) else {
+        return false;
+    };
+    let start = claims
+        .get("iat")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(jsonwebtoken::get_current_timestamp() as f64);
+    exp - start <= max.as_secs_f64()
 }
 
 #[cfg(test)]
@@ -136,6 +275,38 @@ mod tests {
             &headers("authorization", &format!("Bearer {skewed}")),
             &key
         ));
+    }
+
+    #[test]
+    fn a_maximum_lifetime_refuses_long_lived_jwts() {
+        let key = ApiKey::new(KEY.into());
+        let hour = Some(std::time::Duration::from_secs(3600));
+        let now = jsonwebtoken::get_current_timestamp() as i64;
+        let token = |claims: serde_json::Value| {
+            let token = jsonwebtoken::encode(
+                &Header::new(Algorithm::HS256),
+                &claims,
+                &EncodingKey::from_secret(KEY.as_bytes()),
+            )
+            .unwrap();
+            headers("authorization", &format!("Bearer {token}"))
+        };
+        let short = token(json!({ "exp": now + 600, "iat": now }));
+        let long = token(json!({ "exp": now + 7200, "iat": now }));
+        let long_without_iat = token(json!({ "exp": now + 7200 }));
+        let short_without_iat = token(json!({ "exp": now + 600 }));
+        assert!(is_authorized_within(&short, &key, hour));
+        assert!(is_authorized_within(&short_without_iat, &key, hour));
+        assert!(!is_authorized_within(&long, &key, hour));
+        assert!(!is_authorized_within(&long_without_iat, &key, hour));
+        assert!(is_authorized_within(&long, &key, None));
+    }
+
+    #[test]
+    fn keys_of_any_length_compare_equal_only_when_equal() {
+        assert!(keys_match(b"abc", b"abc"));
+        assert!(!keys_match(b"abc", b"abcd"));
+        assert!(!keys_match(b"", b"a"));
     }
 
     #[test]

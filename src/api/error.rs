@@ -15,7 +15,8 @@ pub enum ApiError {
     BadRequest(String),
     #[error("not authorized")]
     Unauthorized,
-    /// Authenticated (or not needed), but not allowed: the text says why.
+    /// Not allowed: a scoped key outside its role or queues, a foreign `Origin` or `Host`;
+    /// the text says which.
     #[error("{0}")]
     Forbidden(String),
     #[error("{0}")]

@@ -11,7 +11,9 @@ pub mod dlq;
 pub mod error;
 pub mod extract;
 pub mod jobs;
+pub mod keys;
 pub mod openapi;
+pub mod permissions;
 pub mod queue_stats;
 pub mod queues;
 pub mod schedules;
@@ -80,10 +82,12 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::require_api_key,
         ));
-    let admin = dlq::router().route_layer(middleware::from_fn_with_state(
-        state.clone(),
-        auth::require_admin_key,
-    ));
+    let admin = dlq::router()
+        .merge(keys::router())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_admin_key,
+        ));
     let (routes, document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(system::public_router())
         .merge(protected)

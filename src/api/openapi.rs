@@ -26,7 +26,9 @@ pub const API_KEY: &str = "apiKey";
             Queue API (`/queue/…`) plus an admin API for dead letters (`/admin/dlq…`). \
             Every failure has the shape `{\"ok\":false,\"status\",\"msg\"}` (`ApiErrorBody`). \
             Without `HOOKQ_API_KEY` the server is open; with it, every operation but the public \
-            ones needs the key. `/admin/…` operations take `HOOKQ_ADMIN_KEY` when it is set.",
+            ones needs the key. `/admin/…` operations take `HOOKQ_ADMIN_KEY` when it is set. \
+            A scoped key (`hq_…`, see `/admin/keys`) is let in only where its role and queues \
+            allow: `403` beyond them, `401` once revoked.",
         license(name = "MIT", identifier = "MIT"),
     ),
     components(schemas(ApiErrorBody)),
@@ -39,6 +41,7 @@ pub const API_KEY: &str = "apiKey";
         (name = "jobs", description = "hyper Queue API: jobs of a queue"),
         (name = "schedules", description = "Recurring jobs: a queue's cron schedules"),
         (name = "dead letters", description = "Dead-letter administration (admin key)"),
+        (name = "api keys", description = "Scoped API keys: roles and queues (admin only)"),
     ),
 )]
 pub struct ApiDoc;

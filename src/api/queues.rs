@@ -38,7 +38,7 @@ pub struct QueueList {
     pub queues: Vec<String>,
 }
 
-/// List queues.
+/// List queues (for a scoped key: the queues in its scope).
 #[utoipa::path(
     get,
     path = "/queue",
@@ -48,13 +48,19 @@ pub struct QueueList {
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
     ),
 )]
-async fn list_queues(State(state): State<AppState>) -> Json<QueueList> {
+async fn list_queues(
+    State(state): State<AppState>,
+    principal: Option<axum::Extension<super::auth::Principal>>,
+) -> Json<QueueList> {
+    // A scoped key sees only its queues.
+    let sees = |name: &str| principal.as_ref().is_none_or(|p| p.sees(name));
     let queues = state
         .store
         .registry()
         .all()
         .iter()
         .map(|q| q.name.to_string())
+        .filter(|name| sees(name))
         .collect();
     Json(QueueList {
         ok: true,

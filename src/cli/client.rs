@@ -28,6 +28,7 @@ pub use crate::api::dlq::{
     AcknowledgeResult, DeadLetterMessage, DlqPage, DlqStatsView, ReplayResult,
 };
 pub use crate::api::jobs::{JobList, JobView};
+pub use crate::api::keys::{CreatedKey, KeyList, KeyView};
 pub use crate::api::openapi::IdBody;
 pub use crate::api::openapi::OkBody;
 pub use crate::api::queue_stats::QueueStats;
@@ -330,6 +331,32 @@ impl Client {
             Some(body.to_string().into_bytes()),
         )
         .await
+    }
+
+    /// `POST /admin/keys`; `queues` empty: none sent (an admin key).
+    pub async fn create_key(
+        &self,
+        name: &str,
+        role: &str,
+        queues: &[String],
+    ) -> CliResult<Reply<CreatedKey>> {
+        let mut body = json!({ "name": name, "role": role });
+        if !queues.is_empty() {
+            body["queues"] = Value::from(queues.to_vec());
+        }
+        let url = self.url(&["admin", "keys"], &[]);
+        let body = body.to_string().into_bytes();
+        self.call(Method::POST, Route::Admin, url, Some(body)).await
+    }
+
+    pub async fn list_keys(&self) -> CliResult<Reply<KeyList>> {
+        let url = self.url(&["admin", "keys"], &[]);
+        self.call(Method::GET, Route::Admin, url, None).await
+    }
+
+    pub async fn revoke_key(&self, id: &str) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["admin", "keys", id], &[]);
+        self.call(Method::DELETE, Route::Admin, url, None).await
     }
 
     pub async fn dlq_acknowledge(

@@ -48,6 +48,9 @@ pub enum Command {
     /// Dead letters: list, stats, replay, acknowledge.
     #[command(subcommand)]
     Dlq(DlqCommand),
+    /// Scoped API keys: create (the key is printed once), list, revoke. Admin only.
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// Check an X-HYPER-SIGNATURE header against a body and secret (no server needed).
     Verify(VerifyArgs),
     /// Create or upgrade a database file to this binary's schema (the server must be stopped).
@@ -357,6 +360,36 @@ pub struct DlqListArgs {
     pub cursor: Option<String>,
     #[command(flatten)]
     pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create a key with a role and its queues; prints the key, shown only this once.
+    Create {
+        /// A name for people (what the key is for).
+        #[arg(long)]
+        name: String,
+        /// producer, consumer, reader or admin.
+        #[arg(long)]
+        role: String,
+        /// Queue names and prefix* patterns, comma-separated (`*`: every queue). Not for admin.
+        #[arg(long, value_delimiter = ',')]
+        queues: Vec<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// List the keys (never the keys themselves).
+    List {
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Revoke a key by id: refused at once, on every node.
+    Revoke {
+        /// The key's id (from `hookq key list`).
+        id: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
 }
 
 /// Which dead letters: `--ids a,b` or `--queue q --all`.

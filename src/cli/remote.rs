@@ -1,5 +1,5 @@
 //! The subcommands that talk to a running server: `queue`, `enqueue`, `jobs`, `schedule`,
-//! `dlq`.
+//! `dlq`, `key`.
 //! Each prints a readable table, or the server's JSON with `--json`.
 
 use std::io::{IsTerminal, Read};
@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::client::{Client, DlqQuery, QueueSettings, QueueStats, ReplayResult, Reply, Selection};
 use super::table::Table;
 use super::{
-    CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, Outcome,
-    QueueCommand, RemoteArgs, ScheduleCommand, ScheduleSetArgs, SelectionArgs,
+    CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, KeyCommand,
+    Outcome, QueueCommand, RemoteArgs, ScheduleCommand, ScheduleSetArgs, SelectionArgs,
 };
 use crate::humanize::{age, relative, shorten, time};
 use crate::store::DlqState;
@@ -150,6 +150,46 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
             remote,
         }) => return dlq_replay(&selection, delay, &remote).await,
         Command::Dlq(DlqCommand::Ack { selection, remote }) => dlq_ack(&selection, &remote).await?,
+        Command::Key(KeyCommand::Create {
+            name,
+            role,
+            queues,
+            remote,
+        }) => {
+            let reply = Client::new(&remote)?
+                .create_key(&name, &role, &queues)
+                .await?;
+            print_or(&remote, &reply.json, || {
+                format!(
+                    "created key {} ({name}, {role})\n{}\n(shown only now: store it safely)\n",
+                    reply.data.id, reply.data.key
+                )
+            });
+        }
+        Command::Key(KeyCommand::List { remote }) => {
+            let reply = Client::new(&remote)?.list_keys().await?;
+            print_or(&remote, &reply.json, || {
+                if reply.data.keys.is_empty() {
+                    return "no keys\n".into();
+                }
+                let mut table = Table::new(&["ID", "NAME", "ROLE", "QUEUES", "CREATED", "REVOKED"]);
+                for key in &reply.data.keys {
+                    table.row(vec![
+                        key.id.clone(),
+                        shorten(&key.name, 40),
+                        key.role.to_string(),
+                        key.queues.join(","),
+                        time(key.created_at),
+                        key.revoked_at.map(time).unwrap_or_else(|| "-".into()),
+                    ]);
+                }
+                table.render()
+            });
+        }
+        Command::Key(KeyCommand::Revoke { id, remote }) => {
+            let reply = Client::new(&remote)?.revoke_key(&id).await?;
+            print_or(&remote, &reply.json, || format!("revoked key {id}\n"));
+        }
         Command::Serve(_)
         | Command::Verify(_)
         | Command::Migrate(_)

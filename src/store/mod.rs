@@ -11,6 +11,7 @@
 //! - [`postgres`]: the backend for several nodes on one database.
 //! - [`testing`]: a read-only look into a database file, for tests.
 
+pub mod api_keys;
 pub mod error;
 pub mod postgres;
 pub mod queue_row;

@@ -17,6 +17,7 @@ const HTMX_CONFIG: &str = r#"{"includeIndicatorStyles":false,"allowEval":false,"
 pub enum Section {
     Queues,
     DeadLetters,
+    Keys,
     None,
 }
 
@@ -58,6 +59,7 @@ pub fn page(
                         @if let Some((current, _)) = session {
                             (nav_link("/ui", "Queues", Section::Queues))
                             (nav_link("/ui/dlq", "Dead letters", Section::DeadLetters))
+                            (nav_link("/ui/keys", "API keys", Section::Keys))
                             form method="post" action="/ui/logout" {
                                 (csrf_field(current))
                                 button type="submit" id="logout" { "Log out" }

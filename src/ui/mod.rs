@@ -6,7 +6,7 @@
 //! - [`guard`]: the middleware in front of every page: session or login, CSRF on every
 //!   state-changing request, and the security headers (strict CSP) on every response.
 //! - [`api_client`]: pages read and act through the JSON API itself, in process.
-//! - [`pages`]: dashboard, queue, job, dead letters, login; [`layout`], [`format`],
+//! - [`pages`]: dashboard, queue, job, dead letters, API keys, login; [`layout`], [`format`],
 //!   [`chart`]: how they are drawn.
 
 pub mod api_client;
@@ -61,7 +61,7 @@ pub fn with_ui(api: Router, config: &Config) -> Router {
 }
 
 fn router(state: UiState) -> Router {
-    use pages::{dashboard, dead_letters, job, login, queue};
+    use pages::{dashboard, dead_letters, job, keys, login, queue};
     let pages = Router::new()
         .route("/", get(dashboard::page))
         .route("/_queues", get(dashboard::rows))
@@ -81,6 +81,8 @@ fn router(state: UiState) -> Router {
         .route("/dlq", get(dead_letters::page))
         .route("/dlq/_stats", get(dead_letters::stats))
         .route("/dlq/action", post(dead_letters::act))
+        .route("/keys", get(keys::page))
+        .route("/keys/revoke", post(keys::revoke))
         .route("/logout", post(login::logout))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -18,6 +18,7 @@ mod faults;
 mod helpers;
 mod idempotency;
 mod jobs;
+mod keys;
 mod maintenance;
 mod master_key;
 mod observability;

@@ -47,6 +47,9 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("POST", "/admin/dlq/acknowledge"),
     ("DELETE", "/admin/dlq/{id}"),
     ("DELETE", "/admin/dlq"),
+    ("POST", "/admin/keys"),
+    ("GET", "/admin/keys"),
+    ("DELETE", "/admin/keys/{id}"),
 ];
 
 const METHODS: &[&str] = &[

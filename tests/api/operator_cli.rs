@@ -790,3 +790,90 @@ async fn migrate_refuses_a_database_a_server_holds_and_prepares_a_new_one() {
         b"not a database at all ".repeat(100)
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Scoped API keys
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn key_create_list_and_revoke_work_against_a_running_server() {
+    const KEY: &str = "the-configured-api-key-for-the-cli";
+    let app = spawn_app(|config| config.api_key = Some(ApiKey::new(KEY.into()))).await;
+    app.create_queue_ok("billing-eu", "https://worker.example.com/jobs", None)
+        .await;
+    let env = [("HOOKQ_URL", app.base.as_str()), ("HOOKQ_API_KEY", KEY)];
+    let created = hookq(
+        &[
+            "key",
+            "create",
+            "--name",
+            "billing",
+            "--role",
+            "producer",
+            "--queues",
+            "billing-*,emails",
+            "--json",
+        ],
+        &env,
+        None,
+    )
+    .await
+    .json();
+    let (id, key) = (
+        created["id"].as_str().unwrap().to_owned(),
+        created["key"].as_str().unwrap().to_owned(),
+    );
+    // The new key enqueues on its queues, and nothing more.
+    let mut producer = app.api.clone();
+    producer.api_key = Some(key.clone());
+    producer
+        .enqueue("billing-eu", &json!({"a": 1}))
+        .await
+        .expect(201);
+    producer
+        .get("/queue/billing-eu/_stats")
+        .await
+        .expect_error(403);
+
+    let table = hookq(&["key", "list"], &env, None).await;
+    let row = lines_with(table.ok(), &id);
+    assert_eq!(row.len(), 1, "{table:?}");
+    assert!(
+        row[0].contains("billing")
+            && row[0].contains("producer")
+            && row[0].contains("billing-*,emails"),
+        "{table:?}"
+    );
+    assert!(!table.stdout.contains(&key), "the key is never listed");
+    // A scoped key without the admin role cannot list keys.
+    hookq(
+        &["key", "list"],
+        &[("HOOKQ_URL", app.base.as_str()), ("HOOKQ_API_KEY", &key)],
+        None,
+    )
+    .await
+    .fails_with(1, "admin only (HTTP 403)");
+    hookq(
+        &[
+            "key", "create", "--name", "x", "--role", "owner", "--queues", "*",
+        ],
+        &env,
+        None,
+    )
+    .await
+    .fails_with(1, "role must be one of");
+
+    assert!(
+        hookq(&["key", "revoke", &id], &env, None)
+            .await
+            .ok()
+            .contains("revoked key")
+    );
+    producer
+        .enqueue("billing-eu", &json!({"a": 2}))
+        .await
+        .expect_error(401);
+    hookq(&["key", "revoke", &id], &env, None)
+        .await
+        .fails_with(1, "(HTTP 404)");
+}

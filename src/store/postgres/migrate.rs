@@ -42,6 +42,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "batch keys",
         sql: include_str!("../../../migrations/postgres/0004_batch_keys.sql"),
     },
+    Migration {
+        version: 5,
+        name: "api keys",
+        sql: include_str!("../../../migrations/postgres/0005_api_keys.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

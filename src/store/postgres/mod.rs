@@ -18,6 +18,7 @@
 
 pub mod activity;
 pub mod admin;
+mod api_keys;
 pub mod connect;
 pub mod dead_letters;
 pub mod delivered;

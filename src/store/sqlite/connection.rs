@@ -47,6 +47,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0009_batch_keys",
         include_str!("../../../migrations/0009_batch_keys.sql"),
     ),
+    (
+        "0010_api_keys",
+        include_str!("../../../migrations/0010_api_keys.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -9,6 +9,7 @@
 //! Nothing outside `store` sees any of this: the rest of the server talks to
 //! [`Store`](super::Store).
 
+mod api_keys;
 pub mod ceiling;
 mod checkpointer;
 mod connection;

@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+use crate::api::auth::keys_match;
 use axum::Form;
 use axum::extract::{Query, State};
 use axum::http::header::SET_COOKIE;
@@ -9,7 +10,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
-use subtle::ConstantTimeEq;
 
 use crate::ui::layout::{self, Section};
 use crate::ui::session::{self, Flash};
@@ -52,7 +52,7 @@ pub async fn submit(
 ) -> Response {
     let next = safe_next(login.next.as_deref());
     let accepted = match &ui.admin_key {
-        Some(key) => bool::from(key.expose().as_bytes().ct_eq(login.key.as_bytes())),
+        Some(key) => keys_match(key.expose().as_bytes(), login.key.as_bytes()),
         None => true,
     };
     if !accepted {

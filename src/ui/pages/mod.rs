@@ -3,5 +3,6 @@
 pub mod dashboard;
 pub mod dead_letters;
 pub mod job;
+pub mod keys;
 pub mod login;
 pub mod queue;

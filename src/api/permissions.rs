@@ -1,0 +1,137 @@
+//! Which role each protected route requires of a scoped key: one table, [`need`], written
+//! once and copied into docs/security.md. A route missing from the table needs the admin
+//! role (fail closed); a unit test checks every route of the OpenAPI document has a row.
+//! A future route declares its row here (the pull consumer's `_lease`, `_ack`, `_nack`,
+//! `_extend`: `Need::Queue(CONSUMER)`), and nothing else about authorisation changes.
+
+use axum::http::Method;
+
+use crate::access::{Grant, Need, Role};
+
+/// Enqueue on the path's queue.
+pub const PRODUCER: &[Role] = &[Role::Producer];
+/// Pull consumers' routes on the path's queue (lease, ack, nack, extend: to come).
+pub const CONSUMER: &[Role] = &[Role::Consumer];
+/// Read-only routes on the path's queue.
+pub const READER: &[Role] = &[Role::Reader];
+/// One job's status: whoever works with the queue's jobs.
+pub const JOB_STATUS: &[Role] = &[Role::Producer, Role::Consumer, Role::Reader];
+
+/// What `method route` (the route's template, as `MatchedPath` gives it) requires: its row
+/// in [`rule`], or the admin role for a route without one.
+pub fn need(method: &Method, route: &str) -> Need {
+    rule(method, route).unwrap_or(Need::Admin)
+}
+
+/// The table: every protected route's row. `None`: the route has no row.
+pub fn rule(method: &Method, route: &str) -> Option<Need> {
+    use Need::*;
+    Some(match (method.as_str(), route) {
+        // system (`/healthz`, `/readyz`, `/openapi.json` are public, outside the layers)
+        ("GET", "/") => AnyKey,
+        ("GET", "/metrics") => AllQueues(READER),
+        // queues: the list is narrowed to the key's queues
+        ("GET", "/queue") => AnyKey,
+        ("PUT" | "DELETE" | "PATCH", "/queue/{name}") => Admin,
+        ("POST", "/queue/{name}") => Queue(PRODUCER),
+        ("GET", "/queue/{name}") => Queue(READER),
+        // settings, stats
+        ("GET", "/queue/{name}/_settings") => Queue(READER),
+        ("POST", "/queue/{name}/_pause" | "/queue/{name}/_resume") => Admin,
+        ("GET", "/queue/{name}/_stats") => Queue(READER),
+        // batch
+        ("POST", "/queue/{name}/_batch") => Queue(PRODUCER),
+        // schedules
+        ("GET", "/queue/{name}/_schedules" | "/queue/{name}/_schedules/{schedule}") => {
+            Queue(READER)
+        }
+        ("PUT" | "DELETE", "/queue/{name}/_schedules/{schedule}") => Admin,
+        (
+            "POST",
+            "/queue/{name}/_schedules/{schedule}/_pause"
+            | "/queue/{name}/_schedules/{schedule}/_resume",
+        ) => Admin,
+        // jobs
+        ("GET", "/queue/{name}/{id}") => Queue(JOB_STATUS),
+        ("POST", "/queue/{name}/{id}/_cancel" | "/queue/{name}/{id}/_retry") => Admin,
+        // dead letters: reads span queues, so they need every queue in scope
+        ("GET", "/admin/dlq" | "/admin/dlq/stats") => AllQueues(READER),
+        ("POST", "/admin/dlq/replay" | "/admin/dlq/acknowledge") => Admin,
+        ("DELETE", "/admin/dlq" | "/admin/dlq/{id}") => Admin,
+        // keys
+        ("GET" | "POST", "/admin/keys") | ("DELETE", "/admin/keys/{id}") => Admin,
+        _ => return None,
+    })
+}
+
+/// The 403's message: what the key lacks.
+pub fn refusal(grant: &Grant, need: Need, queue: Option<&str>) -> String {
+    let role = grant.role;
+    match need {
+        Need::Queue(roles) if roles.contains(&role) => format!(
+            "key {:?} ({role}) may not use queue {:?}",
+            grant.name,
+            queue.unwrap_or_default()
+        ),
+        Need::AllQueues(roles) if roles.contains(&role) => format!(
+            "key {:?} ({role}) may not read across queues: its queues must be [\"*\"]",
+            grant.name
+        ),
+        Need::Admin => format!("key {:?} ({role}) may not do this: admin only", grant.name),
+        Need::Queue(roles) | Need::AllQueues(roles) => {
+            let roles: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+            format!(
+                "key {:?} ({role}) may not do this: it needs the role {} or admin",
+                grant.name,
+                roles.join(" or ")
+            )
+        }
+        Need::AnyKey => format!("key {:?} may not do this", grant.name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use utoipa::OpenApi;
+
+    /// Every protected route of the document has a row of its own: none falls through to
+    /// the default by being forgotten.
+    #[test]
+    fn every_route_has_a_rule() {
+        let (_, document) =
+            utoipa_axum::router::OpenApiRouter::<super::super::AppState>::with_openapi(
+                super::super::openapi::ApiDoc::openapi(),
+            )
+            .merge(super::super::system::router())
+            .merge(super::super::queues::router())
+            .merge(super::super::settings::router())
+            .merge(super::super::queue_stats::router())
+            .merge(super::super::batch::router())
+            .merge(super::super::schedules::router())
+            .merge(super::super::jobs::router())
+            .merge(super::super::dlq::router())
+            .merge(super::super::keys::router())
+            .split_for_parts();
+        let mut seen = 0;
+        for (path, item) in &document.paths.paths {
+            for (method, op) in [
+                (Method::GET, &item.get),
+                (Method::PUT, &item.put),
+                (Method::POST, &item.post),
+                (Method::DELETE, &item.delete),
+                (Method::PATCH, &item.patch),
+            ] {
+                if op.is_some() {
+                    seen += 1;
+                    let public = ["/healthz", "/readyz", "/openapi.json"].contains(&path.as_str());
+                    assert!(
+                        public || rule(&method, path).is_some(),
+                        "no rule for {method} {path}"
+                    );
+                }
+            }
+        }
+        assert!(seen > 30, "{seen} routes");
+    }
+}

@@ -1,0 +1,74 @@
+//! SQL for the `api_keys` table on PostgreSQL: scoped keys, stored as their SHA-256. Every
+//! node reads a key from the table on each request, so a revocation committed by one node is
+//! refused by every node from its next request on.
+
+use tokio_postgres::Row;
+
+use super::PgStore;
+use crate::model::UnixMillis;
+use crate::store::api_keys::{ApiKeyRecord, NewApiKey, scope_text, stored_role, stored_scope};
+use crate::store::error::StoreResult;
+
+const COLUMNS: &str = "id, name, role, queues, created_at, revoked_at";
+
+fn from_row(row: &Row) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: row.get(0),
+        name: row.get(1),
+        role: stored_role(row.get(2)),
+        scope: stored_scope(row.get(3)),
+        created_at: row.get(4),
+        revoked_at: row.get(5),
+    }
+}
+
+impl PgStore {
+    pub async fn create_api_key(&self, key: NewApiKey) -> StoreResult<()> {
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "INSERT INTO api_keys (id, hash, name, role, queues, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &key.id,
+                    &&key.hash[..],
+                    &key.name,
+                    &key.role.as_str(),
+                    &scope_text(&key.scope),
+                    &key.created_at,
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn list_api_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(&format!("SELECT {COLUMNS} FROM api_keys ORDER BY id"), &[])
+            .await?;
+        Ok(rows.iter().map(from_row).collect())
+    }
+
+    pub async fn revoke_api_key(&self, id: String, now: UnixMillis) -> StoreResult<bool> {
+        let client = self.pool.get().await?;
+        let changed = client
+            .execute(
+                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+                &[&id, &now],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    pub async fn find_api_key(&self, hash: [u8; 32]) -> StoreResult<Option<ApiKeyRecord>> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_opt(
+                &format!("SELECT {COLUMNS} FROM api_keys WHERE hash = $1 AND revoked_at IS NULL"),
+                &[&&hash[..]],
+            )
+            .await?;
+        Ok(row.as_ref().map(from_row))
+    }
+}
