@@ -33,7 +33,10 @@ pub async fn security_headers(mut response: Response) -> Response {
     );
     headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null`
+    // with the UI's own form posts, which the origin guard refuses as foreign. Other
+    // origins still get no referrer.
+    headers.insert(REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.insert(
         "cross-origin-opener-policy",
         HeaderValue::from_static("same-origin"),

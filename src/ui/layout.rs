@@ -45,7 +45,7 @@ pub fn page(
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="htmx-config" content=(HTMX_CONFIG);
-                meta name="referrer" content="no-referrer";
+                meta name="referrer" content="same-origin";
                 title { (title) " · hookq" }
                 link rel="icon" href="data:,";
                 link rel="stylesheet" href=(assets::url("hookq.css"));

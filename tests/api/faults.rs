@@ -596,7 +596,7 @@ async fn an_oversized_job_is_413_without_reading_the_rest_and_others_are_served_
         // Announce a gigabyte, send 8 KiB of it, and stall.
         let mut socket = TcpStream::connect(addr_of(&app)).await.unwrap();
         let head = format!(
-            "POST /queue/q HTTP/1.1\r\nHost: hookq\r\nContent-Type: application/json\r\n{framing}\r\n"
+            "POST /queue/q HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{framing}\r\n"
         );
         socket.write_all(head.as_bytes()).await.unwrap();
         let mut body = format!("{{\"pad\":\"{}", "x".repeat(8 * 1024)).into_bytes();
@@ -628,7 +628,7 @@ async fn an_oversized_job_is_413_without_reading_the_rest_and_others_are_served_
 async fn crawl(socket: TcpStream, send_head: bool, give_up: Duration) -> Option<Duration> {
     let started = Instant::now();
     let (mut reader, mut writer) = socket.into_split();
-    let head = b"POST /queue/q HTTP/1.1\r\nHost: hookq\r\nX-Slow: ";
+    let head = b"POST /queue/q HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
     let mut ticks = tokio::time::interval(Duration::from_millis(100));
     let mut sent = 0;
     let mut buf = [0u8; 512];
@@ -746,7 +746,7 @@ async fn a_stalled_request_body_is_408_after_the_body_timeout() {
         .await;
     let mut socket = TcpStream::connect(addr_of(&app)).await.unwrap();
     socket
-        .write_all(b"POST /queue/q HTTP/1.1\r\nHost: hookq\r\nContent-Length: 100\r\n\r\n{\"a\":")
+        .write_all(b"POST /queue/q HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"a\":")
         .await
         .unwrap();
     let started = Instant::now();
@@ -768,7 +768,7 @@ async fn a_stalled_request_body_is_408_after_the_body_timeout() {
 /// Send one complete request on `socket` and read its answer's status line.
 async fn request_on(socket: &mut TcpStream) -> String {
     socket
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: hookq\r\n\r\n")
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
     let mut buf = vec![0u8; 4096];
