@@ -1,5 +1,10 @@
 //! Prometheus metrics: the names hookq records, the recorder behind `GET /metrics`, and the
 //! bound on queue-name label values (queue names are user input: their number is capped).
+//!
+//! A deleted queue's series leave `/metrics` at once and its label goes back to the budget
+//! ([`render`], [`queue_deleted`]). The recorder itself cannot forget a series, so the
+//! process keeps the values of at most [`MAX_NAMES_KEPT`] names (a re-created queue's
+//! counters go on from where they were, which Prometheus reads as a continuing series).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -36,8 +41,12 @@ pub const BREAKER_CLOSED: f64 = 0.0;
 pub const BREAKER_HALF_OPEN: f64 = 1.0;
 pub const BREAKER_OPEN: f64 = 2.0;
 
-/// Distinct queue names that get their own label value; the rest share `_other`.
+/// Queues that have a label value of their own at once; the rest share `_other`.
 pub const MAX_QUEUE_LABELS: usize = 200;
+
+/// Distinct queue names ever given a label in this process (deleted ones included, whose
+/// series the recorder keeps): past it, new names share `_other` until a restart.
+pub const MAX_NAMES_KEPT: usize = 10 * MAX_QUEUE_LABELS;
 
 /// The process-wide recorder (the `metrics` facade has one global recorder), installed on
 /// first use. Several servers in one process (tests) share it.
@@ -95,21 +104,68 @@ pub async fn run_upkeep(shutdown: tokio_util::sync::CancellationToken) {
     }
 }
 
-/// The label value for a queue: its name, for the first [`MAX_QUEUE_LABELS`] names seen.
-pub fn queue_label(queue: &QueueName) -> String {
-    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    let mut seen = SEEN
+/// Which queue names have a label of their own now, and which ever had one.
+#[derive(Default)]
+struct Labels {
+    current: HashSet<String>,
+    ever: HashSet<String>,
+}
+
+fn labels() -> std::sync::MutexGuard<'static, Labels> {
+    static LABELS: OnceLock<Mutex<Labels>> = OnceLock::new();
+    LABELS
         .get_or_init(Default::default)
         .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if seen.contains(queue.as_str()) {
-        return queue.to_string();
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The label value for a queue: its name while fewer than [`MAX_QUEUE_LABELS`] queues have
+/// one (and the process has not kept [`MAX_NAMES_KEPT`] names), else `_other`.
+pub fn queue_label(queue: &QueueName) -> String {
+    let mut labels = labels();
+    let name = queue.as_str();
+    if labels.current.contains(name) {
+        return name.to_owned();
     }
-    if seen.len() < MAX_QUEUE_LABELS {
-        seen.insert(queue.to_string());
-        return queue.to_string();
+    let room = labels.current.len() < MAX_QUEUE_LABELS
+        && (labels.ever.contains(name) || labels.ever.len() < MAX_NAMES_KEPT);
+    if !room {
+        return "_other".to_owned();
     }
-    "_other".to_owned()
+    labels.current.insert(name.to_owned());
+    labels.ever.insert(name.to_owned());
+    name.to_owned()
+}
+
+/// A queue was deleted: its label goes back to the budget and its cached handles go.
+pub fn queue_deleted(queue: &QueueName) {
+    forget_queues(|name| name != queue.as_str());
+}
+
+/// Keep the labels and cached handles of the queues `live` names only.
+fn forget_queues(live: impl Fn(&str) -> bool) {
+    labels().current.retain(|name| live(name));
+    metrics_cache().retain(|queue, _| live(queue.as_str()));
+}
+
+/// `/metrics`: every metric in Prometheus text, without the series of queues that `live`
+/// does not name (deleted ones, here or on another node), whose labels are released too.
+pub fn render(live: impl Fn(&str) -> bool) -> String {
+    forget_queues(&live);
+    let text = handle().render();
+    let mut kept = String::with_capacity(text.len());
+    for line in text.lines() {
+        let queue = line
+            .split_once("queue=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(name, _)| name);
+        let gone = !line.starts_with('#') && queue.is_some_and(|q| q != "_other" && !live(q));
+        if !gone {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+    }
+    kept
 }
 
 /// The metric handles of one queue, looked up once: recording then costs no label
@@ -121,15 +177,19 @@ struct QueueMetrics {
     delivery_lag: Histogram,
 }
 
-fn queue_metrics(queue: &QueueName) -> Arc<QueueMetrics> {
+fn metrics_cache() -> std::sync::MutexGuard<'static, HashMap<QueueName, Arc<QueueMetrics>>> {
     static CACHE: OnceLock<Mutex<HashMap<QueueName, Arc<QueueMetrics>>>> = OnceLock::new();
-    let mut cache = CACHE
+    CACHE
         .get_or_init(Default::default)
         .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(metrics) = cache.get(queue) {
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn queue_metrics(queue: &QueueName) -> Arc<QueueMetrics> {
+    if let Some(metrics) = metrics_cache().get(queue) {
         return metrics.clone();
     }
+    // The label first, the cache's lock after: never both locks at once.
     let label = queue_label(queue);
     let metrics = Arc::new(QueueMetrics {
         enqueued: counter!(JOBS_ENQUEUED, "queue" => label.clone()),
@@ -138,6 +198,7 @@ fn queue_metrics(queue: &QueueName) -> Arc<QueueMetrics> {
         delivery_lag: histogram!(DELIVERY_LAG, "queue" => label),
     });
     // Bounded like the labels: past the cap, names share the `_other` handles uncached.
+    let mut cache = metrics_cache();
     if cache.len() < MAX_QUEUE_LABELS {
         cache.insert(queue.clone(), metrics.clone());
     }
@@ -275,5 +336,19 @@ mod tests {
             text.contains("hookq_delivery_duration_seconds_bucket"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_deleted_queues_series_are_not_rendered_and_its_label_is_free_again() {
+        handle();
+        let queue = QueueName::parse("telemetry-deleted").unwrap();
+        job_enqueued(&queue);
+        let series = "hookq_jobs_enqueued_total{queue=\"telemetry-deleted\"}";
+        assert!(render(|_| true).contains(series));
+        queue_deleted(&queue);
+        assert!(!labels().current.contains("telemetry-deleted"));
+        let text = render(|name| name != "telemetry-deleted");
+        assert!(!text.contains(series), "{text}");
+        assert!(text.contains("# TYPE hookq_jobs_enqueued_total counter"));
     }
 }

@@ -210,6 +210,7 @@ async fn delete_queue(
     if let Some(pool) = &state.pool {
         pool.forget(&name);
     }
+    crate::telemetry::queue_deleted(&name);
     tracing::info!(queue = %name, "queue deleted with all its jobs");
     Ok(Json(OkBody::OK))
 }

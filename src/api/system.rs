@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::openapi::{__path_openapi_json, OkBody, openapi_json};
+use crate::model::QueueName;
 use crate::telemetry;
 
 /// Routes that need no API key.
@@ -90,7 +91,10 @@ async fn readyz(State(state): State<AppState>) -> ApiResult<Json<OkBody>> {
 )]
 async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
     super::queue_stats::record_metrics(&state).await?;
-    let body = telemetry::handle().render();
+    let registry = state.store.registry();
+    let body = telemetry::render(|name| {
+        QueueName::parse(name).is_ok_and(|queue| registry.contains(&queue))
+    });
     Ok((
         [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         body,

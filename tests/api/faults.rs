@@ -746,7 +746,9 @@ async fn a_stalled_request_body_is_408_after_the_body_timeout() {
         .await;
     let mut socket = TcpStream::connect(addr_of(&app)).await.unwrap();
     socket
-        .write_all(b"POST /queue/q HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"a\":")
+        .write_all(
+            b"POST /queue/q HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"a\":",
+        )
         .await
         .unwrap();
     let started = Instant::now();

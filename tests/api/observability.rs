@@ -113,3 +113,48 @@ async fn readyz_answers_while_running_and_needs_no_key() {
     let response = app.http.get(app.url("/metrics")).send().await.unwrap();
     assert_eq!(response.status(), 401, "metrics need the key");
 }
+
+#[tokio::test]
+async fn a_deleted_queue_leaves_metrics_and_gives_its_label_back() {
+    // The real binary: the label budget is per process, and this test fills it.
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::helpers::BinaryApp::start(
+        &dir.path().join("hookq.db"),
+        &[("HOOKQ_DISPATCH", "off")],
+    )
+    .await;
+    let budget = hookq::telemetry::MAX_QUEUE_LABELS;
+    for n in 0..budget {
+        server
+            .create_queue_ok(&format!("a{n}"), "http://127.0.0.1:9/", None)
+            .await;
+    }
+    let metrics = || async { server.get("/metrics").await.text() };
+    let ready_series = |name: &str| format!("hookq_queue_ready_jobs{{queue=\"{name}\"}}");
+    let text = metrics().await;
+    assert!(text.contains(&ready_series("a0")), "{text}");
+    // The budget is spent: a new queue shares `_other`.
+    server
+        .create_queue_ok("late", "http://127.0.0.1:9/", None)
+        .await;
+    server.enqueue_ok("late", &json!({})).await;
+    let text = metrics().await;
+    assert!(!text.contains(&ready_series("late")));
+    assert!(text.contains(&ready_series("_other")));
+    // Deleting queues takes their series off /metrics and frees their labels.
+    for n in 0..10 {
+        server.delete_queue(&format!("a{n}")).await.expect(200);
+    }
+    let text = metrics().await;
+    for n in 0..10 {
+        assert!(
+            !text.contains(&format!("queue=\"a{n}\"")),
+            "a{n} is gone: {text}"
+        );
+    }
+    assert!(
+        text.contains(&ready_series("late")),
+        "late has its own label now"
+    );
+    assert!(text.contains(&ready_series("a10")));
+}
