@@ -205,6 +205,14 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_DISPATCH_SWEEP", default_value = "5s", value_parser = parse_duration, hide = true)]
     pub dispatch_sweep: Duration,
 
+    /// Queues this server holds at most: creating one more is refused (422).
+    #[arg(long, env = "HOOKQ_MAX_QUEUES", default_value_t = crate::store::Caps::DEFAULT_QUEUES)]
+    pub max_queues: usize,
+
+    /// Schedules one queue holds at most: creating one more is refused (422).
+    #[arg(long, env = "HOOKQ_MAX_SCHEDULES_PER_QUEUE", default_value_t = crate::store::Caps::DEFAULT_SCHEDULES_PER_QUEUE)]
+    pub max_schedules_per_queue: usize,
+
     /// Enqueues waiting for their commit at most; past it an enqueue answers 429 with
     /// Retry-After at once, while reads, health checks and deliveries go on.
     #[arg(long, env = "HOOKQ_MAX_PENDING_WRITES", default_value_t = crate::store::DEFAULT_MAX_PENDING_ENQUEUES)]
@@ -271,6 +279,8 @@ pub struct Config {
     pub max_connections: usize,
     pub max_pending_writes: usize,
     pub dispatch_sweep: Duration,
+    /// What clients may create at most (queues, schedules per queue).
+    pub caps: crate::store::Caps,
 }
 
 /// The server's API key. Does not print.
@@ -443,6 +453,10 @@ impl Config {
             max_connections: args.max_connections,
             max_pending_writes: args.max_pending_writes,
             dispatch_sweep: args.dispatch_sweep,
+            caps: crate::store::Caps {
+                queues: args.max_queues,
+                schedules_per_queue: args.max_schedules_per_queue,
+            },
         };
         config.validate()?;
         Ok(config)
@@ -532,6 +546,9 @@ impl Config {
         }
         if self.max_connections == 0 {
             bail!("HOOKQ_MAX_CONNECTIONS / --max-connections must be at least 1");
+        }
+        if self.caps.queues == 0 || self.caps.schedules_per_queue == 0 {
+            bail!("HOOKQ_MAX_QUEUES and HOOKQ_MAX_SCHEDULES_PER_QUEUE must be at least 1");
         }
         if self.max_pending_writes == 0 {
             bail!("HOOKQ_MAX_PENDING_WRITES / --max-pending-writes must be at least 1");

@@ -48,6 +48,41 @@ pub struct CronSpec {
     expression: String,
     timezone: Tz,
     cron: Cron,
+    /// Some day of some year matches (see [`matches_some_day`]); an expression that never
+    /// fires answers at once instead of searching thousands of years.
+    fires: bool,
+}
+
+/// Whether `cron` matches any day at all. Years are not part of an expression (they are
+/// disallowed), and 2001–2028 holds every kind of year there is (leap or not, starting on
+/// each weekday: the calendar repeats every 28 years from 1901 to 2099), so a day pattern
+/// that matches no day of those 28 years matches none ever: `0 0 30 2 *`, `0 0 31 4,6 *`.
+/// At most 28 × 12 × 31 day checks (well under a millisecond), where croner's own search
+/// walks every year up to 5000 before it gives up (~17 ms).
+fn matches_some_day(cron: &Cron) -> bool {
+    use chrono::{Datelike, NaiveDate};
+    let pattern = &cron.pattern;
+    for year in 2001..=2028 {
+        for month in 1..=12u32 {
+            if !pattern.month_match(month).unwrap_or(false) {
+                continue;
+            }
+            for day in 1..=31u32 {
+                let Some(date) = NaiveDate::from_ymd_opt(year, month, day) else {
+                    break;
+                };
+                let weekday =
+                    croner::Weekday::from_days_from_sunday(date.weekday().num_days_from_sunday());
+                if pattern
+                    .day_match(year, month, day, weekday)
+                    .unwrap_or(false)
+                {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 impl fmt::Debug for CronSpec {
@@ -108,6 +143,7 @@ impl CronSpec {
         Ok(Self {
             expression: expression.to_owned(),
             timezone,
+            fires: matches_some_day(&cron),
             cron,
         })
     }
@@ -143,6 +179,9 @@ impl CronSpec {
 
     /// The first tick strictly after `at`, if the expression ever fires again.
     pub fn next_after(&self, at: UnixMillis) -> Option<UnixMillis> {
+        if !self.fires {
+            return None;
+        }
         let start = self.zoned(at)?;
         let next = self.cron.find_next_occurrence(&start, false).ok()?;
         (next.timestamp_millis() > at).then(|| next.timestamp_millis())
@@ -150,6 +189,9 @@ impl CronSpec {
 
     /// The latest tick at or before `at`, if there is one.
     pub fn latest_at_or_before(&self, at: UnixMillis) -> Option<UnixMillis> {
+        if !self.fires {
+            return None;
+        }
         // Ticks fall on whole seconds: searching from the second `at` falls in makes the
         // search inclusive of a tick at exactly that second.
         let start = self.zoned(at.div_euclid(1000) * 1000)?;
@@ -366,5 +408,24 @@ mod tests {
     fn an_expression_that_never_fires_has_no_next_tick() {
         let never = spec("0 0 30 2 *", "UTC");
         assert_eq!(never.next_after(at("2026-11-23T09:20:00Z")), None);
+        assert_eq!(never.latest_at_or_before(at("2026-11-23T09:20:00Z")), None);
+        for never in ["0 0 31 4,6,9,11 *", "0 0 30,31 2 *", "*/5 * 31 2 *"] {
+            assert!(!spec(never, "Europe/Paris").fires, "{never}");
+        }
+        // Rare is not never: a leap day, the fifth Friday, the last day, Feb 30 or a Monday.
+        for rare in [
+            "0 0 29 2 *",
+            "0 0 * * 5#5",
+            "0 0 L 2 *",
+            "0 0 30 2 MON",
+            "0 0 31 * *",
+        ] {
+            let spec = spec(rare, "UTC");
+            assert!(spec.fires, "{rare}");
+            assert!(
+                spec.next_after(at("2026-11-23T09:20:00Z")).is_some(),
+                "{rare}"
+            );
+        }
     }
 }

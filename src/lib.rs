@@ -85,6 +85,7 @@ impl Server {
         .await?;
         let store = store
             .with_max_pending_enqueues(config.max_pending_writes)
+            .with_caps(config.caps)
             .with_dead_letter_events(config.events.is_some());
         let events = match &config.events {
             Some(_) => Events::new(store.clone()),

@@ -79,6 +79,7 @@ impl From<StoreError> for ApiError {
             StoreError::ScheduleNotFound => Self::NotFound("schedule not found".into()),
             StoreError::JobConflict(msg) => Self::Conflict(msg.into()),
             StoreError::BatchKeyReused => Self::Conflict(StoreError::BatchKeyReused.to_string()),
+            limit @ StoreError::LimitReached { .. } => Self::Unprocessable(limit.to_string()),
             StoreError::StorageFull => Self::InsufficientStorage,
             StoreError::Overloaded => Self::TooManyRequests {
                 msg: StoreError::Overloaded.to_string(),

@@ -24,6 +24,15 @@ pub enum StoreError {
          them): nothing was stored; use a new key for a new batch"
     )]
     BatchKeyReused,
+    /// A creation past one of the server's [`Caps`](super::Caps): nothing was written.
+    #[error(
+        "limit reached: there are {cap} {what} already (the most {setting} allows); delete one first, or raise the setting"
+    )]
+    LimitReached {
+        what: &'static str,
+        cap: usize,
+        setting: &'static str,
+    },
     /// The disk (or the database's size limit) is full: nothing was written.
     #[error("storage is full")]
     StorageFull,

@@ -29,7 +29,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    ActivityFigures, AttemptRecord, BatchEnqueued, BatchKey, Claimed, ClaimedJob, CountOf,
+    ActivityFigures, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed, ClaimedJob, CountOf,
     DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats, Enqueued, Failure, FailureReason,
     Filter, FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob, NewSchedule,
     Outbox, OutboxEvent, Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport,
@@ -180,6 +180,15 @@ impl Store {
     }
 
     /// Bound the enqueues waiting for their commit to `max` (at least 1).
+    /// Refuse creations past `caps` (queues on the server, schedules on a queue).
+    pub fn with_caps(mut self, caps: Caps) -> Self {
+        match &mut self.backend {
+            Backend::Sqlite(db) => db.set_caps(caps),
+            Backend::Postgres(db) => db.set_caps(caps),
+        }
+        self
+    }
+
     pub fn with_max_pending_enqueues(mut self, max: usize) -> Self {
         self.max_pending_enqueues = max.max(1);
         self.pending_enqueues = Arc::new(Semaphore::new(self.max_pending_enqueues));

@@ -141,6 +141,66 @@ pub enum Enqueued {
     Duplicate(JobId),
 }
 
+/// How many of what clients create a server holds at most: past a cap, a creation is
+/// refused ([`StoreError::LimitReached`]) and nothing is stored. Changing an existing
+/// queue or schedule is never refused.
+///
+/// [`StoreError::LimitReached`]: super::StoreError::LimitReached
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// Queues on the server (`HOOKQ_MAX_QUEUES`).
+    pub queues: usize,
+    /// Schedules on one queue (`HOOKQ_MAX_SCHEDULES_PER_QUEUE`).
+    pub schedules_per_queue: usize,
+}
+
+impl Caps {
+    pub const DEFAULT_QUEUES: usize = 10_000;
+    pub const DEFAULT_SCHEDULES_PER_QUEUE: usize = 1_000;
+
+    /// Whether one more queue fits beside the `existing` ones.
+    pub fn admit_queue(&self, existing: u64) -> super::StoreResult<()> {
+        Self::admit(
+            existing,
+            self.queues,
+            "queues on this server",
+            "HOOKQ_MAX_QUEUES",
+        )
+    }
+
+    /// Whether one more schedule fits beside a queue's `existing` ones.
+    pub fn admit_schedule(&self, existing: u64) -> super::StoreResult<()> {
+        Self::admit(
+            existing,
+            self.schedules_per_queue,
+            "schedules on this queue",
+            "HOOKQ_MAX_SCHEDULES_PER_QUEUE",
+        )
+    }
+
+    fn admit(
+        existing: u64,
+        cap: usize,
+        what: &'static str,
+        setting: &'static str,
+    ) -> super::StoreResult<()> {
+        if existing < cap as u64 {
+            Ok(())
+        } else {
+            Err(super::StoreError::LimitReached { what, cap, setting })
+        }
+    }
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Self {
+            queues: Self::DEFAULT_QUEUES,
+            schedules_per_queue: Self::DEFAULT_SCHEDULES_PER_QUEUE,
+        }
+    }
+}
+
 /// A producer's `Idempotency-Key` for a whole batch, in a key space of its own: a batch
 /// keyed `K` and a single job keyed `K` (or `K/5`) are unrelated. The same key with the same
 /// batch stores nothing and answers with the first batch's ids; with another batch it is

@@ -61,9 +61,13 @@ async fn metrics_count_enqueues_deliveries_and_failures_by_queue() {
         "hookq_delivery_attempts_failed_total{queue=\"metered\",status_class=\"5xx\"} 1",
         "hookq_enqueue_to_delivery_seconds_bucket{queue=\"metered\"",
         "hookq_queue_ready_jobs{queue=\"metered\"} 0",
-        "hookq_writer_batch_size_bucket",
     ] {
         assert!(text.contains(expected), "missing {expected} in:\n{text}");
+    }
+    // SQLite's writer thread reports its group commits; PostgreSQL has no such writer (in
+    // the PostgreSQL run the series shows only if another test's SQLite store made it).
+    if !crate::helpers::suite_on_postgres() {
+        assert!(text.contains("hookq_writer_batch_size_bucket"), "{text}");
     }
 }
 

@@ -703,3 +703,41 @@ async fn a_tick_enqueues_one_job_across_a_kill_9() {
     .await;
     assert!(schedule["lastJobId"].is_string());
 }
+
+#[tokio::test]
+async fn queues_and_schedules_past_the_servers_caps_are_refused_and_changes_still_pass() {
+    let app = spawn_app(|c| {
+        c.dispatch = false;
+        c.caps = hookq::store::Caps {
+            queues: 2,
+            schedules_per_queue: 2,
+        };
+    })
+    .await;
+    let target = "http://127.0.0.1:9/hook";
+    app.create_queue_ok("a", target, None).await;
+    app.create_queue_ok("b", target, None).await;
+    let msg = app.create_queue("c", target, None).await.expect_error(422);
+    assert!(msg.contains("HOOKQ_MAX_QUEUES"), "{msg}");
+    assert_eq!(app.queues().await, ["a", "b"]);
+    // A name taken is still "exists", not "limit".
+    app.create_queue("a", target, None).await.expect_error(409);
+
+    let hourly = schedule_body("0 * * * *");
+    app.put_schedule("a", "s1", &hourly).await.expect(201);
+    app.put_schedule("a", "s2", &hourly).await.expect(201);
+    let msg = app.put_schedule("a", "s3", &hourly).await.expect_error(422);
+    assert!(msg.contains("HOOKQ_MAX_SCHEDULES_PER_QUEUE"), "{msg}");
+    // Replacing one is no creation; another queue has its own count.
+    app.put_schedule("a", "s1", &schedule_body("30 * * * *"))
+        .await
+        .expect(200);
+    app.put_schedule("b", "s3", &hourly).await.expect(201);
+    // Room made is room to use.
+    app.call(axum::http::Method::DELETE, "/queue/a/_schedules/s2", None)
+        .await
+        .expect(200);
+    app.put_schedule("a", "s3", &hourly).await.expect(201);
+    app.delete_queue("b").await.expect(200);
+    app.create_queue_ok("c", target, None).await;
+}

@@ -293,7 +293,7 @@ impl PgStore {
     ) -> StoreResult<Saved> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        let saved = schedules::upsert(&tx, &queue, &schedule, now).await?;
+        let saved = schedules::upsert(&tx, &queue, &schedule, now, self.caps).await?;
         tx.commit().await?;
         Ok(saved)
     }

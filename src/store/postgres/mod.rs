@@ -48,8 +48,8 @@ use crate::policy::QueueChange;
 use crate::store::AfterCommit;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    ActivityFigures, BatchEnqueued, BatchKey, Claimed, ClaimedJob, Enqueued, Lease, NewJob, Outbox,
-    Outcome, Queue, QueueCounts, SharedLimits,
+    ActivityFigures, BatchEnqueued, BatchKey, Caps, Claimed, ClaimedJob, Enqueued, Lease, NewJob,
+    Outbox, Outcome, Queue, QueueCounts, SharedLimits,
 };
 use crate::store::registry::Registry;
 use crate::store::sealing::Sealing;
@@ -68,6 +68,8 @@ pub struct PgStore {
     sealing: Arc<Sealing>,
     node: Uuid,
     outbox: Outbox,
+    /// What clients may create at most.
+    caps: Caps,
     registry: Registry,
     /// The queue epoch the registry reflects.
     epoch: Arc<AtomicI64>,
@@ -94,6 +96,7 @@ impl PgStore {
             sealing: Arc::new(sealing),
             node: Uuid::now_v7(),
             outbox: Outbox::default(),
+            caps: Caps::default(),
             registry: Registry::default(),
             epoch: Arc::new(AtomicI64::new(-1)),
             registry_writes: Arc::default(),
@@ -170,6 +173,11 @@ impl PgStore {
         self.outbox = outbox;
     }
 
+    /// Refuse creations past `caps`.
+    pub fn set_caps(&mut self, caps: Caps) {
+        self.caps = caps;
+    }
+
     /// The database, for logs: its URL without the password.
     pub fn location(&self) -> String {
         connect::redacted(&self.url)
@@ -224,6 +232,7 @@ impl PgStore {
     pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
+        queues::admit(&tx, &queue.name, self.caps).await?;
         queues::insert(&tx, &queue, &self.sealing).await?;
         let _writes = self.registry_writes.lock().await;
         tx.commit().await?;

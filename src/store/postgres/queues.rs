@@ -9,7 +9,7 @@ use crate::model::QueueName;
 use crate::policy::QueueChange;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::queue_row::QueueRow;
-use crate::store::records::Queue;
+use crate::store::records::{Caps, Queue};
 use crate::store::sealing::Sealing;
 
 /// The columns of a queue, in the order [`queue_row`] reads them.
@@ -170,6 +170,26 @@ pub async fn require(client: &impl GenericClient, name: &QueueName) -> StoreResu
         .await?
         .map(|_| ())
         .ok_or(StoreError::QueueNotFound)
+}
+
+/// The advisory lock queue creations take (`pg_advisory_xact_lock`): "hookq-qc".
+const CREATION_LOCK: i64 = 0x68_6f_6f_6b_71_2d_71_63;
+
+/// Whether a new queue `name` fits under the server's cap on queues. Creations take one
+/// lock for the count and the insert, so nodes creating queues at once cannot overshoot
+/// (creating a queue is rare; enqueues never take it). A name taken already passes: the
+/// insert answers `QueueExists`.
+pub async fn admit(tx: &Transaction<'_>, name: &QueueName, caps: Caps) -> StoreResult<()> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CREATION_LOCK])
+        .await?;
+    if require(tx, name).await.is_ok() {
+        return Ok(());
+    }
+    let count: i64 = tx
+        .query_one("SELECT count(*) FROM queues", &[])
+        .await?
+        .get(0);
+    caps.admit_queue(u64::try_from(count).unwrap_or(0))
 }
 
 /// Re-seal, in `tx`, every queue secret not sealed with the current master key (the

@@ -15,7 +15,7 @@ use super::jobs::{job_id, uuid};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{NewSchedule, Saved, Schedule};
+use crate::store::records::{Caps, NewSchedule, Saved, Schedule};
 
 /// The columns of a schedule, in the order [`from_row`] reads them.
 const COLUMNS: &str = "queue, name, cron, timezone, payload, priority, ordering_key, paused, \
@@ -119,8 +119,18 @@ pub async fn upsert(
     queue: &QueueName,
     schedule: &NewSchedule,
     now: UnixMillis,
+    caps: Caps,
 ) -> StoreResult<Saved> {
     let spec = &schedule.spec;
+    // The queue's row, locked against other schedule creations (not against enqueues: their
+    // foreign key takes KEY SHARE, which NO KEY UPDATE lets through), so the count below
+    // holds until the commit.
+    tx.query_opt(
+        "SELECT 1 FROM queues WHERE name = $1 FOR NO KEY UPDATE",
+        &[&queue.as_str()],
+    )
+    .await?
+    .ok_or(StoreError::QueueNotFound)?;
     loop {
         if let Some(old) = get(tx, queue, &schedule.name, true).await? {
             let next_run_at = match old.next_run_at {
@@ -139,6 +149,14 @@ pub async fn upsert(
             .await?;
             return Ok(Saved::Replaced);
         }
+        let count: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM schedules WHERE queue = $1",
+                &[&queue.as_str()],
+            )
+            .await?
+            .get(0);
+        caps.admit_schedule(u64::try_from(count).unwrap_or(0))?;
         let next_run_at = if schedule.paused {
             None
         } else {

@@ -34,7 +34,7 @@ use rusqlite::ErrorCode;
 
 use super::error::{StoreError, StoreResult};
 use super::records::{
-    AttemptRecord, BatchEnqueued, BatchKey, ClaimedJob, DeadLetterPage, DlqState, DlqStats,
+    AttemptRecord, BatchEnqueued, BatchKey, Caps, ClaimedJob, DeadLetterPage, DlqState, DlqStats,
     Enqueued, Filter, JobRecord, Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome,
     PageRequest, Position, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule,
     SchedulerRound, Selection,
@@ -101,6 +101,8 @@ pub struct SqliteStore {
     path: Arc<PathBuf>,
     /// The events the store writes itself (see [`Outbox`]).
     outbox: Outbox,
+    /// What clients may create at most.
+    caps: Caps,
     /// Runs WAL checkpoints until the last clone of the store is dropped.
     _checkpointer: Arc<checkpointer::Checkpointer>,
     /// Held for the store's lifetime: one process per database file.
@@ -159,6 +161,7 @@ impl SqliteStore {
                 sealing: Arc::new(sealing),
                 path: Arc::new(path.to_owned()),
                 outbox: Outbox::default(),
+                caps: Caps::default(),
                 _checkpointer: Arc::new(checkpointer),
                 _lock: Arc::new(lock),
             },
@@ -175,12 +178,19 @@ impl SqliteStore {
     }
 
     pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
+        let caps = self.caps;
         let registry = self.registry.clone();
         let sealing = self.sealing.clone();
         let stored = queue.clone();
         self.writer
             .write_then(
-                move |conn| queues::insert(conn, &queue, &sealing),
+                move |conn| {
+                    // A name taken already is `QueueExists` (from the insert), cap or not.
+                    if queues::require(conn, &queue.name).is_err() {
+                        caps.admit_queue(queues::count(conn)?)?;
+                    }
+                    queues::insert(conn, &queue, &sealing)
+                },
                 Some(Box::new(move |_: &()| registry.insert(stored))),
             )
             .await
@@ -454,6 +464,11 @@ impl SqliteStore {
         self.outbox = outbox;
     }
 
+    /// Refuse creations past `caps`.
+    pub fn set_caps(&mut self, caps: Caps) {
+        self.caps = caps;
+    }
+
     pub async fn record_event(&self, event: Event, now: UnixMillis) -> StoreResult<()> {
         self.writer
             .write(move |conn| events::insert(conn, EventId::new(), &event, now))
@@ -591,10 +606,11 @@ impl SqliteStore {
         schedule: NewSchedule,
         now: UnixMillis,
     ) -> StoreResult<Saved> {
+        let caps = self.caps;
         self.writer
             .write(move |conn| {
                 queues::require(conn, &queue)?;
-                schedules::upsert(conn, &queue, &schedule, now)
+                schedules::upsert(conn, &queue, &schedule, now, caps)
             })
             .await
     }

@@ -238,3 +238,11 @@ pub fn require(conn: &Connection, name: &QueueName) -> StoreResult<()> {
         .optional()?
         .ok_or(StoreError::QueueNotFound)
 }
+
+/// How many queues there are.
+pub fn count(conn: &Connection) -> StoreResult<u64> {
+    Ok(conn
+        .prepare_cached("SELECT count(*) FROM queues")?
+        .query_row([], |row| row.get::<_, i64>(0))
+        .map(|n| u64::try_from(n).unwrap_or(0))?)
+}

@@ -7,7 +7,7 @@ use super::jobs::id_from_row;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{NewSchedule, Saved, Schedule};
+use crate::store::records::{Caps, NewSchedule, Saved, Schedule};
 
 const COLUMNS: &str = "queue, name, cron, timezone, payload, priority, ordering_key, paused, \
      next_run_at, last_run_at, last_job_id, created_at, updated_at";
@@ -40,8 +40,15 @@ pub fn upsert(
     queue: &QueueName,
     schedule: &NewSchedule,
     now: UnixMillis,
+    caps: Caps,
 ) -> StoreResult<Saved> {
     let existing = get(conn, queue, &schedule.name)?;
+    if existing.is_none() {
+        let count: i64 = conn
+            .prepare_cached("SELECT count(*) FROM schedules WHERE queue = ?1")?
+            .query_row([queue.as_str()], |row| row.get(0))?;
+        caps.admit_schedule(u64::try_from(count).unwrap_or(0))?;
+    }
     let spec = &schedule.spec;
     let next_run_at = match &existing {
         _ if schedule.paused => None,
