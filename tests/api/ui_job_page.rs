@@ -88,14 +88,11 @@ async fn the_job_pages_refresh_answers_exactly_the_element_it_swaps() {
         .enqueue_ok("q", &serde_json::json!({"big": "y".repeat(5000)}))
         .await;
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let page = http
-        .get(server.url(&format!("/ui/queue/q/job/{id}")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text_of = |path: String| {
+        let request = http.get(server.url(&path));
+        async move { request.send().await.unwrap().text().await.unwrap() }
+    };
+    let page = text_of(format!("/ui/queue/q/job/{id}")).await;
     // The page polls `_details` and swaps #job-live (outerHTML) with what it answers.
     let live_start = page
         .find(r#"<div id="job-live""#)
@@ -104,14 +101,7 @@ async fn the_job_pages_refresh_answers_exactly_the_element_it_swaps() {
         page[live_start..].contains("/_details"),
         "a READY job's page refreshes"
     );
-    let fragment = http
-        .get(server.url(&format!("/ui/queue/q/job/{id}/_details")))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let fragment = text_of(format!("/ui/queue/q/job/{id}/_details")).await;
     let fragment = fragment.trim();
     assert!(fragment.starts_with(r#"<div id="job-live""#), "{fragment}");
     assert!(
