@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -31,7 +30,7 @@ pub struct Limits {
 /// open requests to finish (at most [`REQUEST_DRAIN_TIMEOUT`]).
 pub async fn serve(
     listener: TcpListener,
-    app: Router,
+    app: crate::origin_guard::Guarded,
     limits: Limits,
     shutdown: CancellationToken,
 ) {

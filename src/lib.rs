@@ -215,9 +215,9 @@ impl Server {
             schedule_changes,
             shutdown: shutdown.clone(),
         });
-        let guard = Arc::new(origin_guard::OriginGuard::new(&state.config));
-        let app = ui::with_ui(api::router(state.clone()), &state.config).layer(
-            axum::middleware::from_fn_with_state(guard, origin_guard::refuse_foreign),
+        let app = origin_guard::Guarded::new(
+            ui::with_ui(api::router(state.clone()), &state.config),
+            &state.config,
         );
         http_server::serve(listener, app, limits, shutdown).await;
 

@@ -28,23 +28,16 @@ use crate::config::ApiKey;
 /// Clock skew tolerated on a JWT's `exp`, in seconds.
 const JWT_LEEWAY_SECS: u64 = 60;
 
-/// Who a request was let in as; handlers that narrow their answer to a key's queues
-/// (`GET /queue`) read it from the request's extensions.
+/// A request let in with a scoped key carries its grant in its extensions; handlers that
+/// narrow their answer to a key's queues (`GET /queue`) read it there. A request without
+/// one came with a configured key (or to an open server): everything the zone offers.
 #[derive(Debug, Clone)]
-pub enum Principal {
-    /// A configured key, or an open server: everything the zone offers.
-    Full,
-    /// A scoped key, allowed what its grant allows.
-    Scoped(Grant),
-}
+pub struct Principal(pub Grant);
 
 impl Principal {
     /// Whether this caller may see `queue` (in lists).
     pub fn sees(&self, queue: &str) -> bool {
-        match self {
-            Principal::Full => true,
-            Principal::Scoped(grant) => grant.sees(queue),
-        }
+        self.0.sees(queue)
     }
 }
 
@@ -77,25 +70,21 @@ pub async fn require_admin_key(
 async fn authorize(
     state: &AppState,
     zone: Zone,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     let config = &state.config;
-    let configured: Vec<&ApiKey> = match (zone, &config.admin_key) {
-        (Zone::Admin, Some(admin)) => vec![admin],
-        _ => config
-            .api_key
-            .iter()
-            .chain(config.api_key_previous.iter())
-            .collect(),
+    // No allocation: this runs on every request.
+    let configured: [Option<&ApiKey>; 2] = match (zone, &config.admin_key) {
+        (Zone::Admin, Some(admin)) => [Some(admin), None],
+        _ => [config.api_key.as_ref(), config.api_key_previous.as_ref()],
     };
+    let mut configured = configured.into_iter().flatten().peekable();
     // No key configured for the zone: it is open (loopback only, see config.rs).
-    if configured.is_empty()
+    if configured.peek().is_none()
         || configured
-            .iter()
             .any(|key| is_authorized_within(request.headers(), key, config.jwt_max_lifetime))
     {
-        request.extensions_mut().insert(Principal::Full);
         return Ok(next.run(request).await);
     }
     let Some(grant) = scoped_key(state, request.headers()).await? else {
@@ -120,7 +109,7 @@ async fn authorize(
         )));
     }
     let mut request = Request::from_parts(parts, body);
-    request.extensions_mut().insert(Principal::Scoped(grant));
+    request.extensions_mut().insert(Principal(grant));
     Ok(next.run(request).await)
 }
 
