@@ -261,3 +261,27 @@ async fn a_batch_that_fails_in_the_store_stores_none_of_its_jobs() {
     assert_eq!(ready.len(), 1, "only the job stored before");
     fx.close().await;
 }
+
+#[tokio::test]
+async fn concurrent_batches_with_one_key_store_one_batch_and_answer_its_ids() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    let body = jobs(5);
+    let answers =
+        futures_util::future::join_all((0..8).map(|_| batch(&app, "", &body, Some("import-9"))))
+            .await;
+    let created: Vec<&ApiResponse> = answers.iter().filter(|a| a.status == 201).collect();
+    assert_eq!(created.len(), 1, "one batch stored: {answers:?}");
+    let first = ids_of(&created[0].json());
+    for answer in answers.iter().filter(|a| a.status != 201) {
+        let body = answer.expect(200);
+        assert_eq!(body["duplicate"], Value::Bool(true));
+        assert_eq!(
+            ids_of(&body),
+            first,
+            "every duplicate names the stored batch"
+        );
+    }
+    assert_eq!(app.list("q", "READY").await.len(), 5);
+}
