@@ -2,8 +2,10 @@
 //! the hyper Queue API.
 //!
 //! The path of one job, module by module:
-//! - [`api`]: HTTP routes (hyper Queue API), auth, JSON errors. An enqueue canonicalizes the
-//!   body ([`json`]), stores it through the [`store`] and wakes the dispatcher.
+//! - [`origin_guard`] then [`api`]: a request from a foreign page (its `Origin`, or a rebound
+//!   `Host`) is refused first; then HTTP routes (hyper Queue API), auth and scoped keys
+//!   ([`access`]), JSON errors. An enqueue canonicalizes the body ([`json`]), stores it
+//!   through the [`store`] and wakes the dispatcher.
 //! - [`store`]: SQLite in WAL mode; one writer thread with group commit, a read-only pool.
 //! - [`dispatch`]: claims due jobs, POSTs them to the queue's target signed with
 //!   [`signature`], records delivered / retry / dead-letter outcomes.
