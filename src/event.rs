@@ -94,9 +94,65 @@ pub fn excerpt(error: &str) -> String {
     }
 }
 
+/// `body` (an event as stored) with `links.ui`: where the admin UI shows what the event is
+/// about, under `public` (`HOOKQ_PUBLIC_URL`): the job's page, the queue's page, or the dead
+/// letters. `None` when the body is not one of ours (it is then sent as stored).
+pub fn with_links(body: &str, public: &url::Url) -> Option<String> {
+    use serde_json::Value;
+    let mut value: Value = serde_json::from_str(body).ok()?;
+    let data = value.get("data")?;
+    let queue = data.get("queue").and_then(Value::as_str);
+    let id = data.get("id").and_then(Value::as_str);
+    let path = match (value.get("type")?.as_str()?, queue, id) {
+        ("job.dead_lettered", Some(queue), Some(id)) => format!("ui/queue/{queue}/job/{id}"),
+        ("queue.breaker_opened" | "queue.breaker_closed", Some(queue), _) => {
+            format!("ui/queue/{queue}")
+        }
+        ("dlq.alert", _, _) => "ui/dlq".to_owned(),
+        _ => return None,
+    };
+    let base = public.as_str().trim_end_matches('/');
+    value.as_object_mut()?.insert(
+        "links".into(),
+        serde_json::json!({ "ui": format!("{base}/{path}") }),
+    );
+    serde_json::to_string(&value).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_point_into_the_ui_under_the_public_url() {
+        let public = url::Url::parse("https://ops.example/hookq/").unwrap();
+        let id = EventId::new();
+        let job = JobId::new();
+        let dead = Event::JobDeadLettered {
+            queue: QueueName::parse("q").unwrap(),
+            id: job,
+            attempts: 3,
+            last_status: None,
+            error: None,
+            reason: "expired".into(),
+        };
+        let linked: serde_json::Value =
+            serde_json::from_str(&with_links(&dead.to_body(id, 1), &public).unwrap()).unwrap();
+        assert_eq!(
+            linked["links"]["ui"],
+            format!("https://ops.example/hookq/ui/queue/q/job/{job}")
+        );
+        assert_eq!(linked["data"]["id"], job.to_string(), "the rest is kept");
+        let closed = Event::BreakerClosed {
+            queue: QueueName::parse("q").unwrap(),
+        };
+        let linked = with_links(&closed.to_body(id, 1), &public).unwrap();
+        assert!(
+            linked.contains(r#""ui":"https://ops.example/hookq/ui/queue/q""#),
+            "{linked}"
+        );
+        assert_eq!(with_links("not json", &public), None);
+    }
 
     #[test]
     fn events_serialize_as_documented() {

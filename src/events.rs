@@ -132,6 +132,8 @@ pub struct EventSender {
     events: Events,
     target: EventsTarget,
     client: reqwest::Client,
+    /// Where operators reach the UI, for the events' links.
+    public_url: Option<reqwest::Url>,
 }
 
 impl EventSender {
@@ -149,7 +151,14 @@ impl EventSender {
             events,
             target,
             client,
+            public_url: None,
         })
+    }
+
+    /// Link each event into the admin UI under `public` (`HOOKQ_PUBLIC_URL`): `links.ui`.
+    pub fn with_public_url(mut self, public: Option<reqwest::Url>) -> Self {
+        self.public_url = public;
+        self
     }
 
     /// Send what is due at `now` (up to [`ROUND_LIMIT`] events, [`CONCURRENCY`] at once);
@@ -198,6 +207,13 @@ impl EventSender {
 
     /// POST one event; `Err` says why it failed.
     async fn post(&self, event: &OutboxEvent, now: UnixMillis) -> Result<(), String> {
+        // The same bytes on every attempt: the stored body, linked into the UI when the
+        // server knows its public URL.
+        let body = self
+            .public_url
+            .as_ref()
+            .and_then(|public| crate::event::with_links(&event.body, public))
+            .unwrap_or_else(|| event.body.clone());
         let mut request = self
             .client
             .post(self.target.url.url().clone())
@@ -209,15 +225,11 @@ impl EventSender {
             let timestamp = u64::try_from(now).unwrap_or_default();
             request = request.header(
                 signature::HEADER,
-                signature::header_value(
-                    secret.expose().as_bytes(),
-                    timestamp,
-                    event.body.as_bytes(),
-                ),
+                signature::header_value(secret.expose().as_bytes(), timestamp, body.as_bytes()),
             );
         }
         let started = Instant::now();
-        match request.body(event.body.clone()).send().await {
+        match request.body(body).send().await {
             Ok(response) if response.status().is_success() => Ok(()),
             Ok(response) => Err(format!(
                 "HTTP {} after {} ms",

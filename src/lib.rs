@@ -197,7 +197,8 @@ impl Server {
                     events.clone(),
                     target.clone(),
                     config.egress_proxy.as_ref(),
-                )?;
+                )?
+                .with_public_url(config.public_url.clone());
                 Some(tokio::spawn(sender.run(background.clone())))
             }
             None => None,

@@ -281,3 +281,24 @@ async fn an_expired_job_is_announced_with_its_reason() {
     drop(store);
     fx.close().await;
 }
+
+#[tokio::test]
+async fn with_a_public_url_each_event_links_into_the_ui_and_stays_signed() {
+    let events = TestReceiver::always(Reply::ok()).await;
+    let worker = TestReceiver::always(Reply::with_body(500, "no")).await;
+    let app = app_with_events(&events, |c| {
+        c.public_url = Some("https://hookq.example.com/".parse().unwrap());
+    })
+    .await;
+    app.create_queue_ok("q", &worker.url, None).await;
+    let id = app.enqueue_ok("q", &json!({"n": 1})).await;
+    app.wait_until_error("q", &id).await;
+    let received = events.wait_for(1).await;
+    assert_signed(&received[0], "events-secret");
+    let sent = body(&received[0]);
+    assert_eq!(
+        sent["links"]["ui"],
+        format!("https://hookq.example.com/ui/queue/q/job/{id}")
+    );
+    assert_eq!(sent["data"]["id"], id.as_str());
+}
