@@ -178,7 +178,9 @@ pub async fn upsert(
         if inserted == 1 {
             return Ok(Saved::Created);
         }
-        // No queue, or the schedule was created elsewhere meanwhile: replace that one.
+        // No queue, or the schedule created elsewhere meanwhile: neither can happen while the
+        // queue's row is locked above (every creation takes it first); should it anyway,
+        // look again and replace that one.
         super::queues::require(tx, queue).await?;
     }
 }

@@ -22,10 +22,14 @@ use crate::ui::session::{Current, Flash};
 use crate::ui::{Ctx, UiError, UiResult, format, fragment};
 
 fn job_id(raw: &str) -> UiResult<JobId> {
-    JobId::parse(raw).map_err(|_| UiError {
+    JobId::parse(raw).map_err(|_| no_such_job())
+}
+
+fn no_such_job() -> UiError {
+    UiError {
         status: StatusCode::NOT_FOUND,
         message: "No such job.".into(),
-    })
+    }
 }
 
 /// The most of a payload's pretty-printed text a page shows; the rest is a link away.
@@ -63,10 +67,7 @@ pub async fn details(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiRe
 pub async fn raw_payload(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResult {
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
     let Some(job) = fetch(ctx.api(), &name, &id).await? else {
-        return Err(UiError {
-            status: StatusCode::NOT_FOUND,
-            message: "No such job.".into(),
-        });
+        return Err(no_such_job());
     };
     Ok((
         [(
