@@ -1007,6 +1007,31 @@ async fn postgres_a_server_on_postgres_delivers_retries_dead_letters_and_replays
 }
 
 #[tokio::test]
+async fn postgres_healthz_says_the_database_is_unreachable_without_its_error_text() {
+    let Some(db) = TestDatabase::create("postgres_healthz_without_error_text").await else {
+        return;
+    };
+    let app = server_on(&db).await;
+    app.get("/healthz").await.expect(200);
+    // The database goes away under the running server: every new connection is refused
+    // with PostgreSQL's own words, which name the database.
+    let name = db.name.clone();
+    db.drop_database().await;
+    let response = app.get("/healthz").await;
+    let msg = response.expect_error(503);
+    assert_eq!(
+        msg, "database unreachable",
+        "a fixed message, nothing of the cause"
+    );
+    assert!(!response.text().contains(&name), "{}", response.text());
+    assert_eq!(
+        app.get("/readyz").await.expect_error(503),
+        "database unreachable"
+    );
+    drop(app.stop().await);
+}
+
+#[tokio::test]
 async fn postgres_three_nodes_on_one_database_deliver_every_job_once() {
     let Some(db) = TestDatabase::create("postgres_three_nodes").await else {
         return;
