@@ -245,7 +245,7 @@ impl EventSender {
     /// Send events until `shutdown`: a round whenever one is stored, or the next retry falls
     /// due (at most a minute apart).
     pub async fn run(self, shutdown: CancellationToken) {
-        let shared = self.store.postgres().is_some();
+        let shared = self.store.cluster().is_shared();
         loop {
             let wait = if !self.on_duty().await {
                 CLUSTER_LOOK
@@ -261,10 +261,13 @@ impl EventSender {
         }
     }
 
-    /// Whether this node sends the events now: always on SQLite (one process); on a shared
-    /// database, while it holds the `events` duty.
+    /// Whether this node sends the events now: always when alone on its database; on a
+    /// shared database, while it holds the `events` duty.
     async fn on_duty(&self) -> bool {
-        self.store.on_duty("events", now_millis(), DUTY_HOLD).await
+        self.store
+            .cluster()
+            .on_duty("events", now_millis(), DUTY_HOLD)
+            .await
     }
 
     /// Send what is due; returns how long to wait before the next round.

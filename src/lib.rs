@@ -1,17 +1,21 @@
-//! hookq: a single-binary, webhook-dispatching job queue on embedded SQLite, compatible with
-//! the hyper Queue API.
+//! hookq: a single-binary, webhook-dispatching job queue, compatible with the hyper Queue API,
+//! on embedded SQLite or on PostgreSQL shared by several nodes.
 //!
 //! The path of one job, module by module:
 //! - [`origin_guard`] then [`api`]: a request from a foreign page (its `Origin`, or a rebound
 //!   `Host`) is refused first; then HTTP routes (hyper Queue API), auth and scoped keys
 //!   ([`access`]), JSON errors. An enqueue canonicalizes the body ([`json`]), stores it
 //!   through the [`store`] and wakes the dispatcher.
-//! - [`store`]: SQLite in WAL mode; one writer thread with group commit, a read-only pool.
+//! - [`store`]: the storage port, behind which the rest cannot tell the backends apart:
+//!   SQLite in WAL mode (one writer thread with group commit, a read-only pool), or
+//!   PostgreSQL for several nodes on one database.
 //! - [`dispatch`]: claims due jobs, POSTs them to the queue's target signed with
 //!   [`signature`], records delivered / retry / dead-letter outcomes.
 //! - [`scheduler`]: fires the ticks of recurring jobs (cron schedules, [`cron`]) as
 //!   ordinary jobs.
 //! - [`maintenance`]: periodic sweeps (stale leases, `PRAGMA optimize`).
+//! - [`cluster`]: on a database several nodes share, following the others (their wake-ups,
+//!   queue changes and open breakers) through the store's cluster capability.
 //! - [`ui`]: the admin web UI under `/ui`, a client of the API in the same process.
 //! - [`config`] and [`model`]: validated configuration and domain types parsed at the edge.
 //! - [`cli`]: the command line, with the operator subcommands (HTTP client, backup, check).
@@ -23,6 +27,7 @@
 pub mod access;
 pub mod api;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod cron;
 pub mod dispatch;
@@ -186,9 +191,7 @@ impl Server {
             .run(background.clone()),
         );
         let metrics_upkeep = tokio::spawn(telemetry::run_upkeep(background.clone()));
-        let shared_database = store
-            .postgres()
-            .map(|db| follow_other_nodes(db, &wakeups, pool.as_ref(), &background));
+        let following = cluster::follow(&store, &wakeups, pool.as_ref(), &background);
         let event_sender = match &config.events {
             Some(target) => {
                 tracing::info!(target = %redact::endpoint(target.url.url()), "operational events on");
@@ -235,9 +238,8 @@ impl Server {
             sender.await.context("event sender task failed")?;
         }
         metrics_upkeep.await.context("metrics upkeep task failed")?;
-        if let Some((listener, refresher)) = shared_database {
-            listener.await.context("wake-up listener task failed")?;
-            refresher.await.context("queue refresh task failed")?;
+        if let Some(following) = following {
+            following.finished().await?;
         }
         // Every handle on the store goes before it can close (events hold one too).
         drop(state);
@@ -247,87 +249,5 @@ impl Server {
             .context("waiting for the store to close failed")?;
         tracing::info!("database closed; bye");
         Ok(())
-    }
-}
-
-/// How often a node on a shared database looks for queue changes made on other nodes.
-const QUEUE_REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// On a database several nodes share: hear the jobs other nodes store (each wakes this
-/// node's dispatcher for its queue), and every [`QUEUE_REFRESH`] follow the other nodes'
-/// queue changes and the circuit breakers they open, and tell them this node's recent
-/// attempts (for `_stats`). Both tasks end with `stop`.
-fn follow_other_nodes(
-    db: &store::postgres::PgStore,
-    wakeups: &Wakeups,
-    pool: Option<&DeliveryPool>,
-    stop: &CancellationToken,
-) -> (tokio::task::JoinHandle<()>, tokio::task::JoinHandle<()>) {
-    let dispatch = pool.is_some();
-    let woken = wakeups.clone();
-    let listener = db.listen_for_wakeups(
-        move |queue| {
-            if dispatch {
-                woken.mark_due(&queue, model::now_millis());
-            }
-        },
-        stop.clone(),
-    );
-    let (db, pool, stop) = (db.clone(), pool.cloned(), stop.clone());
-    let refresher = tokio::spawn(async move {
-        let mut every = tokio::time::interval(QUEUE_REFRESH);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut published = std::collections::HashMap::new();
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                _ = every.tick() => {
-                    if let Err(err) = db.refresh_queues().await {
-                        tracing::warn!(error = %err, "cannot reload the queues");
-                    }
-                    if let Some(pool) = &pool {
-                        follow_breakers(&db, pool).await;
-                        publish_activity(&db, pool, &mut published).await;
-                    }
-                }
-            }
-        }
-    });
-    (listener, refresher)
-}
-
-/// Rest the targets whose breaker another node opened.
-async fn follow_breakers(db: &store::postgres::PgStore, pool: &DeliveryPool) {
-    let now = model::now_millis();
-    match db.open_breakers(now).await {
-        Ok(open) => {
-            for (queue, until) in open {
-                pool.breakers().opened_elsewhere(&queue, until, now);
-            }
-        }
-        Err(err) => tracing::warn!(error = %err, "cannot read the open breakers"),
-    }
-}
-
-/// Write this node's recent attempts of the queues whose figures changed since they were
-/// last written (or that had attempts in the last minute, so that their row stays fresh).
-async fn publish_activity(
-    db: &store::postgres::PgStore,
-    pool: &DeliveryPool,
-    published: &mut std::collections::HashMap<model::QueueName, store::ActivityFigures>,
-) {
-    let now = model::now_millis();
-    let busy: Vec<_> = pool
-        .activity()
-        .busy_queues(now)
-        .into_iter()
-        .filter(|(queue, figures)| {
-            published.get(queue) != Some(figures)
-                || figures.last_minute_delivered + figures.last_minute_failed > 0
-        })
-        .collect();
-    match db.publish_activity(now, &busy).await {
-        Ok(()) => published.extend(busy),
-        Err(err) => tracing::warn!(error = %err, "cannot publish this node's activity"),
     }
 }

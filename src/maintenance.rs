@@ -135,12 +135,13 @@ impl Maintenance {
         }
     }
 
-    /// Whether this node runs the sweeps now. On SQLite it always does (one process owns
-    /// the file). On PostgreSQL one node of the cluster at a time does: the holder of the
+    /// Whether this node runs the sweeps now. Alone on its database it always does. On a
+    /// database several nodes share, one node at a time does: the holder of the
     /// `maintenance` duty, renewed by each of its sweeps and passed on once a node stops
     /// renewing it for [`Self::duty_hold`].
     async fn on_duty(&self, now: UnixMillis) -> bool {
         self.store
+            .cluster()
             .on_duty("maintenance", now, self.duty_hold())
             .await
     }

@@ -100,10 +100,14 @@ async fn queue_stats(
         Some(pool) => pool.activity().figures(&queue.name, now),
         None => ActivityFigures::default(),
     };
-    // On a shared database, every node's attempts: the same figures whichever node answers.
-    if let Some(shared) = state.store.postgres() {
-        activity.add(&shared.activity_of_other_nodes(&queue.name, now).await?);
-    }
+    // Every node's attempts (on a shared database): the same figures whichever node answers.
+    activity.add(
+        &state
+            .store
+            .cluster()
+            .activity_of_other_nodes(&queue.name, now)
+            .await?,
+    );
     stats.delivered_last_minute = activity.last_minute_delivered;
     stats.failed_last_minute = activity.last_minute_failed;
     stats.last_hour = LastHourView {

@@ -52,15 +52,15 @@ impl Attempt {
         let transition = inner
             .breakers
             .record(&queue.name, target_is_healthy(&result), now);
-        if let (
-            Some(Transition::Opened { cooldown_ms } | Transition::Reopened { cooldown_ms }),
-            Some(shared),
-        ) = (transition, inner.store.postgres())
+        if let Some(Transition::Opened { cooldown_ms } | Transition::Reopened { cooldown_ms }) =
+            transition
+            && inner.store.cluster().is_shared()
         {
             // Every node rests the target, not only the one that saw it fail.
-            let (shared, name) = (shared.clone(), queue.name.clone());
+            let (store, name) = (inner.store.clone(), queue.name.clone());
             tokio::spawn(async move {
-                if let Err(err) = shared.open_breaker(&name, now + cooldown_ms).await {
+                let shared = store.cluster().open_breaker(&name, now + cooldown_ms).await;
+                if let Err(err) = shared {
                     tracing::warn!(queue = %name, error = %err, "cannot share the open breaker");
                 }
             });

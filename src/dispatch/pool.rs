@@ -274,7 +274,7 @@ impl DeliveryPool {
         }
         // On a shared database a queue's own limits are counted at the claim, across the
         // nodes: its jobs go through the claim loop.
-        if inner.store.postgres().is_some() && !self.shared_limits_of(queue).is_none() {
+        if inner.store.cluster().is_shared() && !self.shared_limits_of(queue).is_none() {
             return None;
         }
         let slot = self.try_slot(queue)?;

@@ -7,11 +7,14 @@
 //! - [`registry`]: the queues mirrored in memory, kept in commit order by the backend.
 //! - [`sealing`]: queue secrets encrypted at rest under the master key.
 //! - [`queue_row`]: a queue as any backend's row holds it.
+//! - [`cluster`]: what a database several nodes share offers (duties, shared breakers and
+//!   figures, other nodes' wake-ups and queue changes), a no-op alone.
 //! - [`sqlite`]: the embedded backend (one file, WAL, a single writer with group commit).
 //! - [`postgres`]: the backend for several nodes on one database.
 //! - [`testing`]: a read-only look into a database file, for tests.
 
 pub mod api_keys;
+pub mod cluster;
 pub mod error;
 pub mod postgres;
 pub mod queue_row;
@@ -27,6 +30,7 @@ use std::sync::mpsc as std_mpsc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+pub use cluster::Cluster;
 pub use error::{StoreError, StoreResult};
 pub use records::{
     ActivityFigures, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed, ClaimedJob, CountOf,
@@ -170,15 +174,6 @@ impl Store {
         }
     }
 
-    /// The PostgreSQL store behind this port, if that is the backend: what only a shared
-    /// database has (wake-ups from other nodes, the registry's refresh, cluster duties).
-    pub fn postgres(&self) -> Option<&PgStore> {
-        match &self.backend {
-            Backend::Postgres(db) => Some(db),
-            Backend::Sqlite(_) => None,
-        }
-    }
-
     /// Bound the enqueues waiting for their commit to `max` (at least 1).
     /// Refuse creations past `caps` (queues on the server, schedules on a queue).
     pub fn with_caps(mut self, caps: Caps) -> Self {
@@ -225,24 +220,6 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(db) => db.hold_writes().await,
             Backend::Postgres(db) => db.hold_writes().await,
-        }
-    }
-
-    /// Whether this node does cluster-wide duty `name` (a sweep, the event sender) now,
-    /// holding it for `hold` more: always on SQLite (one process owns the file); on
-    /// PostgreSQL while it holds the duty's lease, taken over once the holder stops renewing
-    /// it. A database error counts as not holding it (and is logged).
-    pub async fn on_duty(&self, name: &str, now: UnixMillis, hold: std::time::Duration) -> bool {
-        let Backend::Postgres(db) = &self.backend else {
-            return true;
-        };
-        let until = now.saturating_add(i64::try_from(hold.as_millis()).unwrap_or(i64::MAX));
-        match db.hold_duty(name, now, until).await {
-            Ok(held) => held,
-            Err(err) => {
-                tracing::warn!(duty = name, error = %err, "cannot take the duty");
-                false
-            }
         }
     }
 

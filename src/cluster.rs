@@ -1,0 +1,127 @@
+//! Following the other nodes on a shared database: hear the jobs they store (each wakes
+//! this node's dispatcher for its queue), and every [`QUEUE_REFRESH`] take in their queue
+//! changes and the circuit breakers they opened, and tell them this node's recent attempts
+//! (for `_stats`). Written against the store's [`Cluster`](crate::store::Cluster)
+//! capability: a node alone on its database has nobody to follow and starts nothing.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::dispatch::{DeliveryPool, Wakeups};
+use crate::model::{QueueName, now_millis};
+use crate::store::{ActivityFigures, Store};
+
+/// How often a node on a shared database looks for queue changes made on other nodes: the
+/// bound on how long a change made elsewhere (a pause, new settings, a deletion) takes to
+/// hold here. A queue this node has never seen is looked up at once instead
+/// ([`Store::queue`]).
+pub const QUEUE_REFRESH: Duration = Duration::from_secs(1);
+
+/// The tasks following the other nodes; they end with the token given to [`follow`].
+pub struct Following {
+    listener: JoinHandle<()>,
+    refresher: JoinHandle<()>,
+}
+
+impl Following {
+    /// Wait for both tasks to end (after their token fired).
+    pub async fn finished(self) -> anyhow::Result<()> {
+        self.listener
+            .await
+            .context("wake-up listener task failed")?;
+        self.refresher.await.context("queue refresh task failed")?;
+        Ok(())
+    }
+}
+
+/// Start following the nodes `store` shares its database with, until `stop`; `None` when
+/// it shares it with nobody. Without a delivery `pool` (`HOOKQ_DISPATCH=off`) only the
+/// queues are followed: there is no dispatcher to wake, no breaker to rest and no attempt
+/// to tell.
+pub fn follow(
+    store: &Store,
+    wakeups: &Wakeups,
+    pool: Option<&DeliveryPool>,
+    stop: &CancellationToken,
+) -> Option<Following> {
+    if !store.cluster().is_shared() {
+        return None;
+    }
+    let dispatch = pool.is_some();
+    let woken = wakeups.clone();
+    let listener = {
+        let (store, stop) = (store.clone(), stop.clone());
+        tokio::spawn(async move {
+            let on_due = move |queue: QueueName| {
+                if dispatch {
+                    woken.mark_due(&queue, now_millis());
+                }
+            };
+            store.cluster().listen_for_wakeups(on_due, stop).await;
+        })
+    };
+    let (store, pool, stop) = (store.clone(), pool.cloned(), stop.clone());
+    let refresher = tokio::spawn(async move {
+        let mut every = tokio::time::interval(QUEUE_REFRESH);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut published = HashMap::new();
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = every.tick() => {
+                    if let Err(err) = store.cluster().refresh_queues().await {
+                        tracing::warn!(error = %err, "cannot reload the queues");
+                    }
+                    if let Some(pool) = &pool {
+                        follow_breakers(&store, pool).await;
+                        publish_activity(&store, pool, &mut published).await;
+                    }
+                }
+            }
+        }
+    });
+    Some(Following {
+        listener,
+        refresher,
+    })
+}
+
+/// Rest the targets whose breaker another node opened.
+async fn follow_breakers(store: &Store, pool: &DeliveryPool) {
+    let now = now_millis();
+    match store.cluster().open_breakers(now).await {
+        Ok(open) => {
+            for (queue, until) in open {
+                pool.breakers().opened_elsewhere(&queue, until, now);
+            }
+        }
+        Err(err) => tracing::warn!(error = %err, "cannot read the open breakers"),
+    }
+}
+
+/// Write this node's recent attempts of the queues whose figures changed since they were
+/// last written (or that had attempts in the last minute, so that their row stays fresh).
+async fn publish_activity(
+    store: &Store,
+    pool: &DeliveryPool,
+    published: &mut HashMap<QueueName, ActivityFigures>,
+) {
+    let now = now_millis();
+    let busy: Vec<_> = pool
+        .activity()
+        .busy_queues(now)
+        .into_iter()
+        .filter(|(queue, figures)| {
+            published.get(queue) != Some(figures)
+                || figures.last_minute_delivered + figures.last_minute_failed > 0
+        })
+        .collect();
+    match store.cluster().publish_activity(now, &busy).await {
+        Ok(()) => published.extend(busy),
+        Err(err) => tracing::warn!(error = %err, "cannot publish this node's activity"),
+    }
+}
