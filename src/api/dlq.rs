@@ -456,13 +456,12 @@ impl SelectionBody {
     }
 }
 
-fn require_known_queue(state: &AppState, selection: &Selection) -> ApiResult<()> {
-    match selection {
-        Selection::Queue(queue) if !state.store.registry().contains(queue) => {
-            Err(ApiError::queue_not_found())
-        }
-        _ => Ok(()),
+/// 404 when `selection` names a whole queue that does not exist.
+async fn require_known_queue(state: &AppState, selection: &Selection) -> ApiResult<()> {
+    if let Selection::Queue(queue) = selection {
+        state.store.queue(queue).await?;
     }
+    Ok(())
 }
 
 /// What a replay did.
@@ -503,7 +502,7 @@ async fn replay(
     ApiJson(request): ApiJson<SelectionBody, MAX_ADMIN_BODY>,
 ) -> ApiResult<Json<ReplayResult>> {
     let selection = request.selection()?;
-    require_known_queue(&state, &selection)?;
+    require_known_queue(&state, &selection).await?;
     let delay = request.delay_seconds.unwrap_or(0);
     if delay > MAX_DELAY_SECONDS {
         return Err(ApiError::Unprocessable(format!(
@@ -594,7 +593,7 @@ async fn acknowledge(
         ));
     }
     let selection = request.selection()?;
-    require_known_queue(&state, &selection)?;
+    require_known_queue(&state, &selection).await?;
     let count = state.store.acknowledge(selection, now_millis()).await?;
     Ok(Json(AcknowledgeResult {
         ok: true,
@@ -673,9 +672,7 @@ async fn delete_for_queue(
         "name the queue whose dead letters to delete, ?queue=…",
     )?;
     let queue = queue_name(raw)?;
-    if !state.store.registry().contains(&queue) {
-        return Err(ApiError::queue_not_found());
-    }
+    state.store.queue(&queue).await?;
     let deleted = state
         .store
         .delete_dead_letters(Selection::Queue(queue))

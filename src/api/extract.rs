@@ -35,7 +35,7 @@ impl FromRequestParts<AppState> for KnownQueue {
         let Path(raw) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::queue_not_found())?;
-        known_queue(state, &raw).map(Self)
+        known_queue(state, &raw).await.map(Self)
     }
 }
 
@@ -69,7 +69,7 @@ impl FromRequestParts<AppState> for JobPath {
         let Path((queue, id)) = Path::<(String, String)>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::job_not_found())?;
-        let queue = known_queue(state, &queue)?;
+        let queue = known_queue(state, &queue).await?;
         let id = JobId::parse(&id).map_err(|_| ApiError::job_not_found())?;
         Ok(Self { queue, id })
     }
@@ -91,7 +91,7 @@ impl FromRequestParts<AppState> for SchedulePath {
         let Path((queue, name)) = Path::<(String, String)>::from_request_parts(parts, state)
             .await
             .map_err(|_| not_found())?;
-        let queue = known_queue(state, &queue)?;
+        let queue = known_queue(state, &queue).await?;
         let name = ScheduleName::parse(&name).map_err(|_| not_found())?;
         Ok(Self { queue, name })
     }
@@ -111,7 +111,7 @@ impl FromRequestParts<AppState> for NewSchedulePath {
         let Path((queue, name)) = Path::<(String, String)>::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::BadRequest(e.body_text()))?;
-        let queue = known_queue(state, &queue)?;
+        let queue = known_queue(state, &queue).await?;
         let name = ScheduleName::parse(&name).map_err(|e| ApiError::Unprocessable(e.0))?;
         Ok(Self { queue, name })
     }
@@ -370,13 +370,11 @@ fn option_value(
     }
 }
 
-fn known_queue(state: &AppState, raw: &str) -> ApiResult<Arc<Queue>> {
+/// The queue a path names: 404 when the name cannot be valid or the store knows no such
+/// queue (it asks the database when another node may have just created it).
+async fn known_queue(state: &AppState, raw: &str) -> ApiResult<Arc<Queue>> {
     let name = QueueName::parse(raw).map_err(|_| ApiError::queue_not_found())?;
-    state
-        .store
-        .registry()
-        .get(&name)
-        .ok_or_else(ApiError::queue_not_found)
+    Ok(state.store.queue(&name).await?)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ use super::extract::KnownQueue;
 use crate::dispatch::{BreakerState, LastMinute};
 use crate::model::{UnixMillis, now_millis};
 use crate::store::ActivityFigures;
-use crate::store::{Queue, QueueCounts};
+use crate::store::{Queue, QueueCounts, StoreError};
 use crate::telemetry::{self, QueueFigures};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -121,8 +121,10 @@ async fn queue_stats(
 pub async fn record_metrics(state: &AppState) -> ApiResult<()> {
     let now = now_millis();
     for (name, counts) in state.store.all_queue_counts(now).await? {
-        let Some(queue) = state.store.registry().get(&name) else {
-            continue; // deleted since
+        let queue = match state.store.queue(&name).await {
+            Ok(queue) => queue,
+            Err(StoreError::QueueNotFound) => continue, // deleted since
+            Err(err) => return Err(err.into()),
         };
         let stats = stats_of(state, &queue, counts, now);
         telemetry::queue_figures(

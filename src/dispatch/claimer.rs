@@ -12,7 +12,7 @@ use super::breaker::Permit;
 use super::pool::{DeliveryPool, Slot};
 use super::wakeups::Wakeups;
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::{Claimed, Store};
+use crate::store::{Claimed, Store, StoreError};
 
 /// The most free slots the claim loop waits for before claiming again under load.
 const MAX_CLAIM_BATCH: usize = 32;
@@ -103,9 +103,19 @@ impl Claimer {
         let mut free = self.pool.free();
         let queue_count = due.len();
         for (index, name) in due.into_iter().enumerate() {
-            let Some(queue) = self.store.registry().get(&name) else {
-                self.wakeups.forget(&name); // deleted since it was marked
-                continue;
+            // A wake-up may name a queue another node has just created: the store looks it
+            // up rather than leaving its jobs to the next sweep.
+            let queue = match self.store.queue(&name).await {
+                Ok(queue) => queue,
+                Err(StoreError::QueueNotFound) => {
+                    self.wakeups.forget(&name); // deleted since it was marked
+                    continue;
+                }
+                Err(err) => {
+                    tracing::error!(queue = %name, error = %err, "cannot look the queue up");
+                    self.wakeups.mark_due(&name, now + 1000);
+                    continue;
+                }
             };
             if queue.paused {
                 // Nothing of it is claimed until it resumes (which marks it due again); its

@@ -5,13 +5,14 @@
 //! opens a breaker or delivers anything, nothing comes to listen to), so code above the
 //! store asks what the store can do, never which backend it is.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::PgStore;
-use super::records::ActivityFigures;
-use super::{Backend, Store, StoreResult};
+use super::records::{ActivityFigures, Queue};
+use super::{Backend, Store, StoreError, StoreResult};
 use crate::model::{QueueName, UnixMillis};
 
 /// What the store offers about the other nodes sharing its database: a borrowed view,
@@ -100,6 +101,17 @@ impl Cluster<'_> {
         match self.shared {
             Some(db) => db.open_breakers(now).await,
             None => Ok(Vec::new()),
+        }
+    }
+
+    /// Queue `name`, which this node's registry does not hold: on a shared database, read
+    /// from it (another node may have created the queue since this node's last refresh)
+    /// and taken into the registry. Alone, the registry holds every queue there is, so the
+    /// answer is `QueueNotFound` without a read.
+    pub async fn queue_created_elsewhere(&self, name: &QueueName) -> StoreResult<Arc<Queue>> {
+        match self.shared {
+            Some(db) => db.load_queue(name).await,
+            None => Err(StoreError::QueueNotFound),
         }
     }
 

@@ -573,4 +573,15 @@ impl Store {
     pub async fn ping(&self) -> StoreResult<()> {
         on_backend!(self, db => db.ping().await)
     }
+
+    /// Queue `name`, or `QueueNotFound`: from the registry, or, when the registry does not
+    /// hold it, from the database if other nodes share it (a queue one of them has just
+    /// created). Every "no such queue" answer of the API and the dispatcher comes from
+    /// here, so a queue created on one node is known on every node at once.
+    pub async fn queue(&self, name: &QueueName) -> StoreResult<Arc<Queue>> {
+        match self.registry().get(name) {
+            Some(queue) => Ok(queue),
+            None => self.cluster().queue_created_elsewhere(name).await,
+        }
+    }
 }

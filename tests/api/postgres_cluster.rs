@@ -37,7 +37,8 @@ async fn node(url: &str, env: &[(&str, &str)]) -> BinaryApp {
     BinaryApp::start(Path::new(url), &env).await
 }
 
-/// Wait until every node knows queue `name` (a node reloads queues within a second).
+/// Wait until every node answers for queue `name` (at once: a node that does not know a
+/// queue looks for it in the database).
 async fn known_everywhere(nodes: &[&ApiClient], name: &str) {
     for api in nodes {
         eventually(&format!("queue {name} known to {}", api.base), || async {
@@ -592,6 +593,118 @@ async fn every_node_reports_the_clusters_attempts_in_a_queues_stats() {
             },
         )
         .await;
+    }
+    a.kill_9().await;
+    b.kill_9().await;
+    db.drop_database().await;
+}
+
+/// How long a queue change made on one node may take to hold on another: the nodes'
+/// queue refresh (`hookq::cluster::QUEUE_REFRESH`, 1 s, the bound docs/operations.md
+/// states), plus room for processes on a loaded test machine.
+const QUEUE_CHANGE_DEADLINE: Duration = Duration::from_secs(3);
+
+#[tokio::test]
+async fn a_queue_created_on_one_node_takes_jobs_on_another_at_once() {
+    let Some(db) = TestDatabase::create("the create-then-enqueue-elsewhere test").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let mut a = node(&db.url, &[]).await;
+    let mut b = node(&db.url, &[]).await;
+    // Ten rounds, each well inside b's one-second refresh: without the lookup on a miss,
+    // b answers 404 for (nearly) every one of them.
+    const ROUNDS: usize = 10;
+    for n in 0..ROUNDS {
+        let name = format!("q{n}");
+        a.create_queue_ok(&name, &receiver.url, None).await;
+        let response = b.enqueue(&name, &payload(n)).await;
+        assert_eq!(
+            response.status,
+            201,
+            "round {n}: b answers for a queue a has just created: {}",
+            response.text()
+        );
+    }
+    // And the jobs are ordinary jobs: every one is delivered.
+    receiver.wait_for(ROUNDS).await;
+    a.kill_9().await;
+    b.kill_9().await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_queue_deleted_on_one_node_refuses_jobs_on_another_at_once() {
+    let Some(db) = TestDatabase::create("the delete-then-enqueue-elsewhere test").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let mut a = node(&db.url, &[]).await;
+    let mut b = node(&db.url, &[]).await;
+    for n in 0..10 {
+        let name = format!("q{n}");
+        a.create_queue_ok(&name, &receiver.url, None).await;
+        // b knows the queue (its registry holds it), then a deletes it: b's registry still
+        // has it until its next refresh, but the database refuses the job.
+        b.enqueue_ok(&name, &payload(n)).await;
+        a.delete_queue(&name).await.expect(200);
+        let msg = b.enqueue(&name, &payload(n)).await.expect_error(404);
+        assert_eq!(msg, "queue not found", "round {n}");
+        let batch = json!([payload(n), payload(n + 1)]).to_string();
+        let msg = b
+            .call(
+                reqwest::Method::POST,
+                &format!("/queue/{name}/_batch"),
+                Some(batch.as_bytes()),
+            )
+            .await
+            .expect_error(404);
+        assert_eq!(msg, "queue not found", "round {n}: a batch too");
+    }
+    a.kill_9().await;
+    b.kill_9().await;
+    db.drop_database().await;
+}
+
+#[tokio::test]
+async fn a_queues_new_settings_hold_on_another_node_within_the_refresh_bound() {
+    let Some(db) = TestDatabase::create("the settings-elsewhere test").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let mut a = node(&db.url, &[]).await;
+    let mut b = node(&db.url, &[]).await;
+    a.create_queue_ok("q", &receiver.url, None).await;
+    known_everywhere(&[&a, &b], "q").await;
+    for (round, attempts) in [7, 2, 9].into_iter().enumerate() {
+        a.patch_queue(
+            "q",
+            &json!({ "maxAttempts": attempts, "paused": round % 2 == 0 }),
+        )
+        .await
+        .expect(200);
+        let changed = std::time::Instant::now();
+        let polling = async {
+            loop {
+                let settings = b.get("/queue/q/_settings").await.expect(200);
+                if settings["maxAttempts"] == attempts && settings["paused"] == (round % 2 == 0) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(QUEUE_CHANGE_DEADLINE, polling)
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "round {round}: b did not see maxAttempts {attempts} within \
+                     {QUEUE_CHANGE_DEADLINE:?}"
+                )
+            });
+        eprintln!(
+            "round {round}: b follows a's change after {:?}",
+            changed.elapsed()
+        );
     }
     a.kill_9().await;
     b.kill_9().await;

@@ -12,9 +12,12 @@
 //! Every operation of the port is here (queues with a registry that follows other nodes'
 //! changes; enqueue with ordering keys, idempotency keys, caps, batches and hand-offs;
 //! claim; outcomes; cancel; stale leases; counts; listings; the dead-letter admin; TTL and
-//! retention sweeps; the delivery log; the event outbox; schedules), plus wake-ups across
-//! nodes and duties held by one node at a time. Still per node: a queue's concurrency,
-//! rate and breaker.
+//! retention sweeps; the delivery log; the event outbox; schedules), plus what several
+//! nodes share, offered above the port as the store's cluster capability
+//! ([`crate::store::cluster`]): wake-ups across nodes, duties held by one node at a time, a
+//! queue's concurrency and rate counted for all nodes ([`limits`]), breakers and attempt
+//! figures shared between them ([`limits`], [`activity`]), and queues a node has not seen
+//! yet read on demand ([`PgStore::load_queue`]).
 
 pub mod activity;
 pub mod admin;
@@ -260,6 +263,25 @@ impl PgStore {
         tx.commit().await?;
         self.registry.remove(&name);
         Ok(())
+    }
+
+    /// Queue `name` as the database holds it now, taken into the registry: a queue another
+    /// node created since this node's last [`refresh`](Self::refresh_queues), so that a
+    /// request naming it here does not wait for the next refresh. `QueueNotFound` when the
+    /// database has no such queue.
+    pub async fn load_queue(&self, name: &QueueName) -> StoreResult<Arc<Queue>> {
+        let client = self.pool.get().await?;
+        let (queue, read_at) = queues::load_one(&client, name, &self.sealing)
+            .await?
+            .ok_or(StoreError::QueueNotFound)?;
+        let _writes = self.registry_writes.lock().await;
+        // A refresh since the read put a later state of the queues in the registry: the
+        // queue as read may be gone by now, and the registry has the answer.
+        if self.epoch.load(Ordering::Acquire) > read_at {
+            return self.registry.get(name).ok_or(StoreError::QueueNotFound);
+        }
+        self.registry.insert(queue);
+        self.registry.get(name).ok_or(StoreError::QueueNotFound)
     }
 
     /// Every queue, secrets opened, read from the database.

@@ -228,6 +228,28 @@ pub async fn reseal_all(tx: &Transaction<'_>, sealing: &Sealing) -> StoreResult<
     Ok(resealed)
 }
 
+/// Queue `name` as stored now, its secret opened, with the queue epoch it was read at (one
+/// statement, so one snapshot); `None` when there is no such queue.
+pub async fn load_one(
+    client: &impl GenericClient,
+    name: &QueueName,
+    sealing: &Sealing,
+) -> StoreResult<Option<(Queue, i64)>> {
+    let row = client
+        .query_opt(
+            &format!(
+                "SELECT {COLUMNS}, (SELECT epoch FROM queue_epoch) FROM queues WHERE name = $1"
+            ),
+            &[&name.as_str()],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let epoch: i64 = row.get(13);
+    Ok(Some((queue_row(&row).open(&sealing.keys())?, epoch)))
+}
+
 /// Every queue, secrets opened; a secret that cannot be read is an error naming its queue.
 pub async fn load_all(client: &impl GenericClient, sealing: &Sealing) -> StoreResult<Vec<Queue>> {
     let rows = client
