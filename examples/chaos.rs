@@ -317,7 +317,12 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let log = dir.path().join("hookq.log");
     let shared = match &args.db {
-        Some(url) if hookq::store::postgres::is_postgres_url(url) => {
+        Some(url)
+            if matches!(
+                hookq::config::Database::named(std::path::Path::new(url)),
+                hookq::config::Database::Postgres(_)
+            ) =>
+        {
             Some(FreshDatabase::create(url, seed).await?)
         }
         Some(other) => bail!("--db takes a postgres:// URL ({other:?} is not one)"),

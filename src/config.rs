@@ -2,14 +2,18 @@
 //! parsed and validated once at start-up so the rest of the server trusts it.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
 
+use crate::dispatch::DispatchConfig;
 use crate::dispatch::guard::AddressPolicy;
 use crate::dispatch::retry;
+use crate::http_server::Limits;
+use crate::maintenance::MaintenanceConfig;
+use crate::policy::Defaults;
 use crate::store::StoreOptions;
 use crate::store::sealing::{MasterKey, Sealing};
 use crate::store::sqlite::Synchronous;
@@ -224,15 +228,69 @@ pub struct ServeArgs {
     pub max_connections: usize,
 }
 
-/// The validated configuration the server runs with.
+/// Where the data lives: the one choice `--db` / `HOOKQ_DB` makes.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Database {
+    /// One SQLite file, created if missing.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database several nodes may share: its `postgres://` URL.
+    Postgres(String),
+}
+
+impl Database {
+    /// What a `--db` value names: a `postgres://` or `postgresql://` URL, else a SQLite file.
+    pub fn named(db: &Path) -> Self {
+        match db.to_str() {
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                Self::Postgres(url.to_owned())
+            }
+            _ => Self::Sqlite(db.to_owned()),
+        }
+    }
+
+    /// `--db` as given, or, without it, the SQLite file in the OS data directory that
+    /// `data_dir` finds (asked only then: a PostgreSQL node needs no data directory).
+    fn resolve(
+        db: Option<&Path>,
+        data_dir: impl FnOnce() -> Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
+        match db {
+            Some(db) => Ok(Self::named(db)),
+            None => {
+                let dir = data_dir().context(
+                    "cannot find the OS data directory (no HOME?); pass --db or set HOOKQ_DB",
+                )?;
+                Ok(Self::Sqlite(dir.join("hookq").join("hookq.db")))
+            }
+        }
+    }
+}
+
+/// A URL's password never prints.
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            Self::Postgres(url) => f
+                .debug_tuple("Postgres")
+                .field(&crate::redact::url(url))
+                .finish(),
+        }
+    }
+}
+
+/// The validated configuration the server runs with. The settings of each part of the
+/// server come grouped as that part takes them ([`Self::delivery`], [`Self::maintenance`],
+/// [`Self::connections`]), so the server hands each its group whole.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
-    /// The SQLite file (unused when `postgres_url` is set).
-    pub db_path: PathBuf,
-    /// A PostgreSQL database instead of the SQLite file.
-    pub postgres_url: Option<String>,
+    /// Where the data lives.
+    pub database: Database,
+    /// With PostgreSQL: connections this node opens at most.
     pub pg_pool_size: usize,
+    /// With SQLite: what a commit waits for.
+    pub synchronous: Synchronous,
     pub api_key: Option<ApiKey>,
     pub admin_key: Option<ApiKey>,
     /// The former API key during a rotation: accepted wherever the API key is.
@@ -243,13 +301,18 @@ pub struct Config {
     pub master_key: Option<MasterKey>,
     /// Opens secrets sealed before a rotation.
     pub master_key_previous: Option<MasterKey>,
-    pub job_ttl: Duration,
-    pub idempotency_ttl: Duration,
-    pub dlq_retention: Duration,
-    pub keep_delivered: Duration,
+    /// Whether this node delivers (`HOOKQ_DISPATCH`); off, it only stores jobs.
+    pub dispatch: bool,
+    /// The dispatcher's settings, with what queues that set no policy of their own follow
+    /// (`delivery.defaults`: attempts, backoff, attempt timeout, per-queue concurrency,
+    /// delivery log).
+    pub delivery: DispatchConfig,
+    /// The sweeps' settings: TTLs, retention, the dead-letter alert.
+    pub maintenance: MaintenanceConfig,
+    /// The accept loop's limits: open connections, the request-head timeout.
+    pub connections: Limits,
     /// Where operational events go, if anywhere.
     pub events: Option<crate::events::EventsTarget>,
-    pub dlq_alert_pending: u64,
     pub target_allowlist: Vec<ipnet::IpNet>,
     /// Hosts answered besides loopback ones (open server) and origins accepted besides the
     /// server's own, lower case, without ports.
@@ -259,26 +322,11 @@ pub struct Config {
     /// Deliveries and events go through this proxy; never one from the environment.
     pub egress_proxy: Option<reqwest::Url>,
     pub https_only: bool,
-    pub breaker_threshold: u32,
-    pub breaker_cooldown: Duration,
-    pub max_attempts: u32,
-    pub backoff: Vec<Duration>,
-    pub backoff_jitter: f64,
-    pub delivery_timeout: Duration,
-    pub lease_timeout: Duration,
-    pub max_in_flight: usize,
-    pub max_in_flight_per_queue: usize,
     pub max_job_bytes: usize,
     pub max_batch_bytes: usize,
-    pub dispatch: bool,
     pub ui: bool,
-    pub synchronous: Synchronous,
-    pub shutdown_grace: Duration,
-    pub header_timeout: Duration,
     pub body_timeout: Duration,
-    pub max_connections: usize,
     pub max_pending_writes: usize,
-    pub dispatch_sweep: Duration,
     /// What clients may create at most (queues, schedules per queue).
     pub caps: crate::store::Caps,
 }
@@ -337,26 +385,15 @@ impl Config {
         self.admin_key.as_ref().or(self.api_key.as_ref())
     }
 
-    /// The server's settings a queue's own policy falls back to.
-    pub fn policy_defaults(&self) -> crate::policy::Defaults {
-        crate::policy::Defaults {
-            max_attempts: self.max_attempts,
-            backoff: self.backoff.clone(),
-            timeout: self.delivery_timeout,
-            concurrency: u32::try_from(self.max_in_flight_per_queue).unwrap_or(u32::MAX),
-            keep_delivered: self.keep_delivered,
-        }
-    }
-
     /// Where the store keeps its data, and how it commits.
     pub fn store_options(&self) -> StoreOptions {
-        match &self.postgres_url {
-            Some(url) => StoreOptions::Postgres {
+        match &self.database {
+            Database::Postgres(url) => StoreOptions::Postgres {
                 url: url.clone(),
                 pool_size: self.pg_pool_size.max(1),
             },
-            None => StoreOptions::Sqlite {
-                path: self.db_path.clone(),
+            Database::Sqlite(path) => StoreOptions::Sqlite {
+                path: path.clone(),
                 synchronous: self.synchronous,
             },
         }
@@ -387,21 +424,21 @@ impl Config {
 
     /// Check the flags and turn them into a configuration, with messages that say what to fix.
     pub fn from_args(args: ServeArgs) -> anyhow::Result<Self> {
-        let postgres_url = args
-            .db
-            .as_ref()
-            .and_then(|db| db.to_str())
-            .filter(|db| crate::store::postgres::is_postgres_url(db))
-            .map(str::to_owned);
-        let db_path = match args.db {
-            Some(path) if postgres_url.is_none() => path,
-            _ => default_db_path()?,
-        };
+        Self::from_args_in(args, dirs::data_dir)
+    }
+
+    /// [`Self::from_args`], finding the OS data directory (for the default SQLite file) with
+    /// `data_dir`.
+    fn from_args_in(
+        args: ServeArgs,
+        data_dir: impl FnOnce() -> Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
+        let max_in_flight_per_queue = args.max_in_flight_per_queue.unwrap_or(args.max_in_flight);
         let config = Self {
             listen: args.listen,
-            db_path,
-            postgres_url,
+            database: Database::resolve(args.db.as_deref(), data_dir)?,
             pg_pool_size: args.pg_pool_size,
+            synchronous: args.synchronous,
             api_key: args.api_key.map(ApiKey::new),
             admin_key: args.admin_key.map(ApiKey::new),
             api_key_previous: args.api_key_previous.map(ApiKey::new),
@@ -414,15 +451,38 @@ impl Config {
                 args.master_key_previous.as_deref(),
                 "HOOKQ_MASTER_KEY_PREVIOUS / --master-key-previous",
             )?,
-            job_ttl: args.job_ttl,
-            idempotency_ttl: args.idempotency_ttl,
-            dlq_retention: args.dlq_retention,
-            keep_delivered: args.keep_delivered,
+            dispatch: args.dispatch,
+            delivery: DispatchConfig {
+                breaker_threshold: args.breaker_threshold,
+                breaker_cooldown: args.breaker_cooldown,
+                max_in_flight: args.max_in_flight,
+                defaults: Defaults {
+                    max_attempts: args.max_attempts,
+                    backoff: parse_backoff(&args.backoff)
+                        .context("invalid HOOKQ_BACKOFF / --backoff")?,
+                    timeout: args.delivery_timeout,
+                    concurrency: u32::try_from(max_in_flight_per_queue).unwrap_or(u32::MAX),
+                    keep_delivered: args.keep_delivered,
+                },
+                jitter: args.backoff_jitter,
+                lease_timeout: args.lease_timeout,
+                shutdown_grace: args.shutdown_grace,
+                sweep_interval: args.dispatch_sweep,
+            },
+            maintenance: MaintenanceConfig {
+                job_ttl: args.job_ttl,
+                idempotency_ttl: args.idempotency_ttl,
+                dlq_retention: args.dlq_retention,
+                dlq_alert_pending: args.dlq_alert_pending,
+            },
+            connections: Limits {
+                max_connections: args.max_connections,
+                header_timeout: args.header_timeout,
+            },
             events: parse_events_target(
                 args.events_target.as_deref(),
                 args.events_secret.as_deref(),
             )?,
-            dlq_alert_pending: args.dlq_alert_pending,
             target_allowlist: args.target_allowlist,
             egress_proxy: parse_egress_proxy(args.egress_proxy.as_deref())?,
             allowed_hosts: args
@@ -433,26 +493,11 @@ impl Config {
                 .collect(),
             public_url: parse_public_url(args.public_url.as_deref())?,
             https_only: args.https_only,
-            breaker_threshold: args.breaker_threshold,
-            breaker_cooldown: args.breaker_cooldown,
-            max_attempts: args.max_attempts,
-            backoff: parse_backoff(&args.backoff).context("invalid HOOKQ_BACKOFF / --backoff")?,
-            backoff_jitter: args.backoff_jitter,
-            delivery_timeout: args.delivery_timeout,
-            lease_timeout: args.lease_timeout,
-            max_in_flight: args.max_in_flight,
-            max_in_flight_per_queue: args.max_in_flight_per_queue.unwrap_or(args.max_in_flight),
             max_job_bytes: args.max_job_bytes,
             max_batch_bytes: args.max_batch_bytes,
-            dispatch: args.dispatch,
             ui: args.ui,
-            synchronous: args.synchronous,
-            shutdown_grace: args.shutdown_grace,
-            header_timeout: args.header_timeout,
             body_timeout: args.body_timeout,
-            max_connections: args.max_connections,
             max_pending_writes: args.max_pending_writes,
-            dispatch_sweep: args.dispatch_sweep,
             caps: crate::store::Caps {
                 queues: args.max_queues,
                 schedules_per_queue: args.max_schedules_per_queue,
@@ -506,45 +551,49 @@ impl Config {
                  HOOKQ_MASTER_KEY to the new key and HOOKQ_MASTER_KEY_PREVIOUS to the old one"
             );
         }
-        if self.job_ttl.is_zero() || self.dlq_retention.is_zero() || self.idempotency_ttl.is_zero()
+        let sweeps = &self.maintenance;
+        if sweeps.job_ttl.is_zero()
+            || sweeps.dlq_retention.is_zero()
+            || sweeps.idempotency_ttl.is_zero()
         {
             bail!(
                 "HOOKQ_JOB_TTL, HOOKQ_DLQ_RETENTION and HOOKQ_IDEMPOTENCY_TTL must be greater than zero"
             );
         }
-        if !crate::policy::KEEP_DELIVERED.contains(&self.keep_delivered) {
+        let delivery = &self.delivery;
+        if !crate::policy::KEEP_DELIVERED.contains(&delivery.defaults.keep_delivered) {
             bail!("HOOKQ_KEEP_DELIVERED / --keep-delivered must be from 0s (not kept) to 365d");
         }
-        if self.max_attempts == 0 {
+        if delivery.defaults.max_attempts == 0 {
             bail!("HOOKQ_MAX_ATTEMPTS / --max-attempts must be at least 1");
         }
-        if self.backoff.is_empty() {
+        if delivery.defaults.backoff.is_empty() {
             bail!("HOOKQ_BACKOFF / --backoff must list at least one delay");
         }
-        if !(0.0..=retry::MAX_JITTER).contains(&self.backoff_jitter) {
+        if !(0.0..=retry::MAX_JITTER).contains(&delivery.jitter) {
             bail!(
                 "HOOKQ_BACKOFF_JITTER / --backoff-jitter must be a fraction from 0 to {}, e.g. 0.2",
                 retry::MAX_JITTER
             );
         }
-        if self.delivery_timeout.is_zero() {
+        if delivery.defaults.timeout.is_zero() {
             bail!("HOOKQ_DELIVERY_TIMEOUT / --delivery-timeout must be greater than zero");
         }
-        if self.lease_timeout <= self.delivery_timeout {
+        if delivery.lease_timeout <= delivery.defaults.timeout {
             bail!(
                 "HOOKQ_LEASE_TIMEOUT ({}) must exceed HOOKQ_DELIVERY_TIMEOUT ({}), \
                  or jobs still being delivered would be handed out again",
-                humantime::format_duration(self.lease_timeout),
-                humantime::format_duration(self.delivery_timeout)
+                humantime::format_duration(delivery.lease_timeout),
+                humantime::format_duration(delivery.defaults.timeout)
             );
         }
-        if self.max_in_flight == 0 || self.max_in_flight_per_queue == 0 {
+        if delivery.max_in_flight == 0 || delivery.defaults.concurrency == 0 {
             bail!("HOOKQ_MAX_IN_FLIGHT and HOOKQ_MAX_IN_FLIGHT_PER_QUEUE must be at least 1");
         }
-        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+        if self.connections.header_timeout.is_zero() || self.body_timeout.is_zero() {
             bail!("HOOKQ_HEADER_TIMEOUT and HOOKQ_BODY_TIMEOUT must be greater than zero");
         }
-        if self.max_connections == 0 {
+        if self.connections.max_connections == 0 {
             bail!("HOOKQ_MAX_CONNECTIONS / --max-connections must be at least 1");
         }
         if self.caps.queues == 0 || self.caps.schedules_per_queue == 0 {
@@ -643,13 +692,6 @@ fn parse_master_key(raw: Option<&str>, setting: &str) -> anyhow::Result<Option<M
         .transpose()
 }
 
-/// `$XDG_DATA_HOME/hookq/hookq.db` (or the platform's equivalent).
-fn default_db_path() -> anyhow::Result<PathBuf> {
-    let dir = dirs::data_dir()
-        .context("cannot find the OS data directory (no HOME?); pass --db or set HOOKQ_DB")?;
-    Ok(dir.join("hookq").join("hookq.db"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -717,12 +759,16 @@ mod tests {
         assert!(!config.dispatch);
         assert!(!config.ui);
         assert_eq!(
-            config.backoff,
+            config.delivery.defaults.backoff,
             vec![Duration::from_millis(500), Duration::from_secs(2)]
         );
         assert_eq!(config.synchronous, Synchronous::Normal);
-        assert_eq!(config.job_ttl, Duration::from_secs(7 * 24 * 3600));
-        assert_eq!(config.max_in_flight_per_queue, 256);
+        assert_eq!(
+            config.maintenance.job_ttl,
+            Duration::from_secs(7 * 24 * 3600)
+        );
+        assert_eq!(config.delivery.defaults.concurrency, 256);
+        assert_eq!(config.database, Database::Sqlite(PathBuf::from("x.db")));
     }
 
     #[test]
@@ -758,10 +804,10 @@ mod tests {
     #[test]
     fn jitter_is_a_fraction_of_at_most_a_half() {
         let mut c = config();
-        c.backoff_jitter = 0.5;
+        c.delivery.jitter = 0.5;
         c.validate().unwrap();
         for bad in [0.6, 1.0, -0.1, f64::NAN] {
-            c.backoff_jitter = bad;
+            c.delivery.jitter = bad;
             assert!(c.validate().is_err(), "{bad}");
         }
     }
@@ -769,7 +815,71 @@ mod tests {
     #[test]
     fn the_lease_must_outlast_a_delivery() {
         let mut c = config();
-        c.lease_timeout = c.delivery_timeout;
+        c.delivery.lease_timeout = c.delivery.defaults.timeout;
         assert!(c.validate().is_err());
+    }
+
+    /// `ServeArgs` from a command line, as `hookq serve` parses it (the environment aside).
+    fn args(argv: &[&str]) -> ServeArgs {
+        use clap::{Args, FromArgMatches};
+        let command =
+            ServeArgs::augment_args(clap::Command::new("hookq")).mut_args(|arg| arg.env(None));
+        let mut full = vec!["hookq"];
+        full.extend_from_slice(argv);
+        let matches = command.try_get_matches_from(full).unwrap();
+        ServeArgs::from_arg_matches(&matches).unwrap()
+    }
+
+    #[test]
+    fn postgresql_urls_are_told_from_file_paths() {
+        for url in ["postgres://u:p@db/hookq", "postgresql://db/hookq"] {
+            assert_eq!(
+                Database::named(Path::new(url)),
+                Database::Postgres(url.to_owned())
+            );
+        }
+        for file in ["/var/lib/hookq/hookq.db", "postgres.db", "postgres:/x.db"] {
+            assert_eq!(
+                Database::named(Path::new(file)),
+                Database::Sqlite(PathBuf::from(file))
+            );
+        }
+    }
+
+    #[test]
+    fn a_postgresql_url_needs_no_data_directory() {
+        let no_data_dir = || -> Option<PathBuf> { panic!("no data directory is looked for") };
+        let url = "postgres://hookq:s3cret@db.example/hookq";
+        let config = Config::from_args_in(args(&["--db", url]), no_data_dir).unwrap();
+        assert_eq!(config.database, Database::Postgres(url.to_owned()));
+        assert!(matches!(
+            config.store_options(),
+            StoreOptions::Postgres { ref url, pool_size: 16 } if url.ends_with("/hookq")
+        ));
+        let config = Config::from_args_in(
+            args(&["--db", "postgresql://db.example/hookq"]),
+            no_data_dir,
+        )
+        .unwrap();
+        assert!(matches!(config.database, Database::Postgres(_)));
+        // Its password does not print.
+        assert!(!format!("{config:?}").contains("s3cret"));
+        assert!(!format!("{:?}", Database::named(Path::new(url))).contains("s3cret"));
+    }
+
+    #[test]
+    fn without_a_db_the_sqlite_file_goes_in_the_data_directory_or_nowhere() {
+        let config = Config::from_args_in(args(&[]), || Some(PathBuf::from("/data"))).unwrap();
+        assert_eq!(
+            config.database,
+            Database::Sqlite(PathBuf::from("/data/hookq/hookq.db"))
+        );
+        let err = Config::from_args_in(args(&[]), || None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("HOOKQ_DB"), "{err}");
+        // A file named on the command line needs no data directory either.
+        let config = Config::from_args_in(args(&["--db", "jobs.db"]), || None).unwrap();
+        assert_eq!(config.database, Database::Sqlite(PathBuf::from("jobs.db")));
     }
 }

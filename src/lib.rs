@@ -59,7 +59,7 @@ use tokio_util::sync::CancellationToken;
 
 use api::AppState;
 use config::Config;
-use dispatch::{Claimer, DeliveryPool, DispatchConfig, Wakeups, WebhookClient};
+use dispatch::{Claimer, DeliveryPool, Wakeups, WebhookClient};
 use events::{EventSender, Events};
 use maintenance::Maintenance;
 use scheduler::{ScheduleChanges, Scheduler};
@@ -101,21 +101,11 @@ impl Server {
         tracing::info!(db = %store.location(), "database open");
         let wakeups = Wakeups::default();
         let pool = if config.dispatch {
-            let webhook = WebhookClient::new(config.delivery_timeout, config.egress())?;
-            let dispatch = DispatchConfig {
-                breaker_threshold: config.breaker_threshold,
-                breaker_cooldown: config.breaker_cooldown,
-                max_in_flight: config.max_in_flight,
-                defaults: config.policy_defaults(),
-                jitter: config.backoff_jitter,
-                lease_timeout: config.lease_timeout,
-                shutdown_grace: config.shutdown_grace,
-                sweep_interval: config.dispatch_sweep,
-            };
+            let webhook = WebhookClient::new(config.delivery.defaults.timeout, config.egress())?;
             Some(DeliveryPool::new(
                 store.clone(),
                 webhook,
-                &dispatch,
+                &config.delivery,
                 wakeups.clone(),
                 events.clone(),
             ))
@@ -168,13 +158,9 @@ impl Server {
             Maintenance {
                 store: store.clone(),
                 wakeups: wakeups.clone(),
-                lease_timeout: config.lease_timeout,
-                max_attempts: config.max_attempts,
-                job_ttl: config.job_ttl,
-                idempotency_ttl: config.idempotency_ttl,
-                dlq_retention: config.dlq_retention,
-                keep_delivered: config.keep_delivered,
-                dlq_alert_pending: config.dlq_alert_pending,
+                config: config.maintenance.clone(),
+                lease_timeout: config.delivery.lease_timeout,
+                defaults: config.delivery.defaults.clone(),
                 alerts: Arc::default(),
                 events: events.clone(),
             }
@@ -208,10 +194,7 @@ impl Server {
         };
 
         tracing::info!(addr = %listener.local_addr()?, "hookq listening");
-        let limits = http_server::Limits {
-            max_connections: config.max_connections,
-            header_timeout: config.header_timeout,
-        };
+        let limits = config.connections;
         // `/readyz` turns 503 on the same token that stops the accept loop.
         let state = AppState::new(api::Shared {
             store,

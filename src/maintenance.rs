@@ -17,6 +17,7 @@ use crate::dispatch::Wakeups;
 use crate::event::Event;
 use crate::events::Events;
 use crate::model::{QueueName, UnixMillis, now_millis};
+use crate::policy::Defaults;
 use crate::store::Store;
 use crate::telemetry;
 
@@ -40,20 +41,30 @@ pub struct DlqAlerts {
     pub repeat_failures: AtomicBool,
 }
 
+/// The sweeps' own settings, from the server's configuration.
+#[derive(Debug, Clone)]
+pub struct MaintenanceConfig {
+    /// A job not delivered within this time is dead-lettered as `expired`.
+    pub job_ttl: Duration,
+    /// Idempotency keys older than this are deleted (they count as absent already).
+    pub idempotency_ttl: Duration,
+    /// Replayed and acknowledged dead letters are deleted this long after their last change.
+    pub dlq_retention: Duration,
+    /// More pending dead letters than this raise the `too_many_pending` alert.
+    pub dlq_alert_pending: u64,
+}
+
 #[derive(Clone)]
 pub struct Maintenance {
     pub store: Store,
     pub wakeups: Wakeups,
+    pub config: MaintenanceConfig,
+    /// How long a claim leases a job (the dispatcher's): stale leases are looked for at a
+    /// quarter of it.
     pub lease_timeout: Duration,
-    /// The server's attempt limit, for queues that set none.
-    pub max_attempts: u32,
-    pub job_ttl: Duration,
-    /// Idempotency keys older than this are deleted (they count as absent already).
-    pub idempotency_ttl: Duration,
-    pub dlq_retention: Duration,
-    /// The server's `HOOKQ_KEEP_DELIVERED`, for queues that set no `keepDelivered`.
-    pub keep_delivered: Duration,
-    pub dlq_alert_pending: u64,
+    /// The server's settings for queues that set none of their own: the attempt limit
+    /// (stale leases) and `HOOKQ_KEEP_DELIVERED` (the delivery log).
+    pub defaults: Defaults,
     pub alerts: Arc<DlqAlerts>,
     /// Alerts raised and cleared, and dead letters the sweeps made, for the events target.
     pub events: Events,
@@ -150,7 +161,7 @@ impl Maintenance {
     pub async fn recover_stale_leases(&self, now: UnixMillis) -> usize {
         match self
             .store
-            .recover_stale_leases(now, self.max_attempts)
+            .recover_stale_leases(now, self.defaults.max_attempts)
             .await
         {
             Ok(0) => 0,
@@ -170,7 +181,7 @@ impl Maintenance {
 
     /// Dead-letter every READY job older than the TTL, in batches. Returns how many.
     pub async fn expire_jobs(&self, now: UnixMillis) -> usize {
-        let cutoff = now.saturating_sub(self.job_ttl.as_millis() as i64);
+        let cutoff = now.saturating_sub(self.config.job_ttl.as_millis() as i64);
         let mut total = 0;
         loop {
             match self.store.expire_jobs(cutoff, now, SWEEP_BATCH).await {
@@ -204,7 +215,7 @@ impl Maintenance {
 
     /// Delete replayed/acknowledged dead letters past retention, in batches. Returns how many.
     pub async fn purge_dead_letters(&self, now: UnixMillis) -> usize {
-        let before = now.saturating_sub(self.dlq_retention.as_millis() as i64);
+        let before = now.saturating_sub(self.config.dlq_retention.as_millis() as i64);
         let total = in_batches("dead-letter retention sweep", || {
             self.store.purge_dead_letters(before, SWEEP_BATCH)
         })
@@ -227,7 +238,10 @@ impl Maintenance {
             .all()
             .iter()
             .map(|queue| {
-                let keep = queue.policy.keep_delivered.unwrap_or(self.keep_delivered);
+                let keep = queue
+                    .policy
+                    .keep_delivered
+                    .unwrap_or(self.defaults.keep_delivered);
                 let keep = i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
                 (queue.name.clone(), now.saturating_sub(keep))
             })
@@ -244,7 +258,7 @@ impl Maintenance {
 
     /// Delete expired idempotency keys, in batches. Returns how many.
     pub async fn purge_idempotency_keys(&self, now: UnixMillis) -> usize {
-        let before = now.saturating_sub(self.idempotency_ttl.as_millis() as i64);
+        let before = now.saturating_sub(self.config.idempotency_ttl.as_millis() as i64);
         in_batches("idempotency key sweep", || {
             self.store.purge_idempotency_keys(before, SWEEP_BATCH)
         })
@@ -266,11 +280,11 @@ impl Maintenance {
             &self.events,
             "too_many_pending",
             &self.alerts.too_many_pending,
-            pending > self.dlq_alert_pending,
+            pending > self.config.dlq_alert_pending,
             || {
                 format!(
                     "{pending} dead letters pending (threshold {})",
-                    self.dlq_alert_pending
+                    self.config.dlq_alert_pending
                 )
             },
         );

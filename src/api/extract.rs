@@ -304,8 +304,8 @@ impl FromRequestParts<AppState> for EnqueueOptions {
                         "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} characters"
                     )));
                 }
-                let ttl =
-                    i64::try_from(state.config.idempotency_ttl.as_millis()).unwrap_or(i64::MAX);
+                let ttl = i64::try_from(state.config.maintenance.idempotency_ttl.as_millis())
+                    .unwrap_or(i64::MAX);
                 Some(IdempotencyKey {
                     key: key.to_owned(),
                     valid_since: now.saturating_sub(ttl),

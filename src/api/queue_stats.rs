@@ -148,7 +148,7 @@ pub async fn record_metrics(state: &AppState) -> ApiResult<()> {
 }
 
 fn stats_of(state: &AppState, queue: &Queue, counts: QueueCounts, now: UnixMillis) -> QueueStats {
-    let limit = queue.policy.concurrency(&state.config.policy_defaults());
+    let limit = queue.policy.concurrency(&state.config.delivery.defaults);
     let (last_minute, breaker, effective) = match &state.pool {
         Some(pool) => (
             pool.activity().last_minute(&queue.name, now),

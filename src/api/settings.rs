@@ -311,7 +311,7 @@ async fn queue_settings(
     State(state): State<AppState>,
     KnownQueue(queue): KnownQueue,
 ) -> Json<QueueSettings> {
-    Json(QueueSettings::of(&queue, &state.config.policy_defaults()))
+    Json(QueueSettings::of(&queue, &state.config.delivery.defaults))
 }
 
 /// Pause a queue: it accepts jobs and delivers none; deliveries in flight finish.

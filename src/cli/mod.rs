@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{ServeArgs, parse_duration};
+use crate::config::{Database, ServeArgs, parse_duration};
 
 /// hookq: a webhook-dispatching job queue in one binary, on one SQLite file.
 /// Compatible with the hyper Queue API.
@@ -475,12 +475,6 @@ pub enum Outcome {
 }
 
 /// Run an operator subcommand (anything but `serve`) and turn its result into an exit code,
-/// The `--db` value as a PostgreSQL URL, when it is one.
-fn postgres_url(db: &std::path::Path) -> Option<&str> {
-    db.to_str()
-        .filter(|db| crate::store::postgres::is_postgres_url(db))
-}
-
 /// printing `error: …` on failure.
 pub fn run(command: Command) -> ExitCode {
     match dispatch(command) {
@@ -499,18 +493,18 @@ fn dispatch(command: Command) -> CliResult<Outcome> {
             "`serve` runs the server, not an operator command".into(),
         )),
         Command::Verify(args) => verify::run(&args),
-        Command::Migrate(args) => match postgres_url(&args.db) {
-            Some(url) => local::migrate_postgres(url),
-            None => local::migrate(&args.db),
+        Command::Migrate(args) => match Database::named(&args.db) {
+            Database::Postgres(url) => local::migrate_postgres(&url),
+            Database::Sqlite(path) => local::migrate(&path),
         },
-        Command::Backup(args) if postgres_url(&args.db).is_some() => Err(CliError::Usage(
+        Command::Backup(args) if is_postgres(&args.db) => Err(CliError::Usage(
             "`hookq backup` copies a SQLite file; back a PostgreSQL database up with \
              PostgreSQL's own tools (pg_dump, or base backups with WAL archiving: see \
              docs/operations.md)"
                 .into(),
         )),
         Command::Backup(args) => local::backup(&args.db, &args.dest),
-        Command::Check(args) if postgres_url(&args.db).is_some() => Err(CliError::Usage(
+        Command::Check(args) if is_postgres(&args.db) => Err(CliError::Usage(
             "`hookq check` checks a SQLite file; PostgreSQL checks its own data (checksums, \
              amcheck), and `hookq migrate --db postgres://…` says which hookq schema it holds"
                 .into(),
@@ -518,4 +512,9 @@ fn dispatch(command: Command) -> CliResult<Outcome> {
         Command::Check(args) => local::check(&args.db),
         remote_command => remote::run(remote_command),
     }
+}
+
+/// Whether a `--db` value names a PostgreSQL database (the file commands refuse one).
+fn is_postgres(db: &std::path::Path) -> bool {
+    matches!(Database::named(db), Database::Postgres(_))
 }

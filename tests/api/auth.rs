@@ -154,7 +154,7 @@ async fn without_a_key_the_server_is_open() {
 #[tokio::test]
 async fn the_queue_secret_never_appears_in_any_response() {
     let secret = "sEcReT-never-shown-8d1b";
-    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     app.create_queue_ok("q", &refused_url(), Some(secret)).await;
     let dead = app.enqueue_ok("q", &payload(1)).await;
     app.wait_until_error("q", &dead).await;

@@ -25,7 +25,7 @@ fn jobs(n: usize) -> String {
 #[tokio::test]
 async fn a_batch_is_stored_in_one_commit_and_delivered_in_order() {
     let receiver = TestReceiver::always(Reply::ok()).await;
-    let app = spawn_app(|c| c.max_in_flight_per_queue = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.concurrency = 1).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let answer = batch(&app, "", &jobs(5), None).await.expect(201);
     let ids: Vec<&str> = answer["ids"]
@@ -212,7 +212,7 @@ async fn a_batch_key_used_for_a_different_batch_is_refused_and_stores_nothing() 
 async fn what_a_batch_stores_wakes_its_queue_and_counts_as_enqueued_at_once() {
     let receiver = TestReceiver::always(Reply::ok()).await;
     // No sweep within the test's deadline: only the batch's own wake-up delivers it.
-    let app = spawn_app(|c| c.dispatch_sweep = std::time::Duration::from_secs(3600)).await;
+    let app = spawn_app(|c| c.delivery.sweep_interval = std::time::Duration::from_secs(3600)).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let before = enqueued_total(&app, "q").await;
     let answer = batch(&app, "", &jobs(4), Some("wake-1")).await.expect(201);

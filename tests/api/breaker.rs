@@ -12,10 +12,10 @@ const COOLDOWN: Duration = Duration::from_millis(700);
 async fn a_failing_target_is_paused_for_the_cooldown_then_one_probe_closes_the_breaker() {
     let receiver = TestReceiver::always(Reply::with_body(503, "down")).await;
     let app = spawn_app(|c| {
-        c.breaker_threshold = 2;
-        c.breaker_cooldown = COOLDOWN;
-        c.max_attempts = 20;
-        c.backoff = vec![Duration::from_millis(10)];
+        c.delivery.breaker_threshold = 2;
+        c.delivery.breaker_cooldown = COOLDOWN;
+        c.delivery.defaults.max_attempts = 20;
+        c.delivery.defaults.backoff = vec![Duration::from_millis(10)];
     })
     .await;
     app.create_queue_ok("fragile", &receiver.url, None).await;
@@ -55,9 +55,9 @@ async fn a_failing_target_is_paused_for_the_cooldown_then_one_probe_closes_the_b
 async fn a_4xx_about_the_job_does_not_open_the_breaker() {
     let receiver = TestReceiver::always(Reply::with_body(422, "bad job")).await;
     let app = spawn_app(|c| {
-        c.breaker_threshold = 2;
-        c.breaker_cooldown = Duration::from_secs(3600);
-        c.max_attempts = 1;
+        c.delivery.breaker_threshold = 2;
+        c.delivery.breaker_cooldown = Duration::from_secs(3600);
+        c.delivery.defaults.max_attempts = 1;
     })
     .await;
     app.create_queue_ok("picky", &receiver.url, None).await;

@@ -43,7 +43,7 @@ async fn an_enqueue_is_delivered_without_waiting_for_the_periodic_sweep() {
     let receiver = TestReceiver::always(Reply::ok()).await;
     // The safety-net sweep is pushed beyond the test: every delivery below can only come
     // from the enqueue itself (a direct hand-off, or the dispatcher woken at once).
-    let app = spawn_app(|c| c.dispatch_sweep = Duration::from_secs(3600)).await;
+    let app = spawn_app(|c| c.delivery.sweep_interval = Duration::from_secs(3600)).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     for n in 0..5 {
         app.enqueue_ok("q", &payload(n)).await;
@@ -129,8 +129,8 @@ async fn a_failed_attempt_is_retried_until_it_succeeds() {
 async fn retries_of_jobs_that_failed_together_are_spread_by_the_jitter() {
     let receiver = TestReceiver::always(Reply::status(503)).await;
     let app = spawn_app(|c| {
-        c.backoff = vec![Duration::from_secs(100)];
-        c.backoff_jitter = 0.2;
+        c.delivery.defaults.backoff = vec![Duration::from_secs(100)];
+        c.delivery.jitter = 0.2;
     })
     .await;
     app.create_queue_ok("q", &receiver.url, None).await;
@@ -165,7 +165,7 @@ async fn retries_of_jobs_that_failed_together_are_spread_by_the_jitter() {
 async fn a_job_waiting_for_its_retry_is_ready_with_its_last_error() {
     // A long backoff keeps the job waiting after its first failure.
     let receiver = TestReceiver::always(Reply::with_body(503, "try later")).await;
-    let app = spawn_app(|c| c.backoff = vec![Duration::from_secs(60)]).await;
+    let app = spawn_app(|c| c.delivery.defaults.backoff = vec![Duration::from_secs(60)]).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let id = app.enqueue_ok("q", &payload(1)).await;
     receiver.wait_for(1).await;
@@ -189,7 +189,7 @@ async fn a_job_waiting_for_its_retry_is_ready_with_its_last_error() {
 #[tokio::test]
 async fn exhausted_retries_dead_letter_the_job_with_the_workers_body() {
     let receiver = TestReceiver::always(Reply::with_body(500, "worker exploded: db down")).await;
-    let app = spawn_app(|c| c.max_attempts = 3).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 3).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let id = app.enqueue_ok("q", &json!({ "x": true })).await;
 
@@ -216,7 +216,7 @@ async fn exhausted_retries_dead_letter_the_job_with_the_workers_body() {
 async fn a_dead_letter_keeps_at_most_64_kib_of_the_workers_body() {
     let huge = "x".repeat(100 * 1024);
     let receiver = TestReceiver::always(Reply::with_body(502, huge)).await;
-    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let id = app.enqueue_ok("q", &payload(1)).await;
     let job = app.wait_until_error("q", &id).await;
@@ -228,8 +228,8 @@ async fn a_dead_letter_keeps_at_most_64_kib_of_the_workers_body() {
 async fn a_worker_that_never_answers_times_out_and_the_attempt_fails() {
     let receiver = TestReceiver::always(Reply::Hang).await;
     let app = spawn_app(|c| {
-        c.max_attempts = 2;
-        c.delivery_timeout = Duration::from_millis(300);
+        c.delivery.defaults.max_attempts = 2;
+        c.delivery.defaults.timeout = Duration::from_millis(300);
     })
     .await;
     app.create_queue_ok("q", &receiver.url, None).await;
@@ -245,7 +245,7 @@ async fn a_worker_that_never_answers_times_out_and_the_attempt_fails() {
 
 #[tokio::test]
 async fn a_refused_connection_is_a_failed_attempt() {
-    let app = spawn_app(|c| c.max_attempts = 2).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 2).await;
     app.create_queue_ok("q", &refused_url(), None).await;
     let id = app.enqueue_ok("q", &payload(1)).await;
     let job = app.wait_until_error("q", &id).await;
@@ -263,7 +263,7 @@ async fn a_redirect_is_a_failed_attempt_and_is_not_followed() {
         headers: vec![("location", "/elsewhere".to_owned())],
     })
     .await;
-    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     app.create_queue_ok("q", &receiver.url, Some("s")).await;
     let id = app.enqueue_ok("q", &payload(1)).await;
     let job = app.wait_until_error("q", &id).await;

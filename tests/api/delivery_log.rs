@@ -105,7 +105,7 @@ async fn the_delivered_listing_is_newest_first_and_pages_with_its_cursor() {
 async fn without_keep_delivered_nothing_is_kept_and_the_listing_is_empty() {
     let receiver = TestReceiver::always(Reply::ok()).await;
     // The server keeps deliveries; this queue opts out with 0s, another follows the server.
-    let app = spawn_app(|c| c.keep_delivered = Duration::from_secs(3600)).await;
+    let app = spawn_app(|c| c.delivery.defaults.keep_delivered = Duration::from_secs(3600)).await;
     app.put_queue("q", &json!({"target": receiver.url, "keepDelivered": "0s"}))
         .await
         .expect(201);
@@ -236,7 +236,7 @@ async fn deliver_kept(fx: &StoreFixture, queue: &hookq::model::QueueName, n: usi
 #[tokio::test]
 async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_their_history() {
     let mut fx = StoreFixture::open().await;
-    fx.maintenance.keep_delivered = Duration::from_secs(3600);
+    fx.maintenance.defaults.keep_delivered = Duration::from_secs(3600);
     let t0 = 1_800_000_000_000;
     let long = fx.create_queue("long").await;
     let short = fx.create_queue("short").await;
@@ -327,11 +327,11 @@ async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_the
 #[tokio::test]
 async fn turning_keep_off_empties_the_log_at_the_next_sweep() {
     let mut fx = StoreFixture::open().await;
-    fx.maintenance.keep_delivered = Duration::from_secs(3600);
+    fx.maintenance.defaults.keep_delivered = Duration::from_secs(3600);
     let t0 = 1_800_000_000_000;
     let queue = fx.create_queue("q").await;
     deliver_kept(&fx, &queue, 3, t0).await;
-    fx.maintenance.keep_delivered = Duration::ZERO;
+    fx.maintenance.defaults.keep_delivered = Duration::ZERO;
     assert_eq!(fx.maintenance.purge_delivery_log(t0 + 1).await, 3);
     fx.close().await;
 }

@@ -9,8 +9,9 @@ use std::time::Duration;
 use axum::http::Method;
 use hookq::dispatch::Wakeups;
 use hookq::json::CanonicalJson;
-use hookq::maintenance::Maintenance;
+use hookq::maintenance::{Maintenance, MaintenanceConfig};
 use hookq::model::{JobId, QueueName, Target, UnixMillis, now_millis};
+use hookq::policy::Defaults;
 use hookq::store::sqlite::Synchronous;
 use hookq::store::testing::{Inspector, Stored};
 use hookq::store::{Failure, NewJob, Outcome, Queue, Store, StoreDone, StoreOptions};
@@ -212,13 +213,20 @@ impl StoreFixture {
         let maintenance = Maintenance {
             store: store.clone(),
             wakeups: Wakeups::default(),
+            config: MaintenanceConfig {
+                job_ttl: Duration::from_secs(7 * 24 * 3600),
+                idempotency_ttl: Duration::from_secs(24 * 3600),
+                dlq_retention: Duration::from_secs(30 * 24 * 3600),
+                dlq_alert_pending: 100,
+            },
             lease_timeout: Duration::from_secs(300),
-            max_attempts: 3,
-            job_ttl: Duration::from_secs(7 * 24 * 3600),
-            idempotency_ttl: Duration::from_secs(24 * 3600),
-            dlq_retention: Duration::from_secs(30 * 24 * 3600),
-            dlq_alert_pending: 100,
-            keep_delivered: Duration::ZERO,
+            defaults: Defaults {
+                max_attempts: 3,
+                backoff: vec![Duration::from_secs(1)],
+                timeout: Duration::from_secs(30),
+                concurrency: 256,
+                keep_delivered: Duration::ZERO,
+            },
             alerts: Default::default(),
             events: hookq::events::Events::off(),
         };
@@ -237,11 +245,11 @@ impl StoreFixture {
     }
 
     pub fn retention_ms(&self) -> i64 {
-        self.maintenance.dlq_retention.as_millis() as i64
+        self.maintenance.config.dlq_retention.as_millis() as i64
     }
 
     pub fn ttl_ms(&self) -> i64 {
-        self.maintenance.job_ttl.as_millis() as i64
+        self.maintenance.config.job_ttl.as_millis() as i64
     }
 
     pub async fn create_queue(&self, name: &str) -> QueueName {

@@ -70,7 +70,7 @@ async fn through_the_egress_proxy_a_target_is_checked_by_hookq_before_the_proxy_
     let app = spawn_app(|c| {
         c.api_key = Some(ApiKey::new(KEY.into()));
         c.target_allowlist = Vec::new();
-        c.max_attempts = 1;
+        c.delivery.defaults.max_attempts = 1;
         c.egress_proxy = Some(proxy_url.parse().unwrap());
     })
     .await;

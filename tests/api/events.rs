@@ -96,9 +96,9 @@ async fn a_breaker_opening_and_closing_is_announced() {
     let events = TestReceiver::always(Reply::ok()).await;
     let worker = TestReceiver::always(Reply::status(503)).await;
     let app = app_with_events(&events, |c| {
-        c.breaker_threshold = 2;
-        c.breaker_cooldown = Duration::from_millis(200);
-        c.max_attempts = 10;
+        c.delivery.breaker_threshold = 2;
+        c.delivery.breaker_cooldown = Duration::from_millis(200);
+        c.delivery.defaults.max_attempts = 10;
     })
     .await;
     app.create_queue_ok("q", &worker.url, None).await;
@@ -210,7 +210,7 @@ async fn dlq_alerts_are_announced_when_raised_and_cleared() {
     let mut fx = StoreFixture::open().await;
     let events = TestReceiver::always(Reply::ok()).await;
     fx.maintenance.events = Events::new(fx.store.clone());
-    fx.maintenance.dlq_alert_pending = 1;
+    fx.maintenance.config.dlq_alert_pending = 1;
     let sender = EventSender::new(
         fx.store.clone(),
         fx.maintenance.events.clone(),

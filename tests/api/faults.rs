@@ -5,7 +5,7 @@
 use hookq::store::testing::ForeignDatabase;
 use std::time::{Duration, Instant};
 
-use hookq::config::ApiKey;
+use hookq::config::{ApiKey, Database};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -18,7 +18,7 @@ use fault_receivers::{Fault, RawReceiver, SmallDisk, noise, run_binary_expecting
 
 /// A server whose jobs get `attempts` attempts, 20 ms apart.
 async fn app_with_attempts(attempts: u32) -> TestApp {
-    spawn_app(|c| c.max_attempts = attempts).await
+    spawn_app(|c| c.delivery.defaults.max_attempts = attempts).await
 }
 
 /// Create queue `q` on `target`, enqueue one job, wait until it is dead-lettered; returns
@@ -219,8 +219,8 @@ async fn a_connection_reset_in_the_middle_of_a_2xx_body_still_counts_as_delivere
 async fn a_worker_that_accepts_and_never_answers_times_out_every_attempt() {
     let worker = RawReceiver::start(Fault::Silent).await;
     let app = spawn_app(|c| {
-        c.max_attempts = 2;
-        c.delivery_timeout = Duration::from_millis(300);
+        c.delivery.defaults.max_attempts = 2;
+        c.delivery.defaults.timeout = Duration::from_millis(300);
     })
     .await;
     let job = dead_letter_of_one_job(&app, &worker.url()).await;
@@ -245,8 +245,8 @@ async fn a_worker_dribbling_its_body_past_the_timeout_fails_the_attempt_at_the_t
     })
     .await;
     let app = spawn_app(|c| {
-        c.max_attempts = 1;
-        c.delivery_timeout = Duration::from_millis(500);
+        c.delivery.defaults.max_attempts = 1;
+        c.delivery.defaults.timeout = Duration::from_millis(500);
     })
     .await;
     let job = dead_letter_of_one_job(&app, &worker.url()).await;
@@ -349,7 +349,7 @@ async fn guarded_app() -> TestApp {
     spawn_app(|c| {
         c.api_key = Some(ApiKey::new("k".repeat(32)));
         c.target_allowlist = Vec::new();
-        c.max_attempts = 1;
+        c.delivery.defaults.max_attempts = 1;
     })
     .await
 }
@@ -408,7 +408,7 @@ async fn a_loopback_queue_created_while_open_is_blocked_once_an_api_key_is_set()
         .restart(|c| {
             c.api_key = Some(ApiKey::new("k".repeat(32)));
             c.target_allowlist = Vec::new();
-            c.max_attempts = 1;
+            c.delivery.defaults.max_attempts = 1;
         })
         .await;
     let job = app.wait_until_error("q", &id).await;
@@ -425,7 +425,7 @@ async fn with_https_only_a_plain_http_target_is_refused_at_creation_and_at_deliv
     let app = app
         .restart(|c| {
             c.https_only = true;
-            c.max_attempts = 1;
+            c.delivery.defaults.max_attempts = 1;
         })
         .await;
 
@@ -465,7 +465,7 @@ async fn a_full_disk_is_507_keeps_the_stored_jobs_and_recovers_when_space_return
     };
     let db = disk.path().join("hookq.db");
     let app = spawn_app(|c| {
-        c.db_path = db.clone();
+        c.database = Database::Sqlite(db.clone());
         c.dispatch = false;
     })
     .await;
@@ -505,7 +505,7 @@ async fn a_full_disk_is_507_keeps_the_stored_jobs_and_recovers_when_space_return
     let acknowledged = app.list("q", "READY").await;
     let app = app
         .restart(|c| {
-            c.db_path = db.clone();
+            c.database = Database::Sqlite(db.clone());
             c.dispatch = false;
         })
         .await;
@@ -657,7 +657,7 @@ async fn slow_loris_connections_do_not_keep_other_clients_waiting() {
     // ordinary clients below are served beside 50 open, stalled connections.
     let app = spawn_app(|c| {
         c.dispatch = false;
-        c.header_timeout = Duration::from_secs(600);
+        c.connections.header_timeout = Duration::from_secs(600);
     })
     .await;
     app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
@@ -695,7 +695,7 @@ async fn dribbling_and_silent_connections_are_cut_off_by_the_header_timeout() {
     let timeout = Duration::from_millis(300);
     let app = spawn_app(|c| {
         c.dispatch = false;
-        c.header_timeout = timeout;
+        c.connections.header_timeout = timeout;
     })
     .await;
     let mut connections = Vec::new();
@@ -786,7 +786,7 @@ async fn request_on(socket: &mut TcpStream) -> String {
 async fn connections_beyond_the_cap_wait_until_one_closes() {
     let app = spawn_app(|c| {
         c.dispatch = false;
-        c.max_connections = 2;
+        c.connections.max_connections = 2;
     })
     .await;
     // Two kept-alive connections take both slots.

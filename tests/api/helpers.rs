@@ -22,7 +22,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use hookq::config::Config;
+use hookq::config::{Config, Database};
 use reqwest::header::CONTENT_TYPE;
 use serde_json::Value;
 use tempfile::TempDir;
@@ -450,15 +450,15 @@ impl Deref for TestApp {
 /// outlasts it, three attempts, a short shutdown grace.
 pub fn test_config(db_path: PathBuf) -> Config {
     let mut config = Config::with_db(db_path);
-    config.max_attempts = 3;
-    config.backoff = vec![Duration::from_millis(20)];
+    config.delivery.defaults.max_attempts = 3;
+    config.delivery.defaults.backoff = vec![Duration::from_millis(20)];
     // Retry times exactly on schedule, so tests can check them; jitter has its own tests.
-    config.backoff_jitter = 0.0;
-    config.delivery_timeout = Duration::from_secs(2);
-    config.lease_timeout = Duration::from_secs(10);
-    config.shutdown_grace = Duration::from_secs(1);
+    config.delivery.jitter = 0.0;
+    config.delivery.defaults.timeout = Duration::from_secs(2);
+    config.delivery.lease_timeout = Duration::from_secs(10);
+    config.delivery.shutdown_grace = Duration::from_secs(1);
     // Many tests fail deliveries on purpose; the breaker has tests of its own.
-    config.breaker_threshold = 0;
+    config.delivery.breaker_threshold = 0;
     // Test receivers listen on loopback, which the SSRF guard blocks once an API key is set.
     config.target_allowlist = vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()];
     config
@@ -474,7 +474,7 @@ pub async fn spawn_app(tweak: impl FnOnce(&mut Config)) -> TestApp {
         let db = crate::postgres::TestDatabase::create("the suite")
             .await
             .expect("HOOKQ_TEST_BACKEND=postgres needs HOOKQ_TEST_POSTGRES_URL");
-        config.postgres_url = Some(db.url.clone());
+        config.database = Database::Postgres(db.url.clone());
     }
     tweak(&mut config);
     start(config, dir).await
@@ -500,8 +500,11 @@ pub fn skipped_on_postgres(why: &str) -> bool {
 
 async fn start(config: Config, dir: TempDir) -> TestApp {
     let api_key = config.api_key.as_ref().map(|k| k.expose().to_owned());
-    let db_path = config.db_path.clone();
-    let postgres_url = config.postgres_url.clone();
+    let (db_path, postgres_url) = match &config.database {
+        Database::Sqlite(path) => (path.clone(), None),
+        // The SQLite file it would have had, unused.
+        Database::Postgres(url) => (dir.path().join("hookq.db"), Some(url.clone())),
+    };
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
     let server = hookq::Server::build(config, listener)
         .await
@@ -533,7 +536,9 @@ impl TestApp {
     /// The test configuration on this server's database (for another server on it).
     pub fn config(&self) -> Config {
         let mut config = test_config(self.db_path.clone());
-        config.postgres_url = self.postgres_url.clone();
+        if let Some(url) = &self.postgres_url {
+            config.database = Database::Postgres(url.clone());
+        }
         config
     }
 

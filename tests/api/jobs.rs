@@ -191,7 +191,7 @@ async fn cancel_of_a_job_in_flight_is_409() {
 
 #[tokio::test]
 async fn cancel_of_an_error_job_is_409_and_keeps_it() {
-    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     app.create_queue_ok("q", &refused_url(), None).await;
     let id = app.enqueue_ok("q", &payload(1)).await;
     app.wait_until_error("q", &id).await;
@@ -207,7 +207,7 @@ async fn retry_moves_an_error_job_back_to_ready_with_fresh_attempts_and_it_is_de
         Reply::ok(),
     )
     .await;
-    let app = spawn_app(|c| c.max_attempts = 2).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 2).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let id = app.enqueue_ok("q", &json!({ "k": "v" })).await;
     let dead = app.wait_until_error("q", &id).await;
@@ -229,7 +229,7 @@ async fn retry_moves_an_error_job_back_to_ready_with_fresh_attempts_and_it_is_de
     );
 
     // With one, it is delivered again, as attempt 1.
-    let app = app.restart(|c| c.max_attempts = 2).await;
+    let app = app.restart(|c| c.delivery.defaults.max_attempts = 2).await;
     let received = receiver.wait_for(3).await;
     assert_eq!(received[2].job_id(), id);
     assert_eq!(received[2].attempt(), 1);
@@ -250,7 +250,7 @@ async fn wait_until_empty(app: &crate::helpers::TestApp, queue: &str) {
 #[tokio::test]
 async fn retry_is_delivered_at_once_on_a_running_server() {
     let receiver = TestReceiver::scripted(vec![Reply::with_body(500, "no")], Reply::ok()).await;
-    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let id = app.enqueue_ok("q", &payload(1)).await;
     app.wait_until_error("q", &id).await;
@@ -264,7 +264,7 @@ async fn retry_is_delivered_at_once_on_a_running_server() {
 #[tokio::test]
 async fn a_retried_job_is_gone_once_delivered() {
     let receiver = TestReceiver::scripted(vec![Reply::with_body(500, "no")], Reply::ok()).await;
-    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let id = app.enqueue_ok("q", &payload(1)).await;
     app.wait_until_error("q", &id).await;

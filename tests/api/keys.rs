@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hookq::config::{ApiKey, Config};
+use hookq::config::{ApiKey, Config, Database};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -383,7 +383,7 @@ async fn a_key_revoked_on_one_node_is_refused_by_another_at_once() {
     let url = db.url.clone();
     let app = spawn_app(|config| {
         with_key(config);
-        config.postgres_url = Some(url.clone());
+        config.database = Database::Postgres(url.clone());
     })
     .await;
     let mut config = app.config();

@@ -461,7 +461,7 @@ async fn a_stale_lease_on_the_last_attempt_dead_letters_the_job() {
 #[tokio::test]
 async fn the_pending_alert_is_raised_above_the_threshold_and_cleared_after_acknowledging() {
     let mut fx = StoreFixture::open().await;
-    fx.maintenance.dlq_alert_pending = 1;
+    fx.maintenance.config.dlq_alert_pending = 1;
     let queue = fx.create_queue("q").await;
     let t0 = now_millis();
     let alerts = fx.maintenance.alerts.clone();

@@ -12,6 +12,7 @@
 use std::collections::HashSet;
 
 use futures_util::future::join_all;
+use hookq::config::Database;
 use hookq::json::canonicalize;
 use hookq::model::{JobId, QueueName, Target, now_millis};
 use hookq::policy::QueueChange;
@@ -957,7 +958,7 @@ async fn postgres_a_duty_is_held_by_one_node_at_a_time_and_moves_on_when_it_laps
 /// A hookq server (in process, on port 0) whose store is the test database.
 async fn server_on(db: &TestDatabase) -> TestApp {
     let url = db.url.clone();
-    spawn_app(move |c| c.postgres_url = Some(url)).await
+    spawn_app(move |c| c.database = Database::Postgres(url)).await
 }
 
 #[tokio::test]

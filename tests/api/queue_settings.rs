@@ -249,8 +249,8 @@ async fn a_queues_timeout_bounds_its_attempts() {
     let release = CancellationToken::new();
     let receiver = TestReceiver::always(Reply::HoldUntil(release.clone())).await;
     let app = spawn_app(|c| {
-        c.delivery_timeout = std::time::Duration::from_secs(60);
-        c.lease_timeout = std::time::Duration::from_secs(120);
+        c.delivery.defaults.timeout = std::time::Duration::from_secs(60);
+        c.delivery.lease_timeout = std::time::Duration::from_secs(120);
     })
     .await;
     app.put_queue(

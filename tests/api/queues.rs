@@ -85,7 +85,7 @@ async fn enqueue_returns_404_for_a_missing_queue() {
 #[tokio::test]
 async fn delete_queue_removes_it_with_its_ready_and_error_jobs() {
     // Deliveries are refused and there is one attempt, so a job turns ERROR at once.
-    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     app.create_queue_ok("dead", &refused_url(), None).await;
     let dead = app.enqueue_ok("dead", &payload(1)).await;
     app.wait_until_error("dead", &dead).await;

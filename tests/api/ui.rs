@@ -354,7 +354,7 @@ async fn every_response_carries_a_strict_csp_and_no_inline_code() {
 
 #[tokio::test]
 async fn hostile_payloads_and_error_bodies_are_shown_as_text() {
-    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     let hostile_answer = "<script>alert('answer')</script>";
     let receiver = TestReceiver::always(Reply::with_body(500, hostile_answer)).await;
     app.create_queue_ok("q", &receiver.url, None).await;
@@ -548,7 +548,7 @@ async fn the_queue_page_enqueues_pauses_and_edits_settings_through_the_api() {
 
 #[tokio::test]
 async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
-    let app = spawn_app(|c| c.max_attempts = 1).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     let receiver = TestReceiver::always(Reply::status(500)).await;
     app.create_queue_ok("q", &receiver.url, None).await;
     let mut ids = Vec::new();

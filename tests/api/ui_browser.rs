@@ -48,7 +48,7 @@ async fn ui_browser_an_operator_delivers_a_job_and_replays_a_dead_letter() {
     let app = spawn_app(|c| {
         c.api_key = Some(ApiKey::new("ui-browser-api-key-0123".into()));
         c.admin_key = Some(ApiKey::new(ADMIN_KEY.into()));
-        c.max_attempts = 1;
+        c.delivery.defaults.max_attempts = 1;
     })
     .await;
     // The worker refuses its first job (with an HTML body), then takes everything.

@@ -43,7 +43,7 @@ use deadpool_postgres::{PoolError, Transaction};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-pub use connect::{PgPool, connect, is_postgres_url};
+pub use connect::{PgPool, connect};
 pub use migrate::{Migrated, migrate};
 
 use crate::model::{JobId, QueueName, UnixMillis};
