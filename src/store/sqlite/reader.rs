@@ -64,4 +64,22 @@ impl ReadPool {
         drop(permit);
         result
     }
+
+    /// Run `query` in one read transaction: every statement sees the same snapshot, so a
+    /// row moving between tables meanwhile (a replay, a delivery) is seen in one of them.
+    pub async fn read_in_snapshot<T, F>(&self, query: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        self.read(move |conn| {
+            conn.execute_batch("BEGIN")?;
+            let result = query(conn);
+            let end = conn.execute_batch(if result.is_ok() { "COMMIT" } else { "ROLLBACK" });
+            let value = result?;
+            end?;
+            Ok(value)
+        })
+        .await
+    }
 }
