@@ -15,6 +15,8 @@
 
 pub mod api_keys;
 pub mod cluster;
+mod decisions;
+mod dialect;
 pub mod error;
 pub mod postgres;
 pub mod queue_row;
@@ -22,6 +24,8 @@ pub mod records;
 pub mod registry;
 pub mod sealing;
 pub mod sqlite;
+mod status;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 use std::path::PathBuf;
@@ -45,6 +49,7 @@ pub use sealing::{MasterKey, Sealing};
 use crate::event::Event;
 use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
 use crate::policy::QueueChange;
+use dialect::{Durability, Tx as _};
 use postgres::PgStore;
 use sqlite::{SqliteStore, Synchronous};
 
@@ -95,6 +100,10 @@ pub struct Store {
     /// cannot stop deliveries.
     pending_enqueues: Arc<Semaphore>,
     max_pending_enqueues: usize,
+    /// The events the store writes itself, in the transaction of their cause.
+    outbox: Outbox,
+    /// What clients may create at most.
+    caps: Caps,
 }
 
 /// The default bound on enqueues waiting for their commit. The SQLite writer commits up to
@@ -104,10 +113,71 @@ pub struct Store {
 /// half the default connection cap, so reads and health checks keep connections to use.
 pub const DEFAULT_MAX_PENDING_ENQUEUES: usize = 512;
 
+/// Expired leases recovered per transaction.
+const RECOVERY_BATCH: usize = 1000;
+
+/// Dead letters a replay claims and puts back per transaction.
+const REPLAY_CHUNK: usize = 500;
+
 #[derive(Clone)]
 enum Backend {
     Sqlite(SqliteStore),
     Postgres(PgStore),
+}
+
+/// Run `$body` in one write transaction of the backend, committed with `$durability`, with
+/// `$tx` bound to its [`Tx`](dialect::Tx): the body is written once and compiled for each
+/// backend. `one_statement = true`: the body runs exactly one SQL statement (SQLite then
+/// spares it a savepoint).
+macro_rules! in_write {
+    ($store:expr, $durability:expr, |$tx:ident| $body:expr) => {
+        in_write!($store, $durability, one_statement = false, |$tx| $body)
+    };
+    ($store:expr, $durability:expr, one_statement = $one:expr, |$tx:ident| $body:expr) => {
+        match &$store.backend {
+            Backend::Sqlite(db) => {
+                db.write($durability, $one, move |conn| {
+                    let $tx = &sqlite::SqliteTx(conn);
+                    dialect::run_now(async move { $body })
+                })
+                .await
+            }
+            Backend::Postgres(db) => {
+                db.write($durability, move |pg| {
+                    Box::pin(async move {
+                        let $tx = &pg;
+                        $body
+                    })
+                })
+                .await
+            }
+        }
+    };
+}
+
+/// Run `$body` in one read-only snapshot of the backend, with `$tx` bound to its
+/// [`Tx`](dialect::Tx).
+macro_rules! in_snapshot {
+    ($store:expr, |$tx:ident| $body:expr) => {
+        match &$store.backend {
+            Backend::Sqlite(db) => {
+                db.read(move |conn| {
+                    let $tx = &sqlite::SqliteTx(conn);
+                    dialect::run_now(async move { $body })
+                })
+                .await
+            }
+            Backend::Postgres(db) => {
+                db.read(move |pg| {
+                    Box::pin(async move {
+                        let $tx = &pg;
+                        $body
+                    })
+                })
+                .await
+            }
+        }
+    };
 }
 
 /// Run `$call` on the backend, whichever it is.
@@ -166,17 +236,27 @@ impl Store {
         }
     }
 
+    /// The port over an open PostgreSQL store (tests that look into the database keep the
+    /// `PgStore` too).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn over_postgres(db: PgStore) -> Self {
+        Self::over(Backend::Postgres(db))
+    }
+
     fn over(backend: Backend) -> Self {
         Self {
             backend,
             pending_enqueues: Arc::new(Semaphore::new(DEFAULT_MAX_PENDING_ENQUEUES)),
             max_pending_enqueues: DEFAULT_MAX_PENDING_ENQUEUES,
+            outbox: Outbox::default(),
+            caps: Caps::default(),
         }
     }
 
     /// Bound the enqueues waiting for their commit to `max` (at least 1).
     /// Refuse creations past `caps` (queues on the server, schedules on a queue).
     pub fn with_caps(mut self, caps: Caps) -> Self {
+        self.caps = caps;
         match &mut self.backend {
             Backend::Sqlite(db) => db.set_caps(caps),
             Backend::Postgres(db) => db.set_caps(caps),
@@ -193,11 +273,7 @@ impl Store {
     /// Store a `job.dead_lettered` event (in the outbox, for [`crate::events`]) with every
     /// move to the dead letters, in the same transaction.
     pub fn with_dead_letter_events(mut self, on: bool) -> Self {
-        let outbox = Outbox { dead_letters: on };
-        match &mut self.backend {
-            Backend::Sqlite(db) => db.set_outbox(outbox),
-            Backend::Postgres(db) => db.set_outbox(outbox),
-        }
+        self.outbox = Outbox { dead_letters: on };
         self
     }
 
@@ -214,6 +290,7 @@ impl Store {
             .map_err(|_| StoreError::Overloaded)
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Tests only: stop every write until the returned hold is dropped, to fill the
     /// write path on purpose.
     pub(in crate::store) async fn hold_writes(&self) -> StoreResult<testing::WriteHold> {
@@ -257,7 +334,18 @@ impl Store {
     /// key that still stands for a job of `queue`, stores nothing and names that job.
     pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<Enqueued> {
         let _admitted = self.admit_enqueue()?;
-        on_backend!(self, db => db.enqueue(queue, job).await)
+        let name = queue.clone();
+        let one_statement = job.idempotency.is_none();
+        let enqueued = in_write!(
+            self,
+            Durability::Durable,
+            one_statement = one_statement,
+            |tx| decisions::enqueue::enqueue(tx, &queue, &job).await
+        )?;
+        if enqueued == Enqueued::Stored {
+            self.announce_due(&name);
+        }
+        Ok(enqueued)
     }
 
     /// Store every job of `jobs` in one commit, or none of them. With a `key` that stands
@@ -272,7 +360,22 @@ impl Store {
         key: Option<BatchKey>,
     ) -> StoreResult<BatchEnqueued> {
         let _admitted = self.admit_enqueue()?;
-        on_backend!(self, db => db.enqueue_batch(queue, jobs, key).await)
+        let name = queue.clone();
+        let enqueued = in_write!(self, Durability::Durable, |tx| {
+            decisions::enqueue::enqueue_batch(tx, &queue, &jobs, key.as_ref()).await
+        })?;
+        if enqueued == BatchEnqueued::Stored {
+            self.announce_due(&name);
+        }
+        Ok(enqueued)
+    }
+
+    /// Tell every node sharing the database that `queue` has jobs due (nothing to tell on
+    /// SQLite: the process that stored them is the one that delivers them).
+    fn announce_due(&self, queue: &QueueName) {
+        if let Backend::Postgres(db) = &self.backend {
+            db.announce_due(queue);
+        }
     }
 
     /// Delete up to `limit` idempotency keys recorded before `before` (expired ones).
@@ -281,7 +384,9 @@ impl Store {
         before: UnixMillis,
         limit: usize,
     ) -> StoreResult<usize> {
-        on_backend!(self, db => db.purge_idempotency_keys(before, limit).await)
+        in_write!(self, Durability::Durable, |tx| {
+            tx.purge_idempotency_keys(before, limit).await
+        })
     }
 
     /// Store a job due at once already in flight (attempt 1, leased until `leased_until`)
@@ -306,7 +411,12 @@ impl Store {
         leased_until: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<ClaimedJob>> {
-        on_backend!(self, db => db.claim(queue, now, leased_until, limit).await)
+        // Relaxed: a claim lost to a power cut or a database crash only means its jobs are
+        // delivered again (released at SQLite's next start; expired on PostgreSQL), which
+        // at-least-once allows. One UPDATE … RETURNING on SQLite: no savepoint needed.
+        in_write!(self, Durability::Relaxed, one_statement = true, |tx| {
+            tx.claim(&queue, now, leased_until, limit).await
+        })
     }
 
     /// [`Self::claim`] within `limits` held across every node sharing the database. On
@@ -321,8 +431,8 @@ impl Store {
         limits: SharedLimits,
     ) -> StoreResult<Claimed> {
         match &self.backend {
-            Backend::Sqlite(db) => Ok(Claimed {
-                jobs: db.claim(queue, now, leased_until, want).await?,
+            Backend::Sqlite(_) => Ok(Claimed {
+                jobs: self.claim(queue, now, leased_until, want).await?,
                 held_back_until: None,
             }),
             Backend::Postgres(db) => {
@@ -339,13 +449,20 @@ impl Store {
         lease: Lease,
         outcome: Outcome,
     ) -> StoreResult<bool> {
-        on_backend!(self, db => db.record_outcome(id, lease, outcome).await)
+        // Relaxed: an outcome lost to a power cut means the job is delivered again, which
+        // at-least-once allows.
+        let outbox = self.outbox;
+        in_write!(self, Durability::Relaxed, |tx| {
+            decisions::outcomes::record_outcome(tx, id, lease, &outcome, outbox).await
+        })
     }
 
     /// Remove a READY job that is not being delivered, at `now` (the next job of its
     /// ordering key goes next).
     pub async fn cancel(&self, queue: QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
-        on_backend!(self, db => db.cancel(queue, id, now).await)
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::outcomes::cancel(tx, &queue, id, now).await
+        })
     }
 
     /// Expired leases back to READY, or dead-lettered if that was their last attempt (by
@@ -355,7 +472,24 @@ impl Store {
         now: UnixMillis,
         default_max_attempts: u32,
     ) -> StoreResult<usize> {
-        on_backend!(self, db => db.recover_stale_leases(now, default_max_attempts).await)
+        let outbox = self.outbox;
+        let mut total = 0;
+        loop {
+            let recovered = in_write!(self, Durability::Durable, |tx| {
+                decisions::outcomes::recover_stale_leases(
+                    tx,
+                    now,
+                    default_max_attempts,
+                    RECOVERY_BATCH,
+                    outbox,
+                )
+                .await
+            })?;
+            total += recovered;
+            if recovered < RECOVERY_BATCH {
+                return Ok(total);
+            }
+        }
     }
 
     /// The backend's periodic upkeep (SQLite: refresh the query planner's statistics).
@@ -370,7 +504,10 @@ impl Store {
         after: Option<JobId>,
         limit: usize,
     ) -> StoreResult<Vec<JobRecord>> {
-        on_backend!(self, db => db.list_ready(queue, after, limit).await)
+        in_snapshot!(self, |tx| {
+            tx.require_queue(&queue).await?;
+            tx.list_live(&queue, after, limit).await
+        })
     }
 
     /// One page of the dead letters matching `filter`.
@@ -379,32 +516,40 @@ impl Store {
         filter: Filter,
         page: PageRequest,
     ) -> StoreResult<DeadLetterPage> {
-        on_backend!(self, db => db.list_dead_letters(filter, page).await)
+        in_snapshot!(self, |tx| {
+            if let Some(queue) = &filter.queue {
+                tx.require_queue(queue).await?;
+            }
+            tx.list_dead_letters(&filter, page).await
+        })
     }
 
     /// Store an operational event in the outbox, due at once.
     pub async fn record_event(&self, event: Event, now: UnixMillis) -> StoreResult<()> {
-        on_backend!(self, db => db.record_event(event, now).await)
+        in_write!(self, Durability::Durable, |tx| {
+            tx.insert_event(EventId::new(), &event, now).await
+        })
     }
 
     /// Up to `limit` outbox events due at `now`, oldest first.
     pub async fn due_events(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<OutboxEvent>> {
-        on_backend!(self, db => db.due_events(now, limit).await)
+        in_snapshot!(self, |tx| tx.due_events(now, limit).await)
     }
 
     /// When the next outbox event falls due, if any waits.
     pub async fn next_event_due(&self) -> StoreResult<Option<UnixMillis>> {
-        on_backend!(self, db => db.next_event_due().await)
+        in_snapshot!(self, |tx| tx.next_event_due().await)
     }
 
     /// Outbox events waiting to be sent.
     pub async fn events_pending(&self) -> StoreResult<u64> {
-        on_backend!(self, db => db.events_pending().await)
+        in_snapshot!(self, |tx| tx.events_pending().await)
     }
 
     /// An outbox event was sent, or given up on.
     pub async fn remove_event(&self, id: EventId) -> StoreResult<()> {
-        on_backend!(self, db => db.remove_event(id).await)
+        // Relaxed: lost to a power cut, the event is sent again (at least once).
+        in_write!(self, Durability::Relaxed, |tx| tx.remove_event(id).await)
     }
 
     /// An outbox event's attempt failed: try again at `next_at`.
@@ -414,7 +559,9 @@ impl Store {
         next_at: UnixMillis,
         error: String,
     ) -> StoreResult<()> {
-        on_backend!(self, db => db.reschedule_event(id, next_at, error).await)
+        in_write!(self, Durability::Relaxed, |tx| {
+            tx.reschedule_event(id, next_at, &error).await
+        })
     }
 
     /// One page of a queue's delivery log, newest first, after `before` (the last record of
@@ -425,7 +572,10 @@ impl Store {
         before: Option<Position>,
         limit: usize,
     ) -> StoreResult<Vec<JobRecord>> {
-        on_backend!(self, db => db.list_delivered(queue, before, limit).await)
+        in_snapshot!(self, |tx| {
+            tx.require_queue(&queue).await?;
+            tx.list_delivered(&queue, before, limit).await
+        })
     }
 
     /// Delete up to `limit` records of the delivery log, with their attempt history: of
@@ -435,7 +585,9 @@ impl Store {
         cutoffs: Vec<(QueueName, UnixMillis)>,
         limit: usize,
     ) -> StoreResult<usize> {
-        on_backend!(self, db => db.purge_delivered(cutoffs, limit).await)
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::dead_letters::purge_delivered(tx, &cutoffs, limit).await
+        })
     }
 
     /// A job of `queue`, live, delivered and kept, or dead-lettered, with its attempt
@@ -445,7 +597,7 @@ impl Store {
         queue: QueueName,
         id: JobId,
     ) -> StoreResult<(JobRecord, Vec<AttemptRecord>)> {
-        on_backend!(self, db => db.get_job(queue, id).await)
+        in_snapshot!(self, |tx| decisions::reads::get_job(tx, &queue, id).await)
     }
 
     /// Dead-letter figures at `now`; a pending record replayed more than
@@ -455,7 +607,7 @@ impl Store {
         now: UnixMillis,
         repeat_after_replays: u32,
     ) -> StoreResult<DlqStats> {
-        on_backend!(self, db => db.dlq_stats(now, repeat_after_replays).await)
+        in_snapshot!(self, |tx| tx.dlq_stats(now, repeat_after_replays).await)
     }
 
     /// Replay dead letters: claim `pending` records (so concurrent replays never send a job
@@ -467,17 +619,33 @@ impl Store {
         now: UnixMillis,
         run_at: UnixMillis,
     ) -> StoreResult<(usize, ReplayReport)> {
-        on_backend!(self, db => db.replay(selection, now, run_at).await)
+        // A chunk is claimed and put back in one transaction: a replay cut short (a crash,
+        // a lost connection) leaves no record `replaying`.
+        let mut walk = ReplayWalk::new(selection, REPLAY_CHUNK);
+        while let Some(chunk) = walk.next_chunk() {
+            let (claimed, report) = in_write!(self, Durability::Durable, |tx| {
+                decisions::dead_letters::replay_chunk(tx, &chunk, now, run_at, REPLAY_CHUNK).await
+            })?;
+            if !walk.claimed(claimed) {
+                break;
+            }
+            walk.put_back(report);
+        }
+        Ok(walk.finish())
     }
 
     /// Dismiss pending dead letters (`pending → acknowledged`). Returns how many.
     pub async fn acknowledge(&self, selection: Selection, now: UnixMillis) -> StoreResult<usize> {
-        on_backend!(self, db => db.acknowledge(selection, now).await)
+        in_write!(self, Durability::Durable, |tx| {
+            tx.acknowledge(&selection, now).await
+        })
     }
 
     /// Delete dead letters for good, whatever their state.
     pub async fn delete_dead_letters(&self, selection: Selection) -> StoreResult<usize> {
-        on_backend!(self, db => db.delete_dead_letters(selection).await)
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::dead_letters::delete(tx, &selection).await
+        })
     }
 
     /// Dead-letter (reason `expired`) up to `limit` ready jobs created before `cutoff`;
@@ -488,12 +656,17 @@ impl Store {
         now: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<QueueName>> {
-        on_backend!(self, db => db.expire_jobs(cutoff, now, limit).await)
+        let outbox = self.outbox;
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::outcomes::expire(tx, cutoff, now, limit, outbox).await
+        })
     }
 
     /// Delete up to `limit` replayed/acknowledged dead letters last changed before `before`.
     pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
-        on_backend!(self, db => db.purge_dead_letters(before, limit).await)
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::dead_letters::purge_closed(tx, before, limit).await
+        })
     }
 
     /// Where `queue`'s jobs stand at `now`: due, scheduled, blocked, in flight, dead.
@@ -502,7 +675,8 @@ impl Store {
         queue: QueueName,
         now: UnixMillis,
     ) -> StoreResult<QueueCounts> {
-        on_backend!(self, db => db.queue_counts(queue, now).await)
+        in_snapshot!(self, |tx| decisions::reads::queue_counts(tx, &queue, now)
+            .await)
     }
 
     /// The earliest `run_at` among the ready jobs of `queue`.
@@ -516,7 +690,7 @@ impl Store {
         &self,
         now: UnixMillis,
     ) -> StoreResult<Vec<(QueueName, QueueCounts)>> {
-        on_backend!(self, db => db.all_queue_counts(now).await)
+        in_snapshot!(self, |tx| decisions::reads::all_queue_counts(tx, now).await)
     }
 
     /// Create or replace a schedule of `queue` at `now` (see [`Schedule`]).
@@ -526,12 +700,18 @@ impl Store {
         schedule: NewSchedule,
         now: UnixMillis,
     ) -> StoreResult<Saved> {
-        on_backend!(self, db => db.put_schedule(queue, schedule, now).await)
+        let caps = self.caps;
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::schedules::put(tx, &queue, &schedule, now, caps).await
+        })
     }
 
     /// `queue`'s schedules, by name.
     pub async fn list_schedules(&self, queue: QueueName) -> StoreResult<Vec<Schedule>> {
-        on_backend!(self, db => db.list_schedules(queue).await)
+        in_snapshot!(self, |tx| {
+            tx.require_queue(&queue).await?;
+            tx.schedules(&queue).await
+        })
     }
 
     pub async fn get_schedule(
@@ -539,11 +719,17 @@ impl Store {
         queue: QueueName,
         name: ScheduleName,
     ) -> StoreResult<Schedule> {
-        on_backend!(self, db => db.get_schedule(queue, name).await)
+        in_snapshot!(self, |tx| {
+            tx.schedule(&queue, &name)
+                .await?
+                .ok_or(StoreError::ScheduleNotFound)
+        })
     }
 
     pub async fn delete_schedule(&self, queue: QueueName, name: ScheduleName) -> StoreResult<()> {
-        on_backend!(self, db => db.delete_schedule(queue, name).await)
+        in_write!(self, Durability::Durable, |tx| {
+            tx.delete_schedule(&queue, &name).await
+        })
     }
 
     /// Pause a schedule, or resume it from its first tick after `now` (ticks missed while
@@ -555,7 +741,9 @@ impl Store {
         paused: bool,
         now: UnixMillis,
     ) -> StoreResult<Schedule> {
-        on_backend!(self, db => db.pause_schedule(queue, name, paused, now).await)
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::schedules::pause(tx, &queue, &name, paused, now).await
+        })
     }
 
     /// Fire the ticks due at `now` of up to `limit` schedules: each stores its job and moves
@@ -566,7 +754,9 @@ impl Store {
         now: UnixMillis,
         limit: usize,
     ) -> StoreResult<SchedulerRound> {
-        on_backend!(self, db => db.fire_due_schedules(now, limit).await)
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::schedules::fire_due(tx, now, limit).await
+        })
     }
 
     /// A read that proves the database answers.

@@ -16,6 +16,7 @@ use hookq::config::Database;
 use hookq::json::canonicalize;
 use hookq::model::{JobId, QueueName, Target, now_millis};
 use hookq::policy::QueueChange;
+use hookq::store::Store;
 use hookq::store::postgres::{self, PgPool, PgStore};
 use hookq::store::{
     BatchEnqueued, Enqueued, Failure, IdempotencyKey, Lease, NewJob, Outbox, Outcome, Queue,
@@ -261,18 +262,48 @@ async fn postgres_connect_names_a_bad_url_without_its_password() {
 }
 
 /// Close the stores' pools, then drop the test database.
-pub async fn close(stores: impl IntoIterator<Item = PgStore>, db: TestDatabase) {
+pub async fn close(stores: impl IntoIterator<Item = Node>, db: TestDatabase) {
     for store in stores {
-        store.pool().close();
+        store.pg.pool().close();
     }
     db.drop_database().await;
 }
 
+/// One hookq node on the test database: its store's port (what the tests drive, through
+/// `Deref`) and the PostgreSQL store behind it (what they look into).
+#[derive(Clone)]
+pub struct Node {
+    pub store: Store,
+    pub pg: PgStore,
+}
+
+impl Node {
+    /// The node, storing a `job.dead_lettered` event with each dead-lettering.
+    pub fn with_dead_letter_events(self, on: bool) -> Self {
+        Self {
+            store: self.store.with_dead_letter_events(on),
+            pg: self.pg,
+        }
+    }
+}
+
+impl std::ops::Deref for Node {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
 /// One hookq node's store on the test database.
-pub async fn node(db: &TestDatabase) -> PgStore {
-    PgStore::open(&db.url, 8, Sealing::none())
+pub async fn node(db: &TestDatabase) -> Node {
+    let pg = PgStore::open(&db.url, 8, Sealing::none())
         .await
-        .expect("open the PostgreSQL store")
+        .expect("open the PostgreSQL store");
+    Node {
+        store: Store::over_postgres(pg.clone()),
+        pg,
+    }
 }
 
 pub fn queue_named(name: &str) -> Queue {
@@ -322,7 +353,7 @@ async fn postgres_nodes_claiming_at_once_never_share_a_job() {
     };
     let nodes = [node(&db).await, node(&db).await, node(&db).await];
     nodes[0].create_queue(queue_named("q")).await.unwrap();
-    assert_eq!(nodes[1].load_queues().await.unwrap().len(), 1);
+    assert_eq!(nodes[1].pg.load_queues().await.unwrap().len(), 1);
     let t0 = now_millis();
     let total = 600;
     join_all((0..total).map(|n| nodes[n % 3].enqueue(QueueName::parse("q").unwrap(), job(n, t0))))
@@ -357,7 +388,10 @@ async fn postgres_nodes_claiming_at_once_never_share_a_job() {
     let unique: HashSet<JobId> = all.iter().copied().collect();
     assert_eq!(all.len(), total, "every job claimed once");
     assert_eq!(unique.len(), total, "no job claimed twice");
-    assert_eq!(count(nodes[0].pool(), "SELECT count(*) FROM jobs").await, 0);
+    assert_eq!(
+        count(nodes[0].pg.pool(), "SELECT count(*) FROM jobs").await,
+        0
+    );
     close(nodes, db).await;
 }
 
@@ -411,7 +445,7 @@ async fn postgres_an_ordering_key_has_one_head_even_when_its_jobs_arrive_at_once
     .await
     .into_iter()
     .for_each(|r| assert_eq!(r.unwrap(), Enqueued::Stored));
-    let pool = nodes[0].pool();
+    let pool = nodes[0].pg.pool();
     assert_eq!(
         count(pool, "SELECT count(*) FROM jobs WHERE status = 0").await,
         1
@@ -507,7 +541,10 @@ async fn postgres_an_idempotency_key_stands_for_one_job_across_nodes() {
             assert_eq!(*first, winner);
         }
     }
-    assert_eq!(count(nodes[0].pool(), "SELECT count(*) FROM jobs").await, 1);
+    assert_eq!(
+        count(nodes[0].pg.pool(), "SELECT count(*) FROM jobs").await,
+        1
+    );
     close(nodes, db).await;
 }
 
@@ -542,7 +579,7 @@ async fn postgres_outcomes_are_fenced_by_the_lease_and_stale_leases_recovered_by
         again.iter().map(|j| (j.id, j.attempt)).collect::<Vec<_>>(),
         [(early.id, 2)]
     );
-    let pool = a.pool();
+    let pool = a.pg.pool();
     assert_eq!(
         count(pool, "SELECT count(*) FROM job_attempts").await,
         1,
@@ -618,7 +655,7 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
     let store = node(&db).await;
     store.create_queue(queue_named("q")).await.unwrap();
     store.create_queue(queue_named("other")).await.unwrap();
-    let client = store.pool().get().await.unwrap();
+    let client = store.pg.pool().get().await.unwrap();
     // 100 000 jobs: a backlog on another queue, scheduled and blocked jobs here, and a few
     // thousand due ones.
     client
@@ -683,19 +720,19 @@ async fn postgres_queue_changes_made_on_one_node_reach_the_others() {
     };
     let (a, b) = (node(&db).await, node(&db).await);
     let q = QueueName::parse("q").unwrap();
-    assert!(!b.refresh_queues().await.unwrap(), "nothing changed yet");
+    assert!(!b.pg.refresh_queues().await.unwrap(), "nothing changed yet");
     a.create_queue(queue_named("q")).await.unwrap();
     assert!(a.registry().contains(&q), "the creating node knows at once");
-    assert!(b.refresh_queues().await.unwrap());
+    assert!(b.pg.refresh_queues().await.unwrap());
     assert!(b.registry().contains(&q));
     a.update_queue(q.clone(), QueueChange::paused(true))
         .await
         .unwrap();
-    assert!(b.refresh_queues().await.unwrap());
+    assert!(b.pg.refresh_queues().await.unwrap());
     assert!(b.registry().get(&q).unwrap().paused);
-    assert!(!b.refresh_queues().await.unwrap());
+    assert!(!b.pg.refresh_queues().await.unwrap());
     b.delete_queue(q.clone()).await.unwrap();
-    assert!(a.refresh_queues().await.unwrap());
+    assert!(a.pg.refresh_queues().await.unwrap());
     assert!(!a.registry().contains(&q));
     assert!(matches!(
         a.delete_queue(q.clone()).await,
@@ -733,7 +770,7 @@ async fn postgres_a_cap_holds_across_nodes_and_batches_fit_whole_or_not_at_all()
         (4, 16),
         "the job already there counts: {answers:?}"
     );
-    let pool = a.pool();
+    let pool = a.pg.pool();
     assert_eq!(count(pool, "SELECT live FROM queue_sizes").await, 5);
     // A delivery makes room for one.
     let claimed = b.claim(q(), t0, t0 + 60_000, 1).await.unwrap().remove(0);
@@ -839,7 +876,7 @@ async fn postgres_a_job_stored_on_one_node_wakes_the_others_even_after_a_reconne
     a.create_queue(queue_named("q")).await.unwrap();
     let (woken, mut wakeups) = tokio::sync::mpsc::unbounded_channel();
     let stop = tokio_util::sync::CancellationToken::new();
-    let listener = b.listen_for_wakeups(
+    let listener = b.pg.listen_for_wakeups(
         move |queue| {
             let _ = woken.send((queue, std::time::Instant::now()));
         },
@@ -847,7 +884,7 @@ async fn postgres_a_job_stored_on_one_node_wakes_the_others_even_after_a_reconne
     );
     // The backend listening for this database's wake-ups, once there is exactly one.
     let listener_pid = || async {
-        let client = a.pool().get().await.unwrap();
+        let client = a.pg.pool().get().await.unwrap();
         let pids: Vec<i32> = client
             .query(
                 "SELECT pid FROM pg_stat_activity
@@ -870,7 +907,7 @@ async fn postgres_a_job_stored_on_one_node_wakes_the_others_even_after_a_reconne
     println!("enqueue on a → wake-up on b: {:?}", at - sent);
     // The listener's connection is killed: it reconnects by itself and hears the next job.
     count(
-        a.pool(),
+        a.pg.pool(),
         "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                               WHERE datname = current_database()
                                 AND query LIKE 'LISTEN hookq_due%') AS killed",
@@ -907,8 +944,8 @@ async fn postgres_a_duty_is_held_by_one_node_at_a_time_and_moves_on_when_it_laps
     let (a, b) = (node(&db).await, node(&db).await);
     let t0 = now_millis();
     let sweeps = [
-        a.hold_duty("sweep", t0, t0 + 10_000),
-        b.hold_duty("sweep", t0, t0 + 10_000),
+        a.pg.hold_duty("sweep", t0, t0 + 10_000),
+        b.pg.hold_duty("sweep", t0, t0 + 10_000),
     ];
     let held: Vec<bool> = join_all(sweeps)
         .await
@@ -923,6 +960,7 @@ async fn postgres_a_duty_is_held_by_one_node_at_a_time_and_moves_on_when_it_laps
     let (holder, other) = if held[0] { (&a, &b) } else { (&b, &a) };
     assert!(
         holder
+            .pg
             .hold_duty("sweep", t0 + 5_000, t0 + 15_000)
             .await
             .unwrap(),
@@ -930,24 +968,31 @@ async fn postgres_a_duty_is_held_by_one_node_at_a_time_and_moves_on_when_it_laps
     );
     assert!(
         !other
+            .pg
             .hold_duty("sweep", t0 + 14_999, t0 + 25_000)
             .await
             .unwrap()
     );
     assert!(
-        other.hold_duty("another", t0, t0 + 10_000).await.unwrap(),
+        other
+            .pg
+            .hold_duty("another", t0, t0 + 10_000)
+            .await
+            .unwrap(),
         "duties are separate"
     );
     // The holder stops renewing (it crashed): once its hold ran out the other takes over,
     // and the old holder cannot take it back while the new hold runs.
     assert!(
         other
+            .pg
             .hold_duty("sweep", t0 + 15_000, t0 + 25_000)
             .await
             .unwrap()
     );
     assert!(
         !holder
+            .pg
             .hold_duty("sweep", t0 + 16_000, t0 + 26_000)
             .await
             .unwrap()
@@ -1100,11 +1145,11 @@ async fn postgres_a_key_never_stalls_when_its_head_leaves_as_its_next_job_arrive
         assert_eq!(stored.unwrap(), Enqueued::Stored);
     }
     assert_eq!(
-        count(a.pool(), "SELECT count(*) FROM jobs WHERE status = 0").await,
+        count(a.pg.pool(), "SELECT count(*) FROM jobs WHERE status = 0").await,
         1
     );
     assert_eq!(
-        count(a.pool(), "SELECT count(*) FROM jobs WHERE status = 4").await,
+        count(a.pg.pool(), "SELECT count(*) FROM jobs WHERE status = 4").await,
         0
     );
     close([a, b], db).await;

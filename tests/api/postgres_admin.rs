@@ -13,7 +13,7 @@ use hookq::event::Event;
 use hookq::json::canonicalize;
 use hookq::model::{JobId, QueueName, ScheduleName, now_millis};
 use hookq::policy::QueueChange;
-use hookq::store::postgres::PgStore;
+use hookq::store::Store;
 use hookq::store::{
     Delivery, DlqState, FailureReason, Filter, JobState, NewJob, NewSchedule, Outcome, PageRequest,
     Position, Saved, Selection, StoreError,
@@ -32,7 +32,7 @@ fn schedule_name(name: &str) -> ScheduleName {
 
 /// Store `jobs` on `queue` and dead-letter them, the `i`th failing at `failed_at(i)`.
 async fn bury(
-    store: &PgStore,
+    store: &Store,
     queue: &str,
     jobs: Vec<NewJob>,
     failed_at: impl Fn(usize) -> i64,
@@ -317,7 +317,7 @@ async fn postgres_admin_replay_puts_jobs_back_behind_their_key_and_rolls_back_wh
         .enqueue(q("q"), NewJob::now(taken.id, payload, t0))
         .await
         .unwrap();
-    let pool = store.pool();
+    let pool = store.pg.pool();
 
     let (claimed, report) = store
         .replay(Selection::Ids(ids.clone()), t0 + 20, t0 + 20)
@@ -504,7 +504,7 @@ async fn postgres_admin_a_keyed_replay_racing_another_nodes_enqueue_for_its_key_
     bury(&store, "q", vec![keyed.clone()], |_| t0).await;
     // Another node is storing the key's first job: not committed yet, so the replay sees
     // no live job of the key, and its insert waits on the head index for that one.
-    let pool = store.pool();
+    let pool = store.pg.pool();
     let mut other_node = pool.get().await.unwrap();
     let enqueue = other_node.transaction().await.unwrap();
     enqueue
@@ -570,7 +570,7 @@ async fn postgres_admin_two_nodes_replaying_the_same_dead_letters_at_once_replay
     };
     let nodes = [node(&db).await, node(&db).await];
     nodes[0].create_queue(queue_named("q")).await.unwrap();
-    let pool = nodes[0].pool();
+    let pool = nodes[0].pg.pool();
     let client = pool.get().await.unwrap();
     let records = 300;
     let t0 = now_millis();
@@ -656,7 +656,7 @@ async fn postgres_admin_acknowledge_delete_expire_and_purge() {
     let store = node(&db).await.with_dead_letter_events(true);
     store.create_queue(queue_named("q")).await.unwrap();
     store.create_queue(queue_named("other")).await.unwrap();
-    let pool = store.pool();
+    let pool = store.pg.pool();
     let t0 = now_millis();
     let ids = bury(&store, "q", jobs(4, t0), |i| t0 + i as i64).await;
     let others = bury(&store, "other", jobs(2, t0), |_| t0).await;
@@ -875,7 +875,7 @@ async fn postgres_admin_get_job_finds_a_job_live_delivered_or_dead_with_its_hist
     let store = node(&db).await;
     store.create_queue(queue_named("q")).await.unwrap();
     store.create_queue(queue_named("other")).await.unwrap();
-    let pool = store.pool();
+    let pool = store.pg.pool();
     let t0 = now_millis();
 
     // Live, with one failed attempt, then in flight again.
@@ -1174,7 +1174,7 @@ async fn postgres_admin_event_outbox_lifecycle() {
     );
     assert_eq!(
         count(
-            store.pool(),
+            store.pg.pool(),
             &format!(
                 "SELECT count(*) FROM event_outbox WHERE last_error = '503' AND id = '{}'",
                 due[0].id
@@ -1225,7 +1225,7 @@ async fn postgres_admin_schedules_are_stored_changed_and_fired() {
     };
     let store = node(&db).await;
     store.create_queue(queue_named("q")).await.unwrap();
-    let pool = store.pool();
+    let pool = store.pg.pool();
     let t0 = now_millis();
     let t1 = next_minute(t0);
 
@@ -1476,7 +1476,7 @@ async fn postgres_admin_two_nodes_firing_the_same_due_schedules_at_once_fire_eac
     };
     let nodes = [node(&db).await, node(&db).await];
     nodes[0].create_queue(queue_named("q")).await.unwrap();
-    let pool = nodes[0].pool();
+    let pool = nodes[0].pg.pool();
     let t0 = now_millis();
     let t1 = next_minute(t0);
     let schedules = 30;
@@ -1588,7 +1588,7 @@ async fn postgres_admin_listings_and_sweeps_read_their_indexes() {
     }
     // 100 000 rows a table, `q` holding 1% of each; dead letters mostly kept for audit
     // (replayed, acknowledged), 5% pending.
-    let client = store.pool().get().await.unwrap();
+    let client = store.pg.pool().get().await.unwrap();
     client
         .batch_execute(
             "INSERT INTO dead_letters (id, queue, target, payload, created_at, attempts,

@@ -1,7 +1,7 @@
 //! SQL for the `dead_letters` table on PostgreSQL: jobs whose attempts were spent (or that
 //! expired), with their admin lifecycle `pending → replaying → replayed` or
-//! `pending → acknowledged`, as on SQLite. Moves to and from the live jobs (bury, replay's
-//! put-back) and the history they leave are in `jobs` and `admin`.
+//! `pending → acknowledged`, as on SQLite. What a move between tables means is decided in
+//! `store::decisions`; here is its SQL.
 //!
 //! What makes it safe across nodes: a replay claims its records `pending → replaying` under
 //! `FOR UPDATE SKIP LOCKED`, so two replays (on one node or two) never claim one record;
@@ -23,6 +23,7 @@ use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, Last24h,
     PageRequest, ScheduleTick, Selection,
 };
+use crate::store::status::codes;
 
 /// The columns of a record, in the order [`from_row`] reads them (the payload, when asked
 /// for, comes last).
@@ -222,6 +223,78 @@ pub async fn claim_for_replay(
             Ok(claimed.into_iter().map(|(_, id)| job_id(id)).collect())
         }
     }
+}
+
+/// Insert the job of claimed record `id` back into `jobs` (see [`put_back_as`]). If another
+/// node's job took the head of its key meanwhile, this one waits behind it, as an enqueue
+/// that lost that race does.
+pub async fn put_back(
+    tx: &Transaction<'_>,
+    id: JobId,
+    now: UnixMillis,
+    run_at: UnixMillis,
+) -> StoreResult<Option<QueueName>> {
+    tx.batch_execute("SAVEPOINT put_back").await?;
+    match put_back_as(tx, id, now, run_at, false).await {
+        Ok(queue) => {
+            tx.batch_execute("RELEASE SAVEPOINT put_back").await?;
+            Ok(queue)
+        }
+        Err(e) if super::jobs::lost_the_head(&e) => {
+            tx.batch_execute("ROLLBACK TO SAVEPOINT put_back; RELEASE SAVEPOINT put_back")
+                .await?;
+            Ok(put_back_as(tx, id, now, run_at, true).await?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Insert the job of claimed record `id` back into `jobs`: fresh attempts, due (and its
+/// time to live starting) at `run_at`; blocked behind its ordering key if the key has a
+/// live job (or `blocked`), as an enqueued job would be. Returns its queue, or `None` if
+/// the record is not claimed. Fails if the job is live (its id is taken).
+async fn put_back_as(
+    tx: &Transaction<'_>,
+    id: JobId,
+    now: UnixMillis,
+    run_at: UnixMillis,
+    blocked: bool,
+) -> Result<Option<QueueName>, tokio_postgres::Error> {
+    // A keyed job joins its key under the key's lock (see `jobs::lock_key`).
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(queue || chr(31) || ordering_key, 0))
+         FROM dead_letters WHERE id = $1 AND ordering_key IS NOT NULL",
+        &[&uuid(id)],
+    )
+    .await?;
+    let row = tx
+        .query_opt(
+            crate::sql_once!(
+                "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
+                               last_error, last_status, replay_count, ttl_from, priority,
+                               ordering_key, schedule, schedule_tick)
+             SELECT d.id, d.queue,
+                    CASE WHEN d.ordering_key IS NOT NULL AND (
+                             $4::boolean
+                             OR EXISTS (SELECT 1 FROM jobs j
+                                        WHERE j.queue = d.queue
+                                          AND j.ordering_key = d.ordering_key))
+                         THEN {BLOCKED}
+                         WHEN $2::bigint > $3::bigint THEN {SCHEDULED}
+                         ELSE {READY} END,
+                    d.payload, 0, $2::bigint, d.created_at, d.last_error, d.last_status,
+                    d.replay_count + 1, $2::bigint, d.priority, d.ordering_key, d.schedule,
+                    d.schedule_tick
+             FROM dead_letters d WHERE d.id = $1 AND d.state = 'replaying'
+             RETURNING queue",
+                BLOCKED = codes::BLOCKED,
+                SCHEDULED = codes::SCHEDULED,
+                READY = codes::READY,
+            ),
+            &[&uuid(id), &run_at, &now, &blocked],
+        )
+        .await?;
+    Ok(row.map(|row| QueueName::from_stored(row.get(0))))
 }
 
 /// A claimed record whose job is back on its queue: `replaying → replayed`.

@@ -2,8 +2,7 @@
 //! claim, and the outcome of an attempt (delivered, kept, retried, dead-lettered), each in
 //! one transaction that any number of nodes may run at once.
 //!
-//! Job statuses, as on SQLite: 0 ready (due), 1 in flight, 3 scheduled (not due yet),
-//! 4 blocked (behind an earlier job of its ordering key).
+//! Job statuses are [`JobStatus`](crate::store::status::JobStatus)'s, as on SQLite.
 //!
 //! What makes it safe across nodes:
 //! - a claim locks the rows it takes with `FOR UPDATE SKIP LOCKED`: two nodes claiming at
@@ -24,14 +23,16 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use crate::event::{Event, excerpt};
 use crate::json::CanonicalJson;
-use crate::model::{EventId, JobId, QueueName, UnixMillis};
+use crate::model::{JobId, QueueName, UnixMillis};
+use crate::sql_once;
+use crate::store::dialect::KeyClaim;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, BatchEnqueued, BatchKey, ClaimedJob, Delivery, Enqueued, Failure, FailureReason,
-    JobRecord, JobState, Lease, NewJob, Outbox, Outcome, QueueCounts, RecordedBatch, ScheduleTick,
+    AttemptRecord, BatchKey, ClaimedJob, IdempotencyKey, JobRecord, JobState, NewJob, QueueCounts,
+    RecordedBatch, ScheduleTick,
 };
+use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
 
 /// Statements prepared once per connection (deadpool's statement cache) and reused: the
 /// per-job statements would otherwise be parsed and planned on every call.
@@ -82,137 +83,135 @@ pub(super) mod prepared {
 /// How many scheduled jobs one claim promotes at most.
 const PROMOTE_BATCH: i64 = 1000;
 
-/// Store `job` in `queue`: ready, scheduled until it is due, or blocked behind its key.
-/// With an idempotency key that still stands for a job of `queue`, stores nothing.
-pub async fn enqueue(
+/// Claim idempotency key `key` of `queue` for job `id` by inserting its row (or taking
+/// over an expired one): a concurrent enqueue with the same key waits on that row, then
+/// finds it taken.
+pub async fn claim_idempotency_key(
     tx: &Transaction<'_>,
     queue: &QueueName,
-    job: &NewJob,
-) -> StoreResult<Enqueued> {
-    if let Some(key) = &job.idempotency {
-        let claimed = prepared::query_opt(
-            tx,
-            "INSERT INTO idempotency_keys (queue, key, job_id, created_at)
-                 SELECT name, $2::text, $3::uuid, $4::bigint FROM queues WHERE name = $1
-                 ON CONFLICT (queue, key) DO UPDATE
-                     SET job_id = excluded.job_id, created_at = excluded.created_at
-                     WHERE idempotency_keys.created_at < $5
-                 RETURNING job_id",
-            &[
-                &queue.as_str(),
-                &key.key,
-                &uuid(job.id),
-                &job.created_at,
-                &key.valid_since,
-            ],
-        )
-        .await?;
-        if claimed.is_none() {
-            let first = prepared::query_opt(
-                tx,
-                "SELECT job_id FROM idempotency_keys WHERE queue = $1 AND key = $2",
-                &[&queue.as_str(), &key.key],
-            )
-            .await?;
-            return match first {
-                Some(row) => Ok(Enqueued::Duplicate(job_id(row.get(0)))),
-                None => Err(StoreError::QueueNotFound),
-            };
-        }
+    key: &IdempotencyKey,
+    id: JobId,
+    created_at: UnixMillis,
+) -> StoreResult<KeyClaim> {
+    let claimed = prepared::query_opt(
+        tx,
+        "INSERT INTO idempotency_keys (queue, key, job_id, created_at)
+             SELECT name, $2::text, $3::uuid, $4::bigint FROM queues WHERE name = $1
+             ON CONFLICT (queue, key) DO UPDATE
+                 SET job_id = excluded.job_id, created_at = excluded.created_at
+                 WHERE idempotency_keys.created_at < $5
+             RETURNING job_id",
+        &[
+            &queue.as_str(),
+            &key.key,
+            &uuid(id),
+            &created_at,
+            &key.valid_since,
+        ],
+    )
+    .await?;
+    if claimed.is_some() {
+        return Ok(KeyClaim::Claimed);
     }
-    insert(tx, queue, job).await?;
-    Ok(Enqueued::Stored)
+    let first = prepared::query_opt(
+        tx,
+        "SELECT job_id FROM idempotency_keys WHERE queue = $1 AND key = $2",
+        &[&queue.as_str(), &key.key],
+    )
+    .await?;
+    match first {
+        Some(row) => Ok(KeyClaim::Taken(job_id(row.get(0)))),
+        None => Err(StoreError::QueueNotFound),
+    }
 }
 
-/// Store every job of a batch, unless its key stands for a batch already (then nothing: the
-/// same batch is a duplicate, another one is refused). The key's row is claimed first, as a
-/// single job's is: a concurrent batch with the same key waits on it, then answers from it.
-pub async fn enqueue_batch(
+/// Claim batch key `key` of `queue` for the batch of `ids`, as a single job's key is
+/// claimed; `Some` (the batch it stands for) if it is taken.
+pub async fn claim_batch_key(
     tx: &Transaction<'_>,
     queue: &QueueName,
-    batch: &[NewJob],
-    key: Option<&BatchKey>,
-) -> StoreResult<BatchEnqueued> {
-    if let Some(key) = key {
-        let ids: Vec<Uuid> = batch.iter().map(|job| uuid(job.id)).collect();
-        let claimed = prepared::query_opt(
-            tx,
-            "INSERT INTO batch_keys (queue, key, fingerprint, job_ids, created_at)
-                 SELECT name, $2::text, $3::bytea, $4::uuid[], $5::bigint FROM queues
-                 WHERE name = $1
-                 ON CONFLICT (queue, key) DO UPDATE
-                     SET fingerprint = excluded.fingerprint, job_ids = excluded.job_ids,
-                         created_at = excluded.created_at
-                     WHERE batch_keys.created_at < $6
-                 RETURNING 1",
-            &[
-                &queue.as_str(),
-                &key.key.key,
-                &&key.fingerprint[..],
-                &ids,
-                &key.created_at,
-                &key.key.valid_since,
-            ],
-        )
-        .await?;
-        if claimed.is_none() {
-            let first = prepared::query_opt(
-                tx,
-                "SELECT fingerprint, job_ids FROM batch_keys WHERE queue = $1 AND key = $2",
-                &[&queue.as_str(), &key.key.key],
-            )
-            .await?;
-            let Some(row) = first else {
-                return Err(StoreError::QueueNotFound);
-            };
-            let ids: Vec<Uuid> = row.get(1);
-            let recorded = RecordedBatch {
-                fingerprint: row.get(0),
-                ids: ids.into_iter().map(job_id).collect(),
-            };
-            return recorded.answer(key);
-        }
+    key: &BatchKey,
+    ids: &[JobId],
+) -> StoreResult<Option<RecordedBatch>> {
+    let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
+    let claimed = prepared::query_opt(
+        tx,
+        "INSERT INTO batch_keys (queue, key, fingerprint, job_ids, created_at)
+             SELECT name, $2::text, $3::bytea, $4::uuid[], $5::bigint FROM queues
+             WHERE name = $1
+             ON CONFLICT (queue, key) DO UPDATE
+                 SET fingerprint = excluded.fingerprint, job_ids = excluded.job_ids,
+                     created_at = excluded.created_at
+                 WHERE batch_keys.created_at < $6
+             RETURNING 1",
+        &[
+            &queue.as_str(),
+            &key.key.key,
+            &&key.fingerprint[..],
+            &ids,
+            &key.created_at,
+            &key.key.valid_since,
+        ],
+    )
+    .await?;
+    if claimed.is_some() {
+        return Ok(None);
     }
-    for job in batch {
-        insert(tx, queue, job).await?;
-    }
-    Ok(BatchEnqueued::Stored)
+    let first = prepared::query_opt(
+        tx,
+        "SELECT fingerprint, job_ids FROM batch_keys WHERE queue = $1 AND key = $2",
+        &[&queue.as_str(), &key.key.key],
+    )
+    .await?;
+    let Some(row) = first else {
+        return Err(StoreError::QueueNotFound);
+    };
+    let ids: Vec<Uuid> = row.get(1);
+    Ok(Some(RecordedBatch {
+        fingerprint: row.get(0),
+        ids: ids.into_iter().map(job_id).collect(),
+    }))
 }
 
 /// Insert the job row. A savepoint guards the insert that may lose the race for its key's
 /// head, so the transaction survives it and stores the job blocked instead.
-async fn insert(tx: &Transaction<'_>, queue: &QueueName, job: &NewJob) -> StoreResult<()> {
-    const INSERT: &str =
+pub(super) async fn insert(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    job: &NewJob,
+) -> StoreResult<()> {
+    let insert: &str = sql_once!(
         "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
-                                          not_before, ttl_from, priority, ordering_key)
+                           not_before, ttl_from, priority, ordering_key)
          SELECT $1::uuid, name,
                 CASE WHEN $8::text IS NOT NULL AND (
                          $9::boolean
                          OR EXISTS (SELECT 1 FROM jobs WHERE queue = $2 AND ordering_key = $8))
-                     THEN 4
-                     WHEN $4::bigint > $5::bigint THEN 3
-                     ELSE 0 END,
+                     THEN {BLOCKED}
+                     WHEN $4::bigint > $5::bigint THEN {SCHEDULED}
+                     ELSE {READY} END,
                 $3::text, 0, $4, $5, $6::bigint, $6, $7::integer, $8
-         FROM queues WHERE name = $2";
+         FROM queues WHERE name = $2"
+    );
     let (id, due_at) = (uuid(job.id), job.due_at());
     let (name, payload) = (queue.as_str(), job.payload.as_str());
     let params = |blocked: &'static bool| insert_args(&id, &name, &payload, job, &due_at, blocked);
     let inserted = if let Some(key) = &job.ordering_key {
         lock_key(tx, queue.as_str(), key).await?;
         tx.batch_execute("SAVEPOINT head").await?;
-        match prepared::execute(tx, INSERT, &params(&false)).await {
+        match prepared::execute(tx, insert, &params(&false)).await {
             Ok(n) => {
                 tx.batch_execute("RELEASE SAVEPOINT head").await?;
                 n
             }
             Err(e) if lost_the_head(&e) => {
                 tx.batch_execute("ROLLBACK TO SAVEPOINT head").await?;
-                prepared::execute(tx, INSERT, &params(&true)).await?
+                prepared::execute(tx, insert, &params(&true)).await?
             }
             Err(e) => return Err(e.into()),
         }
     } else {
-        prepared::execute(tx, INSERT, &params(&false)).await?
+        prepared::execute(tx, insert, &params(&false)).await?
     };
     if inserted == 0 {
         return Err(StoreError::QueueNotFound);
@@ -264,11 +263,13 @@ pub async fn insert_leased(
     debug_assert!(job.ordering_key.is_none(), "a keyed job waits for its turn");
     let inserted = prepared::execute(
         tx,
-        "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
+        sql_once!(
+            "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
                                leased_until, leased_by, priority)
-             SELECT $1::uuid, name, 1, $3::text, 1, $4::bigint, $4, $5::bigint, $6::uuid,
-                    $7::integer
-             FROM queues WHERE name = $2",
+             SELECT $1::uuid, name, {IN_FLIGHT}, $3::text, 1, $4::bigint, $4, $5::bigint,
+                    $6::uuid, $7::integer
+             FROM queues WHERE name = $2"
+        ),
         &[
             &uuid(job.id),
             &queue.as_str(),
@@ -284,57 +285,6 @@ pub async fn insert_leased(
         return Err(StoreError::QueueNotFound);
     }
     Ok(())
-}
-
-/// Remove a READY job that is not being delivered (its key's next job goes next).
-pub async fn cancel(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    id: JobId,
-    now: UnixMillis,
-) -> StoreResult<()> {
-    let key = uuid(id);
-    // Locked, so a claim on another node cannot take it between this look and the delete.
-    let status: Option<i16> = prepared::query_opt(
-        tx,
-        "SELECT status FROM jobs WHERE id = $1 AND queue = $2 FOR UPDATE",
-        &[&key, &queue.as_str()],
-    )
-    .await?
-    .map(|row| row.get(0));
-    match status {
-        Some(1) => Err(StoreError::JobConflict(
-            "job is being delivered right now and cannot be cancelled",
-        )),
-        Some(_) => {
-            let removed = prepared::query_one(
-                tx,
-                "DELETE FROM jobs WHERE id = $1 RETURNING queue, ordering_key",
-                &[&key],
-            )
-            .await?;
-            if let Some(ordering_key) = removed.get::<_, Option<String>>(1) {
-                promote_next_of_key(tx, removed.get(0), &ordering_key, now).await?;
-            }
-            prepared::execute(tx, "DELETE FROM job_attempts WHERE job_id = $1", &[&key]).await?;
-            Ok(())
-        }
-        None => {
-            let open = prepared::query_opt(
-                tx,
-                "SELECT 1 FROM dead_letters WHERE id = $1 AND queue = $2
-                                                   AND state != 'replayed'",
-                &[&key, &queue.as_str()],
-            )
-            .await?;
-            Err(match open {
-                Some(_) => StoreError::JobConflict(
-                    "job is dead-lettered (ERROR), not READY: replay or acknowledge it instead",
-                ),
-                None => StoreError::JobNotFound,
-            })
-        }
-    }
 }
 
 /// Delete up to `limit` idempotency keys recorded before `before`.
@@ -374,19 +324,21 @@ pub async fn counts(
     let name = queue.map(QueueName::as_str);
     let rows = client
         .query(
-            "SELECT queue, 0 AS kind, count(*), count(*), min(run_at) FROM jobs
-             WHERE status = 0 AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+            sql_once!(
+                "SELECT queue, {READY} AS kind, count(*), count(*), min(run_at) FROM jobs
+             WHERE status = {READY} AND ($2::text IS NULL OR queue = $2) GROUP BY queue
              UNION ALL
-             SELECT queue, 3, count(*), count(*) FILTER (WHERE run_at <= $1),
+             SELECT queue, {SCHEDULED}, count(*), count(*) FILTER (WHERE run_at <= $1),
                     min(run_at) FILTER (WHERE run_at <= $1) FROM jobs
-             WHERE status = 3 AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+             WHERE status = {SCHEDULED} AND ($2::text IS NULL OR queue = $2) GROUP BY queue
              UNION ALL
-             SELECT queue, 4, count(*), 0, NULL FROM jobs
-             WHERE ordering_key IS NOT NULL AND status = 4
+             SELECT queue, {BLOCKED}, count(*), 0, NULL FROM jobs
+             WHERE ordering_key IS NOT NULL AND status = {BLOCKED}
                AND ($2::text IS NULL OR queue = $2) GROUP BY queue
              UNION ALL
-             SELECT queue, 1, count(*), 0, NULL FROM jobs
-             WHERE status = 1 AND ($2::text IS NULL OR queue = $2) GROUP BY queue",
+             SELECT queue, {IN_FLIGHT}, count(*), 0, NULL FROM jobs
+             WHERE status = {IN_FLIGHT} AND ($2::text IS NULL OR queue = $2) GROUP BY queue"
+            ),
             &[&now, &name],
         )
         .await?;
@@ -397,17 +349,17 @@ pub async fn counts(
             .entry(QueueName::from_stored(row.get(0)))
             .or_default();
         let (jobs, due, earliest): (i64, i64, Option<i64>) = (row.get(2), row.get(3), row.get(4));
-        match row.get::<_, i32>(1) {
-            0 => {
+        match i16::try_from(row.get::<_, i32>(1)).unwrap_or(IN_FLIGHT) {
+            READY => {
                 entry.ready += count(jobs);
                 entry.oldest_due_at = earliest_of(entry.oldest_due_at, earliest);
             }
-            3 => {
+            SCHEDULED => {
                 entry.scheduled += count(jobs - due);
                 entry.ready += count(due);
                 entry.oldest_due_at = earliest_of(entry.oldest_due_at, earliest);
             }
-            4 => entry.blocked += count(jobs),
+            BLOCKED => entry.blocked += count(jobs),
             _ => entry.in_flight += count(jobs),
         }
     }
@@ -450,9 +402,11 @@ pub async fn next_due(
 ) -> StoreResult<Option<UnixMillis>> {
     Ok(client
         .query_one(
-            "SELECT coalesce(
-                 (SELECT run_at FROM jobs WHERE queue = $1 AND status = 0 LIMIT 1),
-                 (SELECT min(run_at) FROM jobs WHERE queue = $1 AND status = 3))",
+            sql_once!(
+                "SELECT coalesce(
+                     (SELECT run_at FROM jobs WHERE queue = $1 AND status = {READY} LIMIT 1),
+                     (SELECT min(run_at) FROM jobs WHERE queue = $1 AND status = {SCHEDULED}))"
+            ),
             &[&queue.as_str()],
         )
         .await?
@@ -473,26 +427,30 @@ pub async fn claim(
 ) -> StoreResult<Vec<ClaimedJob>> {
     prepared::execute(
         tx,
-        "UPDATE jobs SET status = 0
-         WHERE id IN (SELECT id FROM jobs
-                      WHERE queue = $1 AND status = 3 AND run_at <= $2
-                      ORDER BY run_at LIMIT $3
-                      FOR UPDATE SKIP LOCKED)",
+        sql_once!(
+            "UPDATE jobs SET status = {READY}
+             WHERE id IN (SELECT id FROM jobs
+                          WHERE queue = $1 AND status = {SCHEDULED} AND run_at <= $2
+                          ORDER BY run_at LIMIT $3
+                          FOR UPDATE SKIP LOCKED)"
+        ),
         &[&queue.as_str(), &now, &PROMOTE_BATCH],
     )
     .await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = prepared::query(
         tx,
-        "UPDATE jobs SET status = 1, attempts = attempts + 1, leased_until = $2,
+        sql_once!(
+            "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = $2,
                              leased_by = $4
              WHERE id IN (SELECT id FROM jobs
-                          WHERE queue = $1 AND status = 0
+                          WHERE queue = $1 AND status = {READY}
                             AND NOT (SELECT paused FROM queues WHERE name = $1)
                           ORDER BY priority DESC, run_at, id LIMIT $3
                           FOR UPDATE SKIP LOCKED)
              RETURNING id, payload, attempts, created_at, leased_until, ordering_key,
-                       schedule, schedule_tick",
+                       schedule, schedule_tick"
+        ),
         &[&queue.as_str(), &leased_until, &limit, &node],
     )
     .await?;
@@ -510,226 +468,6 @@ pub async fn claim(
         .collect();
     claimed.sort_by_key(|job| job.id);
     Ok(claimed)
-}
-
-/// Record an attempt's outcome, fenced by `lease`. False if the lease was lost.
-pub async fn record_outcome(
-    tx: &Transaction<'_>,
-    id: JobId,
-    lease: Lease,
-    outcome: &Outcome,
-    outbox: Outbox,
-) -> StoreResult<bool> {
-    let (key, attempt, until) = (uuid(id), attempt_param(lease.attempt), lease.until);
-    match outcome {
-        Outcome::Delivered { delivery, keep } => {
-            if *keep && !keep_delivered(tx, id, lease, delivery).await? {
-                return Ok(false);
-            }
-            let deleted = prepared::query_opt(
-                tx,
-                "DELETE FROM jobs WHERE id = $1 AND status = 1 AND attempts = $2
-                                        AND leased_until = $3
-                     RETURNING queue, ordering_key, last_error IS NOT NULL",
-                &[&key, &attempt, &until],
-            )
-            .await?;
-            let Some(row) = deleted else {
-                return Ok(false);
-            };
-            if let Some(ordering_key) = row.get::<_, Option<String>>(1) {
-                promote_next_of_key(tx, row.get(0), &ordering_key, delivery.at).await?;
-            }
-            if row.get::<_, bool>(2) && !keep {
-                prepared::execute(tx, "DELETE FROM job_attempts WHERE job_id = $1", &[&key])
-                    .await?;
-            }
-            Ok(true)
-        }
-        Outcome::Retry { run_at, failure } => {
-            let changed = prepared::execute(
-                tx,
-                "UPDATE jobs SET status = CASE WHEN $4::bigint > $5::bigint THEN 3 ELSE 0 END,
-                            run_at = $4, leased_until = NULL, leased_by = NULL,
-                            last_error = $6, last_status = $7
-                     WHERE id = $1 AND status = 1 AND attempts = $2 AND leased_until = $3",
-                &[
-                    &key,
-                    &attempt,
-                    &until,
-                    run_at,
-                    &failure.at,
-                    &failure.error,
-                    &failure.status.map(i32::from),
-                ],
-            )
-            .await?;
-            if changed == 1 {
-                record_attempt(tx, id, lease.attempt, failure).await?;
-            }
-            Ok(changed == 1)
-        }
-        Outcome::Dead { failure } => {
-            let changed = prepared::execute(
-                tx,
-                "UPDATE jobs SET last_error = $4, last_status = $5
-                     WHERE id = $1 AND status = 1 AND attempts = $2 AND leased_until = $3",
-                &[
-                    &key,
-                    &attempt,
-                    &until,
-                    &failure.error,
-                    &failure.status.map(i32::from),
-                ],
-            )
-            .await?;
-            if changed == 0 {
-                return Ok(false);
-            }
-            record_attempt(tx, id, lease.attempt, failure).await?;
-            bury(
-                tx,
-                id,
-                FailureReason::MaxAttemptsReached,
-                failure.at,
-                outbox,
-            )
-            .await?;
-            Ok(true)
-        }
-    }
-}
-
-/// Copy the job, still leased, into the delivery log with its answer.
-async fn keep_delivered(
-    tx: &Transaction<'_>,
-    id: JobId,
-    lease: Lease,
-    delivery: &Delivery,
-) -> StoreResult<bool> {
-    let kept = prepared::execute(
-        tx,
-        "INSERT INTO delivered (id, queue, payload, attempts, created_at, not_before,
-                    priority, ordering_key, schedule, schedule_tick, delivered_at,
-                    response_status, latency_ms)
-             SELECT id, queue, payload, attempts, created_at, not_before, priority,
-                    ordering_key, schedule, schedule_tick, $4::bigint, $5::integer, $6::bigint
-             FROM jobs WHERE id = $1 AND status = 1 AND attempts = $2 AND leased_until = $3
-             ON CONFLICT (id) DO UPDATE SET
-                 queue = excluded.queue, payload = excluded.payload,
-                 attempts = excluded.attempts, delivered_at = excluded.delivered_at,
-                 response_status = excluded.response_status, latency_ms = excluded.latency_ms",
-        &[
-            &uuid(id),
-            &attempt_param(lease.attempt),
-            &lease.until,
-            &delivery.at,
-            &i32::from(delivery.status),
-            &i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX),
-        ],
-    )
-    .await?;
-    Ok(kept == 1)
-}
-
-async fn record_attempt(
-    tx: &Transaction<'_>,
-    id: JobId,
-    attempt: u32,
-    failure: &Failure,
-) -> StoreResult<()> {
-    prepared::execute(
-        tx,
-        "INSERT INTO job_attempts (job_id, queue, attempt, at, status, latency_ms, error)
-         SELECT id, queue, $2::integer, $3::bigint, $4::integer, $5::bigint, $6::text
-         FROM jobs WHERE id = $1",
-        &[
-            &uuid(id),
-            &attempt_param(attempt),
-            &failure.at,
-            &failure.status.map(i32::from),
-            &i64::try_from(failure.latency_ms).unwrap_or(i64::MAX),
-            &failure.error,
-        ],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Move live job `id` to the dead letters (and announce it in the outbox when asked), then
-/// let its key move on.
-pub(super) async fn bury(
-    tx: &Transaction<'_>,
-    id: JobId,
-    reason: FailureReason,
-    now: UnixMillis,
-    outbox: Outbox,
-) -> StoreResult<()> {
-    let key = uuid(id);
-    let moved = prepared::query_opt(
-        tx,
-        "INSERT INTO dead_letters (id, queue, target, payload, created_at, attempts,
-                    failure_reason, last_error, last_status, failed_at, state, replay_count,
-                    updated_at, priority, ordering_key, schedule, schedule_tick)
-             SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, $2::text,
-                    j.last_error, j.last_status, $3::bigint, 'pending', j.replay_count, $3,
-                    j.priority,
-                    j.ordering_key, j.schedule, j.schedule_tick
-             FROM jobs j JOIN queues q ON q.name = j.queue
-             WHERE j.id = $1
-             ON CONFLICT (id) DO UPDATE SET
-                 queue = excluded.queue, target = excluded.target, payload = excluded.payload,
-                 attempts = excluded.attempts, failure_reason = excluded.failure_reason,
-                 last_error = excluded.last_error, last_status = excluded.last_status,
-                 failed_at = excluded.failed_at, state = 'pending',
-                 replay_count = excluded.replay_count, acknowledged_at = NULL,
-                 updated_at = excluded.updated_at, priority = excluded.priority,
-                 ordering_key = excluded.ordering_key, schedule = excluded.schedule,
-                 schedule_tick = excluded.schedule_tick
-             RETURNING queue, attempts, last_status, last_error",
-        &[&key, &reason.as_str(), &now],
-    )
-    .await?;
-    let Some(row) = moved else {
-        return Ok(());
-    };
-    if outbox.dead_letters {
-        let event = Event::JobDeadLettered {
-            queue: QueueName::from_stored(row.get(0)),
-            id,
-            attempts: attempt_of(row.get(1)),
-            last_status: row
-                .get::<_, Option<i32>>(2)
-                .and_then(|s| u16::try_from(s).ok()),
-            error: row.get::<_, Option<String>>(3).as_deref().map(excerpt),
-            reason: reason.as_str().to_owned(),
-        };
-        let event_id = EventId::new();
-        prepared::execute(
-            tx,
-            "INSERT INTO event_outbox (id, kind, body, created_at, next_attempt_at)
-             VALUES ($1, $2, $3, $4, $4)",
-            &[
-                &uuid(event_id),
-                &event.kind(),
-                &event.to_body(event_id, now),
-                &now,
-            ],
-        )
-        .await?;
-    }
-    let removed = prepared::query_opt(
-        tx,
-        "DELETE FROM jobs WHERE id = $1 RETURNING queue, ordering_key",
-        &[&key],
-    )
-    .await?;
-    if let Some(row) = removed
-        && let Some(ordering_key) = row.get::<_, Option<String>>(1)
-    {
-        promote_next_of_key(tx, row.get(0), &ordering_key, now).await?;
-    }
-    Ok(())
 }
 
 /// Take the lock of ordering key `key` of `queue` until the transaction ends. Every
@@ -768,53 +506,18 @@ pub(super) async fn promote_next_of_key(
     lock_key(tx, queue, key).await?;
     let promoted = prepared::execute(
         tx,
-        "UPDATE jobs SET status = CASE WHEN run_at > $3 THEN 3 ELSE 0 END
+        sql_once!(
+            "UPDATE jobs SET status = CASE WHEN run_at > $3 THEN {SCHEDULED} ELSE {READY} END
              WHERE id = (SELECT id FROM jobs
                          WHERE queue = $1 AND ordering_key = $2 AND status = 4
                          ORDER BY id LIMIT 1)
                AND NOT EXISTS (SELECT 1 FROM jobs
-                               WHERE queue = $1 AND ordering_key = $2 AND status IN (0, 1, 3))",
+                               WHERE queue = $1 AND ordering_key = $2 AND status IN ({READY}, {IN_FLIGHT}, {SCHEDULED}))"
+        ),
         &[&queue, &key, &now],
     )
     .await?;
     Ok(promoted == 1)
-}
-
-/// Leases that expired before `now` (whatever node held them): back to ready, or
-/// dead-lettered if that was their last attempt (their queue's `maxAttempts`, else
-/// `default_max_attempts`). A lease still running is never touched, whoever holds it.
-/// Returns how many were recovered (at most `limit`).
-pub async fn recover_stale_leases(
-    tx: &Transaction<'_>,
-    now: UnixMillis,
-    default_max_attempts: u32,
-    limit: usize,
-    outbox: Outbox,
-) -> StoreResult<usize> {
-    let stale = prepared::query(
-        tx,
-        "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, $2)
-             FROM jobs j JOIN queues q ON q.name = j.queue
-             WHERE j.status = 1 AND j.leased_until < $1
-             ORDER BY j.leased_until LIMIT $3
-             FOR UPDATE OF j SKIP LOCKED",
-        &[
-            &now,
-            &attempt_param(default_max_attempts),
-            &i64::try_from(limit).unwrap_or(i64::MAX),
-        ],
-    )
-    .await?;
-    for row in &stale {
-        let id = job_id(row.get(0));
-        let lease = Lease {
-            attempt: attempt_of(row.get(1)),
-            until: row.get(2),
-        };
-        let outcome = Outcome::of_expired_lease(lease, attempt_of(row.get(3)), now);
-        record_outcome(tx, id, lease, &outcome, outbox).await?;
-    }
-    Ok(stale.len())
 }
 
 pub(super) fn uuid(id: JobId) -> Uuid {

@@ -46,7 +46,10 @@ pub async fn claim_within(
     if let Some(concurrency) = limits.concurrency {
         let row = prepared::query_one(
             tx,
-            "SELECT count(*) FROM jobs WHERE queue = $1 AND status = 1",
+            crate::sql_once!(
+                "SELECT count(*) FROM jobs WHERE queue = $1 AND status = {IN_FLIGHT}",
+                IN_FLIGHT = crate::store::status::codes::IN_FLIGHT,
+            ),
             &[&queue.as_str()],
         )
         .await?;

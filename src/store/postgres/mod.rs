@@ -5,22 +5,20 @@
 //! - [`migrate`]: the versioned schema (`migrations/postgres/`), applied at start under an
 //!   advisory lock, so nodes starting at once apply it once.
 //! - [`queues`], [`jobs`], [`dead_letters`], [`delivered`], [`events`], [`schedules`]: the
-//!   SQL, one module per table; [`PgStore`] (here and in [`admin`]): each operation of the
-//!   store's port in its transaction.
+//!   SQL, one module per table, deciding nothing; [`PgTx`] offers it to the store's shared
+//!   decisions as the contract's primitives ([`crate::store::dialect::Tx`]).
+//! - [`PgStore`]: the runners every operation goes through ([`PgStore::write`],
+//!   [`PgStore::read`]), the queues with a registry that follows other nodes' changes, the
+//!   direct hand-off, and what only a shared database has: duties held by one node at a
+//!   time, limits and breakers shared by the nodes ([`limits`]), their recent attempts
+//!   ([`activity`]).
 //! - [`notify`]: wake-ups across nodes (`LISTEN`/`NOTIFY`).
 //!
-//! Every operation of the port is here (queues with a registry that follows other nodes'
-//! changes; enqueue with ordering keys, idempotency keys, caps, batches and hand-offs;
-//! claim; outcomes; cancel; stale leases; counts; listings; the dead-letter admin; TTL and
-//! retention sweeps; the delivery log; the event outbox; schedules), plus what several
-//! nodes share, offered above the port as the store's cluster capability
-//! ([`crate::store::cluster`]): wake-ups across nodes, duties held by one node at a time, a
-//! queue's concurrency and rate counted for all nodes ([`limits`]), breakers and attempt
-//! figures shared between them ([`limits`], [`activity`]), and queues a node has not seen
-//! yet read on demand ([`PgStore::load_queue`]).
+//! What only a shared database has is offered above the port as the store's cluster
+//! capability ([`crate::store::cluster`]), down to a queue this node has not seen yet, read
+//! on demand ([`PgStore::load_queue`]).
 
 pub mod activity;
-pub mod admin;
 mod api_keys;
 pub mod connect;
 pub mod dead_letters;
@@ -32,6 +30,7 @@ pub mod migrate;
 pub mod notify;
 pub mod queues;
 pub mod schedules;
+mod tx;
 
 use anyhow::Context;
 use std::future::Future;
@@ -39,21 +38,21 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use deadpool_postgres::{PoolError, Transaction};
+use deadpool_postgres::PoolError;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use connect::{PgPool, connect};
 pub use migrate::{Migrated, migrate};
+pub use tx::PgTx;
 
-use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::dialect::Durability;
+
+use crate::model::{QueueName, UnixMillis};
 use crate::policy::QueueChange;
 use crate::store::AfterCommit;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{
-    ActivityFigures, BatchEnqueued, BatchKey, Caps, Claimed, ClaimedJob, Enqueued, Lease, NewJob,
-    Outbox, Outcome, Queue, QueueCounts, SharedLimits,
-};
+use crate::store::records::{ActivityFigures, Caps, Claimed, NewJob, Queue, SharedLimits};
 use crate::store::registry::Registry;
 use crate::store::sealing::Sealing;
 
@@ -70,7 +69,6 @@ pub struct PgStore {
     notifier: notify::Notifier,
     sealing: Arc<Sealing>,
     node: Uuid,
-    outbox: Outbox,
     /// What clients may create at most.
     caps: Caps,
     registry: Registry,
@@ -81,9 +79,6 @@ pub struct PgStore {
     /// a snapshot older than a change this node has just applied.
     registry_writes: Arc<tokio::sync::Mutex<()>>,
 }
-
-/// Stale leases recovered per transaction.
-const RECOVERY_BATCH: usize = 1000;
 
 impl PgStore {
     /// Connect (at most `pool_size` connections), bring the schema up to date and load the
@@ -98,7 +93,6 @@ impl PgStore {
             pool,
             sealing: Arc::new(sealing),
             node: Uuid::now_v7(),
-            outbox: Outbox::default(),
             caps: Caps::default(),
             registry: Registry::default(),
             epoch: Arc::new(AtomicI64::new(-1)),
@@ -110,6 +104,7 @@ impl PgStore {
     }
 
     /// Tests only: hold every job write (see [`crate::store::testing::WriteHold`]).
+    #[cfg(any(test, feature = "testing"))]
     pub(in crate::store) async fn hold_writes(
         &self,
     ) -> StoreResult<crate::store::testing::WriteHold> {
@@ -165,17 +160,6 @@ impl PgStore {
         Ok(())
     }
 
-    /// Record a `job.dead_lettered` event with each dead-lettering (an events target is set).
-    pub fn with_dead_letter_events(mut self, on: bool) -> Self {
-        self.outbox.dead_letters = on;
-        self
-    }
-
-    /// Which events the store writes itself.
-    pub fn set_outbox(&mut self, outbox: Outbox) {
-        self.outbox = outbox;
-    }
-
     /// Refuse creations past `caps`.
     pub fn set_caps(&mut self, caps: Caps) {
         self.caps = caps;
@@ -191,7 +175,8 @@ impl PgStore {
         self.node
     }
 
-    /// The pool, for tests and tools that look at the database directly.
+    /// The pool, for tests that look at the database directly.
+    #[cfg(any(test, feature = "testing"))]
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -290,37 +275,6 @@ impl PgStore {
         queues::load_all(&client, &self.sealing).await
     }
 
-    /// Store a job; returns once it is durably committed (every connection commits with
-    /// `synchronous_commit` at least `on`: see [`connect`]).
-    pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<Enqueued> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        let enqueued = jobs::enqueue(&tx, &queue, &job).await?;
-        tx.commit().await?;
-        if enqueued == Enqueued::Stored {
-            self.notifier.due(&queue);
-        }
-        Ok(enqueued)
-    }
-
-    /// Store every job of `jobs` in one transaction, or none of them (see
-    /// [`Store::enqueue_batch`](crate::store::Store::enqueue_batch) for `key`).
-    pub async fn enqueue_batch(
-        &self,
-        queue: QueueName,
-        batch: Vec<NewJob>,
-        key: Option<BatchKey>,
-    ) -> StoreResult<BatchEnqueued> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        let enqueued = jobs::enqueue_batch(&tx, &queue, &batch, key.as_ref()).await?;
-        tx.commit().await?;
-        if enqueued == BatchEnqueued::Stored {
-            self.notifier.due(&queue);
-        }
-        Ok(enqueued)
-    }
-
     /// Store a job due at once already leased to this node for its first attempt, then run
     /// `after_commit` (which starts the delivery); dropped without running if the insert
     /// fails.
@@ -339,36 +293,8 @@ impl PgStore {
         Ok(())
     }
 
-    /// Delete up to `limit` idempotency keys recorded before `before`.
-    pub async fn purge_idempotency_keys(
-        &self,
-        before: UnixMillis,
-        limit: usize,
-    ) -> StoreResult<usize> {
-        self.in_transaction(|tx| Box::pin(jobs::purge_idempotency_keys(tx, before, limit)))
-            .await
-    }
-
-    /// Lease up to `limit` due jobs of `queue` to this node. The commit is relaxed
-    /// (`synchronous_commit = off`): a claim lost in a database crash only means the job is
-    /// delivered again, which at-least-once allows.
-    pub async fn claim(
-        &self,
-        queue: QueueName,
-        now: UnixMillis,
-        leased_until: UnixMillis,
-        limit: usize,
-    ) -> StoreResult<Vec<ClaimedJob>> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        tx.batch_execute("SET LOCAL synchronous_commit = off")
-            .await?;
-        let claimed = jobs::claim(&tx, &queue, now, leased_until, limit, self.node).await?;
-        tx.commit().await?;
-        Ok(claimed)
-    }
-
-    /// [`Self::claim`] within `limits` counted across every node (see [`limits`]).
+    /// A claim within `limits` counted across every node (see [`limits`]). The commit is
+    /// relaxed: a claim lost in a database crash only means the job is delivered again.
     pub async fn claim_within(
         &self,
         queue: QueueName,
@@ -377,21 +303,19 @@ impl PgStore {
         want: usize,
         shared: SharedLimits,
     ) -> StoreResult<Claimed> {
-        if shared.is_none() {
-            let jobs = self.claim(queue, now, leased_until, want).await?;
-            return Ok(Claimed {
-                jobs,
-                held_back_until: None,
-            });
-        }
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        tx.batch_execute("SET LOCAL synchronous_commit = off")
-            .await?;
-        let claimed =
-            limits::claim_within(&tx, &queue, now, leased_until, want, shared, self.node).await?;
-        tx.commit().await?;
-        Ok(claimed)
+        self.write(Durability::Relaxed, move |pg| {
+            Box::pin(async move {
+                if shared.is_none() {
+                    let jobs = jobs::claim(pg.tx, &queue, now, leased_until, want, pg.node).await?;
+                    return Ok(Claimed {
+                        jobs,
+                        held_back_until: None,
+                    });
+                }
+                limits::claim_within(pg.tx, &queue, now, leased_until, want, shared, pg.node).await
+            })
+        })
+        .await
     }
 
     /// Write this node's recent attempts of each busy queue, taken at `now`, for the other
@@ -436,100 +360,10 @@ impl PgStore {
         limits::open_breakers(&client, now).await
     }
 
-    /// Record an attempt's outcome. False (nothing changed) if the lease was lost. The
-    /// commit is relaxed, as SQLite's outcomes are: one lost in a database crash leaves the
-    /// job leased, and it is delivered again when the lease runs out (at least once).
-    pub async fn record_outcome(
-        &self,
-        id: JobId,
-        lease: Lease,
-        outcome: Outcome,
-    ) -> StoreResult<bool> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        tx.batch_execute("SET LOCAL synchronous_commit = off")
-            .await?;
-        let recorded = jobs::record_outcome(&tx, id, lease, &outcome, self.outbox).await?;
-        tx.commit().await?;
-        Ok(recorded)
-    }
-
-    /// Remove a READY job that is not being delivered.
-    pub async fn cancel(&self, queue: QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        jobs::cancel(&tx, &queue, id, now).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Expired leases, whichever node held them, back to READY or to the dead letters, a
-    /// batch per transaction. Leases still running are never touched.
-    pub async fn recover_stale_leases(
-        &self,
-        now: UnixMillis,
-        default_max_attempts: u32,
-    ) -> StoreResult<usize> {
-        let mut total = 0;
-        loop {
-            let mut client = self.pool.get().await?;
-            let tx = client.transaction().await?;
-            let recovered = jobs::recover_stale_leases(
-                &tx,
-                now,
-                default_max_attempts,
-                RECOVERY_BATCH,
-                self.outbox,
-            )
-            .await?;
-            tx.commit().await?;
-            total += recovered;
-            if recovered < RECOVERY_BATCH {
-                return Ok(total);
-            }
-        }
-    }
-
     /// PostgreSQL keeps its planner statistics itself (autovacuum's analyze): nothing to do
     /// here, unlike SQLite's `PRAGMA optimize`.
     pub async fn maintain(&self) -> StoreResult<()> {
         Ok(())
-    }
-
-    /// Where `queue`'s jobs stand at `now`.
-    pub async fn queue_counts(
-        &self,
-        queue: QueueName,
-        now: UnixMillis,
-    ) -> StoreResult<QueueCounts> {
-        let client = self.pool.get().await?;
-        queues::require(&client, &queue).await?;
-        let mut counts = jobs::counts(&client, Some(&queue), now)
-            .await?
-            .remove(&queue)
-            .unwrap_or_default();
-        counts.dead = jobs::pending_dead_letters(&client, Some(&queue))
-            .await?
-            .first()
-            .map_or(0, |(_, dead)| *dead);
-        Ok(counts)
-    }
-
-    /// [`queue_counts`](Self::queue_counts) of every queue, in name order.
-    pub async fn all_queue_counts(
-        &self,
-        now: UnixMillis,
-    ) -> StoreResult<Vec<(QueueName, QueueCounts)>> {
-        let client = self.pool.get().await?;
-        let mut live = jobs::counts(&client, None, now).await?;
-        Ok(jobs::pending_dead_letters(&client, None)
-            .await?
-            .into_iter()
-            .map(|(queue, dead)| {
-                let counts = live.remove(&queue).unwrap_or_default();
-                (queue, QueueCounts { dead, ..counts })
-            })
-            .collect())
     }
 
     /// When `queue` next has a job due.
@@ -561,25 +395,60 @@ impl PgStore {
         Ok(held.is_some())
     }
 
+    /// Run `work` in one transaction of this node, committed with `durability`: the one
+    /// place a PostgreSQL write begins and commits.
+    pub async fn write<T>(
+        &self,
+        durability: Durability,
+        work: impl for<'t> FnOnce(PgTx<'t>) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 't>>,
+    ) -> StoreResult<T> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        if durability == Durability::Relaxed {
+            tx.batch_execute("SET LOCAL synchronous_commit = off")
+                .await?;
+        }
+        let result = work(PgTx {
+            tx: &tx,
+            node: self.node,
+        })
+        .await?;
+        tx.commit().await?;
+        Ok(result)
+    }
+
+    /// Run `work` in a read-only transaction on one snapshot (`REPEATABLE READ`): its
+    /// statements see the database as of its first, as a read on SQLite does.
+    pub async fn read<T>(
+        &self,
+        work: impl for<'t> FnOnce(PgTx<'t>) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 't>>,
+    ) -> StoreResult<T> {
+        let mut client = self.pool.get().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let result = work(PgTx {
+            tx: &tx,
+            node: self.node,
+        })
+        .await?;
+        tx.commit().await?;
+        Ok(result)
+    }
+
+    /// Tell every node (this one too) that `queue` has jobs due.
+    pub fn announce_due(&self, queue: &QueueName) {
+        self.notifier.due(queue);
+    }
+
     /// Whether the database answers (`/readyz`).
     pub async fn ping(&self) -> StoreResult<()> {
         let client = self.pool.get().await?;
         client.simple_query("SELECT 1").await?;
         Ok(())
-    }
-
-    /// Run `work` in one transaction, committed if it succeeds.
-    async fn in_transaction<T>(
-        &self,
-        work: impl for<'t> FnOnce(
-            &'t Transaction<'t>,
-        ) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 't>>,
-    ) -> StoreResult<T> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        let result = work(&tx).await?;
-        tx.commit().await?;
-        Ok(result)
     }
 }
 

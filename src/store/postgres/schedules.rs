@@ -1,5 +1,6 @@
 //! SQL for the `schedules` table on PostgreSQL: a queue's recurring jobs, each with the tick
-//! it fires next, as on SQLite. Firing a tick (which also stores a job) is in `admin`.
+//! it fires next, as on SQLite. What a put, a pause or a tick decides is in
+//! `store::decisions::schedules`; here is its SQL.
 //!
 //! What makes a tick fire once across nodes: a round takes its due schedules with
 //! `FOR UPDATE SKIP LOCKED` (a schedule another node is firing is left to it, not waited
@@ -15,7 +16,7 @@ use super::jobs::{job_id, uuid};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{Caps, NewSchedule, Saved, Schedule};
+use crate::store::records::{NewSchedule, Schedule};
 
 /// The columns of a schedule, in the order [`from_row`] reads them.
 const COLUMNS: &str = "queue, name, cron, timezone, payload, priority, ordering_key, paused, \
@@ -107,82 +108,72 @@ impl<'a> BoundSchedule<'a> {
     }
 }
 
-/// Create or replace `schedule` on `queue` at `now`, as SQLite does: a replaced schedule
-/// keeps its history (`last_run_at`, `last_job_id`), and its next tick when its expression
-/// and time zone did not change; otherwise the next tick is the first after `now`. A paused
-/// schedule has none. `QueueNotFound` if `queue` does not exist.
-///
-/// The row is read locked, or inserted only if still absent: two nodes putting the same new
-/// schedule at once make one `Created` and one `Replaced`, as one after the other would.
-pub async fn upsert(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    schedule: &NewSchedule,
-    now: UnixMillis,
-    caps: Caps,
-) -> StoreResult<Saved> {
-    let spec = &schedule.spec;
-    // The queue's row, locked against other schedule creations (not against enqueues: their
-    // foreign key takes KEY SHARE, which NO KEY UPDATE lets through), so the count below
-    // holds until the commit.
+/// Lock `queue`'s row against other schedule creations (not against enqueues: their
+/// foreign key takes KEY SHARE, which NO KEY UPDATE lets through), so a count of its
+/// schedules holds until the commit. `QueueNotFound` if it does not exist.
+pub async fn lock_queue(tx: &Transaction<'_>, queue: &QueueName) -> StoreResult<()> {
     tx.query_opt(
         "SELECT 1 FROM queues WHERE name = $1 FOR NO KEY UPDATE",
         &[&queue.as_str()],
     )
     .await?
-    .ok_or(StoreError::QueueNotFound)?;
-    loop {
-        if let Some(old) = get(tx, queue, &schedule.name, true).await? {
-            let next_run_at = match old.next_run_at {
-                _ if schedule.paused => None,
-                Some(next) if old.cron == spec.expression() && old.timezone == spec.timezone() => {
-                    Some(next)
-                }
-                _ => spec.next_after(now),
-            };
-            tx.execute(
-                "UPDATE schedules SET cron = $3, timezone = $4, payload = $5, priority = $6,
-                        ordering_key = $7, paused = $8, next_run_at = $9, updated_at = $10
-                 WHERE queue = $1 AND name = $2",
-                &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
-            )
-            .await?;
-            return Ok(Saved::Replaced);
-        }
-        let count: i64 = tx
-            .query_one(
-                "SELECT count(*) FROM schedules WHERE queue = $1",
-                &[&queue.as_str()],
-            )
-            .await?
-            .get(0);
-        caps.admit_schedule(u64::try_from(count).unwrap_or(0))?;
-        let next_run_at = if schedule.paused {
-            None
-        } else {
-            spec.next_after(now)
-        };
-        // Through `queues`: no schedule for a queue deleted a moment before.
-        let inserted = tx
-            .execute(
-                "INSERT INTO schedules (queue, name, cron, timezone, payload, priority,
-                                        ordering_key, paused, next_run_at, created_at,
-                                        updated_at)
-                 SELECT name, $2::text, $3::text, $4::text, $5::text, $6::integer, $7::text,
-                        $8::boolean, $9::bigint, $10::bigint, $10::bigint
-                 FROM queues WHERE name = $1
-                 ON CONFLICT (queue, name) DO NOTHING",
-                &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
-            )
-            .await?;
-        if inserted == 1 {
-            return Ok(Saved::Created);
-        }
-        // No queue, or the schedule created elsewhere meanwhile: neither can happen while the
-        // queue's row is locked above (every creation takes it first); should it anyway,
-        // look again and replace that one.
-        super::queues::require(tx, queue).await?;
-    }
+    .map(|_| ())
+    .ok_or(StoreError::QueueNotFound)
+}
+
+/// How many schedules `queue` has.
+pub async fn count(tx: &Transaction<'_>, queue: &QueueName) -> StoreResult<u64> {
+    let count: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM schedules WHERE queue = $1",
+            &[&queue.as_str()],
+        )
+        .await?
+        .get(0);
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// Insert `schedule` on `queue` (through `queues`: none for a queue deleted a moment
+/// before), next ticking at `next_run_at`. False if it exists or the queue does not.
+pub async fn insert(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    schedule: &NewSchedule,
+    next_run_at: Option<UnixMillis>,
+    now: UnixMillis,
+) -> StoreResult<bool> {
+    let inserted = tx
+        .execute(
+            "INSERT INTO schedules (queue, name, cron, timezone, payload, priority,
+                                    ordering_key, paused, next_run_at, created_at,
+                                    updated_at)
+             SELECT name, $2::text, $3::text, $4::text, $5::text, $6::integer, $7::text,
+                    $8::boolean, $9::bigint, $10::bigint, $10::bigint
+             FROM queues WHERE name = $1
+             ON CONFLICT (queue, name) DO NOTHING",
+            &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
+        )
+        .await?;
+    Ok(inserted == 1)
+}
+
+/// Replace schedule `schedule.name` of `queue` (its history kept), next ticking at
+/// `next_run_at`.
+pub async fn replace(
+    tx: &Transaction<'_>,
+    queue: &QueueName,
+    schedule: &NewSchedule,
+    next_run_at: Option<UnixMillis>,
+    now: UnixMillis,
+) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE schedules SET cron = $3, timezone = $4, payload = $5, priority = $6,
+                ordering_key = $7, paused = $8, next_run_at = $9, updated_at = $10
+         WHERE queue = $1 AND name = $2",
+        &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
+    )
+    .await?;
+    Ok(())
 }
 
 /// `queue`'s schedules, by name (in byte order, as SQLite compares text).
@@ -218,36 +209,22 @@ pub async fn delete(
     }
 }
 
-/// Pause a schedule (it has no next tick), or resume it: its next tick is the first after
-/// `now`, so the ticks it missed while paused are not made up. Pausing a paused schedule or
-/// resuming an active one changes nothing. Returns the schedule as it becomes.
+/// Set a schedule's pause flag and next tick.
 pub async fn set_paused(
     tx: &Transaction<'_>,
     queue: &QueueName,
     name: &ScheduleName,
     paused: bool,
+    next_run_at: Option<UnixMillis>,
     now: UnixMillis,
-) -> StoreResult<Schedule> {
-    let schedule = get(tx, queue, name, true)
-        .await?
-        .ok_or(StoreError::ScheduleNotFound)?;
-    if schedule.paused == paused {
-        return Ok(schedule);
-    }
-    let next_run_at = if paused {
-        None
-    } else {
-        schedule.spec()?.next_after(now)
-    };
+) -> StoreResult<()> {
     tx.execute(
         "UPDATE schedules SET paused = $3, next_run_at = $4, updated_at = $5
          WHERE queue = $1 AND name = $2",
         &[&queue.as_str(), &name.as_str(), &paused, &next_run_at, &now],
     )
     .await?;
-    get(tx, queue, name, false)
-        .await?
-        .ok_or(StoreError::ScheduleNotFound)
+    Ok(())
 }
 
 /// Up to `limit` active schedules whose next tick is at or before `now`, earliest first

@@ -1,12 +1,13 @@
 //! SQL for the `dead_letters` table: jobs whose attempts were spent (or that expired), with
 //! their admin lifecycle `pending → replaying → replayed` or `pending → acknowledged`.
-//! Replayed and acknowledged records are kept for audit until the retention sweep. Moves to
-//! and from the live jobs are in `moves`.
+//! Replayed and acknowledged records are kept for audit until the retention sweep. What a
+//! move between tables means is decided in `store::decisions`; here is its SQL.
 
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::dialect::Buried;
 use crate::store::error::StoreResult;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, Last24h,
@@ -223,6 +224,152 @@ pub fn reset_interrupted_replays(conn: &Connection, now: UnixMillis) -> StoreRes
         "UPDATE dead_letters SET state = 'pending', updated_at = ?1 WHERE state = 'replaying'",
         [now],
     )?)
+}
+
+/// Copy live job `id` into the dead letters as `pending`, reopening the record of a job
+/// replayed before (its replay count kept). `None` if the job is not live.
+pub fn copy_from_jobs(
+    conn: &Connection,
+    id: JobId,
+    reason: FailureReason,
+    now: UnixMillis,
+) -> StoreResult<Option<Buried>> {
+    Ok(conn
+        .prepare_cached(
+            "INSERT INTO dead_letters(id, queue, target, payload, created_at, attempts,
+                    failure_reason, last_error, last_status, failed_at, state, replay_count,
+                    updated_at, priority, ordering_key, schedule, schedule_tick)
+             SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, ?2,
+                    j.last_error, j.last_status, ?3, 'pending', j.replay_count, ?3, j.priority,
+                    j.ordering_key, j.schedule, j.schedule_tick
+             FROM jobs j JOIN queues q ON q.name = j.queue
+             WHERE j.id = ?1
+             ON CONFLICT(id) DO UPDATE SET
+                 queue = excluded.queue, target = excluded.target, payload = excluded.payload,
+                 attempts = excluded.attempts, failure_reason = excluded.failure_reason,
+                 last_error = excluded.last_error, last_status = excluded.last_status,
+                 failed_at = excluded.failed_at, state = 'pending',
+                 replay_count = excluded.replay_count, acknowledged_at = NULL,
+                 updated_at = excluded.updated_at, priority = excluded.priority,
+                 ordering_key = excluded.ordering_key, schedule = excluded.schedule,
+                 schedule_tick = excluded.schedule_tick
+             RETURNING queue, attempts, last_status, last_error",
+        )?
+        .query_row(params![&id.as_bytes()[..], reason.as_str(), now], |row| {
+            Ok(Buried {
+                queue: QueueName::from_stored(row.get(0)?),
+                attempts: row.get(1)?,
+                last_status: row.get(2)?,
+                last_error: row.get(3)?,
+            })
+        })
+        .optional()?)
+}
+
+/// Insert the job of claimed record `id` back into `jobs`: fresh attempts, due (and its
+/// time to live starting) at `run_at`, behind its ordering key if the key has a live job.
+/// Its queue, or `None` if the record is not claimed.
+pub fn put_back(
+    conn: &Connection,
+    id: JobId,
+    now: UnixMillis,
+    run_at: UnixMillis,
+) -> StoreResult<Option<QueueName>> {
+    let queue: Option<String> = conn
+        .prepare_cached(crate::sql_once!(
+            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
+                    last_error, last_status, replay_count, ttl_from, priority,
+                    ordering_key, schedule, schedule_tick)
+             SELECT id, queue, {status}, payload, 0, ?2, created_at, last_error,
+                    last_status, replay_count + 1, ?2, priority, ordering_key,
+                    schedule, schedule_tick
+             FROM dead_letters WHERE id = ?1 AND state = 'replaying'
+             RETURNING queue",
+            status = super::jobs::entry_status(
+                "dead_letters.queue",
+                Some("dead_letters.ordering_key"),
+                "?2",
+                "?3"
+            ),
+        ))?
+        .query_row(params![&id.as_bytes()[..], run_at, now], |row| row.get(0))
+        .optional()?;
+    Ok(queue.map(QueueName::from_stored))
+}
+
+/// A claimed record whose job is back on its queue: `replaying → replayed`.
+pub fn mark_replayed(conn: &Connection, id: JobId, now: UnixMillis) -> StoreResult<()> {
+    conn.prepare_cached(
+        "UPDATE dead_letters SET state = 'replayed', replayed_at = ?2,
+                replay_count = replay_count + 1, updated_at = ?2
+         WHERE id = ?1",
+    )?
+    .execute(params![&id.as_bytes()[..], now])?;
+    Ok(())
+}
+
+/// A claimed record whose job could not be put back: `replaying → pending`.
+pub fn unclaim(conn: &Connection, id: JobId, now: UnixMillis) -> StoreResult<()> {
+    conn.prepare_cached(
+        "UPDATE dead_letters SET state = 'pending', updated_at = ?2
+         WHERE id = ?1 AND state = 'replaying'",
+    )?
+    .execute(params![&id.as_bytes()[..], now])?;
+    Ok(())
+}
+
+/// Delete the records of `selection` whatever their state; returns the ids deleted.
+pub fn delete(conn: &Connection, selection: &Selection) -> StoreResult<Vec<JobId>> {
+    let rows: Vec<Vec<u8>> = match selection {
+        Selection::Ids(ids) => {
+            let mut stmt =
+                conn.prepare_cached("DELETE FROM dead_letters WHERE id = ?1 RETURNING id")?;
+            let mut deleted = Vec::new();
+            for id in ids {
+                if let Some(bytes) = stmt
+                    .query_row([&id.as_bytes()[..]], |row| row.get(0))
+                    .optional()?
+                {
+                    deleted.push(bytes);
+                }
+            }
+            deleted
+        }
+        Selection::Queue(queue) => conn
+            .prepare_cached("DELETE FROM dead_letters WHERE queue = ?1 RETURNING id")?
+            .query_map([queue.as_str()], |row| row.get(0))?
+            .collect::<Result<_, _>>()?,
+    };
+    Ok(rows
+        .iter()
+        .filter_map(|bytes| JobId::from_slice(bytes))
+        .collect())
+}
+
+/// Retention: delete up to `limit` replayed or acknowledged records last changed before
+/// `before`; returns their ids. Pending records are never deleted automatically.
+pub fn purge_closed(
+    conn: &Connection,
+    before: UnixMillis,
+    limit: usize,
+) -> StoreResult<Vec<JobId>> {
+    let ids: Vec<Vec<u8>> = conn
+        .prepare_cached(
+            "DELETE FROM dead_letters WHERE rowid IN (
+                 SELECT rowid FROM dead_letters
+                 WHERE state IN ('replayed', 'acknowledged') AND updated_at < ?1
+                 LIMIT ?2)
+             RETURNING id",
+        )?
+        .query_map(
+            params![before, i64::try_from(limit).unwrap_or(i64::MAX)],
+            |row| row.get(0),
+        )?
+        .collect::<Result<_, _>>()?;
+    Ok(ids
+        .iter()
+        .filter_map(|bytes| JobId::from_slice(bytes))
+        .collect())
 }
 
 /// Dismiss pending records: `pending → acknowledged`. Returns how many.

@@ -1,5 +1,5 @@
-//! SQL for the `delivered` table: the delivery log, read and swept. A job enters it in
-//! `moves::record_outcome` (it leaves `jobs` in the same step).
+//! SQL for the `delivered` table: the delivery log, read and swept. A job enters it in the
+//! transaction that records its delivery (it leaves `jobs` in the same step).
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -46,15 +46,16 @@ pub fn keep(
     delivery: &Delivery,
 ) -> StoreResult<bool> {
     let kept = conn
-        .prepare_cached(
+        .prepare_cached(crate::sql_once!(
             "INSERT OR REPLACE INTO delivered(id, queue, payload, attempts, created_at,
                     not_before, priority, ordering_key, schedule, schedule_tick, delivered_at,
                     response_status, latency_ms)
              SELECT id, queue, payload, attempts, created_at, not_before, priority,
                     ordering_key, schedule, schedule_tick, ?4, ?5, ?6
              FROM jobs
-             WHERE id = ?1 AND status = 1 AND attempts = ?2 AND leased_until = ?3",
-        )?
+             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3",
+            IN_FLIGHT = crate::store::status::codes::IN_FLIGHT,
+        ))?
         .execute(params![
             &id.as_bytes()[..],
             attempt,

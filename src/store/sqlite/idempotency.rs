@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::jobs::id_from_row;
 use crate::model::{JobId, QueueName, UnixMillis};
-use crate::store::error::StoreResult;
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{BatchKey, IdempotencyKey, RecordedBatch};
 
 /// The job `key` stands for on `queue`, unless it has expired.
@@ -26,6 +26,7 @@ pub fn find(
 }
 
 /// Record that `key` stands for `job` from `now` on (replacing an expired record).
+/// `QueueNotFound` if the queue is gone.
 pub fn record(
     conn: &Connection,
     queue: &QueueName,
@@ -33,12 +34,17 @@ pub fn record(
     job: JobId,
     now: UnixMillis,
 ) -> StoreResult<()> {
-    conn.prepare_cached(
-        "INSERT INTO idempotency_keys(queue, key, job_id, created_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT(queue, key) DO UPDATE SET job_id = excluded.job_id,
-                                               created_at = excluded.created_at",
-    )?
-    .execute(params![queue.as_str(), key.key, &job.as_bytes()[..], now])?;
+    let recorded = conn
+        .prepare_cached(
+            "INSERT INTO idempotency_keys(queue, key, job_id, created_at)
+             SELECT name, ?2, ?3, ?4 FROM queues WHERE name = ?1
+             ON CONFLICT(queue, key) DO UPDATE SET job_id = excluded.job_id,
+                                                   created_at = excluded.created_at",
+        )?
+        .execute(params![queue.as_str(), key.key, &job.as_bytes()[..], now])?;
+    if recorded == 0 {
+        return Err(StoreError::QueueNotFound);
+    }
     Ok(())
 }
 
@@ -77,20 +83,24 @@ pub fn record_batch(
     ids: &[JobId],
 ) -> StoreResult<()> {
     let packed: Vec<u8> = ids.iter().flat_map(|id| *id.as_bytes()).collect();
-    conn.prepare_cached(
-        "INSERT INTO batch_keys(queue, key, fingerprint, job_ids, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT(queue, key) DO UPDATE SET fingerprint = excluded.fingerprint,
-                                               job_ids = excluded.job_ids,
-                                               created_at = excluded.created_at",
-    )?
-    .execute(params![
-        queue.as_str(),
-        key.key.key,
-        &key.fingerprint[..],
-        packed,
-        key.created_at
-    ])?;
+    let recorded = conn
+        .prepare_cached(
+            "INSERT INTO batch_keys(queue, key, fingerprint, job_ids, created_at)
+             SELECT name, ?2, ?3, ?4, ?5 FROM queues WHERE name = ?1
+             ON CONFLICT(queue, key) DO UPDATE SET fingerprint = excluded.fingerprint,
+                                                   job_ids = excluded.job_ids,
+                                                   created_at = excluded.created_at",
+        )?
+        .execute(params![
+            queue.as_str(),
+            key.key.key,
+            &key.fingerprint[..],
+            packed,
+            key.created_at
+        ])?;
+    if recorded == 0 {
+        return Err(StoreError::QueueNotFound);
+    }
     Ok(())
 }
 

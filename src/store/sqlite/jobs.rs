@@ -1,5 +1,5 @@
 //! SQL for the `jobs` table (live jobs: insert, claim, listing, lease release) and its
-//! `job_attempts` history. Moves to and from the dead letters are in `moves`.
+//! `job_attempts` history. What a move between tables means is decided in `store::decisions`.
 //! Every function runs on a connection it is handed: writes on the writer thread, reads on
 //! the reader pool.
 
@@ -9,40 +9,17 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::sql_once;
+use crate::store::dialect::{Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, NewJob, QueueCounts, ScheduleTick,
+    AttemptRecord, ClaimedJob, Failure, JobRecord, Lease, NewJob, QueueCounts, ScheduleTick,
 };
+use crate::store::status::JobStatus;
+use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
 
-/// Due: claimable now.
-const READY: i64 = 0;
-const IN_FLIGHT: i64 = 1;
-const DEAD: i64 = 2;
-/// Not due yet: a delay, or a retry's backoff. Promoted to ready by the claim that finds it
-/// due ([`promote_due`]).
-const SCHEDULED: i64 = 3;
-/// Behind an earlier live job of its ordering key; promoted when that one leaves
-/// ([`promote_next_of_key`]).
-const BLOCKED: i64 = 4;
-
-/// A statement's SQL, formatted once (on first use) at its call site: the statuses are named
-/// constants, so the text is built by `format!`, and building it on every call would cost
-/// the hot path an allocation and a formatting pass before the statement cache is even asked.
-macro_rules! sql_once {
-    ($($format:tt)*) => {{
-        static SQL: std::sync::LazyLock<String> =
-            std::sync::LazyLock::new(|| format!($($format)*));
-        SQL.as_str()
-    }};
-}
-
-fn state_from_code(code: i64) -> rusqlite::Result<JobState> {
-    match code {
-        READY | SCHEDULED | BLOCKED => Ok(JobState::Ready),
-        IN_FLIGHT => Ok(JobState::InFlight),
-        DEAD => Ok(JobState::Dead),
-        other => Err(rusqlite::Error::IntegralValueOutOfRange(2, other)),
-    }
+fn status_from_code(code: i64) -> rusqlite::Result<JobStatus> {
+    JobStatus::from_code(code).ok_or(rusqlite::Error::IntegralValueOutOfRange(2, code))
 }
 
 /// The status a job entering `jobs` starts in, as SQL over the placeholders (or columns)
@@ -225,16 +202,13 @@ pub(super) fn promote_next_of_key(
     Ok(promoted == 1)
 }
 
-/// Delete job `id` if it is still in flight under the lease (`attempt`, `until`), and let
-/// its key move on. `None`: the lease was lost; otherwise whether the job had failed
-/// attempts (so history to drop).
+/// Delete job `id` if it is still in flight under `lease`. `None`: the lease was lost.
 pub(super) fn delete_leased(
     conn: &Connection,
     id: JobId,
-    attempt: u32,
-    until: UnixMillis,
-    now: UnixMillis,
-) -> StoreResult<Option<bool>> {
+    lease: Lease,
+) -> StoreResult<Option<Left>> {
+    // The queue is read back only for a keyed job, the only kind with a next job to let go.
     let deleted: Option<(Option<String>, Option<String>, bool)> = conn
         .prepare_cached(sql_once!(
             "DELETE FROM jobs
@@ -242,34 +216,130 @@ pub(super) fn delete_leased(
              RETURNING ordering_key, iif(ordering_key IS NULL, NULL, queue),
                        last_error IS NOT NULL"
         ))?
-        .query_row(params![&id.as_bytes()[..], attempt, until], |row| {
+        .query_row(
+            params![&id.as_bytes()[..], lease.attempt, lease.until],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()?;
+    Ok(deleted.map(|(key, queue, had_failures)| Left {
+        key: queue.zip(key),
+        had_failures,
+    }))
+}
+
+/// Delete live job `id` whatever its status. `None`: it was not there.
+pub(super) fn delete(conn: &Connection, id: JobId) -> StoreResult<Option<Left>> {
+    let deleted: Option<(String, Option<String>, bool)> = conn
+        .prepare_cached(
+            "DELETE FROM jobs WHERE id = ?1
+             RETURNING queue, ordering_key, last_error IS NOT NULL",
+        )?
+        .query_row([&id.as_bytes()[..]], |row| {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?))
         })
         .optional()?;
-    let Some((key, queue, had_failures)) = deleted else {
-        return Ok(None);
-    };
-    // The queue is read back only for a keyed job, the only kind with a next job to let go.
-    if let (Some(key), Some(queue)) = (key, queue) {
-        promote_next_of_key(conn, &queue, &key, now)?;
-    }
-    Ok(Some(had_failures))
+    Ok(deleted.map(|(queue, key, had_failures)| Left {
+        key: key.map(|key| (queue, key)),
+        had_failures,
+    }))
 }
 
-/// Delete live job `id` whatever its status, and let its key move on. Returns whether it
-/// was there.
-pub(super) fn remove(conn: &Connection, id: JobId, now: UnixMillis) -> StoreResult<bool> {
-    let deleted: Option<(String, Option<String>)> = conn
-        .prepare_cached("DELETE FROM jobs WHERE id = ?1 RETURNING queue, ordering_key")?
-        .query_row([&id.as_bytes()[..]], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
-    let Some((queue, key)) = deleted else {
-        return Ok(false);
-    };
-    if let Some(key) = key {
-        promote_next_of_key(conn, &queue, &key, now)?;
+/// Note `failure` as the last error of job `id` if it is still in flight under `lease`.
+pub(super) fn note_last_failure(
+    conn: &Connection,
+    id: JobId,
+    lease: Lease,
+    failure: &Failure,
+) -> StoreResult<bool> {
+    let changed = conn
+        .prepare_cached(sql_once!(
+            "UPDATE jobs SET last_error = ?4, last_status = ?5
+             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3"
+        ))?
+        .execute(params![
+            &id.as_bytes()[..],
+            lease.attempt,
+            lease.until,
+            failure.error,
+            failure.status
+        ])?;
+    Ok(changed == 1)
+}
+
+/// Note that job `id` outlived its time to live, unless it has an error already.
+pub(super) fn note_expired(conn: &Connection, id: JobId) -> StoreResult<()> {
+    conn.prepare_cached(
+        "UPDATE jobs SET last_error = coalesce(last_error, 'expired: not delivered within the job TTL')
+         WHERE id = ?1",
+    )?
+    .execute([&id.as_bytes()[..]])?;
+    Ok(())
+}
+
+/// Up to `limit` leases expired before `now`, oldest first, with the last attempt each
+/// job's queue allows (its `maxAttempts`, else `default_max_attempts`).
+pub(super) fn stale_leases(
+    conn: &Connection,
+    now: UnixMillis,
+    default_max_attempts: u32,
+    limit: usize,
+) -> StoreResult<Vec<StaleLease>> {
+    let mut stmt = conn.prepare_cached(sql_once!(
+        "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, ?2)
+         FROM jobs j JOIN queues q ON q.name = j.queue
+         WHERE j.status = {IN_FLIGHT} AND j.leased_until < ?1
+         ORDER BY j.leased_until LIMIT ?3"
+    ))?;
+    let rows = stmt.query_map(
+        params![now, default_max_attempts, limit_param(limit)],
+        |row| {
+            Ok(StaleLease {
+                id: id_from_row(row, 0)?,
+                lease: Lease {
+                    attempt: row.get(1)?,
+                    until: row.get(2)?,
+                },
+                max_attempts: row.get(3)?,
+            })
+        },
+    )?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Up to `limit` jobs not in flight whose time to live started before `cutoff`.
+pub(super) fn expired(
+    conn: &Connection,
+    cutoff: UnixMillis,
+    limit: usize,
+) -> StoreResult<Vec<(JobId, QueueName)>> {
+    // Ids are UUIDv7: every id below the first possible id of `cutoff` was created before it,
+    // so the unique index on id finds them without a scan.
+    // A replayed or delayed job's time to live starts later (`ttl_from`), found through its
+    // own small partial index.
+    let bound = JobId::first_of_millis(cutoff);
+    let row = |row: &Row<'_>| Ok((id_from_row(row, 0)?, QueueName::from_stored(row.get(1)?)));
+    let mut expired: Vec<(JobId, QueueName)> = conn
+        .prepare_cached(sql_once!(
+            "SELECT id, queue FROM jobs
+             WHERE id < ?1 AND status <> {IN_FLIGHT} AND ttl_from IS NULL LIMIT ?2"
+        ))?
+        .query_map(params![&bound.as_bytes()[..], limit_param(limit)], row)?
+        .collect::<Result<_, _>>()?;
+    let room = limit.saturating_sub(expired.len());
+    if room > 0 {
+        let own_ttl = conn
+            .prepare_cached(sql_once!(
+                "SELECT id, queue FROM jobs WHERE ttl_from < ?1 AND status <> {IN_FLIGHT} LIMIT ?2"
+            ))?
+            .query_map(params![cutoff, limit_param(room)], row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        expired.extend(own_ttl);
     }
-    Ok(true)
+    Ok(expired)
+}
+
+fn limit_param(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
 /// Put job `id`, in flight under the lease (`attempt`, `until`), back to wait for its retry
@@ -278,7 +348,7 @@ pub(super) fn remove(conn: &Connection, id: JobId, now: UnixMillis) -> StoreResu
 pub(super) fn reschedule_leased(
     conn: &Connection,
     id: JobId,
-    (attempt, until): (u32, UnixMillis),
+    Lease { attempt, until }: Lease,
     run_at: UnixMillis,
     failure: &Failure,
 ) -> StoreResult<bool> {
@@ -376,9 +446,27 @@ pub(super) fn record_attempt(
     Ok(())
 }
 
-pub fn delete_history(conn: &Connection, id: JobId) -> StoreResult<()> {
-    conn.prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?
-        .execute([&id.as_bytes()[..]])?;
+/// Drop the history of jobs `ids`.
+pub(super) fn drop_history(conn: &Connection, ids: &[JobId]) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?;
+    for id in ids {
+        stmt.execute([&id.as_bytes()[..]])?;
+    }
+    Ok(())
+}
+
+/// Drop the history of the jobs of `ids` that no live job, dead letter or delivery log
+/// record shows any more.
+pub(super) fn drop_unreferenced_history(conn: &Connection, ids: &[JobId]) -> StoreResult<()> {
+    let mut stmt = conn.prepare_cached(
+        "DELETE FROM job_attempts WHERE job_id = ?1
+           AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
+           AND NOT EXISTS (SELECT 1 FROM dead_letters WHERE id = ?1)
+           AND NOT EXISTS (SELECT 1 FROM delivered WHERE id = ?1)",
+    )?;
+    for id in ids {
+        stmt.execute([&id.as_bytes()[..]])?;
+    }
     Ok(())
 }
 
@@ -510,7 +598,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     Ok(JobRecord {
         id: id_from_row(row, 0)?,
         queue: QueueName::from_stored(row.get(1)?),
-        state: state_from_code(row.get(2)?)?,
+        state: status_from_code(row.get(2)?)?.state(),
         payload: CanonicalJson::from_stored(row.get(3)?),
         attempts: row.get(4)?,
         created_at: row.get(5)?,
@@ -555,18 +643,19 @@ pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Optio
         .optional()?)
 }
 
-pub(super) fn state_of(
+/// The status of live job `id` of `queue`.
+pub(super) fn status_of(
     conn: &Connection,
     queue: &QueueName,
     id: JobId,
-) -> StoreResult<Option<JobState>> {
+) -> StoreResult<Option<JobStatus>> {
     let code: Option<i64> = conn
         .prepare_cached("SELECT status FROM jobs WHERE id = ?1 AND queue = ?2")?
         .query_row(params![&id.as_bytes()[..], queue.as_str()], |row| {
             row.get(0)
         })
         .optional()?;
-    Ok(code.map(state_from_code).transpose()?)
+    Ok(code.map(status_from_code).transpose()?)
 }
 
 /// At start-up nothing can be in flight: every lease belongs to a process that is gone.

@@ -1,15 +1,17 @@
 //! The SQLite backend: one database file in WAL mode. A single writer thread applies every
 //! write with group commit ([`writer`]), a small pool of read-only connections serves reads
 //! ([`reader`]), a thread of its own checkpoints the WAL ([`checkpointer`]). The SQL lives
-//! with its table ([`jobs`], [`dead_letters`], [`queues`], [`schedules`]); what moves a job
-//! between tables
-//! is in [`moves`]; the schema and its migrations in [`connection`]; the operator's work on
-//! the file itself (migrate, backup, check) in [`files`].
+//! with its table ([`jobs`], [`dead_letters`], [`queues`], [`schedules`], …) and decides
+//! nothing; [`SqliteTx`] offers it to the store's shared decisions as the contract's
+//! primitives ([`crate::store::dialect::Tx`]). The schema and its migrations are in
+//! [`connection`]; the operator's work on the file itself (migrate, backup, check) in
+//! [`files`].
 //!
 //! Nothing outside `store` sees any of this: the rest of the server talks to
 //! [`Store`](super::Store).
 
 mod api_keys;
+#[cfg(any(test, feature = "testing"))]
 pub mod ceiling;
 mod checkpointer;
 mod connection;
@@ -19,10 +21,10 @@ mod events;
 pub mod files;
 mod idempotency;
 mod jobs;
-mod moves;
 mod queues;
 mod reader;
 mod schedules;
+mod tx;
 mod writer;
 
 use std::fs::{self, File};
@@ -33,19 +35,14 @@ use anyhow::{Context, bail};
 use rusqlite::ErrorCode;
 
 use super::error::{StoreError, StoreResult};
-use super::records::{
-    AttemptRecord, BatchEnqueued, BatchKey, Caps, ClaimedJob, DeadLetterPage, DlqState, DlqStats,
-    Enqueued, Filter, JobRecord, Lease, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome,
-    PageRequest, Position, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule,
-    SchedulerRound, Selection,
-};
+use super::records::{Caps, NewJob, Queue};
 use super::registry::Registry;
 use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
-use crate::event::Event;
-use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
+use crate::model::{QueueName, UnixMillis};
 use crate::policy::QueueChange;
 use reader::ReadPool;
+pub use tx::SqliteTx;
 use writer::{Durability, Writer};
 
 pub use connection::SCHEMA_VERSION;
@@ -99,8 +96,6 @@ pub struct SqliteStore {
     /// The master keys queue secrets are sealed with (if any).
     sealing: Arc<Sealing>,
     path: Arc<PathBuf>,
-    /// The events the store writes itself (see [`Outbox`]).
-    outbox: Outbox,
     /// What clients may create at most.
     caps: Caps,
     /// Runs WAL checkpoints until the last clone of the store is dropped.
@@ -160,13 +155,43 @@ impl SqliteStore {
                 registry,
                 sealing: Arc::new(sealing),
                 path: Arc::new(path.to_owned()),
-                outbox: Outbox::default(),
                 caps: Caps::default(),
                 _checkpointer: Arc::new(checkpointer),
                 _lock: Arc::new(lock),
             },
             StoreDone::new(done),
         ))
+    }
+
+    /// Run `op` in the writer's next batch, committed with `durability`; `one_statement`:
+    /// it runs exactly one SQL statement, which needs no savepoint of its own (see
+    /// [`Writer::write_one_statement`]).
+    pub async fn write<T, F>(
+        &self,
+        durability: Durability,
+        one_statement: bool,
+        op: F,
+    ) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Connection) -> StoreResult<T> + Send + 'static,
+    {
+        if one_statement {
+            self.writer.write_one_statement(durability, op, None).await
+        } else if durability == Durability::Relaxed {
+            self.writer.write_relaxed(op).await
+        } else {
+            self.writer.write(op).await
+        }
+    }
+
+    /// Run `query` on a reader connection, in one snapshot.
+    pub async fn read<T, F>(&self, query: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Connection) -> StoreResult<T> + Send + 'static,
+    {
+        self.reader.read_in_snapshot(query).await
     }
 
     pub fn path(&self) -> &Path {
@@ -223,49 +248,6 @@ impl SqliteStore {
             .await
     }
 
-    /// Without an idempotency key, one INSERT … SELECT (no savepoint needed: the hot path);
-    /// with one, a lookup, the insert and the key's record, in a savepoint of their own.
-    pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<Enqueued> {
-        match job.idempotency.clone() {
-            None => {
-                self.writer
-                    .write_one_statement(
-                        Durability::Required,
-                        move |conn| jobs::insert(conn, &queue, &job).map(|()| Enqueued::Stored),
-                        None,
-                    )
-                    .await
-            }
-            Some(key) => {
-                self.writer
-                    .write(move |conn| moves::enqueue_once(conn, &queue, &job, &key))
-                    .await
-            }
-        }
-    }
-
-    /// Every job in one savepoint: one fails, none is stored.
-    pub async fn enqueue_batch(
-        &self,
-        queue: QueueName,
-        jobs: Vec<NewJob>,
-        key: Option<BatchKey>,
-    ) -> StoreResult<BatchEnqueued> {
-        self.writer
-            .write(move |conn| moves::enqueue_batch(conn, &queue, &jobs, key.as_ref()))
-            .await
-    }
-
-    pub async fn purge_idempotency_keys(
-        &self,
-        before: UnixMillis,
-        limit: usize,
-    ) -> StoreResult<usize> {
-        self.writer
-            .write(move |conn| idempotency::purge(conn, before, limit))
-            .await
-    }
-
     /// `after_commit` runs on the writer thread, before the next batch.
     pub async fn enqueue_leased(
         &self,
@@ -276,60 +258,10 @@ impl SqliteStore {
     ) -> StoreResult<()> {
         self.writer
             .write_one_statement(
-                Durability::Required,
+                Durability::Durable,
                 move |conn| jobs::insert_leased(conn, &queue, &job, leased_until),
                 Some(Box::new(move |_: &()| after_commit())),
             )
-            .await
-    }
-
-    pub async fn claim(
-        &self,
-        queue: QueueName,
-        now: UnixMillis,
-        leased_until: UnixMillis,
-        limit: usize,
-    ) -> StoreResult<Vec<ClaimedJob>> {
-        // Relaxed: a claim lost to a power cut is released at the next start. One
-        // UPDATE … RETURNING: no savepoint needed (were a returned row unreadable, its jobs
-        // would stay leased until the lease expires: delivered late, never lost).
-        self.writer
-            .write_one_statement(
-                Durability::Relaxed,
-                move |conn| jobs::claim(conn, &queue, now, leased_until, limit),
-                None,
-            )
-            .await
-    }
-
-    pub async fn record_outcome(
-        &self,
-        id: JobId,
-        lease: Lease,
-        outcome: Outcome,
-    ) -> StoreResult<bool> {
-        // Relaxed: an outcome lost to a power cut means the job is delivered again, which
-        // at-least-once allows.
-        let outbox = self.outbox;
-        self.writer
-            .write_relaxed(move |conn| moves::record_outcome(conn, id, lease, &outcome, outbox))
-            .await
-    }
-
-    pub async fn cancel(&self, queue: QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
-        self.writer
-            .write(move |conn| moves::cancel(conn, &queue, id, now))
-            .await
-    }
-
-    pub async fn recover_stale_leases(
-        &self,
-        now: UnixMillis,
-        max_attempts: u32,
-    ) -> StoreResult<usize> {
-        let outbox = self.outbox;
-        self.writer
-            .write(move |conn| moves::recover_stale_leases(conn, now, max_attempts, outbox))
             .await
     }
 
@@ -340,208 +272,12 @@ impl SqliteStore {
             .await
     }
 
-    pub async fn list_ready(
-        &self,
-        queue: QueueName,
-        after: Option<JobId>,
-        limit: usize,
-    ) -> StoreResult<Vec<JobRecord>> {
-        self.reader
-            .read(move |conn| {
-                queues::require(conn, &queue)?;
-                jobs::list(conn, &queue, after, limit)
-            })
-            .await
-    }
-
-    pub async fn list_dead_letters(
-        &self,
-        filter: Filter,
-        page: PageRequest,
-    ) -> StoreResult<DeadLetterPage> {
-        self.reader
-            .read(move |conn| {
-                if let Some(queue) = &filter.queue {
-                    queues::require(conn, queue)?;
-                }
-                dead_letters::list(conn, &filter, page)
-            })
-            .await
-    }
-
-    pub async fn get_job(
-        &self,
-        queue: QueueName,
-        id: JobId,
-    ) -> StoreResult<(JobRecord, Vec<AttemptRecord>)> {
-        self.reader
-            .read(move |conn| {
-                let record = match jobs::get(conn, &queue, id)? {
-                    Some(record) => record,
-                    None => match delivered::get(conn, &queue, id)? {
-                        Some(record) => record,
-                        // A `replayed` record is only audit: its job is live again (found
-                        // above) or delivered since.
-                        None => dead_letters::get(conn, Some(&queue), id)?
-                            .filter(|letter| letter.status != DlqState::Replayed)
-                            .ok_or(StoreError::JobNotFound)?
-                            .into_job_record(),
-                    },
-                };
-                Ok((record, jobs::history(conn, id)?))
-            })
-            .await
-    }
-
-    pub async fn dlq_stats(
-        &self,
-        now: UnixMillis,
-        repeat_after_replays: u32,
-    ) -> StoreResult<DlqStats> {
-        self.reader
-            .read(move |conn| dead_letters::stats(conn, now, repeat_after_replays))
-            .await
-    }
-
-    /// In chunks of 500 records, each claimed in one write and put back in the next, so the
-    /// writer is never held long.
-    pub async fn replay(
-        &self,
-        selection: Selection,
-        now: UnixMillis,
-        run_at: UnixMillis,
-    ) -> StoreResult<(usize, ReplayReport)> {
-        const CHUNK: usize = 500;
-        let mut walk = ReplayWalk::new(selection, CHUNK);
-        while let Some(chunk) = walk.next_chunk() {
-            let claimed = self
-                .writer
-                .write(move |conn| dead_letters::claim_for_replay(conn, &chunk, now, CHUNK))
-                .await?;
-            if !walk.claimed(claimed.len()) {
-                break;
-            }
-            let report = self
-                .writer
-                .write(move |conn| moves::replay_claimed(conn, &claimed, now, run_at))
-                .await?;
-            walk.put_back(report);
-        }
-        Ok(walk.finish())
-    }
-
-    pub async fn acknowledge(&self, selection: Selection, now: UnixMillis) -> StoreResult<usize> {
-        self.writer
-            .write(move |conn| dead_letters::acknowledge(conn, &selection, now))
-            .await
-    }
-
-    pub async fn delete_dead_letters(&self, selection: Selection) -> StoreResult<usize> {
-        self.writer
-            .write(move |conn| moves::delete(conn, &selection))
-            .await
-    }
-
-    pub async fn expire_jobs(
-        &self,
-        cutoff: UnixMillis,
-        now: UnixMillis,
-        limit: usize,
-    ) -> StoreResult<Vec<QueueName>> {
-        let outbox = self.outbox;
-        self.writer
-            .write(move |conn| moves::expire(conn, cutoff, now, limit, outbox))
-            .await
-    }
-
-    pub async fn purge_dead_letters(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
-        self.writer
-            .write(move |conn| moves::purge_closed(conn, before, limit))
-            .await
-    }
-
-    pub fn set_outbox(&mut self, outbox: Outbox) {
-        self.outbox = outbox;
-    }
-
     /// Refuse creations past `caps`.
     pub fn set_caps(&mut self, caps: Caps) {
         self.caps = caps;
     }
 
-    pub async fn record_event(&self, event: Event, now: UnixMillis) -> StoreResult<()> {
-        self.writer
-            .write(move |conn| events::insert(conn, EventId::new(), &event, now))
-            .await
-    }
-
-    pub async fn due_events(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<OutboxEvent>> {
-        self.reader
-            .read(move |conn| events::due(conn, now, limit))
-            .await
-    }
-
-    pub async fn next_event_due(&self) -> StoreResult<Option<UnixMillis>> {
-        self.reader.read(events::next_due).await
-    }
-
-    pub async fn events_pending(&self) -> StoreResult<u64> {
-        self.reader.read(events::pending).await
-    }
-
-    /// Relaxed: an outcome lost to a power cut means the event is sent again.
-    pub async fn remove_event(&self, id: EventId) -> StoreResult<()> {
-        self.writer
-            .write_relaxed(move |conn| events::remove(conn, id))
-            .await
-    }
-
-    pub async fn reschedule_event(
-        &self,
-        id: EventId,
-        next_at: UnixMillis,
-        error: String,
-    ) -> StoreResult<()> {
-        self.writer
-            .write_relaxed(move |conn| events::reschedule(conn, id, next_at, &error))
-            .await
-    }
-
-    pub async fn list_delivered(
-        &self,
-        queue: QueueName,
-        before: Option<Position>,
-        limit: usize,
-    ) -> StoreResult<Vec<JobRecord>> {
-        self.reader
-            .read(move |conn| {
-                queues::require(conn, &queue)?;
-                delivered::list(conn, &queue, before, limit)
-            })
-            .await
-    }
-
-    /// One write for every queue: a queue with nothing to delete costs one index seek, and
-    /// a round that deletes nothing commits nothing.
-    pub async fn purge_delivered(
-        &self,
-        cutoffs: Vec<(QueueName, UnixMillis)>,
-        limit: usize,
-    ) -> StoreResult<usize> {
-        self.writer
-            .write(move |conn| {
-                let mut deleted = 0;
-                for (queue, before) in &cutoffs {
-                    if deleted >= limit {
-                        break;
-                    }
-                    deleted += moves::purge_delivered(conn, queue, *before, limit - deleted)?;
-                }
-                Ok(deleted)
-            })
-            .await
-    }
-
+    #[cfg(any(test, feature = "testing"))]
     /// The writer runs an operation that waits until the hold is dropped.
     pub async fn hold_writes(&self) -> StoreResult<crate::store::testing::WriteHold> {
         let (entered, has_entered) = tokio::sync::oneshot::channel();
@@ -560,109 +296,9 @@ impl SqliteStore {
         Ok(crate::store::testing::WriteHold::new(release))
     }
 
-    pub async fn queue_counts(
-        &self,
-        queue: QueueName,
-        now: UnixMillis,
-    ) -> StoreResult<QueueCounts> {
-        self.reader
-            .read(move |conn| {
-                queues::require(conn, &queue)?;
-                let mut counts = jobs::counts(conn, Some(&queue), now)?
-                    .remove(&queue)
-                    .unwrap_or_default();
-                counts.dead = dead_letters::pending_count(conn, &queue)?;
-                Ok(counts)
-            })
-            .await
-    }
-
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
         self.reader
             .read(move |conn| jobs::next_due(conn, &queue))
-            .await
-    }
-
-    pub async fn all_queue_counts(
-        &self,
-        now: UnixMillis,
-    ) -> StoreResult<Vec<(QueueName, QueueCounts)>> {
-        self.reader
-            .read(move |conn| {
-                let mut live = jobs::counts(conn, None, now)?;
-                let mut all = Vec::new();
-                for (queue, dead) in dead_letters::pending_counts(conn)? {
-                    let counts = live.remove(&queue).unwrap_or_default();
-                    all.push((queue, QueueCounts { dead, ..counts }));
-                }
-                Ok(all)
-            })
-            .await
-    }
-
-    pub async fn put_schedule(
-        &self,
-        queue: QueueName,
-        schedule: NewSchedule,
-        now: UnixMillis,
-    ) -> StoreResult<Saved> {
-        let caps = self.caps;
-        self.writer
-            .write(move |conn| {
-                queues::require(conn, &queue)?;
-                schedules::upsert(conn, &queue, &schedule, now, caps)
-            })
-            .await
-    }
-
-    pub async fn list_schedules(&self, queue: QueueName) -> StoreResult<Vec<Schedule>> {
-        self.reader
-            .read(move |conn| {
-                queues::require(conn, &queue)?;
-                schedules::list(conn, &queue)
-            })
-            .await
-    }
-
-    pub async fn get_schedule(
-        &self,
-        queue: QueueName,
-        name: ScheduleName,
-    ) -> StoreResult<Schedule> {
-        self.reader
-            .read(move |conn| {
-                schedules::get(conn, &queue, &name)?.ok_or(StoreError::ScheduleNotFound)
-            })
-            .await
-    }
-
-    pub async fn delete_schedule(&self, queue: QueueName, name: ScheduleName) -> StoreResult<()> {
-        self.writer
-            .write(move |conn| schedules::delete(conn, &queue, &name))
-            .await
-    }
-
-    pub async fn pause_schedule(
-        &self,
-        queue: QueueName,
-        name: ScheduleName,
-        paused: bool,
-        now: UnixMillis,
-    ) -> StoreResult<Schedule> {
-        self.writer
-            .write(move |conn| schedules::set_paused(conn, &queue, &name, paused, now))
-            .await
-    }
-
-    /// Durable like an enqueue: a tick whose commit were lost after its job was delivered
-    /// would fire again.
-    pub async fn fire_due_schedules(
-        &self,
-        now: UnixMillis,
-        limit: usize,
-    ) -> StoreResult<SchedulerRound> {
-        self.writer
-            .write(move |conn| moves::fire_due_schedules(conn, now, limit))
             .await
     }
 

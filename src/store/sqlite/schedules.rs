@@ -1,5 +1,5 @@
 //! SQL for the `schedules` table: a queue's recurring jobs, each with the tick it fires next.
-//! Firing a tick (which also stores a job) is in `moves`.
+//! What a tick, a put or a pause decides is in `store::decisions::schedules`.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -7,7 +7,7 @@ use super::jobs::id_from_row;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{Caps, NewSchedule, Saved, Schedule};
+use crate::store::records::{NewSchedule, Schedule};
 
 const COLUMNS: &str = "queue, name, cron, timezone, payload, priority, ordering_key, paused, \
      next_run_at, last_run_at, last_job_id, created_at, updated_at";
@@ -31,45 +31,59 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Schedule> {
     })
 }
 
-/// Create or replace `schedule` on `queue` (which exists) at `now`. A replaced schedule
-/// keeps its history (`last_run_at`, `last_job_id`), and its next tick when its expression
-/// and time zone did not change (so a tick due this very moment is not lost to the replacement); otherwise
-/// the next tick is the first after `now`. A paused schedule has none.
-pub fn upsert(
+/// How many schedules `queue` has.
+pub fn count(conn: &Connection, queue: &QueueName) -> StoreResult<u64> {
+    let count: i64 = conn
+        .prepare_cached("SELECT count(*) FROM schedules WHERE queue = ?1")?
+        .query_row([queue.as_str()], |row| row.get(0))?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// Insert `schedule` on `queue`, next ticking at `next_run_at`. False if it exists.
+pub fn insert(
     conn: &Connection,
     queue: &QueueName,
     schedule: &NewSchedule,
+    next_run_at: Option<UnixMillis>,
     now: UnixMillis,
-    caps: Caps,
-) -> StoreResult<Saved> {
-    let existing = get(conn, queue, &schedule.name)?;
-    if existing.is_none() {
-        let count: i64 = conn
-            .prepare_cached("SELECT count(*) FROM schedules WHERE queue = ?1")?
-            .query_row([queue.as_str()], |row| row.get(0))?;
-        caps.admit_schedule(u64::try_from(count).unwrap_or(0))?;
-    }
+) -> StoreResult<bool> {
     let spec = &schedule.spec;
-    let next_run_at = match &existing {
-        _ if schedule.paused => None,
-        Some(old)
-            if old.cron == spec.expression()
-                && old.timezone == spec.timezone()
-                && old.next_run_at.is_some() =>
-        {
-            old.next_run_at
-        }
-        _ => spec.next_after(now),
-    };
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO schedules(queue, name, cron, timezone, payload, priority, ordering_key,
+                                   paused, next_run_at, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
+             ON CONFLICT(queue, name) DO NOTHING",
+        )?
+        .execute(params![
+            queue.as_str(),
+            schedule.name.as_str(),
+            spec.expression(),
+            spec.timezone(),
+            schedule.payload.as_str(),
+            schedule.priority,
+            schedule.ordering_key,
+            schedule.paused,
+            next_run_at,
+            now,
+        ])?;
+    Ok(inserted == 1)
+}
+
+/// Replace schedule `schedule.name` of `queue` (its history kept), next ticking at
+/// `next_run_at`.
+pub fn replace(
+    conn: &Connection,
+    queue: &QueueName,
+    schedule: &NewSchedule,
+    next_run_at: Option<UnixMillis>,
+    now: UnixMillis,
+) -> StoreResult<()> {
+    let spec = &schedule.spec;
     conn.prepare_cached(
-        "INSERT INTO schedules(queue, name, cron, timezone, payload, priority, ordering_key,
-                               paused, next_run_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
-         ON CONFLICT(queue, name) DO UPDATE SET
-             cron = excluded.cron, timezone = excluded.timezone, payload = excluded.payload,
-             priority = excluded.priority, ordering_key = excluded.ordering_key,
-             paused = excluded.paused, next_run_at = excluded.next_run_at,
-             updated_at = excluded.updated_at",
+        "UPDATE schedules SET cron = ?3, timezone = ?4, payload = ?5, priority = ?6,
+                ordering_key = ?7, paused = ?8, next_run_at = ?9, updated_at = ?10
+         WHERE queue = ?1 AND name = ?2",
     )?
     .execute(params![
         queue.as_str(),
@@ -83,10 +97,7 @@ pub fn upsert(
         next_run_at,
         now,
     ])?;
-    Ok(match existing {
-        Some(_) => Saved::Replaced,
-        None => Saved::Created,
-    })
+    Ok(())
 }
 
 /// `queue`'s schedules, by name.
@@ -122,25 +133,15 @@ pub fn delete(conn: &Connection, queue: &QueueName, name: &ScheduleName) -> Stor
     }
 }
 
-/// Pause a schedule (it has no next tick), or resume it: its next tick is the first after
-/// `now`, so the ticks it missed while paused are not made up. Pausing a paused schedule or
-/// resuming an active one changes nothing. Returns the schedule as it becomes.
+/// Set a schedule's pause flag and next tick.
 pub fn set_paused(
     conn: &Connection,
     queue: &QueueName,
     name: &ScheduleName,
     paused: bool,
+    next_run_at: Option<UnixMillis>,
     now: UnixMillis,
-) -> StoreResult<Schedule> {
-    let schedule = get(conn, queue, name)?.ok_or(StoreError::ScheduleNotFound)?;
-    if schedule.paused == paused {
-        return Ok(schedule);
-    }
-    let next_run_at = if paused {
-        None
-    } else {
-        schedule.spec()?.next_after(now)
-    };
+) -> StoreResult<()> {
     conn.prepare_cached(
         "UPDATE schedules SET paused = ?3, next_run_at = ?4, updated_at = ?5
          WHERE queue = ?1 AND name = ?2",
@@ -152,7 +153,7 @@ pub fn set_paused(
         next_run_at,
         now
     ])?;
-    get(conn, queue, name)?.ok_or(StoreError::ScheduleNotFound)
+    Ok(())
 }
 
 /// Up to `limit` active schedules whose next tick is at or before `now`, earliest first.

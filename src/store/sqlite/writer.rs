@@ -33,15 +33,7 @@ pub const MAX_BATCH: usize = 1024;
 /// next write right now; letting them join turns two half-full fsyncs into one full one.
 pub const LINGER: Duration = Duration::from_micros(400);
 
-/// Whether a write must survive a power loss once it is acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// Committed with the configured `synchronous` level (FULL by default): enqueues,
-    /// queue changes, admin actions.
-    Required,
-    /// May be lost on power loss without breaking a promise: claims and delivery outcomes.
-    Relaxed,
-}
+pub use crate::store::dialect::Durability;
 
 /// One write, type-erased so the channel can carry every kind.
 trait WriteOp: Send {
@@ -141,7 +133,7 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
-        self.send(Durability::Required, true, op, None).await
+        self.send(Durability::Durable, true, op, None).await
     }
 
     /// Like [`write`](Self::write) for a write that may be lost on power loss (see
@@ -180,7 +172,7 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
-        self.send(Durability::Required, true, op, on_commit).await
+        self.send(Durability::Durable, true, op, on_commit).await
     }
 
     async fn send<T, F>(
@@ -223,7 +215,7 @@ fn run(
         take_waiting(&rx, &mut batch);
         let durable = batch
             .iter()
-            .any(|op| op.durability() == Durability::Required);
+            .any(|op| op.durability() == Durability::Durable);
         let wanted = if durable {
             synchronous
         } else {
@@ -402,7 +394,7 @@ mod tests {
         let insert = |sql: &'static str| {
             let w = writer.clone();
             async move {
-                w.write_one_statement(Durability::Required, move |c| Ok(c.execute(sql, [])?), None)
+                w.write_one_statement(Durability::Durable, move |c| Ok(c.execute(sql, [])?), None)
                     .await
             }
         };
@@ -494,7 +486,7 @@ mod tests {
                 let op = move |c: &Connection| Ok(c.execute("INSERT INTO t(v) VALUES (?1)", [v])?);
                 Box::pin(async move {
                     if single {
-                        w.write_one_statement(Durability::Required, op, None).await
+                        w.write_one_statement(Durability::Durable, op, None).await
                     } else {
                         w.write(op).await
                     }
@@ -505,7 +497,7 @@ mod tests {
                 insert(1, true),
                 insert(2, false),
                 Box::pin(async move {
-                    w.write_one_statement(Durability::Required, move |c| inject(fault, c), None)
+                    w.write_one_statement(Durability::Durable, move |c| inject(fault, c), None)
                         .await
                 }),
                 insert(3, true),

@@ -1,0 +1,68 @@
+//! Reads that take more than one statement, run in one snapshot by both backends so that
+//! a job moving between tables meanwhile (a replay, a delivery) is seen in exactly one.
+
+use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::dialect::Tx;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{AttemptRecord, DlqState, JobRecord, QueueCounts};
+
+/// Job `id` of `queue`, wherever it is: live, delivered and kept, or dead-lettered, with
+/// its attempt history.
+pub async fn get_job(
+    tx: &impl Tx,
+    queue: &QueueName,
+    id: JobId,
+) -> StoreResult<(JobRecord, Vec<AttemptRecord>)> {
+    let record = match tx.live_job(queue, id).await? {
+        Some(record) => record,
+        None => match tx.delivered_job(queue, id).await? {
+            Some(record) => record,
+            // A `replayed` record is only audit: its job is live again (found above) or
+            // delivered since.
+            None => tx
+                .dead_letter(queue, id)
+                .await?
+                .filter(|letter| letter.status != DlqState::Replayed)
+                .ok_or(StoreError::JobNotFound)?
+                .into_job_record(),
+        },
+    };
+    Ok((record, tx.history(id).await?))
+}
+
+/// Where `queue`'s jobs stand at `now`: due, scheduled, blocked, in flight, dead.
+pub async fn queue_counts(
+    tx: &impl Tx,
+    queue: &QueueName,
+    now: UnixMillis,
+) -> StoreResult<QueueCounts> {
+    tx.require_queue(queue).await?;
+    let mut counts = tx
+        .live_counts(Some(queue), now)
+        .await?
+        .remove(queue)
+        .unwrap_or_default();
+    counts.dead = tx
+        .pending_dead_letters(Some(queue))
+        .await?
+        .first()
+        .map_or(0, |(_, dead)| *dead);
+    Ok(counts)
+}
+
+/// [`queue_counts`] of every queue, in name order.
+pub async fn all_queue_counts(
+    tx: &impl Tx,
+    now: UnixMillis,
+) -> StoreResult<Vec<(QueueName, QueueCounts)>> {
+    let mut live = tx.live_counts(None, now).await?;
+    Ok(tx
+        .pending_dead_letters(None)
+        .await?
+        .into_iter()
+        .map(|(queue, dead)| {
+            let counts = live.remove(&queue).unwrap_or_default();
+            (queue, QueueCounts { dead, ..counts })
+        })
+        .collect())
+}

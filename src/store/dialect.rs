@@ -1,0 +1,393 @@
+//! The contract between the shared decisions ([`super::decisions`]) and a backend: [`Tx`],
+//! the data-level primitives one transaction of either database offers, each with the same
+//! name and meaning on SQLite and on PostgreSQL, written in its own SQL. A primitive decides
+//! nothing: which job retries, which is dead-lettered, which key moves on is decided above
+//! it, once.
+//!
+//! Primitives are `async` so one decision serves both backends. On PostgreSQL they await
+//! the network; on SQLite they run on the writer (or a reader) thread and never wait, so
+//! [`run_now`] drives a decision to its end in one poll there.
+//!
+//! Primitives take many rows where a caller has many (`insert_jobs`, `drop_history`): the
+//! PostgreSQL backend can then send one statement for a batch.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use super::error::{StoreError, StoreResult};
+use super::records::{
+    AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery, DlqStats, Failure,
+    FailureReason, Filter, IdempotencyKey, JobRecord, Lease, NewJob, NewSchedule, OutboxEvent,
+    PageRequest, Position, QueueCounts, RecordedBatch, Schedule, ScheduleTick, Selection,
+};
+use super::status::JobStatus;
+use crate::event::Event;
+use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
+
+/// How a write is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Acknowledged once it survives a power loss (SQLite `synchronous=FULL` by default;
+    /// PostgreSQL `synchronous_commit` at least `on`). Every write a client is told about.
+    Durable,
+    /// May be lost with the last moments before a power loss or a database crash, never
+    /// corrupted: claims, outcomes and bookkeeping whose loss only means a job is delivered
+    /// again (at least once). SQLite skips the fsync; PostgreSQL sets
+    /// `synchronous_commit = off` for the transaction.
+    Relaxed,
+}
+
+/// What a live job leaves behind when it goes: the ordering key whose next job may now
+/// become the *head*, and whether it had failed before (history to drop).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Left {
+    /// `(queue, key)` of a keyed job.
+    pub key: Option<(String, String)>,
+    pub had_failures: bool,
+}
+
+/// A job just copied into the dead letters, as its `job.dead_lettered` event tells it.
+#[derive(Debug, Clone)]
+pub struct Buried {
+    pub queue: QueueName,
+    pub attempts: u32,
+    pub last_status: Option<u16>,
+    pub last_error: Option<String>,
+}
+
+/// A lease that outlived its time, with the last attempt its queue allows.
+#[derive(Debug, Clone, Copy)]
+pub struct StaleLease {
+    pub id: JobId,
+    pub lease: Lease,
+    pub max_attempts: u32,
+}
+
+/// An idempotency key's claim by a new job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyClaim {
+    /// The key is this job's now.
+    Claimed,
+    /// The key stands for an earlier job still.
+    Taken(JobId),
+}
+
+/// One transaction's primitives. Every method runs inside the caller's transaction; a
+/// failed one leaves it to the caller to roll back (the whole transaction, or a savepoint).
+#[allow(async_fn_in_trait)] // crate-private: the backends' futures are checked where used
+pub trait Tx {
+    // ---- savepoints -----------------------------------------------------------------
+    /// Open savepoint `name` (a letter-and-underscore identifier).
+    async fn savepoint(&self, name: &'static str) -> StoreResult<()>;
+    /// Keep what was done since savepoint `name`.
+    async fn release(&self, name: &'static str) -> StoreResult<()>;
+    /// Undo what was done since savepoint `name`, and close it.
+    async fn roll_back_to(&self, name: &'static str) -> StoreResult<()>;
+
+    // ---- live jobs ------------------------------------------------------------------
+    /// Insert new jobs into `queue`: each ready, scheduled until due, or blocked behind
+    /// its ordering key's head. `QueueNotFound` if the queue is gone, `QueueFull` at its
+    /// `maxQueued` cap (nothing of the call kept).
+    async fn insert_jobs(&self, queue: &QueueName, jobs: &[NewJob]) -> StoreResult<()>;
+    /// Mark job `id`, just inserted, as the job of a schedule's tick.
+    async fn mark_schedule_tick(&self, id: JobId, tick: &ScheduleTick) -> StoreResult<()>;
+    /// Lease up to `limit` due jobs of `queue` (higher priority first, then the longest
+    /// due), promoting scheduled jobs that fell due first. Nothing while it is paused.
+    async fn claim(
+        &self,
+        queue: &QueueName,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<ClaimedJob>>;
+    /// Delete job `id` if it is still in flight under `lease`. `None`: the lease was lost.
+    async fn delete_leased(&self, id: JobId, lease: Lease) -> StoreResult<Option<Left>>;
+    /// Delete live job `id` whatever its status. `None`: it was not there.
+    async fn delete_job(&self, id: JobId) -> StoreResult<Option<Left>>;
+    /// If `key` of `queue` has no head any more, its earliest blocked job becomes the head
+    /// (ready, or scheduled if it asked to start later). Whether one did.
+    async fn promote_next_of_key(
+        &self,
+        queue: &str,
+        key: &str,
+        now: UnixMillis,
+    ) -> StoreResult<bool>;
+    /// Put job `id`, in flight under `lease`, back to wait for its retry at `run_at`
+    /// (scheduled, or ready if that is `failure.at` already), with the failure as its last
+    /// error. False if the lease was lost.
+    async fn reschedule_leased(
+        &self,
+        id: JobId,
+        lease: Lease,
+        run_at: UnixMillis,
+        failure: &Failure,
+    ) -> StoreResult<bool>;
+    /// Note `failure` as job `id`'s last error if it is still in flight under `lease`.
+    /// False if the lease was lost.
+    async fn note_last_failure(
+        &self,
+        id: JobId,
+        lease: Lease,
+        failure: &Failure,
+    ) -> StoreResult<bool>;
+    /// Note that job `id` outlived its time to live, unless it has an error already.
+    async fn note_expired(&self, id: JobId) -> StoreResult<()>;
+    /// The status of live job `id` of `queue`, locked against a concurrent claim until the
+    /// transaction ends (PostgreSQL; SQLite has one writer).
+    async fn live_status(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobStatus>>;
+    /// Up to `limit` leases expired before `now`, oldest first, each with its queue's
+    /// `maxAttempts` (else `default_max_attempts`); locked, skipping rows another
+    /// transaction holds.
+    async fn stale_leases(
+        &self,
+        now: UnixMillis,
+        default_max_attempts: u32,
+        limit: usize,
+    ) -> StoreResult<Vec<StaleLease>>;
+    /// Up to `limit` jobs not in flight whose time to live started before `cutoff`: created
+    /// before it, or (replayed, delayed) with a `ttl_from` before it.
+    async fn expired_jobs(
+        &self,
+        cutoff: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<(JobId, QueueName)>>;
+    /// Live job `id` of `queue`.
+    async fn live_job(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>>;
+
+    // ---- attempt history ------------------------------------------------------------
+    /// Record failed attempt `attempt` of live job `id`.
+    async fn record_attempt(&self, id: JobId, attempt: u32, failure: &Failure) -> StoreResult<()>;
+    /// The failed attempts of job `id`, oldest first.
+    async fn history(&self, id: JobId) -> StoreResult<Vec<AttemptRecord>>;
+    /// Drop the history of jobs `ids`.
+    async fn drop_history(&self, ids: &[JobId]) -> StoreResult<()>;
+    /// Drop the history of the jobs of `ids` that no live job, dead letter or delivery log
+    /// record shows any more.
+    async fn drop_unreferenced_history(&self, ids: &[JobId]) -> StoreResult<()>;
+
+    // ---- delivery log -----------------------------------------------------------------
+    /// Copy job `id`, still in flight under `lease`, into the delivery log with its
+    /// answer. False if the lease was lost.
+    async fn keep_delivered(
+        &self,
+        id: JobId,
+        lease: Lease,
+        delivery: &Delivery,
+    ) -> StoreResult<bool>;
+    /// Job `id` of `queue` in the delivery log.
+    async fn delivered_job(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>>;
+    /// Delete up to `limit` delivery-log records of `queue` delivered before `before`;
+    /// returns their ids.
+    async fn purge_delivered(
+        &self,
+        queue: &QueueName,
+        before: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>>;
+
+    // ---- dead letters -----------------------------------------------------------------
+    /// Copy live job `id` into the dead letters as `pending` (reopening the record of a
+    /// replayed job, its replay count kept). `None` if the job is not live.
+    async fn copy_to_dead_letters(
+        &self,
+        id: JobId,
+        reason: FailureReason,
+        now: UnixMillis,
+    ) -> StoreResult<Option<Buried>>;
+    /// Whether `queue` holds an open (pending or acknowledged) dead letter `id`.
+    async fn dead_letter_is_open(&self, queue: &QueueName, id: JobId) -> StoreResult<bool>;
+    /// Dead letter `id` of `queue` (any state).
+    async fn dead_letter(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<DeadLetter>>;
+    /// Claim up to `limit` pending records of `selection` for a replay
+    /// (`pending → replaying`), skipping those another transaction holds.
+    async fn claim_for_replay(
+        &self,
+        selection: &Selection,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>>;
+    /// Insert the job of claimed record `id` back into `jobs`: fresh attempts, due (and its
+    /// time to live starting) at `run_at`, behind its ordering key if the key has a head.
+    /// Its queue, or `None` if the record is not claimed. Fails if the job is live.
+    async fn put_back(
+        &self,
+        id: JobId,
+        now: UnixMillis,
+        run_at: UnixMillis,
+    ) -> StoreResult<Option<QueueName>>;
+    /// Record `id` was replayed (`replaying → replayed`, its replay count up).
+    async fn mark_replayed(&self, id: JobId, now: UnixMillis) -> StoreResult<()>;
+    /// Record `id` could not be replayed (`replaying → pending`).
+    async fn unclaim_replay(&self, id: JobId, now: UnixMillis) -> StoreResult<()>;
+    /// Delete the dead letters of `selection`, whatever their state; returns their ids.
+    async fn delete_dead_letters(&self, selection: &Selection) -> StoreResult<Vec<JobId>>;
+    /// Delete up to `limit` replayed or acknowledged records last changed before
+    /// `before`; returns their ids.
+    async fn purge_closed_dead_letters(
+        &self,
+        before: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>>;
+
+    // ---- idempotency keys -------------------------------------------------------------
+    /// Claim `key` of `queue` for job `id`, unless it stands for an earlier job still.
+    /// `QueueNotFound` if the queue is gone (where the backend can tell here).
+    async fn claim_idempotency_key(
+        &self,
+        queue: &QueueName,
+        key: &IdempotencyKey,
+        id: JobId,
+        created_at: UnixMillis,
+    ) -> StoreResult<KeyClaim>;
+    /// Claim batch key `key` of `queue` for the batch of `ids`; `Some` (the batch it stands
+    /// for) if it is taken.
+    async fn claim_batch_key(
+        &self,
+        queue: &QueueName,
+        key: &BatchKey,
+        ids: &[JobId],
+    ) -> StoreResult<Option<RecordedBatch>>;
+
+    // ---- event outbox -----------------------------------------------------------------
+    /// Store `event` in the outbox, due at `now`.
+    async fn insert_event(&self, id: EventId, event: &Event, now: UnixMillis) -> StoreResult<()>;
+
+    // ---- schedules --------------------------------------------------------------------
+    /// Up to `limit` active schedules due at `now`, earliest first (locked, skipping those
+    /// another transaction holds).
+    async fn due_schedules(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<Schedule>>;
+    /// Move a schedule's next tick from `planned` to `next` (`None`: parked); false if
+    /// another round moved it first.
+    async fn claim_tick(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+        planned: UnixMillis,
+        next: Option<UnixMillis>,
+    ) -> StoreResult<bool>;
+    /// Record the job a schedule's `tick` stored.
+    async fn record_run(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+        tick: UnixMillis,
+        job: JobId,
+    ) -> StoreResult<()>;
+    /// When the next active schedule falls due.
+    async fn next_schedule_due(&self) -> StoreResult<Option<UnixMillis>>;
+    /// Hold `queue` against other schedule creations until the transaction ends, so a count
+    /// of its schedules holds (PostgreSQL; SQLite has one writer). `QueueNotFound` if it
+    /// does not exist.
+    async fn lock_queue_for_schedules(&self, queue: &QueueName) -> StoreResult<()>;
+    /// Schedule `name` of `queue`.
+    async fn schedule(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+    ) -> StoreResult<Option<Schedule>>;
+    /// Schedule `name` of `queue`, locked until the transaction ends (it takes turns with a
+    /// round firing it).
+    async fn schedule_for_update(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+    ) -> StoreResult<Option<Schedule>>;
+    /// `queue`'s schedules, by name (byte order).
+    async fn schedules(&self, queue: &QueueName) -> StoreResult<Vec<Schedule>>;
+    /// How many schedules `queue` has.
+    async fn count_schedules(&self, queue: &QueueName) -> StoreResult<u64>;
+    /// Insert a new schedule, next ticking at `next_run_at`; false if it exists already.
+    async fn insert_schedule(
+        &self,
+        queue: &QueueName,
+        schedule: &NewSchedule,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<bool>;
+    /// Replace a schedule (its history kept), next ticking at `next_run_at`.
+    async fn replace_schedule(
+        &self,
+        queue: &QueueName,
+        schedule: &NewSchedule,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<()>;
+    /// Set a schedule's pause flag and next tick.
+    async fn set_schedule_paused(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+        paused: bool,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<()>;
+    /// Delete a schedule; `ScheduleNotFound` if there is none.
+    async fn delete_schedule(&self, queue: &QueueName, name: &ScheduleName) -> StoreResult<()>;
+
+    // ---- reads and the admin's plain writes -------------------------------------------
+    /// `QueueNotFound` unless `queue` exists.
+    async fn require_queue(&self, queue: &QueueName) -> StoreResult<()>;
+    /// One page of `queue`'s live jobs in id (creation) order, after `after`.
+    async fn list_live(
+        &self,
+        queue: &QueueName,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>>;
+    /// One page of `queue`'s delivery log, newest first, after `before`.
+    async fn list_delivered(
+        &self,
+        queue: &QueueName,
+        before: Option<Position>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>>;
+    /// One page of the dead letters matching `filter`.
+    async fn list_dead_letters(
+        &self,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> StoreResult<DeadLetterPage>;
+    /// Dead-letter figures at `now` (see [`DlqStats`]).
+    async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats>;
+    /// Dismiss the pending dead letters of `selection` (`pending → acknowledged`); how many.
+    async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize>;
+    /// Live jobs by status of `queue` (or of every queue with live jobs) at `now`.
+    async fn live_counts(
+        &self,
+        queue: Option<&QueueName>,
+        now: UnixMillis,
+    ) -> StoreResult<BTreeMap<QueueName, QueueCounts>>;
+    /// Pending dead letters of `queue` (or of every queue, 0 for one without), by name.
+    async fn pending_dead_letters(
+        &self,
+        queue: Option<&QueueName>,
+    ) -> StoreResult<Vec<(QueueName, u64)>>;
+    /// Delete up to `limit` idempotency and batch keys (each) recorded before `before`.
+    async fn purge_idempotency_keys(&self, before: UnixMillis, limit: usize) -> StoreResult<usize>;
+    /// Up to `limit` outbox events due at `now`, oldest first.
+    async fn due_events(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<OutboxEvent>>;
+    /// When the next outbox event falls due.
+    async fn next_event_due(&self) -> StoreResult<Option<UnixMillis>>;
+    /// Outbox events waiting.
+    async fn events_pending(&self) -> StoreResult<u64>;
+    /// Delete outbox event `id` (sent, or given up on).
+    async fn remove_event(&self, id: EventId) -> StoreResult<()>;
+    /// Outbox event `id` failed: try again at `next_at`.
+    async fn reschedule_event(
+        &self,
+        id: EventId,
+        next_at: UnixMillis,
+        error: &str,
+    ) -> StoreResult<()>;
+}
+
+/// Drive `decision` to its end at once: for SQLite, whose primitives never wait. A future
+/// that does wait is a bug in a primitive, reported as an error rather than a hang.
+pub fn run_now<T>(decision: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
+    use futures_util::FutureExt;
+    decision.now_or_never().unwrap_or_else(|| {
+        Err(StoreError::from(anyhow::anyhow!(
+            "a SQLite primitive waited: decisions run on SQLite must never await"
+        )))
+    })
+}
