@@ -2,7 +2,14 @@
 //! records outcomes, lists and administers dead letters through it, with the plain values of
 //! [`records`], and cannot tell which database holds them.
 //!
+//! Three layers below the port: the business decisions, written once ([`decisions`]); the
+//! contract they are written against ([`dialect::Tx`], the primitives one transaction
+//! offers); and each backend's primitives in its own SQL ([`sqlite`], [`postgres`]). Each
+//! method of [`Store`] runs one operation in one transaction of its backend
+//! (`in_write!`, `in_snapshot!`).
+//!
 //! - [`records`]: the domain values every backend reads and writes.
+//! - [`status`]: the job statuses `jobs.status` stores, one enum for both dialects.
 //! - [`error`]: the failures a store operation can end in.
 //! - [`registry`]: the queues mirrored in memory, kept in commit order by the backend.
 //! - [`sealing`]: queue secrets encrypted at rest under the master key.
@@ -11,7 +18,7 @@
 //!   figures, other nodes' wake-ups and queue changes), a no-op alone.
 //! - [`sqlite`]: the embedded backend (one file, WAL, a single writer with group commit).
 //! - [`postgres`]: the backend for several nodes on one database.
-//! - [`testing`]: a read-only look into a database file, for tests.
+//! - [`testing`]: a look into a database for tests (feature `testing`).
 
 pub mod api_keys;
 pub mod cluster;
