@@ -25,7 +25,12 @@ pub mod cluster;
 mod decisions;
 mod dialect;
 pub mod error;
+/// Public only with the `testing` feature: the tests drive several nodes' stores and look
+/// into the database, the bench connects to it; the server reaches it through the port.
+#[cfg(feature = "testing")]
 pub mod postgres;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod postgres;
 pub mod queue_row;
 pub mod records;
 pub mod registry;

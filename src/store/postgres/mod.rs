@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use connect::{PgPool, connect};
-pub use migrate::{Migrated, migrate};
+pub use migrate::migrate;
 pub use tx::PgTx;
 
 use crate::store::dialect::Durability;
@@ -170,11 +170,6 @@ impl PgStore {
         connect::redacted(&self.url)
     }
 
-    /// This node's identity, as its leases carry it (`jobs.leased_by`).
-    pub fn node(&self) -> Uuid {
-        self.node
-    }
-
     /// The pool, for tests that look at the database directly.
     #[cfg(any(test, feature = "testing"))]
     pub fn pool(&self) -> &PgPool {
@@ -269,7 +264,9 @@ impl PgStore {
         self.registry.get(name).ok_or(StoreError::QueueNotFound)
     }
 
-    /// Every queue, secrets opened, read from the database.
+    /// Every queue, secrets opened, read from the database (tests compare it with the
+    /// registry).
+    #[cfg(any(test, feature = "testing"))]
     pub async fn load_queues(&self) -> StoreResult<Vec<Queue>> {
         let client = self.pool.get().await?;
         queues::load_all(&client, &self.sealing).await
