@@ -38,13 +38,24 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use deadpool_postgres::PoolError;
+use deadpool_postgres::{PoolError, Transaction};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use connect::{PgPool, connect};
 pub use migrate::migrate;
 pub use tx::PgTx;
+
+/// What [`PgStore::write`] and [`PgStore::read`] run: an operation over one transaction.
+pub trait Work<T>:
+    for<'t> FnOnce(PgTx<'t>) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 't>>
+{
+}
+
+impl<T, F> Work<T> for F where
+    F: for<'t> FnOnce(PgTx<'t>) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 't>>
+{
+}
 
 use crate::store::dialect::Durability;
 
@@ -394,32 +405,19 @@ impl PgStore {
 
     /// Run `work` in one transaction of this node, committed with `durability`: the one
     /// place a PostgreSQL write begins and commits.
-    pub async fn write<T>(
-        &self,
-        durability: Durability,
-        work: impl for<'t> FnOnce(PgTx<'t>) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 't>>,
-    ) -> StoreResult<T> {
+    pub async fn write<T>(&self, durability: Durability, work: impl Work<T>) -> StoreResult<T> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         if durability == Durability::Relaxed {
             tx.batch_execute("SET LOCAL synchronous_commit = off")
                 .await?;
         }
-        let result = work(PgTx {
-            tx: &tx,
-            node: self.node,
-        })
-        .await?;
-        tx.commit().await?;
-        Ok(result)
+        self.run(tx, work).await
     }
 
     /// Run `work` in a read-only transaction on one snapshot (`REPEATABLE READ`): its
     /// statements see the database as of its first, as a read on SQLite does.
-    pub async fn read<T>(
-        &self,
-        work: impl for<'t> FnOnce(PgTx<'t>) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 't>>,
-    ) -> StoreResult<T> {
+    pub async fn read<T>(&self, work: impl Work<T>) -> StoreResult<T> {
         let mut client = self.pool.get().await?;
         let tx = client
             .build_transaction()
@@ -427,6 +425,11 @@ impl PgStore {
             .read_only(true)
             .start()
             .await?;
+        self.run(tx, work).await
+    }
+
+    /// Run `work` in `tx`, then commit it (a failure rolls it back as `tx` drops).
+    async fn run<T>(&self, tx: Transaction<'_>, work: impl Work<T>) -> StoreResult<T> {
         let result = work(PgTx {
             tx: &tx,
             node: self.node,

@@ -47,26 +47,14 @@ pub fn insert(
     next_run_at: Option<UnixMillis>,
     now: UnixMillis,
 ) -> StoreResult<bool> {
-    let spec = &schedule.spec;
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO schedules(queue, name, cron, timezone, payload, priority, ordering_key,
-                                   paused, next_run_at, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
-             ON CONFLICT(queue, name) DO NOTHING",
-        )?
-        .execute(params![
-            queue.as_str(),
-            schedule.name.as_str(),
-            spec.expression(),
-            spec.timezone(),
-            schedule.payload.as_str(),
-            schedule.priority,
-            schedule.ordering_key,
-            schedule.paused,
-            next_run_at,
-            now,
-        ])?;
+    let inserted = write_row(
+        conn,
+        "INSERT INTO schedules(queue, name, cron, timezone, payload, priority, ordering_key,
+                               paused, next_run_at, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
+         ON CONFLICT(queue, name) DO NOTHING",
+        (queue, schedule, next_run_at, now),
+    )?;
     Ok(inserted == 1)
 }
 
@@ -79,13 +67,25 @@ pub fn replace(
     next_run_at: Option<UnixMillis>,
     now: UnixMillis,
 ) -> StoreResult<()> {
-    let spec = &schedule.spec;
-    conn.prepare_cached(
+    write_row(
+        conn,
         "UPDATE schedules SET cron = ?3, timezone = ?4, payload = ?5, priority = ?6,
                 ordering_key = ?7, paused = ?8, next_run_at = ?9, updated_at = ?10
          WHERE queue = ?1 AND name = ?2",
-    )?
-    .execute(params![
+        (queue, schedule, next_run_at, now),
+    )?;
+    Ok(())
+}
+
+/// Run `sql`, which writes a schedule's row from `?1`…`?10` (queue, name, expression, time
+/// zone, payload, priority, ordering key, paused, next tick, now). Rows changed.
+fn write_row(
+    conn: &Connection,
+    sql: &str,
+    (queue, schedule, next_run_at, now): (&QueueName, &NewSchedule, Option<UnixMillis>, UnixMillis),
+) -> StoreResult<usize> {
+    let spec = &schedule.spec;
+    Ok(conn.prepare_cached(sql)?.execute(params![
         queue.as_str(),
         schedule.name.as_str(),
         spec.expression(),
@@ -96,8 +96,7 @@ pub fn replace(
         schedule.paused,
         next_run_at,
         now,
-    ])?;
-    Ok(())
+    ])?)
 }
 
 /// `queue`'s schedules, by name.
