@@ -4,13 +4,16 @@
 //! backends: they cannot drift apart.
 //!
 //! Cargo builds every test target before it runs any, and runs test binaries one after the
-//! other, so the `api` binary found here is the one this `cargo test` built, and the two
-//! runs never compete for the cores. Arguments (a filter, `--nocapture`, …) are passed on.
+//! other, so the two runs never compete for the cores. The `api` binary is the one of this
+//! build: each candidate says which build it belongs to ([`build_identity`]), never guessed
+//! from file times. Arguments (a filter, `--nocapture`, …) are passed on.
 //! Without the variable it says "skipped" (and fails under `CI=true`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::SystemTime;
+
+#[path = "build_identity.rs"]
+mod build_identity;
 
 fn main() -> ExitCode {
     if std::env::var_os("HOOKQ_TEST_POSTGRES_URL").is_none() {
@@ -54,24 +57,62 @@ fn main() -> ExitCode {
     }
 }
 
-/// The newest `api-<hash>` executable beside this one (cargo's `deps` directory).
+/// The `api-<hash>` executable of this build, beside this one (cargo's `deps` directory).
+/// Each candidate is asked for its build (its `build_identity` test prints it): the
+/// checkout, version, profile and features it was compiled with. Cargo names a test binary
+/// after its configuration, so one build leaves one `api` binary there; the others (another
+/// configuration's, another checkout's sharing the target directory, an old one without
+/// the test) answer something else or nothing. Two of this build (left by a change of
+/// dependencies or toolchain) are refused rather than guessed between.
 fn api_test_binary() -> Result<PathBuf, String> {
     let me = std::env::current_exe().map_err(|e| format!("where am I: {e}"))?;
     let deps = me.parent().ok_or("this binary has no directory")?;
     let entries = std::fs::read_dir(deps).map_err(|e| format!("{}: {e}", deps.display()))?;
-    entries
+    let candidates: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|entry| entry.path())
         .filter(|path| is_api_test_binary(path))
-        .filter_map(|path| Some((modified(&path)?, path)))
-        .max()
-        .map(|(_, path)| path)
-        .ok_or_else(|| {
-            format!(
-                "no `api` test binary in {}: run `cargo test` (it builds both)",
-                deps.display()
-            )
-        })
+        .collect();
+    let wanted = build_identity::identity();
+    let mut ours: Vec<PathBuf> = candidates
+        .iter()
+        .filter(|path| identity_of(path).as_deref() == Some(wanted.as_str()))
+        .cloned()
+        .collect();
+    match ours.len() {
+        1 => Ok(ours.remove(0)),
+        0 => Err(format!(
+            "no `api` test binary of this build ({wanted}) among the {} in {}: run `cargo \
+             test`, which builds both",
+            candidates.len(),
+            deps.display()
+        )),
+        _ => Err(format!(
+            "{} `api` test binaries of this build ({wanted}) in {}: {ours:?}; `cargo clean` \
+             removes the stale one",
+            ours.len(),
+            deps.display()
+        )),
+    }
+}
+
+/// The build `api` test binary `path` says it belongs to.
+fn identity_of(path: &Path) -> Option<String> {
+    let output = Command::new(path)
+        .args([
+            "build_identity",
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        // libtest may print `test build_identity ... ` before it on the same line.
+        .find_map(|line| line.split_once(build_identity::MARKER))
+        .map(|(_, identity)| identity.trim().to_owned())
 }
 
 /// `api-<16 hex digits>`, with no extension (not the `.d` file cargo writes beside it).
@@ -83,8 +124,4 @@ fn is_api_test_binary(path: &Path) -> bool {
     name.strip_prefix("api-")
         .is_some_and(|hash| hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
         && path.is_file()
-}
-
-fn modified(path: &Path) -> Option<SystemTime> {
-    path.metadata().and_then(|m| m.modified()).ok()
 }

@@ -1,6 +1,9 @@
 //! hookq's integration tests: one test binary, real HTTP on port 0, real receiver servers
 //! standing in for workers. See `helpers` for the harness.
 
+#[path = "../build_identity.rs"]
+mod build_identity;
+
 mod auth;
 mod bad_inputs;
 mod batch;
@@ -39,3 +42,12 @@ mod state_machine;
 mod ui;
 mod ui_browser;
 mod ui_job_page;
+
+/// Prints this binary's build, for `suite_on_postgres`: it runs the `api` binary of its own
+/// build and asks each candidate with this test.
+#[test]
+fn build_identity() {
+    let identity = build_identity::identity();
+    assert!(!identity.contains('\n'), "one line: {identity}");
+    println!("{}{identity}", build_identity::MARKER);
+}
