@@ -679,6 +679,18 @@ pub struct PageRequest {
     pub with_total: bool,
 }
 
+impl PageRequest {
+    /// The keyset page as SQL: the order of `(failed_at, id)` and the comparison that starts
+    /// the page after `after` in it.
+    pub fn keyset(&self) -> (&'static str, &'static str) {
+        if self.newest_first {
+            ("DESC", "<")
+        } else {
+            ("ASC", ">")
+        }
+    }
+}
+
 /// Which dead letters an admin action applies to.
 #[derive(Debug, Clone)]
 pub enum Selection {

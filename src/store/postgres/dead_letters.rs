@@ -133,11 +133,7 @@ pub async fn list(
     } else {
         None
     };
-    let (direction, compare) = if page.newest_first {
-        ("DESC", "<")
-    } else {
-        ("ASC", ">")
-    };
+    let (direction, compare) = page.keyset();
     let mut sql = format!(
         "SELECT {COLUMNS}{} FROM dead_letters WHERE {clause}",
         if page.with_payload { ", payload" } else { "" }
