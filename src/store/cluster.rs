@@ -40,6 +40,14 @@ impl Cluster<'_> {
         self.shared.is_some()
     }
 
+    /// Tell every node sharing the database that `queue` has jobs due, after the commit that
+    /// stored them (alone, nothing to tell: this process delivers what it stores).
+    pub fn announce_due(&self, queue: &QueueName) {
+        if let Some(db) = self.shared {
+            db.announce_due(queue);
+        }
+    }
+
     /// Whether this node does cluster-wide duty `name` (a sweep, the event sender) now,
     /// holding it for `hold` more: always when alone; on a shared database while it holds
     /// the duty's lease, taken over once the holder stops renewing it. A database error

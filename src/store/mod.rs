@@ -346,7 +346,7 @@ impl Store {
     /// key that still stands for a job of `queue`, stores nothing and names that job.
     pub async fn enqueue(&self, queue: QueueName, job: NewJob) -> StoreResult<Enqueued> {
         let _admitted = self.admit_enqueue()?;
-        let name = queue.clone();
+        let announce = self.cluster().is_shared().then(|| queue.clone());
         let one_statement = job.idempotency.is_none();
         let enqueued = in_write!(
             self,
@@ -354,8 +354,10 @@ impl Store {
             one_statement = one_statement,
             |tx| decisions::enqueue::enqueue(tx, &queue, &job).await
         )?;
-        if enqueued == Enqueued::Stored {
-            self.announce_due(&name);
+        if enqueued == Enqueued::Stored
+            && let Some(queue) = announce
+        {
+            self.cluster().announce_due(&queue);
         }
         Ok(enqueued)
     }
@@ -372,22 +374,16 @@ impl Store {
         key: Option<BatchKey>,
     ) -> StoreResult<BatchEnqueued> {
         let _admitted = self.admit_enqueue()?;
-        let name = queue.clone();
+        let announce = self.cluster().is_shared().then(|| queue.clone());
         let enqueued = in_write!(self, Durability::Durable, |tx| {
             decisions::enqueue::enqueue_batch(tx, &queue, &jobs, key.as_ref()).await
         })?;
-        if enqueued == BatchEnqueued::Stored {
-            self.announce_due(&name);
+        if enqueued == BatchEnqueued::Stored
+            && let Some(queue) = announce
+        {
+            self.cluster().announce_due(&queue);
         }
         Ok(enqueued)
-    }
-
-    /// Tell every node sharing the database that `queue` has jobs due (nothing to tell on
-    /// SQLite: the process that stored them is the one that delivers them).
-    fn announce_due(&self, queue: &QueueName) {
-        if let Backend::Postgres(db) = &self.backend {
-            db.announce_due(queue);
-        }
     }
 
     /// Delete up to `limit` idempotency keys recorded before `before` (expired ones).
