@@ -341,7 +341,7 @@ async fn main() -> anyhow::Result<()> {
         args.nodes,
         args.producers,
         args.ordering_keys,
-        hookq::store::postgres::connect::redacted(&db)
+        hookq::config::Database::named(std::path::Path::new(&db))
     );
 
     // The worker.
@@ -579,7 +579,7 @@ async fn main() -> anyhow::Result<()> {
         println!(
             "\nFAIL (server log kept in {}; database {})",
             kept.display(),
-            hookq::store::postgres::connect::redacted(&db)
+            hookq::config::Database::named(std::path::Path::new(&db))
         );
         for failure in &failed {
             println!("  - {failure}");

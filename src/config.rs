@@ -266,6 +266,17 @@ impl Database {
     }
 }
 
+/// Where the data lives, as a log or a person may see it: the file's path, or the URL
+/// without its password.
+impl std::fmt::Display for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(path) => write!(f, "{}", path.display()),
+            Self::Postgres(url) => f.write_str(&crate::redact::url(url)),
+        }
+    }
+}
+
 /// A URL's password never prints.
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -844,6 +855,17 @@ mod tests {
                 Database::Sqlite(PathBuf::from(file))
             );
         }
+    }
+
+    #[test]
+    fn a_database_shows_its_path_or_its_url_without_the_password() {
+        let file = Database::named(Path::new("/var/lib/hookq/hookq.db"));
+        assert_eq!(file.to_string(), "/var/lib/hookq/hookq.db");
+        let url = Database::named(Path::new("postgres://hookq:s3cret@db.example/hookq"));
+        let shown = url.to_string();
+        assert!(shown.starts_with("postgres://hookq:"), "{shown}");
+        assert!(shown.ends_with("@db.example/hookq"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 
     #[test]
