@@ -509,7 +509,7 @@ pub(super) async fn promote_next_of_key(
         sql_once!(
             "UPDATE jobs SET status = CASE WHEN run_at > $3 THEN {SCHEDULED} ELSE {READY} END
              WHERE id = (SELECT id FROM jobs
-                         WHERE queue = $1 AND ordering_key = $2 AND status = 4
+                         WHERE queue = $1 AND ordering_key = $2 AND status = {BLOCKED}
                          ORDER BY id LIMIT 1)
                AND NOT EXISTS (SELECT 1 FROM jobs
                                WHERE queue = $1 AND ordering_key = $2 AND status IN ({READY}, {IN_FLIGHT}, {SCHEDULED}))"

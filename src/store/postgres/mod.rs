@@ -85,8 +85,8 @@ pub struct PgStore {
     registry: Registry,
     /// The queue epoch the registry reflects.
     epoch: Arc<AtomicI64>,
-    /// Held by this node's own queue changes from their commit to their registry update,
-    /// and by a refresh from its last epoch check to its replace: a refresh never puts back
+    /// Held by this node's own queue changes from before their transaction to their registry
+    /// update, and by a refresh from its last epoch check to its replace: a refresh never puts back
     /// a snapshot older than a change this node has just applied.
     registry_writes: Arc<tokio::sync::Mutex<()>>,
 }
@@ -155,12 +155,13 @@ impl PgStore {
 
     /// Re-seal every queue secret not sealed with the current master key (a rotation).
     async fn reseal_secrets(&self) -> anyhow::Result<()> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        let resealed = queues::reseal_all(&tx, &self.sealing)
+        let sealing = self.sealing.clone();
+        let resealed = self
+            .write(Durability::Durable, move |pg| {
+                Box::pin(async move { queues::reseal_all(pg.tx, &sealing).await })
+            })
             .await
             .context("cannot re-seal queue secrets")?;
-        tx.commit().await?;
         if let (Some(key), false) = (self.sealing.current(), resealed.is_empty()) {
             tracing::info!(
                 queues = resealed.len(),
@@ -223,35 +224,44 @@ impl PgStore {
         Ok(true)
     }
 
+    /// Create a queue; the registry follows once it is committed. Queue changes hold
+    /// `registry_writes` from before their transaction to their registry update, so a
+    /// refresh never puts back a state older than their commit.
     pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        queues::admit(&tx, &queue.name, self.caps).await?;
-        queues::insert(&tx, &queue, &self.sealing).await?;
+        let (caps, sealing, stored) = (self.caps, self.sealing.clone(), queue.clone());
         let _writes = self.registry_writes.lock().await;
-        tx.commit().await?;
+        self.write(Durability::Durable, move |pg| {
+            Box::pin(async move {
+                queues::admit(pg.tx, &stored.name, caps).await?;
+                queues::insert(pg.tx, &stored, &sealing).await
+            })
+        })
+        .await?;
         self.registry.insert(queue);
         Ok(())
     }
 
     /// Change a queue; the registry follows once the change is committed.
     pub async fn update_queue(&self, name: QueueName, change: QueueChange) -> StoreResult<Queue> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        let queue = queues::update(&tx, &name, &change, &self.sealing).await?;
+        let sealing = self.sealing.clone();
         let _writes = self.registry_writes.lock().await;
-        tx.commit().await?;
+        let queue = self
+            .write(Durability::Durable, move |pg| {
+                Box::pin(async move { queues::update(pg.tx, &name, &change, &sealing).await })
+            })
+            .await?;
         self.registry.insert(queue.clone());
         Ok(queue)
     }
 
     /// Delete a queue and everything of it.
     pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        queues::delete(&tx, &name).await?;
+        let deleted = name.clone();
         let _writes = self.registry_writes.lock().await;
-        tx.commit().await?;
+        self.write(Durability::Durable, move |pg| {
+            Box::pin(async move { queues::delete(pg.tx, &deleted).await })
+        })
+        .await?;
         self.registry.remove(&name);
         Ok(())
     }
@@ -265,6 +275,8 @@ impl PgStore {
         let (queue, read_at) = queues::load_one(&client, name, &self.sealing)
             .await?
             .ok_or(StoreError::QueueNotFound)?;
+        // Not held while waiting: a queue change holds the lock through its transaction.
+        drop(client);
         let _writes = self.registry_writes.lock().await;
         // A refresh since the read put a later state of the queues in the registry: the
         // queue as read may be gone by now, and the registry has the answer.
@@ -293,10 +305,12 @@ impl PgStore {
         leased_until: UnixMillis,
         after_commit: AfterCommit,
     ) -> StoreResult<()> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        jobs::insert_leased(&tx, &queue, &job, leased_until, self.node).await?;
-        tx.commit().await?;
+        self.write(Durability::Durable, move |pg| {
+            Box::pin(async move {
+                jobs::insert_leased(pg.tx, &queue, &job, leased_until, pg.node).await
+            })
+        })
+        .await?;
         after_commit();
         Ok(())
     }
