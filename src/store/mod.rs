@@ -269,10 +269,6 @@ impl Store {
     /// Refuse creations past `caps` (queues on the server, schedules on a queue).
     pub fn with_caps(mut self, caps: Caps) -> Self {
         self.caps = caps;
-        match &mut self.backend {
-            Backend::Sqlite(db) => db.set_caps(caps),
-            Backend::Postgres(db) => db.set_caps(caps),
-        }
         self
     }
 
@@ -326,7 +322,8 @@ impl Store {
     }
 
     pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
-        on_backend!(self, db => db.create_queue(queue).await)
+        let caps = self.caps;
+        on_backend!(self, db => db.create_queue(queue, caps).await)
     }
 
     /// Change a queue's target, secret, policy or pause flag; returns the queue as it becomes.

@@ -80,8 +80,6 @@ pub struct PgStore {
     notifier: notify::Notifier,
     sealing: Arc<Sealing>,
     node: Uuid,
-    /// What clients may create at most.
-    caps: Caps,
     registry: Registry,
     /// The queue epoch the registry reflects.
     epoch: Arc<AtomicI64>,
@@ -104,7 +102,6 @@ impl PgStore {
             pool,
             sealing: Arc::new(sealing),
             node: Uuid::now_v7(),
-            caps: Caps::default(),
             registry: Registry::default(),
             epoch: Arc::new(AtomicI64::new(-1)),
             registry_writes: Arc::default(),
@@ -172,11 +169,6 @@ impl PgStore {
         Ok(())
     }
 
-    /// Refuse creations past `caps`.
-    pub fn set_caps(&mut self, caps: Caps) {
-        self.caps = caps;
-    }
-
     /// The database, for logs: its URL without the password.
     pub fn location(&self) -> String {
         connect::redacted(&self.url)
@@ -227,8 +219,8 @@ impl PgStore {
     /// Create a queue; the registry follows once it is committed. Queue changes hold
     /// `registry_writes` from before their transaction to their registry update, so a
     /// refresh never puts back a state older than their commit.
-    pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
-        let (caps, sealing, stored) = (self.caps, self.sealing.clone(), queue.clone());
+    pub async fn create_queue(&self, queue: Queue, caps: Caps) -> StoreResult<()> {
+        let (sealing, stored) = (self.sealing.clone(), queue.clone());
         let _writes = self.registry_writes.lock().await;
         self.write(Durability::Durable, move |pg| {
             Box::pin(async move {

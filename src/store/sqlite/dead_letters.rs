@@ -5,6 +5,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
+use super::jobs::id_from_row;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::dialect::Buried;
@@ -316,30 +317,26 @@ pub fn unclaim(conn: &Connection, id: JobId, now: UnixMillis) -> StoreResult<()>
 
 /// Delete the records of `selection` whatever their state; returns the ids deleted.
 pub fn delete(conn: &Connection, selection: &Selection) -> StoreResult<Vec<JobId>> {
-    let rows: Vec<Vec<u8>> = match selection {
+    match selection {
         Selection::Ids(ids) => {
             let mut stmt =
                 conn.prepare_cached("DELETE FROM dead_letters WHERE id = ?1 RETURNING id")?;
             let mut deleted = Vec::new();
             for id in ids {
-                if let Some(bytes) = stmt
-                    .query_row([&id.as_bytes()[..]], |row| row.get(0))
+                if let Some(id) = stmt
+                    .query_row([&id.as_bytes()[..]], |row| id_from_row(row, 0))
                     .optional()?
                 {
-                    deleted.push(bytes);
+                    deleted.push(id);
                 }
             }
-            deleted
+            Ok(deleted)
         }
-        Selection::Queue(queue) => conn
+        Selection::Queue(queue) => Ok(conn
             .prepare_cached("DELETE FROM dead_letters WHERE queue = ?1 RETURNING id")?
-            .query_map([queue.as_str()], |row| row.get(0))?
-            .collect::<Result<_, _>>()?,
-    };
-    Ok(rows
-        .iter()
-        .filter_map(|bytes| JobId::from_slice(bytes))
-        .collect())
+            .query_map([queue.as_str()], |row| id_from_row(row, 0))?
+            .collect::<Result<_, _>>()?),
+    }
 }
 
 /// Retention: delete up to `limit` replayed or acknowledged records last changed before
@@ -349,7 +346,7 @@ pub fn purge_closed(
     before: UnixMillis,
     limit: usize,
 ) -> StoreResult<Vec<JobId>> {
-    let ids: Vec<Vec<u8>> = conn
+    Ok(conn
         .prepare_cached(
             "DELETE FROM dead_letters WHERE rowid IN (
                  SELECT rowid FROM dead_letters
@@ -359,13 +356,9 @@ pub fn purge_closed(
         )?
         .query_map(
             params![before, i64::try_from(limit).unwrap_or(i64::MAX)],
-            |row| row.get(0),
+            |row| id_from_row(row, 0),
         )?
-        .collect::<Result<_, _>>()?;
-    Ok(ids
-        .iter()
-        .filter_map(|bytes| JobId::from_slice(bytes))
-        .collect())
+        .collect::<Result<_, _>>()?)
 }
 
 /// Dismiss pending records: `pending → acknowledged`. Returns how many.

@@ -109,18 +109,14 @@ pub fn purge(
     before: UnixMillis,
     limit: usize,
 ) -> StoreResult<Vec<JobId>> {
-    let deleted: Vec<Vec<u8>> = conn
+    Ok(conn
         .prepare_cached(
             "DELETE FROM delivered WHERE rowid IN (
                  SELECT rowid FROM delivered WHERE queue = ?1 AND delivered_at < ?2 LIMIT ?3)
              RETURNING id",
         )?
         .query_map(params![queue.as_str(), before, limit as i64], |row| {
-            row.get(0)
+            id_from_row(row, 0)
         })?
-        .collect::<Result<_, _>>()?;
-    Ok(deleted
-        .iter()
-        .filter_map(|id| JobId::from_slice(id))
-        .collect())
+        .collect::<Result<_, _>>()?)
 }

@@ -96,8 +96,6 @@ pub struct SqliteStore {
     /// The master keys queue secrets are sealed with (if any).
     sealing: Arc<Sealing>,
     path: Arc<PathBuf>,
-    /// What clients may create at most.
-    caps: Caps,
     /// Runs WAL checkpoints until the last clone of the store is dropped.
     _checkpointer: Arc<checkpointer::Checkpointer>,
     /// Held for the store's lifetime: one process per database file.
@@ -155,7 +153,6 @@ impl SqliteStore {
                 registry,
                 sealing: Arc::new(sealing),
                 path: Arc::new(path.to_owned()),
-                caps: Caps::default(),
                 _checkpointer: Arc::new(checkpointer),
                 _lock: Arc::new(lock),
             },
@@ -202,8 +199,8 @@ impl SqliteStore {
         &self.registry
     }
 
-    pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
-        let caps = self.caps;
+    /// Create a queue unless the server holds `caps.queues` already.
+    pub async fn create_queue(&self, queue: Queue, caps: Caps) -> StoreResult<()> {
         let registry = self.registry.clone();
         let sealing = self.sealing.clone();
         let stored = queue.clone();
@@ -270,11 +267,6 @@ impl SqliteStore {
         self.writer
             .write(|conn| Ok(conn.execute_batch("PRAGMA optimize")?))
             .await
-    }
-
-    /// Refuse creations past `caps`.
-    pub fn set_caps(&mut self, caps: Caps) {
-        self.caps = caps;
     }
 
     #[cfg(any(test, feature = "testing"))]
