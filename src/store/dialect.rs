@@ -11,6 +11,9 @@
 //! Primitives take many rows where a caller has many (`insert_jobs`, `drop_history`): the
 //! PostgreSQL backend can then send one statement for a batch.
 
+// Crate-private traits: the backends' futures are checked where the decisions use them.
+#![allow(async_fn_in_trait)]
+
 use std::collections::BTreeMap;
 use std::future::Future;
 
@@ -72,19 +75,59 @@ pub enum KeyClaim {
     Taken(JobId),
 }
 
-/// One transaction's primitives. Every method runs inside the caller's transaction; a
-/// failed one leaves it to the caller to roll back (the whole transaction, or a savepoint).
-#[allow(async_fn_in_trait)] // crate-private: the backends' futures are checked where used
-pub trait Tx {
-    // ---- savepoints -----------------------------------------------------------------
+/// One transaction's primitives: every area's, which is what a decision takes. Every
+/// method runs inside the caller's transaction; a failed one leaves it to the caller to
+/// roll back (the whole transaction, or a savepoint). Each backend implements the areas in
+/// the table modules that own their SQL.
+pub trait Tx:
+    Savepoints
+    + QueueRows
+    + JobRows
+    + HistoryRows
+    + DeliveryRows
+    + DeadLetterRows
+    + KeyRows
+    + OutboxRows
+    + ScheduleRows
+{
+}
+
+impl<
+    T: Savepoints
+        + QueueRows
+        + JobRows
+        + HistoryRows
+        + DeliveryRows
+        + DeadLetterRows
+        + KeyRows
+        + OutboxRows
+        + ScheduleRows,
+> Tx for T
+{
+}
+
+/// Savepoints: a part of a transaction that can fail alone.
+pub trait Savepoints {
     /// Open savepoint `name` (a letter-and-underscore identifier).
     async fn savepoint(&self, name: &'static str) -> StoreResult<()>;
     /// Keep what was done since savepoint `name`.
     async fn release(&self, name: &'static str) -> StoreResult<()>;
     /// Undo what was done since savepoint `name`, and close it.
     async fn roll_back_to(&self, name: &'static str) -> StoreResult<()>;
+}
 
-    // ---- live jobs ------------------------------------------------------------------
+/// The queue a write needs.
+pub trait QueueRows {
+    /// `QueueNotFound` unless `queue` exists.
+    async fn require_queue(&self, queue: &QueueName) -> StoreResult<()>;
+    /// Hold `queue` against other schedule creations until the transaction ends, so a count
+    /// of its schedules holds (PostgreSQL; SQLite has one writer). `QueueNotFound` if it
+    /// does not exist.
+    async fn lock_queue_for_schedules(&self, queue: &QueueName) -> StoreResult<()>;
+}
+
+/// Live jobs (`jobs`): insert, claim, the moves of an attempt, sweeps and reads.
+pub trait JobRows {
     /// Insert new jobs into `queue`: each ready, scheduled until due, or blocked behind
     /// its ordering key's head. `QueueNotFound` if the queue is gone, `QueueFull` at its
     /// `maxQueued` cap (nothing of the call kept).
@@ -153,8 +196,23 @@ pub trait Tx {
     ) -> StoreResult<Vec<(JobId, QueueName)>>;
     /// Live job `id` of `queue`.
     async fn live_job(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>>;
+    /// One page of `queue`'s live jobs in id (creation) order, after `after`.
+    async fn list_live(
+        &self,
+        queue: &QueueName,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>>;
+    /// Live jobs by status of `queue` (or of every queue with live jobs) at `now`.
+    async fn live_counts(
+        &self,
+        queue: Option<&QueueName>,
+        now: UnixMillis,
+    ) -> StoreResult<BTreeMap<QueueName, QueueCounts>>;
+}
 
-    // ---- attempt history ------------------------------------------------------------
+/// A job's failed attempts (`job_attempts`).
+pub trait HistoryRows {
     /// Record failed attempt `attempt` of live job `id`.
     async fn record_attempt(&self, id: JobId, attempt: u32, failure: &Failure) -> StoreResult<()>;
     /// The failed attempts of job `id`, oldest first.
@@ -164,8 +222,10 @@ pub trait Tx {
     /// Drop the history of the jobs of `ids` that no live job, dead letter or delivery log
     /// record shows any more.
     async fn drop_unreferenced_history(&self, ids: &[JobId]) -> StoreResult<()>;
+}
 
-    // ---- delivery log -----------------------------------------------------------------
+/// The delivery log (`delivered_jobs`).
+pub trait DeliveryRows {
     /// Copy job `id`, still in flight under `lease`, into the delivery log with its
     /// answer. False if the lease was lost.
     async fn keep_delivered(
@@ -184,8 +244,17 @@ pub trait Tx {
         before: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<JobId>>;
+    /// One page of `queue`'s delivery log, newest first, after `before`.
+    async fn list_delivered(
+        &self,
+        queue: &QueueName,
+        before: Option<Position>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>>;
+}
 
-    // ---- dead letters -----------------------------------------------------------------
+/// Dead letters (`dead_letters`): bury, replay, dismiss, delete, read.
+pub trait DeadLetterRows {
     /// Copy live job `id` into the dead letters as `pending` (reopening the record of a
     /// replayed job, its replay count kept). `None` if the job is not live.
     async fn copy_to_dead_letters(
@@ -228,8 +297,25 @@ pub trait Tx {
         before: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<JobId>>;
+    /// One page of the dead letters matching `filter`.
+    async fn list_dead_letters(
+        &self,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> StoreResult<DeadLetterPage>;
+    /// Dead-letter figures at `now` (see [`DlqStats`]).
+    async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats>;
+    /// Dismiss the pending dead letters of `selection` (`pending → acknowledged`); how many.
+    async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize>;
+    /// Pending dead letters of `queue` (or of every queue, 0 for one without), by name.
+    async fn pending_dead_letters(
+        &self,
+        queue: Option<&QueueName>,
+    ) -> StoreResult<Vec<(QueueName, u64)>>;
+}
 
-    // ---- idempotency keys -------------------------------------------------------------
+/// Idempotency and batch keys.
+pub trait KeyRows {
     /// Claim `key` of `queue` for job `id`, unless it stands for an earlier job still.
     /// `QueueNotFound` if the queue is gone (where the backend can tell here).
     async fn claim_idempotency_key(
@@ -247,12 +333,33 @@ pub trait Tx {
         key: &BatchKey,
         ids: &[JobId],
     ) -> StoreResult<Option<RecordedBatch>>;
+    /// Delete up to `limit` idempotency and batch keys (each) recorded before `before`.
+    async fn purge_idempotency_keys(&self, before: UnixMillis, limit: usize) -> StoreResult<usize>;
+}
 
-    // ---- event outbox -----------------------------------------------------------------
+/// The event outbox (`events`).
+pub trait OutboxRows {
     /// Store `event` in the outbox, due at `now`.
     async fn insert_event(&self, id: EventId, event: &Event, now: UnixMillis) -> StoreResult<()>;
+    /// Up to `limit` outbox events due at `now`, oldest first.
+    async fn due_events(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<OutboxEvent>>;
+    /// When the next outbox event falls due.
+    async fn next_event_due(&self) -> StoreResult<Option<UnixMillis>>;
+    /// Outbox events waiting.
+    async fn events_pending(&self) -> StoreResult<u64>;
+    /// Delete outbox event `id` (sent, or given up on).
+    async fn remove_event(&self, id: EventId) -> StoreResult<()>;
+    /// Outbox event `id` failed: try again at `next_at`.
+    async fn reschedule_event(
+        &self,
+        id: EventId,
+        next_at: UnixMillis,
+        error: &str,
+    ) -> StoreResult<()>;
+}
 
-    // ---- schedules --------------------------------------------------------------------
+/// Schedules and their ticks.
+pub trait ScheduleRows {
     /// Up to `limit` active schedules due at `now`, earliest first (locked, skipping those
     /// another transaction holds).
     async fn due_schedules(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<Schedule>>;
@@ -275,10 +382,6 @@ pub trait Tx {
     ) -> StoreResult<()>;
     /// When the next active schedule falls due.
     async fn next_schedule_due(&self) -> StoreResult<Option<UnixMillis>>;
-    /// Hold `queue` against other schedule creations until the transaction ends, so a count
-    /// of its schedules holds (PostgreSQL; SQLite has one writer). `QueueNotFound` if it
-    /// does not exist.
-    async fn lock_queue_for_schedules(&self, queue: &QueueName) -> StoreResult<()>;
     /// Schedule `name` of `queue`.
     async fn schedule(
         &self,
@@ -323,62 +426,6 @@ pub trait Tx {
     ) -> StoreResult<()>;
     /// Delete a schedule; `ScheduleNotFound` if there is none.
     async fn delete_schedule(&self, queue: &QueueName, name: &ScheduleName) -> StoreResult<()>;
-
-    // ---- reads and the admin's plain writes -------------------------------------------
-    /// `QueueNotFound` unless `queue` exists.
-    async fn require_queue(&self, queue: &QueueName) -> StoreResult<()>;
-    /// One page of `queue`'s live jobs in id (creation) order, after `after`.
-    async fn list_live(
-        &self,
-        queue: &QueueName,
-        after: Option<JobId>,
-        limit: usize,
-    ) -> StoreResult<Vec<JobRecord>>;
-    /// One page of `queue`'s delivery log, newest first, after `before`.
-    async fn list_delivered(
-        &self,
-        queue: &QueueName,
-        before: Option<Position>,
-        limit: usize,
-    ) -> StoreResult<Vec<JobRecord>>;
-    /// One page of the dead letters matching `filter`.
-    async fn list_dead_letters(
-        &self,
-        filter: &Filter,
-        page: PageRequest,
-    ) -> StoreResult<DeadLetterPage>;
-    /// Dead-letter figures at `now` (see [`DlqStats`]).
-    async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats>;
-    /// Dismiss the pending dead letters of `selection` (`pending → acknowledged`); how many.
-    async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize>;
-    /// Live jobs by status of `queue` (or of every queue with live jobs) at `now`.
-    async fn live_counts(
-        &self,
-        queue: Option<&QueueName>,
-        now: UnixMillis,
-    ) -> StoreResult<BTreeMap<QueueName, QueueCounts>>;
-    /// Pending dead letters of `queue` (or of every queue, 0 for one without), by name.
-    async fn pending_dead_letters(
-        &self,
-        queue: Option<&QueueName>,
-    ) -> StoreResult<Vec<(QueueName, u64)>>;
-    /// Delete up to `limit` idempotency and batch keys (each) recorded before `before`.
-    async fn purge_idempotency_keys(&self, before: UnixMillis, limit: usize) -> StoreResult<usize>;
-    /// Up to `limit` outbox events due at `now`, oldest first.
-    async fn due_events(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<OutboxEvent>>;
-    /// When the next outbox event falls due.
-    async fn next_event_due(&self) -> StoreResult<Option<UnixMillis>>;
-    /// Outbox events waiting.
-    async fn events_pending(&self) -> StoreResult<u64>;
-    /// Delete outbox event `id` (sent, or given up on).
-    async fn remove_event(&self, id: EventId) -> StoreResult<()>;
-    /// Outbox event `id` failed: try again at `next_at`.
-    async fn reschedule_event(
-        &self,
-        id: EventId,
-        next_at: UnixMillis,
-        error: &str,
-    ) -> StoreResult<()>;
 }
 
 /// Drive `decision` to its end at once: for SQLite, whose primitives never wait. A future

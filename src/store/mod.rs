@@ -61,7 +61,10 @@ pub use sealing::{MasterKey, Sealing};
 use crate::event::Event;
 use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
 use crate::policy::QueueChange;
-use dialect::{Durability, Tx as _};
+use dialect::{
+    DeadLetterRows as _, DeliveryRows as _, Durability, JobRows as _, KeyRows as _,
+    OutboxRows as _, QueueRows as _, ScheduleRows as _,
+};
 use postgres::PgStore;
 use sqlite::{SqliteStore, Synchronous};
 

@@ -16,9 +16,12 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::jobs::{attempt_of, job_id, uuid};
+use super::tx::PgTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::dialect::{Buried, DeadLetterRows};
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::postgres::jobs::prepared;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, Last24h,
     PageRequest, ScheduleTick, Selection,
@@ -94,157 +97,6 @@ pub async fn get(
     .transpose()
 }
 
-/// One page of dead letters in failure order (newest or oldest first) after `page.after`,
-/// with the number matching the filter when `page.with_total` asks for it. The filter's
-/// columns lead an index whose tail is `(failed_at, id)`, so the page is one index range:
-/// no filter `dead_letters_by_time`, a state `dead_letters_by_state`, a queue and a state
-/// `dead_letters_by_queue`, a queue alone `dead_letters_by_queue_time`.
-pub async fn list(
-    tx: &Transaction<'_>,
-    filter: &Filter,
-    page: PageRequest,
-) -> StoreResult<DeadLetterPage> {
-    let queue = filter.queue.as_ref().map(QueueName::as_str);
-    let state = filter.state.map(DlqState::as_str);
-    let mut conditions: Vec<String> = Vec::new();
-    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
-    if let Some(queue) = &queue {
-        params.push(queue);
-        conditions.push(format!("queue = ${}::text", params.len()));
-    }
-    if let Some(state) = &state {
-        params.push(state);
-        conditions.push(format!("state = ${}::text", params.len()));
-    }
-    let clause = if conditions.is_empty() {
-        "TRUE".to_owned()
-    } else {
-        conditions.join(" AND ")
-    };
-    let total = if page.with_total {
-        let total: i64 = tx
-            .query_one(
-                &format!("SELECT count(*) FROM dead_letters WHERE {clause}"),
-                &params,
-            )
-            .await?
-            .get(0);
-        Some(count_of(total))
-    } else {
-        None
-    };
-    let (direction, compare) = page.keyset();
-    let mut sql = format!(
-        "SELECT {COLUMNS}{} FROM dead_letters WHERE {clause}",
-        if page.with_payload { ", payload" } else { "" }
-    );
-    let after = page.after.map(|p| (p.at, uuid(p.id)));
-    if let Some((at, id)) = &after {
-        params.push(at);
-        params.push(id);
-        sql.push_str(&format!(
-            " AND (failed_at, id) {compare} (${}::bigint, ${}::uuid)",
-            params.len() - 1,
-            params.len()
-        ));
-    }
-    let limit = limit_param(page.limit);
-    params.push(&limit);
-    sql.push_str(&format!(
-        " ORDER BY failed_at {direction}, id {direction} LIMIT ${}",
-        params.len()
-    ));
-    let letters = tx
-        .query(&sql, &params)
-        .await?
-        .iter()
-        .map(|row| from_row(row, page.with_payload))
-        .collect::<StoreResult<_>>()?;
-    Ok(DeadLetterPage { letters, total })
-}
-
-/// Claim up to `limit` pending records of `selection` for a replay: `pending → replaying`,
-/// in selection order (by ids) or failure order (by queue). A record another transaction
-/// holds (a replay running elsewhere, an acknowledgement) is skipped rather than waited
-/// for: only one replay can claim a record, so two concurrent replays never send a job
-/// twice.
-pub async fn claim_for_replay(
-    tx: &Transaction<'_>,
-    selection: &Selection,
-    now: UnixMillis,
-    limit: usize,
-) -> StoreResult<Vec<JobId>> {
-    match selection {
-        Selection::Ids(ids) => {
-            let wanted: Vec<Uuid> = ids.iter().take(limit).map(|id| uuid(*id)).collect();
-            let claimed: HashSet<Uuid> = tx
-                .query(
-                    "UPDATE dead_letters SET state = 'replaying', updated_at = $2
-                     WHERE id IN (SELECT id FROM dead_letters
-                                  WHERE id = ANY($1) AND state = 'pending'
-                                  FOR UPDATE SKIP LOCKED)
-                     RETURNING id",
-                    &[&wanted, &now],
-                )
-                .await?
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            // In the order asked for, each once (as one UPDATE per id would have it).
-            let mut ordered = Vec::with_capacity(claimed.len());
-            let mut seen = HashSet::with_capacity(claimed.len());
-            for id in wanted {
-                if claimed.contains(&id) && seen.insert(id) {
-                    ordered.push(job_id(id));
-                }
-            }
-            Ok(ordered)
-        }
-        Selection::Queue(queue) => {
-            let mut claimed: Vec<(UnixMillis, Uuid)> = tx
-                .query(
-                    "UPDATE dead_letters SET state = 'replaying', updated_at = $2
-                     WHERE id IN (SELECT id FROM dead_letters
-                                  WHERE queue = $1 AND state = 'pending'
-                                  ORDER BY failed_at, id LIMIT $3
-                                  FOR UPDATE SKIP LOCKED)
-                     RETURNING failed_at, id",
-                    &[&queue.as_str(), &now, &limit_param(limit)],
-                )
-                .await?
-                .iter()
-                .map(|row| (row.get(0), row.get(1)))
-                .collect();
-            claimed.sort();
-            Ok(claimed.into_iter().map(|(_, id)| job_id(id)).collect())
-        }
-    }
-}
-
-/// Insert the job of claimed record `id` back into `jobs` (see [`put_back_as`]). If another
-/// node's job took the head of its key meanwhile, this one waits behind it, as an enqueue
-/// that lost that race does.
-pub async fn put_back(
-    tx: &Transaction<'_>,
-    id: JobId,
-    now: UnixMillis,
-    run_at: UnixMillis,
-) -> StoreResult<Option<QueueName>> {
-    tx.batch_execute("SAVEPOINT put_back").await?;
-    match put_back_as(tx, id, now, run_at, false).await {
-        Ok(queue) => {
-            tx.batch_execute("RELEASE SAVEPOINT put_back").await?;
-            Ok(queue)
-        }
-        Err(e) if super::jobs::lost_the_head(&e) => {
-            tx.batch_execute("ROLLBACK TO SAVEPOINT put_back; RELEASE SAVEPOINT put_back")
-                .await?;
-            Ok(put_back_as(tx, id, now, run_at, true).await?)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Insert the job of claimed record `id` back into `jobs`: fresh attempts, due (and its
 /// time to live starting) at `run_at`; blocked behind its ordering key if the key has a
 /// live job (or `blocked`), as an enqueued job would be. Returns its queue, or `None` if
@@ -293,59 +145,6 @@ async fn put_back_as(
     Ok(row.map(|row| QueueName::from_stored(row.get(0))))
 }
 
-/// A claimed record whose job is back on its queue: `replaying → replayed`.
-pub async fn mark_replayed(tx: &Transaction<'_>, id: JobId, now: UnixMillis) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE dead_letters SET state = 'replayed', replayed_at = $2,
-                replay_count = replay_count + 1, updated_at = $2
-         WHERE id = $1",
-        &[&uuid(id), &now],
-    )
-    .await?;
-    Ok(())
-}
-
-/// A claimed record whose job could not be put back: `replaying → pending`.
-pub async fn unclaim(tx: &Transaction<'_>, id: JobId, now: UnixMillis) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE dead_letters SET state = 'pending', updated_at = $2
-         WHERE id = $1 AND state = 'replaying'",
-        &[&uuid(id), &now],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Dismiss pending records: `pending → acknowledged`. Returns how many.
-pub async fn acknowledge(
-    tx: &Transaction<'_>,
-    selection: &Selection,
-    now: UnixMillis,
-) -> StoreResult<usize> {
-    let acknowledged = match selection {
-        Selection::Ids(ids) => {
-            let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
-            tx.execute(
-                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = $2,
-                        updated_at = $2
-                 WHERE id = ANY($1) AND state = 'pending'",
-                &[&ids, &now],
-            )
-            .await?
-        }
-        Selection::Queue(queue) => {
-            tx.execute(
-                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = $2,
-                        updated_at = $2
-                 WHERE queue = $1 AND state = 'pending'",
-                &[&queue.as_str(), &now],
-            )
-            .await?
-        }
-    };
-    Ok(usize::try_from(acknowledged).unwrap_or(usize::MAX))
-}
-
 /// Delete the records of `selection` whatever their state; returns the ids deleted (their
 /// history is the caller's to drop).
 pub async fn delete(tx: &Transaction<'_>, selection: &Selection) -> StoreResult<Vec<JobId>> {
@@ -392,83 +191,379 @@ pub async fn purge_closed(
         .collect())
 }
 
-/// Dead-letter figures at `now`; a pending record replayed more than `repeat_after_replays`
-/// times counts as a repeat failure.
-pub async fn stats(
-    tx: &Transaction<'_>,
-    now: UnixMillis,
-    repeat_after_replays: u32,
-) -> StoreResult<DlqStats> {
-    let mut stats = DlqStats::default();
-    for state in DlqState::ALL {
-        stats.by_status.insert(state.as_str(), 0);
-    }
-    for row in tx
-        .query(
-            "SELECT state, count(*) FROM dead_letters GROUP BY state",
-            &[],
-        )
-        .await?
-    {
-        if let Some(state) = DlqState::parse(row.get(0)) {
-            stats.by_status.insert(state.as_str(), count_of(row.get(1)));
-        }
-    }
-    // Ties in byte order, as SQLite compares text (whatever the database's collation).
-    for row in tx
-        .query(
-            "SELECT queue, count(*) AS n FROM dead_letters WHERE state = 'pending'
-             GROUP BY queue ORDER BY n DESC, queue COLLATE \"C\"",
-            &[],
-        )
-        .await?
-    {
-        let (queue, count): (String, u64) = (row.get(0), count_of(row.get(1)));
-        if stats.top_failing_queues.len() < 10 {
-            stats.top_failing_queues.push(CountOf {
-                key: queue.clone(),
-                count,
-            });
-        }
-        stats.by_queue.insert(queue, count);
-    }
-    stats.oldest_pending_failed_at = tx
-        .query_one(
-            "SELECT min(failed_at) FROM dead_letters WHERE state = 'pending'",
-            &[],
-        )
-        .await?
-        .get(0);
-    stats.oldest_pending_age_ms = stats.oldest_pending_failed_at.map(|at| (now - at).max(0));
-    for row in tx
-        .query(
-            "SELECT last_status, count(*) AS n FROM dead_letters WHERE state = 'pending'
-             GROUP BY last_status ORDER BY n DESC LIMIT 10",
-            &[],
-        )
-        .await?
-    {
-        stats.top_status_codes.push(CountOf {
-            key: status_of(row.get(0)),
-            count: count_of(row.get(1)),
-        });
-    }
-    let day_ago = now - 24 * 3600 * 1000;
-    let row = tx
-        .query_one(
-            "SELECT count(*) FILTER (WHERE state = 'pending' AND replay_count > $2::bigint),
-                    count(*) FILTER (WHERE failed_at >= $1::bigint),
-                    count(*) FILTER (WHERE replayed_at >= $1),
-                    count(*) FILTER (WHERE acknowledged_at >= $1)
-             FROM dead_letters",
-            &[&day_ago, &i64::from(repeat_after_replays)],
+impl DeadLetterRows for PgTx<'_> {
+    async fn copy_to_dead_letters(
+        &self,
+        id: JobId,
+        reason: FailureReason,
+        now: UnixMillis,
+    ) -> StoreResult<Option<Buried>> {
+        let row = prepared::query_opt(
+            self.tx,
+            "INSERT INTO dead_letters (id, queue, target, payload, created_at, attempts,
+                    failure_reason, last_error, last_status, failed_at, state, replay_count,
+                    updated_at, priority, ordering_key, schedule, schedule_tick)
+             SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, $2::text,
+                    j.last_error, j.last_status, $3::bigint, 'pending', j.replay_count, $3,
+                    j.priority, j.ordering_key, j.schedule, j.schedule_tick
+             FROM jobs j JOIN queues q ON q.name = j.queue
+             WHERE j.id = $1
+             ON CONFLICT (id) DO UPDATE SET
+                 queue = excluded.queue, target = excluded.target, payload = excluded.payload,
+                 attempts = excluded.attempts, failure_reason = excluded.failure_reason,
+                 last_error = excluded.last_error, last_status = excluded.last_status,
+                 failed_at = excluded.failed_at, state = 'pending',
+                 replay_count = excluded.replay_count, acknowledged_at = NULL,
+                 updated_at = excluded.updated_at, priority = excluded.priority,
+                 ordering_key = excluded.ordering_key, schedule = excluded.schedule,
+                 schedule_tick = excluded.schedule_tick
+             RETURNING queue, attempts, last_status, last_error",
+            &[&uuid(id), &reason.as_str(), &now],
         )
         .await?;
-    stats.repeat_failures = count_of(row.get(0));
-    stats.last_24h = Last24h {
-        new_failures: count_of(row.get(1)),
-        replayed: count_of(row.get(2)),
-        acknowledged: count_of(row.get(3)),
-    };
-    Ok(stats)
+        Ok(row.map(|row| Buried {
+            queue: QueueName::from_stored(row.get(0)),
+            attempts: attempt_of(row.get(1)),
+            last_status: status_of(row.get(2)),
+            last_error: row.get(3),
+        }))
+    }
+
+    async fn dead_letter_is_open(&self, queue: &QueueName, id: JobId) -> StoreResult<bool> {
+        Ok(prepared::query_opt(
+            self.tx,
+            "SELECT 1 FROM dead_letters WHERE id = $1 AND queue = $2 AND state != 'replayed'",
+            &[&uuid(id), &queue.as_str()],
+        )
+        .await?
+        .is_some())
+    }
+
+    async fn dead_letter(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<DeadLetter>> {
+        get(self.tx, Some(queue), id).await
+    }
+
+    /// Claim up to `limit` pending records of `selection` for a replay: `pending → replaying`,
+    /// in selection order (by ids) or failure order (by queue). A record another transaction
+    /// holds (a replay running elsewhere, an acknowledgement) is skipped rather than waited
+    /// for: only one replay can claim a record, so two concurrent replays never send a job
+    /// twice.
+    async fn claim_for_replay(
+        &self,
+        selection: &Selection,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>> {
+        match selection {
+            Selection::Ids(ids) => {
+                let wanted: Vec<Uuid> = ids.iter().take(limit).map(|id| uuid(*id)).collect();
+                let claimed: HashSet<Uuid> = self
+                    .tx
+                    .query(
+                        "UPDATE dead_letters SET state = 'replaying', updated_at = $2
+                         WHERE id IN (SELECT id FROM dead_letters
+                                      WHERE id = ANY($1) AND state = 'pending'
+                                      FOR UPDATE SKIP LOCKED)
+                         RETURNING id",
+                        &[&wanted, &now],
+                    )
+                    .await?
+                    .iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                // In the order asked for, each once (as one UPDATE per id would have it).
+                let mut ordered = Vec::with_capacity(claimed.len());
+                let mut seen = HashSet::with_capacity(claimed.len());
+                for id in wanted {
+                    if claimed.contains(&id) && seen.insert(id) {
+                        ordered.push(job_id(id));
+                    }
+                }
+                Ok(ordered)
+            }
+            Selection::Queue(queue) => {
+                let mut claimed: Vec<(UnixMillis, Uuid)> = self
+                    .tx
+                    .query(
+                        "UPDATE dead_letters SET state = 'replaying', updated_at = $2
+                         WHERE id IN (SELECT id FROM dead_letters
+                                      WHERE queue = $1 AND state = 'pending'
+                                      ORDER BY failed_at, id LIMIT $3
+                                      FOR UPDATE SKIP LOCKED)
+                         RETURNING failed_at, id",
+                        &[&queue.as_str(), &now, &limit_param(limit)],
+                    )
+                    .await?
+                    .iter()
+                    .map(|row| (row.get(0), row.get(1)))
+                    .collect();
+                claimed.sort();
+                Ok(claimed.into_iter().map(|(_, id)| job_id(id)).collect())
+            }
+        }
+    }
+
+    /// Insert the job of claimed record `id` back into `jobs` (see [`put_back_as`]). If another
+    /// node's job took the head of its key meanwhile, this one waits behind it, as an enqueue
+    /// that lost that race does.
+    async fn put_back(
+        &self,
+        id: JobId,
+        now: UnixMillis,
+        run_at: UnixMillis,
+    ) -> StoreResult<Option<QueueName>> {
+        self.tx.batch_execute("SAVEPOINT put_back").await?;
+        match put_back_as(self.tx, id, now, run_at, false).await {
+            Ok(queue) => {
+                self.tx.batch_execute("RELEASE SAVEPOINT put_back").await?;
+                Ok(queue)
+            }
+            Err(e) if super::jobs::lost_the_head(&e) => {
+                self.tx
+                    .batch_execute("ROLLBACK TO SAVEPOINT put_back; RELEASE SAVEPOINT put_back")
+                    .await?;
+                Ok(put_back_as(self.tx, id, now, run_at, true).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn mark_replayed(&self, id: JobId, now: UnixMillis) -> StoreResult<()> {
+        self.tx
+            .execute(
+                "UPDATE dead_letters SET state = 'replayed', replayed_at = $2,
+                    replay_count = replay_count + 1, updated_at = $2
+             WHERE id = $1",
+                &[&uuid(id), &now],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn unclaim_replay(&self, id: JobId, now: UnixMillis) -> StoreResult<()> {
+        self.tx
+            .execute(
+                "UPDATE dead_letters SET state = 'pending', updated_at = $2
+             WHERE id = $1 AND state = 'replaying'",
+                &[&uuid(id), &now],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_dead_letters(&self, selection: &Selection) -> StoreResult<Vec<JobId>> {
+        delete(self.tx, selection).await
+    }
+
+    async fn purge_closed_dead_letters(
+        &self,
+        before: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>> {
+        purge_closed(self.tx, before, limit).await
+    }
+
+    /// One page of dead letters in failure order (newest or oldest first) after `page.after`,
+    /// with the number matching the filter when `page.with_total` asks for it. The filter's
+    /// columns lead an index whose tail is `(failed_at, id)`, so the page is one index range:
+    /// no filter `dead_letters_by_time`, a state `dead_letters_by_state`, a queue and a state
+    /// `dead_letters_by_queue`, a queue alone `dead_letters_by_queue_time`.
+    async fn list_dead_letters(
+        &self,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> StoreResult<DeadLetterPage> {
+        let queue = filter.queue.as_ref().map(QueueName::as_str);
+        let state = filter.state.map(DlqState::as_str);
+        let mut conditions: Vec<String> = Vec::new();
+        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+        if let Some(queue) = &queue {
+            params.push(queue);
+            conditions.push(format!("queue = ${}::text", params.len()));
+        }
+        if let Some(state) = &state {
+            params.push(state);
+            conditions.push(format!("state = ${}::text", params.len()));
+        }
+        let clause = if conditions.is_empty() {
+            "TRUE".to_owned()
+        } else {
+            conditions.join(" AND ")
+        };
+        let total = if page.with_total {
+            let total: i64 = self
+                .tx
+                .query_one(
+                    &format!("SELECT count(*) FROM dead_letters WHERE {clause}"),
+                    &params,
+                )
+                .await?
+                .get(0);
+            Some(count_of(total))
+        } else {
+            None
+        };
+        let (direction, compare) = page.keyset();
+        let mut sql = format!(
+            "SELECT {COLUMNS}{} FROM dead_letters WHERE {clause}",
+            if page.with_payload { ", payload" } else { "" }
+        );
+        let after = page.after.map(|p| (p.at, uuid(p.id)));
+        if let Some((at, id)) = &after {
+            params.push(at);
+            params.push(id);
+            sql.push_str(&format!(
+                " AND (failed_at, id) {compare} (${}::bigint, ${}::uuid)",
+                params.len() - 1,
+                params.len()
+            ));
+        }
+        let limit = limit_param(page.limit);
+        params.push(&limit);
+        sql.push_str(&format!(
+            " ORDER BY failed_at {direction}, id {direction} LIMIT ${}",
+            params.len()
+        ));
+        let letters = self
+            .tx
+            .query(&sql, &params)
+            .await?
+            .iter()
+            .map(|row| from_row(row, page.with_payload))
+            .collect::<StoreResult<_>>()?;
+        Ok(DeadLetterPage { letters, total })
+    }
+
+    /// Dead-letter figures at `now`; a pending record replayed more than `repeat_after_replays`
+    /// times counts as a repeat failure.
+    async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats> {
+        let mut stats = DlqStats::default();
+        for state in DlqState::ALL {
+            stats.by_status.insert(state.as_str(), 0);
+        }
+        for row in self
+            .tx
+            .query(
+                "SELECT state, count(*) FROM dead_letters GROUP BY state",
+                &[],
+            )
+            .await?
+        {
+            if let Some(state) = DlqState::parse(row.get(0)) {
+                stats.by_status.insert(state.as_str(), count_of(row.get(1)));
+            }
+        }
+        // Ties in byte order, as SQLite compares text (whatever the database's collation).
+        for row in self
+            .tx
+            .query(
+                "SELECT queue, count(*) AS n FROM dead_letters WHERE state = 'pending'
+                 GROUP BY queue ORDER BY n DESC, queue COLLATE \"C\"",
+                &[],
+            )
+            .await?
+        {
+            let (queue, count): (String, u64) = (row.get(0), count_of(row.get(1)));
+            if stats.top_failing_queues.len() < 10 {
+                stats.top_failing_queues.push(CountOf {
+                    key: queue.clone(),
+                    count,
+                });
+            }
+            stats.by_queue.insert(queue, count);
+        }
+        stats.oldest_pending_failed_at = self
+            .tx
+            .query_one(
+                "SELECT min(failed_at) FROM dead_letters WHERE state = 'pending'",
+                &[],
+            )
+            .await?
+            .get(0);
+        stats.oldest_pending_age_ms = stats.oldest_pending_failed_at.map(|at| (now - at).max(0));
+        for row in self
+            .tx
+            .query(
+                "SELECT last_status, count(*) AS n FROM dead_letters WHERE state = 'pending'
+                 GROUP BY last_status ORDER BY n DESC LIMIT 10",
+                &[],
+            )
+            .await?
+        {
+            stats.top_status_codes.push(CountOf {
+                key: status_of(row.get(0)),
+                count: count_of(row.get(1)),
+            });
+        }
+        let day_ago = now - 24 * 3600 * 1000;
+        let row = self
+            .tx
+            .query_one(
+                "SELECT count(*) FILTER (WHERE state = 'pending' AND replay_count > $2::bigint),
+                        count(*) FILTER (WHERE failed_at >= $1::bigint),
+                        count(*) FILTER (WHERE replayed_at >= $1),
+                        count(*) FILTER (WHERE acknowledged_at >= $1)
+                 FROM dead_letters",
+                &[&day_ago, &i64::from(repeat_after_replays)],
+            )
+            .await?;
+        stats.repeat_failures = count_of(row.get(0));
+        stats.last_24h = Last24h {
+            new_failures: count_of(row.get(1)),
+            replayed: count_of(row.get(2)),
+            acknowledged: count_of(row.get(3)),
+        };
+        Ok(stats)
+    }
+
+    async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize> {
+        let acknowledged = match selection {
+            Selection::Ids(ids) => {
+                let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
+                self.tx
+                    .execute(
+                        "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = $2,
+                            updated_at = $2
+                     WHERE id = ANY($1) AND state = 'pending'",
+                        &[&ids, &now],
+                    )
+                    .await?
+            }
+            Selection::Queue(queue) => {
+                self.tx
+                    .execute(
+                        "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = $2,
+                            updated_at = $2
+                     WHERE queue = $1 AND state = 'pending'",
+                        &[&queue.as_str(), &now],
+                    )
+                    .await?
+            }
+        };
+        Ok(usize::try_from(acknowledged).unwrap_or(usize::MAX))
+    }
+
+    async fn pending_dead_letters(
+        &self,
+        queue: Option<&QueueName>,
+    ) -> StoreResult<Vec<(QueueName, u64)>> {
+        let rows = self
+            .tx
+            .query(
+                "SELECT q.name, (SELECT count(*) FROM dead_letters d
+                                 WHERE d.queue = q.name AND d.state = 'pending')
+                 FROM queues q WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
+                &[&queue.map(QueueName::as_str)],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                (
+                    QueueName::from_stored(row.get(0)),
+                    u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+                )
+            })
+            .collect())
+    }
 }

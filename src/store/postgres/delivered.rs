@@ -6,10 +6,15 @@ use tokio_postgres::Row;
 
 use super::dead_letters;
 use super::jobs::{attempt_of, job_id, uuid};
+use super::tx::PgTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::sql_once;
+use crate::store::dialect::DeliveryRows;
 use crate::store::error::StoreResult;
-use crate::store::records::{Delivery, JobRecord, JobState, Position, ScheduleTick};
+use crate::store::postgres::jobs::{attempt_param, prepared};
+use crate::store::records::{Delivery, JobRecord, JobState, Lease, Position, ScheduleTick};
+use crate::store::status::codes::IN_FLIGHT;
 
 /// The columns of a delivered job, in the order [`delivered_from_row`] reads them.
 const DELIVERED_COLUMNS: &str = "id, queue, payload, attempts, created_at, not_before, \
@@ -56,60 +61,105 @@ pub(super) async fn get(
         .map(delivered_from_row))
 }
 
-/// One page of `queue`'s delivery log, newest delivery first, after `before`, through
-/// `delivered_by_queue` (read backwards).
-pub(super) async fn list(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    before: Option<Position>,
-    limit: usize,
-) -> StoreResult<Vec<JobRecord>> {
-    let limit = super::jobs::limit_param(limit);
-    let rows = match before {
-        Some(before) => {
-            tx.query(
-                &format!(
-                    "SELECT {DELIVERED_COLUMNS} FROM delivered
-                     WHERE queue = $1 AND (delivered_at, id) < ($2::bigint, $3::uuid)
-                     ORDER BY delivered_at DESC, id DESC LIMIT $4"
-                ),
-                &[&queue.as_str(), &before.at, &uuid(before.id), &limit],
-            )
-            .await?
-        }
-        None => {
-            tx.query(
-                &format!(
-                    "SELECT {DELIVERED_COLUMNS} FROM delivered WHERE queue = $1
-                     ORDER BY delivered_at DESC, id DESC LIMIT $2"
-                ),
-                &[&queue.as_str(), &limit],
-            )
-            .await?
-        }
-    };
-    Ok(rows.iter().map(delivered_from_row).collect())
-}
-
-/// Retention: delete up to `limit` records of `queue` delivered before `before` (through
-/// `delivered_by_queue`), skipping rows another transaction holds. Returns the ids deleted
-/// (their history is the caller's to drop).
-pub(super) async fn purge(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    before: UnixMillis,
-    limit: usize,
-) -> StoreResult<Vec<JobId>> {
-    Ok(tx
-        .query(
-            "DELETE FROM delivered WHERE id IN (
-                 SELECT id FROM delivered WHERE queue = $1 AND delivered_at < $2
-                 LIMIT $3 FOR UPDATE SKIP LOCKED)
-             RETURNING id",
-            &[&queue.as_str(), &before, &super::jobs::limit_param(limit)],
+impl DeliveryRows for PgTx<'_> {
+    async fn keep_delivered(
+        &self,
+        id: JobId,
+        lease: Lease,
+        delivery: &Delivery,
+    ) -> StoreResult<bool> {
+        let kept = prepared::execute(
+            self.tx,
+            sql_once!(
+                "INSERT INTO delivered (id, queue, payload, attempts, created_at, not_before,
+                        priority, ordering_key, schedule, schedule_tick, delivered_at,
+                        response_status, latency_ms)
+                 SELECT id, queue, payload, attempts, created_at, not_before, priority,
+                        ordering_key, schedule, schedule_tick, $4::bigint, $5::integer,
+                        $6::bigint
+                 FROM jobs WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
+                             AND leased_until = $3
+                 ON CONFLICT (id) DO UPDATE SET
+                     queue = excluded.queue, payload = excluded.payload,
+                     attempts = excluded.attempts, delivered_at = excluded.delivered_at,
+                     response_status = excluded.response_status,
+                     latency_ms = excluded.latency_ms"
+            ),
+            &[
+                &uuid(id),
+                &attempt_param(lease.attempt),
+                &lease.until,
+                &delivery.at,
+                &i32::from(delivery.status),
+                &i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX),
+            ],
         )
-        .await?
-        .iter()
-        .map(|row| job_id(row.get(0)))
-        .collect())
+        .await?;
+        Ok(kept == 1)
+    }
+
+    async fn delivered_job(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
+        get(self.tx, queue, id).await
+    }
+
+    /// Retention: delete up to `limit` records of `queue` delivered before `before` (through
+    /// `delivered_by_queue`), skipping rows another transaction holds. Returns the ids deleted
+    /// (their history is the caller's to drop).
+    async fn purge_delivered(
+        &self,
+        queue: &QueueName,
+        before: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>> {
+        Ok(self
+            .tx
+            .query(
+                "DELETE FROM delivered WHERE id IN (
+                     SELECT id FROM delivered WHERE queue = $1 AND delivered_at < $2
+                     LIMIT $3 FOR UPDATE SKIP LOCKED)
+                 RETURNING id",
+                &[&queue.as_str(), &before, &super::jobs::limit_param(limit)],
+            )
+            .await?
+            .iter()
+            .map(|row| job_id(row.get(0)))
+            .collect())
+    }
+
+    /// One page of `queue`'s delivery log, newest delivery first, after `before`, through
+    /// `delivered_by_queue` (read backwards).
+    async fn list_delivered(
+        &self,
+        queue: &QueueName,
+        before: Option<Position>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>> {
+        let limit = super::jobs::limit_param(limit);
+        let rows = match before {
+            Some(before) => {
+                self.tx
+                    .query(
+                        &format!(
+                            "SELECT {DELIVERED_COLUMNS} FROM delivered
+                         WHERE queue = $1 AND (delivered_at, id) < ($2::bigint, $3::uuid)
+                         ORDER BY delivered_at DESC, id DESC LIMIT $4"
+                        ),
+                        &[&queue.as_str(), &before.at, &uuid(before.id), &limit],
+                    )
+                    .await?
+            }
+            None => {
+                self.tx
+                    .query(
+                        &format!(
+                            "SELECT {DELIVERED_COLUMNS} FROM delivered WHERE queue = $1
+                         ORDER BY delivered_at DESC, id DESC LIMIT $2"
+                        ),
+                        &[&queue.as_str(), &limit],
+                    )
+                    .await?
+            }
+        };
+        Ok(rows.iter().map(delivered_from_row).collect())
+    }
 }

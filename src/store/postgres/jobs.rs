@@ -23,15 +23,17 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
+use super::tx::PgTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::sql_once;
-use crate::store::dialect::KeyClaim;
+use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, BatchKey, ClaimedJob, IdempotencyKey, JobRecord, JobState, NewJob, QueueCounts,
-    RecordedBatch, ScheduleTick,
+    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, Lease, NewJob, QueueCounts,
+    ScheduleTick,
 };
+use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
 
 /// Statements prepared once per connection (deadpool's statement cache) and reused: the
@@ -80,98 +82,18 @@ pub(super) mod prepared {
     }
 }
 
+/// What `DELETE FROM jobs … RETURNING queue, ordering_key, last_error IS NOT NULL` says a
+/// job left behind.
+fn left_from(row: &tokio_postgres::Row) -> Left {
+    let queue: String = row.get(0);
+    Left {
+        key: row.get::<_, Option<String>>(1).map(|key| (queue, key)),
+        had_failures: row.get(2),
+    }
+}
+
 /// How many scheduled jobs one claim promotes at most.
 const PROMOTE_BATCH: i64 = 1000;
-
-/// Claim idempotency key `key` of `queue` for job `id` by inserting its row (or taking
-/// over an expired one): a concurrent enqueue with the same key waits on that row, then
-/// finds it taken.
-pub async fn claim_idempotency_key(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    key: &IdempotencyKey,
-    id: JobId,
-    created_at: UnixMillis,
-) -> StoreResult<KeyClaim> {
-    let claimed = prepared::query_opt(
-        tx,
-        "INSERT INTO idempotency_keys (queue, key, job_id, created_at)
-             SELECT name, $2::text, $3::uuid, $4::bigint FROM queues WHERE name = $1
-             ON CONFLICT (queue, key) DO UPDATE
-                 SET job_id = excluded.job_id, created_at = excluded.created_at
-                 WHERE idempotency_keys.created_at < $5
-             RETURNING job_id",
-        &[
-            &queue.as_str(),
-            &key.key,
-            &uuid(id),
-            &created_at,
-            &key.valid_since,
-        ],
-    )
-    .await?;
-    if claimed.is_some() {
-        return Ok(KeyClaim::Claimed);
-    }
-    let first = prepared::query_opt(
-        tx,
-        "SELECT job_id FROM idempotency_keys WHERE queue = $1 AND key = $2",
-        &[&queue.as_str(), &key.key],
-    )
-    .await?;
-    match first {
-        Some(row) => Ok(KeyClaim::Taken(job_id(row.get(0)))),
-        None => Err(StoreError::QueueNotFound),
-    }
-}
-
-/// Claim batch key `key` of `queue` for the batch of `ids`, as a single job's key is
-/// claimed; `Some` (the batch it stands for) if it is taken.
-pub async fn claim_batch_key(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    key: &BatchKey,
-    ids: &[JobId],
-) -> StoreResult<Option<RecordedBatch>> {
-    let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
-    let claimed = prepared::query_opt(
-        tx,
-        "INSERT INTO batch_keys (queue, key, fingerprint, job_ids, created_at)
-             SELECT name, $2::text, $3::bytea, $4::uuid[], $5::bigint FROM queues
-             WHERE name = $1
-             ON CONFLICT (queue, key) DO UPDATE
-                 SET fingerprint = excluded.fingerprint, job_ids = excluded.job_ids,
-                     created_at = excluded.created_at
-                 WHERE batch_keys.created_at < $6
-             RETURNING 1",
-        &[
-            &queue.as_str(),
-            &key.key.key,
-            &&key.fingerprint[..],
-            &ids,
-            &key.created_at,
-            &key.key.valid_since,
-        ],
-    )
-    .await?;
-    if claimed.is_some() {
-        return Ok(None);
-    }
-    let first = prepared::query_opt(
-        tx,
-        "SELECT fingerprint, job_ids FROM batch_keys WHERE queue = $1 AND key = $2",
-        &[&queue.as_str(), &key.key.key],
-    )
-    .await?;
-    let Some(row) = first else {
-        return Err(StoreError::QueueNotFound);
-    };
-    let ids: Vec<Uuid> = row.get(1);
-    Ok(Some(RecordedBatch {
-        fingerprint: row.get(0),
-        ids: ids.into_iter().map(job_id).collect(),
-    }))
-}
 
 /// Insert the job row. A savepoint guards the insert that may lose the race for its key's
 /// head, so the transaction survives it and stores the job blocked instead.
@@ -287,111 +209,8 @@ pub async fn insert_leased(
     Ok(())
 }
 
-/// Delete up to `limit` idempotency keys recorded before `before`.
-pub async fn purge_idempotency_keys(
-    tx: &Transaction<'_>,
-    before: UnixMillis,
-    limit: usize,
-) -> StoreResult<usize> {
-    let purged: i64 = prepared::query_one(
-        tx,
-        "WITH single AS (
-             DELETE FROM idempotency_keys WHERE (queue, key) IN (
-                 SELECT queue, key FROM idempotency_keys WHERE created_at < $1
-                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-             RETURNING 1),
-         batch AS (
-             DELETE FROM batch_keys WHERE (queue, key) IN (
-                 SELECT queue, key FROM batch_keys WHERE created_at < $1
-                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-             RETURNING 1)
-         SELECT (SELECT count(*) FROM single) + (SELECT count(*) FROM batch)",
-        &[&before, &i64::try_from(limit).unwrap_or(i64::MAX)],
-    )
-    .await?
-    .get(0);
-    Ok(usize::try_from(purged).unwrap_or(usize::MAX))
-}
-
-/// Where each queue's live jobs stand at `now` (only `queue` when given): each figure
-/// counted through its partial index (ready, scheduled, blocked, in flight), never by
-/// reading every job of a queue. Scheduled jobs already due count as ready.
-pub async fn counts(
-    client: &impl GenericClient,
-    queue: Option<&QueueName>,
-    now: UnixMillis,
-) -> StoreResult<BTreeMap<QueueName, QueueCounts>> {
-    let name = queue.map(QueueName::as_str);
-    let rows = client
-        .query(
-            sql_once!(
-                "SELECT queue, {READY} AS kind, count(*), count(*), min(run_at) FROM jobs
-             WHERE status = {READY} AND ($2::text IS NULL OR queue = $2) GROUP BY queue
-             UNION ALL
-             SELECT queue, {SCHEDULED}, count(*), count(*) FILTER (WHERE run_at <= $1),
-                    min(run_at) FILTER (WHERE run_at <= $1) FROM jobs
-             WHERE status = {SCHEDULED} AND ($2::text IS NULL OR queue = $2) GROUP BY queue
-             UNION ALL
-             SELECT queue, {BLOCKED}, count(*), 0, NULL FROM jobs
-             WHERE ordering_key IS NOT NULL AND status = {BLOCKED}
-               AND ($2::text IS NULL OR queue = $2) GROUP BY queue
-             UNION ALL
-             SELECT queue, {IN_FLIGHT}, count(*), 0, NULL FROM jobs
-             WHERE status = {IN_FLIGHT} AND ($2::text IS NULL OR queue = $2) GROUP BY queue"
-            ),
-            &[&now, &name],
-        )
-        .await?;
-    let count = |n: i64| u64::try_from(n).unwrap_or(0);
-    let mut counts: BTreeMap<QueueName, QueueCounts> = BTreeMap::new();
-    for row in rows {
-        let entry = counts
-            .entry(QueueName::from_stored(row.get(0)))
-            .or_default();
-        let (jobs, due, earliest): (i64, i64, Option<i64>) = (row.get(2), row.get(3), row.get(4));
-        match i16::try_from(row.get::<_, i32>(1)).unwrap_or(IN_FLIGHT) {
-            READY => {
-                entry.ready += count(jobs);
-                entry.oldest_due_at = earliest_of(entry.oldest_due_at, earliest);
-            }
-            SCHEDULED => {
-                entry.scheduled += count(jobs - due);
-                entry.ready += count(due);
-                entry.oldest_due_at = earliest_of(entry.oldest_due_at, earliest);
-            }
-            BLOCKED => entry.blocked += count(jobs),
-            _ => entry.in_flight += count(jobs),
-        }
-    }
-    Ok(counts)
-}
-
 fn earliest_of(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {
     a.into_iter().chain(b).min()
-}
-
-/// Pending dead letters of every queue (0 for a queue without), in name order.
-pub async fn pending_dead_letters(
-    client: &impl GenericClient,
-    queue: Option<&QueueName>,
-) -> StoreResult<Vec<(QueueName, u64)>> {
-    let rows = client
-        .query(
-            "SELECT q.name, (SELECT count(*) FROM dead_letters d
-                             WHERE d.queue = q.name AND d.state = 'pending')
-             FROM queues q WHERE $1::text IS NULL OR q.name = $1 ORDER BY q.name",
-            &[&queue.map(QueueName::as_str)],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|row| {
-            (
-                QueueName::from_stored(row.get(0)),
-                u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
-            )
-        })
-        .collect())
 }
 
 /// When `queue` next has a job due: a ready job's time (it is due already), else the
@@ -495,31 +314,6 @@ pub(super) async fn lock_key(tx: &Transaction<'_>, queue: &str, key: &str) -> St
     Ok(())
 }
 
-/// After a job of `key` left: if the key has no head any more, its earliest blocked job
-/// becomes the head (ready, or scheduled if it asked to start later).
-pub(super) async fn promote_next_of_key(
-    tx: &Transaction<'_>,
-    queue: &str,
-    key: &str,
-    now: UnixMillis,
-) -> StoreResult<bool> {
-    lock_key(tx, queue, key).await?;
-    let promoted = prepared::execute(
-        tx,
-        sql_once!(
-            "UPDATE jobs SET status = CASE WHEN run_at > $3 THEN {SCHEDULED} ELSE {READY} END
-             WHERE id = (SELECT id FROM jobs
-                         WHERE queue = $1 AND ordering_key = $2 AND status = {BLOCKED}
-                         ORDER BY id LIMIT 1)
-               AND NOT EXISTS (SELECT 1 FROM jobs
-                               WHERE queue = $1 AND ordering_key = $2 AND status IN ({READY}, {IN_FLIGHT}, {SCHEDULED}))"
-        ),
-        &[&queue, &key, &now],
-    )
-    .await?;
-    Ok(promoted == 1)
-}
-
 pub(super) fn uuid(id: JobId) -> Uuid {
     Uuid::from_bytes(*id.as_bytes())
 }
@@ -569,78 +363,424 @@ fn live_from_row(row: &Row) -> StoreResult<JobRecord> {
     })
 }
 
-/// A live job of `queue`, if there is one with that id.
-pub(super) async fn get_live(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    id: JobId,
-) -> StoreResult<Option<JobRecord>> {
-    prepared::query_opt(
-        tx,
-        &format!("SELECT {LIVE_COLUMNS} FROM jobs WHERE id = $1 AND queue = $2"),
-        &[&uuid(id), &queue.as_str()],
-    )
-    .await?
-    .as_ref()
-    .map(live_from_row)
-    .transpose()
-}
-
-/// One page of `queue`'s live jobs in id (creation) order after `after`, through
-/// `jobs_by_queue`.
-pub(super) async fn list_live(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    after: Option<JobId>,
-    limit: usize,
-) -> StoreResult<Vec<JobRecord>> {
-    let limit = limit_param(limit);
-    let rows = match after {
-        Some(after) => {
-            prepared::query(
-                tx,
-                &format!(
-                    "SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 AND id > $2
-                     ORDER BY id LIMIT $3"
-                ),
-                &[&queue.as_str(), &uuid(after), &limit],
-            )
-            .await?
-        }
-        None => {
-            prepared::query(
-                tx,
-                &format!("SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 ORDER BY id LIMIT $2"),
-                &[&queue.as_str(), &limit],
-            )
-            .await?
-        }
-    };
-    rows.iter().map(live_from_row).collect()
-}
-
-/// The failed attempts of a job, oldest first. `job_attempts` has no insertion order of its
-/// own on PostgreSQL (SQLite reads its rowid): by time, then attempt number, which is the
-/// order they were recorded in (a replay restarts the numbers, later).
-pub(super) async fn history(tx: &Transaction<'_>, id: JobId) -> StoreResult<Vec<AttemptRecord>> {
-    Ok(prepared::query(
-        tx,
-        "SELECT attempt, at, status, latency_ms, error FROM job_attempts
-             WHERE job_id = $1 ORDER BY at, attempt",
-        &[&uuid(id)],
-    )
-    .await?
-    .iter()
-    .map(|row| AttemptRecord {
-        attempt: attempt_of(row.get(0)),
-        at: row.get(1),
-        status: super::dead_letters::status_of(row.get(2)),
-        latency_ms: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
-        error: row.get(4),
-    })
-    .collect())
-}
-
 pub(super) fn limit_param(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+impl JobRows for PgTx<'_> {
+    async fn insert_jobs(&self, queue: &QueueName, batch: &[NewJob]) -> StoreResult<()> {
+        for job in batch {
+            insert(self.tx, queue, job).await?;
+        }
+        Ok(())
+    }
+
+    async fn mark_schedule_tick(&self, id: JobId, tick: &ScheduleTick) -> StoreResult<()> {
+        prepared::execute(
+            self.tx,
+            "UPDATE jobs SET schedule = $2, schedule_tick = $3 WHERE id = $1",
+            &[&uuid(id), &tick.schedule.as_str(), &tick.tick],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        queue: &QueueName,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<ClaimedJob>> {
+        claim(self.tx, queue, now, leased_until, limit, self.node).await
+    }
+
+    async fn delete_leased(&self, id: JobId, lease: Lease) -> StoreResult<Option<Left>> {
+        Ok(prepared::query_opt(
+            self.tx,
+            sql_once!(
+                "DELETE FROM jobs WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
+                                        AND leased_until = $3
+                 RETURNING queue, ordering_key, last_error IS NOT NULL"
+            ),
+            &[&uuid(id), &attempt_param(lease.attempt), &lease.until],
+        )
+        .await?
+        .as_ref()
+        .map(left_from))
+    }
+
+    async fn delete_job(&self, id: JobId) -> StoreResult<Option<Left>> {
+        Ok(prepared::query_opt(
+            self.tx,
+            "DELETE FROM jobs WHERE id = $1
+             RETURNING queue, ordering_key, last_error IS NOT NULL",
+            &[&uuid(id)],
+        )
+        .await?
+        .as_ref()
+        .map(left_from))
+    }
+
+    /// After a job of `key` left: if the key has no head any more, its earliest blocked job
+    /// becomes the head (ready, or scheduled if it asked to start later).
+    async fn promote_next_of_key(
+        &self,
+        queue: &str,
+        key: &str,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
+        lock_key(self.tx, queue, key).await?;
+        let promoted = prepared::execute(
+            self.tx,
+            sql_once!(
+                "UPDATE jobs SET status = CASE WHEN run_at > $3 THEN {SCHEDULED} ELSE {READY} END
+                 WHERE id = (SELECT id FROM jobs
+                             WHERE queue = $1 AND ordering_key = $2 AND status = {BLOCKED}
+                             ORDER BY id LIMIT 1)
+                   AND NOT EXISTS (SELECT 1 FROM jobs
+                                   WHERE queue = $1 AND ordering_key = $2 AND status IN ({READY}, {IN_FLIGHT}, {SCHEDULED}))"
+            ),
+            &[&queue, &key, &now],
+        )
+        .await?;
+        Ok(promoted == 1)
+    }
+
+    async fn reschedule_leased(
+        &self,
+        id: JobId,
+        lease: Lease,
+        run_at: UnixMillis,
+        failure: &Failure,
+    ) -> StoreResult<bool> {
+        let changed = prepared::execute(
+            self.tx,
+            sql_once!(
+                "UPDATE jobs SET status = CASE WHEN $4::bigint > $5::bigint
+                                               THEN {SCHEDULED} ELSE {READY} END,
+                        run_at = $4, leased_until = NULL, leased_by = NULL,
+                        last_error = $6, last_status = $7
+                 WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
+                   AND leased_until = $3"
+            ),
+            &[
+                &uuid(id),
+                &attempt_param(lease.attempt),
+                &lease.until,
+                &run_at,
+                &failure.at,
+                &failure.error,
+                &failure.status.map(i32::from),
+            ],
+        )
+        .await?;
+        Ok(changed == 1)
+    }
+
+    async fn note_last_failure(
+        &self,
+        id: JobId,
+        lease: Lease,
+        failure: &Failure,
+    ) -> StoreResult<bool> {
+        let changed = prepared::execute(
+            self.tx,
+            sql_once!(
+                "UPDATE jobs SET last_error = $4, last_status = $5
+                 WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
+                   AND leased_until = $3"
+            ),
+            &[
+                &uuid(id),
+                &attempt_param(lease.attempt),
+                &lease.until,
+                &failure.error,
+                &failure.status.map(i32::from),
+            ],
+        )
+        .await?;
+        Ok(changed == 1)
+    }
+
+    async fn note_expired(&self, id: JobId) -> StoreResult<()> {
+        prepared::execute(
+            self.tx,
+            "UPDATE jobs
+             SET last_error = coalesce(last_error, 'expired: not delivered within the job TTL')
+             WHERE id = $1",
+            &[&uuid(id)],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn live_status(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobStatus>> {
+        // Locked, so a claim on another node cannot take it between this look and the
+        // caller's write.
+        let code: Option<i16> = prepared::query_opt(
+            self.tx,
+            "SELECT status FROM jobs WHERE id = $1 AND queue = $2 FOR UPDATE",
+            &[&uuid(id), &queue.as_str()],
+        )
+        .await?
+        .map(|row| row.get(0));
+        code.map(|code| {
+            JobStatus::from_code(i64::from(code)).ok_or_else(|| {
+                anyhow::anyhow!("jobs.status holds {code}, which this hookq does not know").into()
+            })
+        })
+        .transpose()
+    }
+
+    async fn stale_leases(
+        &self,
+        now: UnixMillis,
+        default_max_attempts: u32,
+        limit: usize,
+    ) -> StoreResult<Vec<StaleLease>> {
+        Ok(prepared::query(
+            self.tx,
+            sql_once!(
+                "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, $2)
+                 FROM jobs j JOIN queues q ON q.name = j.queue
+                 WHERE j.status = {IN_FLIGHT} AND j.leased_until < $1
+                 ORDER BY j.leased_until LIMIT $3
+                 FOR UPDATE OF j SKIP LOCKED"
+            ),
+            &[
+                &now,
+                &attempt_param(default_max_attempts),
+                &limit_param(limit),
+            ],
+        )
+        .await?
+        .iter()
+        .map(|row| StaleLease {
+            id: job_id(row.get(0)),
+            lease: Lease {
+                attempt: attempt_of(row.get(1)),
+                until: row.get(2),
+            },
+            max_attempts: attempt_of(row.get(3)),
+        })
+        .collect())
+    }
+
+    async fn expired_jobs(
+        &self,
+        cutoff: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<(JobId, QueueName)>> {
+        // Ids are UUIDv7: every id below the first possible id of `cutoff` was created
+        // before it (a range of the primary key). Locked as found, skipping rows a claim
+        // holds: a job being delivered is left alone.
+        let bound = uuid(JobId::first_of_millis(cutoff));
+        let row =
+            |row: &tokio_postgres::Row| (job_id(row.get(0)), QueueName::from_stored(row.get(1)));
+        let mut expired: Vec<(JobId, QueueName)> = prepared::query(
+            self.tx,
+            sql_once!(
+                "SELECT id, queue FROM jobs
+                 WHERE id < $1 AND status <> {IN_FLIGHT} AND ttl_from IS NULL
+                 ORDER BY id LIMIT $2
+                 FOR UPDATE SKIP LOCKED"
+            ),
+            &[&bound, &limit_param(limit)],
+        )
+        .await?
+        .iter()
+        .map(row)
+        .collect();
+        let room = limit.saturating_sub(expired.len());
+        if room > 0 {
+            let own_ttl = prepared::query(
+                self.tx,
+                sql_once!(
+                    "SELECT id, queue FROM jobs
+                     WHERE ttl_from < $1 AND status <> {IN_FLIGHT}
+                     ORDER BY ttl_from LIMIT $2
+                     FOR UPDATE SKIP LOCKED"
+                ),
+                &[&cutoff, &limit_param(room)],
+            )
+            .await?;
+            expired.extend(own_ttl.iter().map(row));
+        }
+        Ok(expired)
+    }
+
+    async fn live_job(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
+        prepared::query_opt(
+            self.tx,
+            &format!("SELECT {LIVE_COLUMNS} FROM jobs WHERE id = $1 AND queue = $2"),
+            &[&uuid(id), &queue.as_str()],
+        )
+        .await?
+        .as_ref()
+        .map(live_from_row)
+        .transpose()
+    }
+
+    /// One page of `queue`'s live jobs in id (creation) order after `after`, through
+    /// `jobs_by_queue`.
+    async fn list_live(
+        &self,
+        queue: &QueueName,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>> {
+        let limit = limit_param(limit);
+        let rows = match after {
+            Some(after) => {
+                prepared::query(
+                    self.tx,
+                    &format!(
+                        "SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 AND id > $2
+                         ORDER BY id LIMIT $3"
+                    ),
+                    &[&queue.as_str(), &uuid(after), &limit],
+                )
+                .await?
+            }
+            None => {
+                prepared::query(
+                    self.tx,
+                    &format!(
+                        "SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 ORDER BY id LIMIT $2"
+                    ),
+                    &[&queue.as_str(), &limit],
+                )
+                .await?
+            }
+        };
+        rows.iter().map(live_from_row).collect()
+    }
+
+    /// Where each queue's live jobs stand at `now` (only `queue` when given): each figure
+    /// counted through its partial index (ready, scheduled, blocked, in flight), never by
+    /// reading every job of a queue. Scheduled jobs already due count as ready.
+    async fn live_counts(
+        &self,
+        queue: Option<&QueueName>,
+        now: UnixMillis,
+    ) -> StoreResult<BTreeMap<QueueName, QueueCounts>> {
+        let name = queue.map(QueueName::as_str);
+        let rows = self
+            .tx
+            .query(
+                sql_once!(
+                    "SELECT queue, {READY} AS kind, count(*), count(*), min(run_at) FROM jobs
+                 WHERE status = {READY} AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+                 UNION ALL
+                 SELECT queue, {SCHEDULED}, count(*), count(*) FILTER (WHERE run_at <= $1),
+                        min(run_at) FILTER (WHERE run_at <= $1) FROM jobs
+                 WHERE status = {SCHEDULED} AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+                 UNION ALL
+                 SELECT queue, {BLOCKED}, count(*), 0, NULL FROM jobs
+                 WHERE ordering_key IS NOT NULL AND status = {BLOCKED}
+                   AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+                 UNION ALL
+                 SELECT queue, {IN_FLIGHT}, count(*), 0, NULL FROM jobs
+                 WHERE status = {IN_FLIGHT} AND ($2::text IS NULL OR queue = $2) GROUP BY queue"
+                ),
+                &[&now, &name],
+            )
+            .await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        let mut counts: BTreeMap<QueueName, QueueCounts> = BTreeMap::new();
+        for row in rows {
+            let entry = counts
+                .entry(QueueName::from_stored(row.get(0)))
+                .or_default();
+            let (jobs, due, earliest): (i64, i64, Option<i64>) =
+                (row.get(2), row.get(3), row.get(4));
+            match i16::try_from(row.get::<_, i32>(1)).unwrap_or(IN_FLIGHT) {
+                READY => {
+                    entry.ready += count(jobs);
+                    entry.oldest_due_at = earliest_of(entry.oldest_due_at, earliest);
+                }
+                SCHEDULED => {
+                    entry.scheduled += count(jobs - due);
+                    entry.ready += count(due);
+                    entry.oldest_due_at = earliest_of(entry.oldest_due_at, earliest);
+                }
+                BLOCKED => entry.blocked += count(jobs),
+                _ => entry.in_flight += count(jobs),
+            }
+        }
+        Ok(counts)
+    }
+}
+
+impl HistoryRows for PgTx<'_> {
+    async fn record_attempt(&self, id: JobId, attempt: u32, failure: &Failure) -> StoreResult<()> {
+        prepared::execute(
+            self.tx,
+            "INSERT INTO job_attempts (job_id, queue, attempt, at, status, latency_ms, error)
+             SELECT id, queue, $2::integer, $3::bigint, $4::integer, $5::bigint, $6::text
+             FROM jobs WHERE id = $1",
+            &[
+                &uuid(id),
+                &attempt_param(attempt),
+                &failure.at,
+                &failure.status.map(i32::from),
+                &i64::try_from(failure.latency_ms).unwrap_or(i64::MAX),
+                &failure.error,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The failed attempts of a job, oldest first. `job_attempts` has no insertion order of its
+    /// own on PostgreSQL (SQLite reads its rowid): by time, then attempt number, which is the
+    /// order they were recorded in (a replay restarts the numbers, later).
+    async fn history(&self, id: JobId) -> StoreResult<Vec<AttemptRecord>> {
+        Ok(prepared::query(
+            self.tx,
+            "SELECT attempt, at, status, latency_ms, error FROM job_attempts
+                 WHERE job_id = $1 ORDER BY at, attempt",
+            &[&uuid(id)],
+        )
+        .await?
+        .iter()
+        .map(|row| AttemptRecord {
+            attempt: attempt_of(row.get(0)),
+            at: row.get(1),
+            status: super::dead_letters::status_of(row.get(2)),
+            latency_ms: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
+            error: row.get(4),
+        })
+        .collect())
+    }
+
+    async fn drop_history(&self, ids: &[JobId]) -> StoreResult<()> {
+        let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
+        prepared::execute(
+            self.tx,
+            "DELETE FROM job_attempts WHERE job_id = ANY($1)",
+            &[&ids],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn drop_unreferenced_history(&self, ids: &[JobId]) -> StoreResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
+        prepared::execute(
+            self.tx,
+            "DELETE FROM job_attempts a
+             WHERE a.job_id = ANY($1)
+               AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = a.job_id)
+               AND NOT EXISTS (SELECT 1 FROM dead_letters WHERE id = a.job_id)
+               AND NOT EXISTS (SELECT 1 FROM delivered WHERE id = a.job_id)",
+            &[&ids],
+        )
+        .await?;
+        Ok(())
+    }
 }

@@ -24,6 +24,7 @@ pub mod connect;
 pub mod dead_letters;
 pub mod delivered;
 pub mod events;
+mod idempotency;
 pub mod jobs;
 pub mod limits;
 pub mod migrate;

@@ -5,8 +5,10 @@ use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use super::tx::PgTx;
 use crate::model::QueueName;
 use crate::policy::QueueChange;
+use crate::store::dialect::QueueRows;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::queue_row::QueueRow;
 use crate::store::records::{Caps, Queue};
@@ -278,5 +280,25 @@ fn queue_row(row: &Row) -> QueueRow {
         max_queued: row.get(10),
         paused: row.get(11),
         keep_delivered_ms: row.get(12),
+    }
+}
+
+impl QueueRows for PgTx<'_> {
+    /// Lock `queue`'s row against other schedule creations (not against enqueues: their
+    /// foreign key takes KEY SHARE, which NO KEY UPDATE lets through), so a count of its
+    /// schedules holds until the commit. `QueueNotFound` if it does not exist.
+    async fn lock_queue_for_schedules(&self, queue: &QueueName) -> StoreResult<()> {
+        self.tx
+            .query_opt(
+                "SELECT 1 FROM queues WHERE name = $1 FOR NO KEY UPDATE",
+                &[&queue.as_str()],
+            )
+            .await?
+            .map(|_| ())
+            .ok_or(StoreError::QueueNotFound)
+    }
+
+    async fn require_queue(&self, queue: &QueueName) -> StoreResult<()> {
+        require(self.tx, queue).await
     }
 }

@@ -13,8 +13,10 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::jobs::{job_id, uuid};
+use super::tx::PgTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
+use crate::store::dialect::ScheduleRows;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{NewSchedule, Schedule};
 
@@ -108,19 +110,6 @@ impl<'a> BoundSchedule<'a> {
     }
 }
 
-/// Lock `queue`'s row against other schedule creations (not against enqueues: their
-/// foreign key takes KEY SHARE, which NO KEY UPDATE lets through), so a count of its
-/// schedules holds until the commit. `QueueNotFound` if it does not exist.
-pub async fn lock_queue(tx: &Transaction<'_>, queue: &QueueName) -> StoreResult<()> {
-    tx.query_opt(
-        "SELECT 1 FROM queues WHERE name = $1 FOR NO KEY UPDATE",
-        &[&queue.as_str()],
-    )
-    .await?
-    .map(|_| ())
-    .ok_or(StoreError::QueueNotFound)
-}
-
 /// How many schedules `queue` has.
 pub async fn count(tx: &Transaction<'_>, queue: &QueueName) -> StoreResult<u64> {
     let count: i64 = tx
@@ -133,168 +122,185 @@ pub async fn count(tx: &Transaction<'_>, queue: &QueueName) -> StoreResult<u64> 
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
-/// Insert `schedule` on `queue` (through `queues`: none for a queue deleted a moment
-/// before), next ticking at `next_run_at`. False if it exists or the queue does not.
-pub async fn insert(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    schedule: &NewSchedule,
-    next_run_at: Option<UnixMillis>,
-    now: UnixMillis,
-) -> StoreResult<bool> {
-    let inserted = tx
-        .execute(
-            "INSERT INTO schedules (queue, name, cron, timezone, payload, priority,
-                                    ordering_key, paused, next_run_at, created_at,
-                                    updated_at)
-             SELECT name, $2::text, $3::text, $4::text, $5::text, $6::integer, $7::text,
-                    $8::boolean, $9::bigint, $10::bigint, $10::bigint
-             FROM queues WHERE name = $1
-             ON CONFLICT (queue, name) DO NOTHING",
-            &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
-        )
-        .await?;
-    Ok(inserted == 1)
-}
-
-/// Replace schedule `schedule.name` of `queue` (its history kept), next ticking at
-/// `next_run_at`.
-pub async fn replace(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    schedule: &NewSchedule,
-    next_run_at: Option<UnixMillis>,
-    now: UnixMillis,
-) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE schedules SET cron = $3, timezone = $4, payload = $5, priority = $6,
-                ordering_key = $7, paused = $8, next_run_at = $9, updated_at = $10
-         WHERE queue = $1 AND name = $2",
-        &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
-    )
-    .await?;
-    Ok(())
-}
-
-/// `queue`'s schedules, by name (in byte order, as SQLite compares text).
-pub async fn list(tx: &Transaction<'_>, queue: &QueueName) -> StoreResult<Vec<Schedule>> {
-    Ok(tx
-        .query(
-            &format!(
-                "SELECT {COLUMNS} FROM schedules WHERE queue = $1 ORDER BY name COLLATE \"C\""
-            ),
-            &[&queue.as_str()],
-        )
-        .await?
-        .iter()
-        .map(from_row)
-        .collect())
-}
-
-/// Delete a schedule; `ScheduleNotFound` if there is none.
-pub async fn delete(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    name: &ScheduleName,
-) -> StoreResult<()> {
-    let deleted = tx
-        .execute(
-            "DELETE FROM schedules WHERE queue = $1 AND name = $2",
-            &[&queue.as_str(), &name.as_str()],
-        )
-        .await?;
-    match deleted {
-        0 => Err(StoreError::ScheduleNotFound),
-        _ => Ok(()),
+impl ScheduleRows for PgTx<'_> {
+    /// Up to `limit` active schedules whose next tick is at or before `now`, earliest first
+    /// (through `schedules_due`), locked until the transaction ends. A schedule another
+    /// transaction holds (another node's round firing it, an API change) is skipped: it is not
+    /// due for this round, and the round never waits.
+    async fn due_schedules(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<Schedule>> {
+        Ok(self
+            .tx
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM schedules
+                     WHERE NOT paused AND next_run_at <= $1
+                     ORDER BY next_run_at LIMIT $2
+                     FOR UPDATE SKIP LOCKED"
+                ),
+                &[&now, &i64::try_from(limit).unwrap_or(i64::MAX)],
+            )
+            .await?
+            .iter()
+            .map(from_row)
+            .collect())
     }
-}
 
-/// Set a schedule's pause flag and next tick.
-pub async fn set_paused(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    name: &ScheduleName,
-    paused: bool,
-    next_run_at: Option<UnixMillis>,
-    now: UnixMillis,
-) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE schedules SET paused = $3, next_run_at = $4, updated_at = $5
-         WHERE queue = $1 AND name = $2",
-        &[&queue.as_str(), &name.as_str(), &paused, &next_run_at, &now],
-    )
-    .await?;
-    Ok(())
-}
+    /// Move a schedule's next tick from `planned` to `next`, only if `planned` is still its next
+    /// tick and it is active: the compare-and-set that lets one tick fire once. Returns whether
+    /// it did.
+    async fn claim_tick(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+        planned: UnixMillis,
+        next: Option<UnixMillis>,
+    ) -> StoreResult<bool> {
+        let changed = self
+            .tx
+            .execute(
+                "UPDATE schedules SET next_run_at = $4
+                 WHERE queue = $1 AND name = $2 AND next_run_at = $3 AND NOT paused",
+                &[&queue.as_str(), &name.as_str(), &planned, &next],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
 
-/// Up to `limit` active schedules whose next tick is at or before `now`, earliest first
-/// (through `schedules_due`), locked until the transaction ends. A schedule another
-/// transaction holds (another node's round firing it, an API change) is skipped: it is not
-/// due for this round, and the round never waits.
-pub async fn due(
-    tx: &Transaction<'_>,
-    now: UnixMillis,
-    limit: usize,
-) -> StoreResult<Vec<Schedule>> {
-    Ok(tx
-        .query(
-            &format!(
-                "SELECT {COLUMNS} FROM schedules
-                 WHERE NOT paused AND next_run_at <= $1
-                 ORDER BY next_run_at LIMIT $2
-                 FOR UPDATE SKIP LOCKED"
-            ),
-            &[&now, &i64::try_from(limit).unwrap_or(i64::MAX)],
-        )
-        .await?
-        .iter()
-        .map(from_row)
-        .collect())
-}
-
-/// Move a schedule's next tick from `fired` to `next`, only if `fired` is still its next
-/// tick and it is active: the compare-and-set that lets one tick fire once. Returns whether
-/// it did.
-pub async fn claim_tick(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    name: &ScheduleName,
-    fired: UnixMillis,
-    next: Option<UnixMillis>,
-) -> StoreResult<bool> {
-    let changed = tx
-        .execute(
-            "UPDATE schedules SET next_run_at = $4
-             WHERE queue = $1 AND name = $2 AND next_run_at = $3 AND NOT paused",
-            &[&queue.as_str(), &name.as_str(), &fired, &next],
+    async fn record_run(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+        tick: UnixMillis,
+        job: JobId,
+    ) -> StoreResult<()> {
+        self.tx.execute(
+            "UPDATE schedules SET last_run_at = $3, last_job_id = $4 WHERE queue = $1 AND name = $2",
+            &[&queue.as_str(), &name.as_str(), &tick, &uuid(job)],
         )
         .await?;
-    Ok(changed == 1)
-}
+        Ok(())
+    }
 
-/// Record the tick fired last and the job it stored.
-pub async fn record_run(
-    tx: &Transaction<'_>,
-    queue: &QueueName,
-    name: &ScheduleName,
-    tick: UnixMillis,
-    job: JobId,
-) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE schedules SET last_run_at = $3, last_job_id = $4 WHERE queue = $1 AND name = $2",
-        &[&queue.as_str(), &name.as_str(), &tick, &uuid(job)],
-    )
-    .await?;
-    Ok(())
-}
+    async fn next_schedule_due(&self) -> StoreResult<Option<UnixMillis>> {
+        Ok(self
+            .tx
+            .query_one(
+                "SELECT min(next_run_at) FROM schedules WHERE NOT paused",
+                &[],
+            )
+            .await?
+            .get(0))
+    }
 
-/// The earliest next tick of an active schedule (through `schedules_due`).
-pub async fn next_due(tx: &Transaction<'_>) -> StoreResult<Option<UnixMillis>> {
-    Ok(tx
-        .query_one(
-            "SELECT min(next_run_at) FROM schedules WHERE NOT paused",
-            &[],
-        )
-        .await?
-        .get(0))
+    async fn schedule(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+    ) -> StoreResult<Option<Schedule>> {
+        get(self.tx, queue, name, false).await
+    }
+
+    async fn schedule_for_update(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+    ) -> StoreResult<Option<Schedule>> {
+        get(self.tx, queue, name, true).await
+    }
+
+    async fn schedules(&self, queue: &QueueName) -> StoreResult<Vec<Schedule>> {
+        Ok(self
+            .tx
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM schedules WHERE queue = $1 ORDER BY name COLLATE \"C\""
+                ),
+                &[&queue.as_str()],
+            )
+            .await?
+            .iter()
+            .map(from_row)
+            .collect())
+    }
+
+    async fn count_schedules(&self, queue: &QueueName) -> StoreResult<u64> {
+        count(self.tx, queue).await
+    }
+
+    /// Insert `schedule` on `queue` (through `queues`: none for a queue deleted a moment
+    /// before), next ticking at `next_run_at`. False if it exists or the queue does not.
+    async fn insert_schedule(
+        &self,
+        queue: &QueueName,
+        schedule: &NewSchedule,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
+        let inserted = self
+            .tx
+            .execute(
+                "INSERT INTO schedules (queue, name, cron, timezone, payload, priority,
+                                        ordering_key, paused, next_run_at, created_at,
+                                        updated_at)
+                 SELECT name, $2::text, $3::text, $4::text, $5::text, $6::integer, $7::text,
+                        $8::boolean, $9::bigint, $10::bigint, $10::bigint
+                 FROM queues WHERE name = $1
+                 ON CONFLICT (queue, name) DO NOTHING",
+                &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
+            )
+            .await?;
+        Ok(inserted == 1)
+    }
+
+    /// Replace schedule `schedule.name` of `queue` (its history kept), next ticking at
+    /// `next_run_at`.
+    async fn replace_schedule(
+        &self,
+        queue: &QueueName,
+        schedule: &NewSchedule,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        self.tx
+            .execute(
+                "UPDATE schedules SET cron = $3, timezone = $4, payload = $5, priority = $6,
+                    ordering_key = $7, paused = $8, next_run_at = $9, updated_at = $10
+             WHERE queue = $1 AND name = $2",
+                &BoundSchedule::of(queue, schedule, next_run_at, now).params(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn set_schedule_paused(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+        paused: bool,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        self.tx
+            .execute(
+                "UPDATE schedules SET paused = $3, next_run_at = $4, updated_at = $5
+             WHERE queue = $1 AND name = $2",
+                &[&queue.as_str(), &name.as_str(), &paused, &next_run_at, &now],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn delete_schedule(&self, queue: &QueueName, name: &ScheduleName) -> StoreResult<()> {
+        let deleted = self
+            .tx
+            .execute(
+                "DELETE FROM schedules WHERE queue = $1 AND name = $2",
+                &[&queue.as_str(), &name.as_str()],
+            )
+            .await?;
+        match deleted {
+            0 => Err(StoreError::ScheduleNotFound),
+            _ => Ok(()),
+        }
+    }
 }

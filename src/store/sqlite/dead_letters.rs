@@ -6,9 +6,10 @@
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::jobs::id_from_row;
+use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
-use crate::store::dialect::Buried;
+use crate::store::dialect::{Buried, DeadLetterRows};
 use crate::store::error::StoreResult;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, Last24h,
@@ -85,18 +86,6 @@ pub fn pending_count(conn: &Connection, queue: &QueueName) -> StoreResult<u64> {
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
-/// Whether `queue` has a dead letter `id` that still stands for the job: any state but
-/// `replayed` (that record is only audit; the job is live again or delivered since).
-pub fn is_open(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<bool> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT 1 FROM dead_letters WHERE id = ?1 AND queue = ?2 AND state != 'replayed'",
-        )?
-        .query_row(params![&id.as_bytes()[..], queue.as_str()], |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
 /// A dead letter by id, with its payload; limited to `queue` when given.
 pub fn get(
     conn: &Connection,
@@ -133,43 +122,6 @@ fn where_clause(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
         conditions.join(" AND ")
     };
     (clause, values)
-}
-
-/// One page of dead letters in failure order (newest or oldest first) after `page.after`;
-/// with the number matching the filter only when `page.with_total` asks for it (a count over
-/// every matching record, which a plain listing should not pay for).
-pub fn list(conn: &Connection, filter: &Filter, page: PageRequest) -> StoreResult<DeadLetterPage> {
-    let (clause, mut values) = where_clause(filter);
-    let total = if page.with_total {
-        let total: i64 = conn
-            .prepare_cached(&format!("SELECT count(*) FROM dead_letters WHERE {clause}"))?
-            .query_row(params_from_iter(values.iter()), |row| row.get(0))?;
-        Some(total.max(0) as u64)
-    } else {
-        None
-    };
-    let (direction, compare) = page.keyset();
-    let mut sql = format!(
-        "SELECT {COLUMNS}{} FROM dead_letters WHERE {clause}",
-        if page.with_payload { ", payload" } else { "" }
-    );
-    if let Some(position) = page.after {
-        sql.push_str(&format!(" AND (failed_at, id) {compare} (?, ?)"));
-        values.push(position.at.into());
-        values.push(position.id.as_bytes().to_vec().into());
-    }
-    sql.push_str(&format!(
-        " ORDER BY failed_at {direction}, id {direction} LIMIT ?"
-    ));
-    values.push((page.limit as i64).into());
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params_from_iter(values.iter()), |row| {
-        from_row(row, page.with_payload)
-    })?;
-    Ok(DeadLetterPage {
-        letters: rows.collect::<Result<_, _>>()?,
-        total,
-    })
 }
 
 /// Claim up to `limit` pending records for a replay: `pending → replaying`. Only one replay
@@ -223,98 +175,6 @@ pub fn reset_interrupted_replays(conn: &Connection, now: UnixMillis) -> StoreRes
     )?)
 }
 
-/// Copy live job `id` into the dead letters as `pending`, reopening the record of a job
-/// replayed before (its replay count kept). `None` if the job is not live.
-pub fn copy_from_jobs(
-    conn: &Connection,
-    id: JobId,
-    reason: FailureReason,
-    now: UnixMillis,
-) -> StoreResult<Option<Buried>> {
-    Ok(conn
-        .prepare_cached(
-            "INSERT INTO dead_letters(id, queue, target, payload, created_at, attempts,
-                    failure_reason, last_error, last_status, failed_at, state, replay_count,
-                    updated_at, priority, ordering_key, schedule, schedule_tick)
-             SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, ?2,
-                    j.last_error, j.last_status, ?3, 'pending', j.replay_count, ?3, j.priority,
-                    j.ordering_key, j.schedule, j.schedule_tick
-             FROM jobs j JOIN queues q ON q.name = j.queue
-             WHERE j.id = ?1
-             ON CONFLICT(id) DO UPDATE SET
-                 queue = excluded.queue, target = excluded.target, payload = excluded.payload,
-                 attempts = excluded.attempts, failure_reason = excluded.failure_reason,
-                 last_error = excluded.last_error, last_status = excluded.last_status,
-                 failed_at = excluded.failed_at, state = 'pending',
-                 replay_count = excluded.replay_count, acknowledged_at = NULL,
-                 updated_at = excluded.updated_at, priority = excluded.priority,
-                 ordering_key = excluded.ordering_key, schedule = excluded.schedule,
-                 schedule_tick = excluded.schedule_tick
-             RETURNING queue, attempts, last_status, last_error",
-        )?
-        .query_row(params![&id.as_bytes()[..], reason.as_str(), now], |row| {
-            Ok(Buried {
-                queue: QueueName::from_stored(row.get(0)?),
-                attempts: row.get(1)?,
-                last_status: row.get(2)?,
-                last_error: row.get(3)?,
-            })
-        })
-        .optional()?)
-}
-
-/// Insert the job of claimed record `id` back into `jobs`: fresh attempts, due (and its
-/// time to live starting) at `run_at`, behind its ordering key if the key has a live job.
-/// Its queue, or `None` if the record is not claimed.
-pub fn put_back(
-    conn: &Connection,
-    id: JobId,
-    now: UnixMillis,
-    run_at: UnixMillis,
-) -> StoreResult<Option<QueueName>> {
-    let queue: Option<String> = conn
-        .prepare_cached(crate::sql_once!(
-            "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
-                    last_error, last_status, replay_count, ttl_from, priority,
-                    ordering_key, schedule, schedule_tick)
-             SELECT id, queue, {status}, payload, 0, ?2, created_at, last_error,
-                    last_status, replay_count + 1, ?2, priority, ordering_key,
-                    schedule, schedule_tick
-             FROM dead_letters WHERE id = ?1 AND state = 'replaying'
-             RETURNING queue",
-            status = super::jobs::entry_status(
-                "dead_letters.queue",
-                Some("dead_letters.ordering_key"),
-                "?2",
-                "?3"
-            ),
-        ))?
-        .query_row(params![&id.as_bytes()[..], run_at, now], |row| row.get(0))
-        .optional()?;
-    Ok(queue.map(QueueName::from_stored))
-}
-
-/// A claimed record whose job is back on its queue: `replaying → replayed`.
-pub fn mark_replayed(conn: &Connection, id: JobId, now: UnixMillis) -> StoreResult<()> {
-    conn.prepare_cached(
-        "UPDATE dead_letters SET state = 'replayed', replayed_at = ?2,
-                replay_count = replay_count + 1, updated_at = ?2
-         WHERE id = ?1",
-    )?
-    .execute(params![&id.as_bytes()[..], now])?;
-    Ok(())
-}
-
-/// A claimed record whose job could not be put back: `replaying → pending`.
-pub fn unclaim(conn: &Connection, id: JobId, now: UnixMillis) -> StoreResult<()> {
-    conn.prepare_cached(
-        "UPDATE dead_letters SET state = 'pending', updated_at = ?2
-         WHERE id = ?1 AND state = 'replaying'",
-    )?
-    .execute(params![&id.as_bytes()[..], now])?;
-    Ok(())
-}
-
 /// Delete the records of `selection` whatever their state; returns the ids deleted.
 pub fn delete(conn: &Connection, selection: &Selection) -> StoreResult<Vec<JobId>> {
     match selection {
@@ -361,107 +221,288 @@ pub fn purge_closed(
         .collect::<Result<_, _>>()?)
 }
 
-/// Dismiss pending records: `pending → acknowledged`. Returns how many.
-pub fn acknowledge(
-    conn: &Connection,
-    selection: &Selection,
-    now: UnixMillis,
-) -> StoreResult<usize> {
-    match selection {
-        Selection::Ids(ids) => {
-            let mut stmt = conn.prepare_cached(
-                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = ?2,
-                        updated_at = ?2
-                 WHERE id = ?1 AND state = 'pending'",
-            )?;
-            let mut count = 0;
-            for id in ids {
-                count += stmt.execute(params![&id.as_bytes()[..], now])?;
-            }
-            Ok(count)
-        }
-        Selection::Queue(queue) => Ok(conn
+impl DeadLetterRows for SqliteTx<'_> {
+    /// Copy live job `id` into the dead letters as `pending`, reopening the record of a job
+    /// replayed before (its replay count kept). `None` if the job is not live.
+    async fn copy_to_dead_letters(
+        &self,
+        id: JobId,
+        reason: FailureReason,
+        now: UnixMillis,
+    ) -> StoreResult<Option<Buried>> {
+        Ok(self
+            .0
             .prepare_cached(
-                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = ?2,
-                        updated_at = ?2
-                 WHERE queue = ?1 AND state = 'pending'",
+                "INSERT INTO dead_letters(id, queue, target, payload, created_at, attempts,
+                        failure_reason, last_error, last_status, failed_at, state, replay_count,
+                        updated_at, priority, ordering_key, schedule, schedule_tick)
+                 SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, ?2,
+                        j.last_error, j.last_status, ?3, 'pending', j.replay_count, ?3, j.priority,
+                        j.ordering_key, j.schedule, j.schedule_tick
+                 FROM jobs j JOIN queues q ON q.name = j.queue
+                 WHERE j.id = ?1
+                 ON CONFLICT(id) DO UPDATE SET
+                     queue = excluded.queue, target = excluded.target, payload = excluded.payload,
+                     attempts = excluded.attempts, failure_reason = excluded.failure_reason,
+                     last_error = excluded.last_error, last_status = excluded.last_status,
+                     failed_at = excluded.failed_at, state = 'pending',
+                     replay_count = excluded.replay_count, acknowledged_at = NULL,
+                     updated_at = excluded.updated_at, priority = excluded.priority,
+                     ordering_key = excluded.ordering_key, schedule = excluded.schedule,
+                     schedule_tick = excluded.schedule_tick
+                 RETURNING queue, attempts, last_status, last_error",
             )?
-            .execute(params![queue.as_str(), now])?),
+            .query_row(params![&id.as_bytes()[..], reason.as_str(), now], |row| {
+                Ok(Buried {
+                    queue: QueueName::from_stored(row.get(0)?),
+                    attempts: row.get(1)?,
+                    last_status: row.get(2)?,
+                    last_error: row.get(3)?,
+                })
+            })
+            .optional()?)
     }
-}
 
-/// Dead-letter figures at `now`; a pending record replayed more than `repeat_after_replays`
-/// times counts as a repeat failure.
-pub fn stats(
-    conn: &Connection,
-    now: UnixMillis,
-    repeat_after_replays: u32,
-) -> StoreResult<DlqStats> {
-    let mut stats = DlqStats::default();
-    for state in DlqState::ALL {
-        stats.by_status.insert(state.as_str(), 0);
+    /// Whether `queue` has a dead letter `id` that still stands for the job: any state but
+    /// `replayed` (that record is only audit; the job is live again or delivered since).
+    async fn dead_letter_is_open(&self, queue: &QueueName, id: JobId) -> StoreResult<bool> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT 1 FROM dead_letters WHERE id = ?1 AND queue = ?2 AND state != 'replayed'",
+            )?
+            .query_row(params![&id.as_bytes()[..], queue.as_str()], |_| Ok(()))
+            .optional()?
+            .is_some())
     }
-    let mut stmt =
-        conn.prepare_cached("SELECT state, count(*) FROM dead_letters GROUP BY state")?;
-    for row in stmt.query_map([], |row| {
-        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-    })? {
-        let (state, count) = row?;
-        if let Some(state) = DlqState::parse(&state) {
-            stats.by_status.insert(state.as_str(), count as u64);
+
+    async fn dead_letter(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<DeadLetter>> {
+        get(self.0, Some(queue), id)
+    }
+
+    async fn claim_for_replay(
+        &self,
+        selection: &Selection,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>> {
+        claim_for_replay(self.0, selection, now, limit)
+    }
+
+    /// Insert the job of claimed record `id` back into `jobs`: fresh attempts, due (and its
+    /// time to live starting) at `run_at`, behind its ordering key if the key has a live job.
+    /// Its queue, or `None` if the record is not claimed.
+    async fn put_back(
+        &self,
+        id: JobId,
+        now: UnixMillis,
+        run_at: UnixMillis,
+    ) -> StoreResult<Option<QueueName>> {
+        let queue: Option<String> = self
+            .0
+            .prepare_cached(crate::sql_once!(
+                "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
+                        last_error, last_status, replay_count, ttl_from, priority,
+                        ordering_key, schedule, schedule_tick)
+                 SELECT id, queue, {status}, payload, 0, ?2, created_at, last_error,
+                        last_status, replay_count + 1, ?2, priority, ordering_key,
+                        schedule, schedule_tick
+                 FROM dead_letters WHERE id = ?1 AND state = 'replaying'
+                 RETURNING queue",
+                status = super::jobs::entry_status(
+                    "dead_letters.queue",
+                    Some("dead_letters.ordering_key"),
+                    "?2",
+                    "?3"
+                ),
+            ))?
+            .query_row(params![&id.as_bytes()[..], run_at, now], |row| row.get(0))
+            .optional()?;
+        Ok(queue.map(QueueName::from_stored))
+    }
+
+    async fn mark_replayed(&self, id: JobId, now: UnixMillis) -> StoreResult<()> {
+        self.0
+            .prepare_cached(
+                "UPDATE dead_letters SET state = 'replayed', replayed_at = ?2,
+                    replay_count = replay_count + 1, updated_at = ?2
+             WHERE id = ?1",
+            )?
+            .execute(params![&id.as_bytes()[..], now])?;
+        Ok(())
+    }
+
+    async fn unclaim_replay(&self, id: JobId, now: UnixMillis) -> StoreResult<()> {
+        self.0
+            .prepare_cached(
+                "UPDATE dead_letters SET state = 'pending', updated_at = ?2
+             WHERE id = ?1 AND state = 'replaying'",
+            )?
+            .execute(params![&id.as_bytes()[..], now])?;
+        Ok(())
+    }
+
+    async fn delete_dead_letters(&self, selection: &Selection) -> StoreResult<Vec<JobId>> {
+        delete(self.0, selection)
+    }
+
+    async fn purge_closed_dead_letters(
+        &self,
+        before: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>> {
+        purge_closed(self.0, before, limit)
+    }
+
+    /// One page of dead letters in failure order (newest or oldest first) after `page.after`;
+    /// with the number matching the filter only when `page.with_total` asks for it (a count over
+    /// every matching record, which a plain listing should not pay for).
+    async fn list_dead_letters(
+        &self,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> StoreResult<DeadLetterPage> {
+        let (clause, mut values) = where_clause(filter);
+        let total = if page.with_total {
+            let total: i64 = self
+                .0
+                .prepare_cached(&format!("SELECT count(*) FROM dead_letters WHERE {clause}"))?
+                .query_row(params_from_iter(values.iter()), |row| row.get(0))?;
+            Some(total.max(0) as u64)
+        } else {
+            None
+        };
+        let (direction, compare) = page.keyset();
+        let mut sql = format!(
+            "SELECT {COLUMNS}{} FROM dead_letters WHERE {clause}",
+            if page.with_payload { ", payload" } else { "" }
+        );
+        if let Some(position) = page.after {
+            sql.push_str(&format!(" AND (failed_at, id) {compare} (?, ?)"));
+            values.push(position.at.into());
+            values.push(position.id.as_bytes().to_vec().into());
         }
+        sql.push_str(&format!(
+            " ORDER BY failed_at {direction}, id {direction} LIMIT ?"
+        ));
+        values.push((page.limit as i64).into());
+        let mut stmt = self.0.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(values.iter()), |row| {
+            from_row(row, page.with_payload)
+        })?;
+        Ok(DeadLetterPage {
+            letters: rows.collect::<Result<_, _>>()?,
+            total,
+        })
     }
-    let mut stmt = conn.prepare_cached(
-        "SELECT queue, count(*) AS n FROM dead_letters WHERE state = 'pending'
-         GROUP BY queue ORDER BY n DESC, queue",
-    )?;
-    for row in stmt.query_map([], |row| {
-        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
-    })? {
-        let (queue, count) = row?;
-        if stats.top_failing_queues.len() < 10 {
-            stats.top_failing_queues.push(CountOf {
-                key: queue.clone(),
+
+    /// Dead-letter figures at `now`; a pending record replayed more than `repeat_after_replays`
+    /// times counts as a repeat failure.
+    async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats> {
+        let mut stats = DlqStats::default();
+        for state in DlqState::ALL {
+            stats.by_status.insert(state.as_str(), 0);
+        }
+        let mut stmt = self
+            .0
+            .prepare_cached("SELECT state, count(*) FROM dead_letters GROUP BY state")?;
+        for row in stmt.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+        })? {
+            let (state, count) = row?;
+            if let Some(state) = DlqState::parse(&state) {
+                stats.by_status.insert(state.as_str(), count as u64);
+            }
+        }
+        let mut stmt = self.0.prepare_cached(
+            "SELECT queue, count(*) AS n FROM dead_letters WHERE state = 'pending'
+             GROUP BY queue ORDER BY n DESC, queue",
+        )?;
+        for row in stmt.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+        })? {
+            let (queue, count) = row?;
+            if stats.top_failing_queues.len() < 10 {
+                stats.top_failing_queues.push(CountOf {
+                    key: queue.clone(),
+                    count: count as u64,
+                });
+            }
+            stats.by_queue.insert(queue, count as u64);
+        }
+        stats.oldest_pending_failed_at = self
+            .0
+            .prepare_cached("SELECT min(failed_at) FROM dead_letters WHERE state = 'pending'")?
+            .query_row([], |row| row.get(0))?;
+        stats.oldest_pending_age_ms = stats.oldest_pending_failed_at.map(|at| (now - at).max(0));
+        let mut stmt = self.0.prepare_cached(
+            "SELECT last_status, count(*) AS n FROM dead_letters WHERE state = 'pending'
+             GROUP BY last_status ORDER BY n DESC LIMIT 10",
+        )?;
+        for row in stmt.query_map([], |row| {
+            Ok((row.get::<_, Option<u16>>(0)?, row.get::<_, i64>(1)?))
+        })? {
+            let (status, count) = row?;
+            stats.top_status_codes.push(CountOf {
+                key: status,
                 count: count as u64,
             });
         }
-        stats.by_queue.insert(queue, count as u64);
+        let day_ago = now - 24 * 3600 * 1000;
+        let (repeat, new_failures, replayed, acknowledged): (i64, i64, i64, i64) = self
+            .0
+            .prepare_cached(
+                "SELECT
+                     coalesce(sum(state = 'pending' AND replay_count > ?2), 0),
+                     coalesce(sum(failed_at >= ?1), 0),
+                     coalesce(sum(replayed_at >= ?1), 0),
+                     coalesce(sum(acknowledged_at >= ?1), 0)
+                 FROM dead_letters",
+            )?
+            .query_row(params![day_ago, repeat_after_replays], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })?;
+        stats.repeat_failures = repeat as u64;
+        stats.last_24h = Last24h {
+            new_failures: new_failures as u64,
+            replayed: replayed as u64,
+            acknowledged: acknowledged as u64,
+        };
+        Ok(stats)
     }
-    stats.oldest_pending_failed_at = conn
-        .prepare_cached("SELECT min(failed_at) FROM dead_letters WHERE state = 'pending'")?
-        .query_row([], |row| row.get(0))?;
-    stats.oldest_pending_age_ms = stats.oldest_pending_failed_at.map(|at| (now - at).max(0));
-    let mut stmt = conn.prepare_cached(
-        "SELECT last_status, count(*) AS n FROM dead_letters WHERE state = 'pending'
-         GROUP BY last_status ORDER BY n DESC LIMIT 10",
-    )?;
-    for row in stmt.query_map([], |row| {
-        Ok((row.get::<_, Option<u16>>(0)?, row.get::<_, i64>(1)?))
-    })? {
-        let (status, count) = row?;
-        stats.top_status_codes.push(CountOf {
-            key: status,
-            count: count as u64,
-        });
+
+    async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize> {
+        match selection {
+            Selection::Ids(ids) => {
+                let mut stmt = self.0.prepare_cached(
+                    "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = ?2,
+                            updated_at = ?2
+                     WHERE id = ?1 AND state = 'pending'",
+                )?;
+                let mut count = 0;
+                for id in ids {
+                    count += stmt.execute(params![&id.as_bytes()[..], now])?;
+                }
+                Ok(count)
+            }
+            Selection::Queue(queue) => Ok(self
+                .0
+                .prepare_cached(
+                    "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = ?2,
+                            updated_at = ?2
+                     WHERE queue = ?1 AND state = 'pending'",
+                )?
+                .execute(params![queue.as_str(), now])?),
+        }
     }
-    let day_ago = now - 24 * 3600 * 1000;
-    let (repeat, new_failures, replayed, acknowledged): (i64, i64, i64, i64) = conn
-        .prepare_cached(
-            "SELECT
-                 coalesce(sum(state = 'pending' AND replay_count > ?2), 0),
-                 coalesce(sum(failed_at >= ?1), 0),
-                 coalesce(sum(replayed_at >= ?1), 0),
-                 coalesce(sum(acknowledged_at >= ?1), 0)
-             FROM dead_letters",
-        )?
-        .query_row(params![day_ago, repeat_after_replays], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })?;
-    stats.repeat_failures = repeat as u64;
-    stats.last_24h = Last24h {
-        new_failures: new_failures as u64,
-        replayed: replayed as u64,
-        acknowledged: acknowledged as u64,
-    };
-    Ok(stats)
+
+    async fn pending_dead_letters(
+        &self,
+        queue: Option<&QueueName>,
+    ) -> StoreResult<Vec<(QueueName, u64)>> {
+        match queue {
+            None => pending_counts(self.0),
+            Some(queue) => Ok(vec![(queue.clone(), pending_count(self.0, queue)?)]),
+        }
+    }
 }

@@ -4,10 +4,12 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::jobs::id_from_row;
+use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::dialect::DeliveryRows;
 use crate::store::error::StoreResult;
-use crate::store::records::{Delivery, JobRecord, JobState, Position, ScheduleTick};
+use crate::store::records::{Delivery, JobRecord, JobState, Lease, Position, ScheduleTick};
 
 /// The columns of a record, in the order [`record_from_row`] reads them.
 const COLUMNS: &str = "id, queue, payload, attempts, created_at, not_before, priority, \
@@ -37,36 +39,6 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     })
 }
 
-/// Move job `id` from `jobs` to the log if it is still in flight under the lease
-/// (`attempt`, `until`). Returns whether it was. The caller deletes it from `jobs`.
-pub fn keep(
-    conn: &Connection,
-    id: JobId,
-    (attempt, until): (u32, UnixMillis),
-    delivery: &Delivery,
-) -> StoreResult<bool> {
-    let kept = conn
-        .prepare_cached(crate::sql_once!(
-            "INSERT OR REPLACE INTO delivered(id, queue, payload, attempts, created_at,
-                    not_before, priority, ordering_key, schedule, schedule_tick, delivered_at,
-                    response_status, latency_ms)
-             SELECT id, queue, payload, attempts, created_at, not_before, priority,
-                    ordering_key, schedule, schedule_tick, ?4, ?5, ?6
-             FROM jobs
-             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3",
-            IN_FLIGHT = crate::store::status::codes::IN_FLIGHT,
-        ))?
-        .execute(params![
-            &id.as_bytes()[..],
-            attempt,
-            until,
-            delivery.at,
-            delivery.status,
-            i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX)
-        ])?;
-    Ok(kept == 1)
-}
-
 /// A delivered job of `queue` still in the log.
 pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
     Ok(conn
@@ -77,46 +49,83 @@ pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Optio
         .optional()?)
 }
 
-/// One page of `queue`'s log, newest delivery first, after `before` (the last record of the
-/// previous page).
-pub fn list(
-    conn: &Connection,
-    queue: &QueueName,
-    before: Option<Position>,
-    limit: usize,
-) -> StoreResult<Vec<JobRecord>> {
-    let (at, id) = match before {
-        Some(position) => (position.at, position.id.as_bytes().to_vec()),
-        None => (UnixMillis::MAX, vec![0xff; 17]),
-    };
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM delivered
-         WHERE queue = ?1 AND (delivered_at, id) < (?2, ?3)
-         ORDER BY delivered_at DESC, id DESC LIMIT ?4"
-    ))?;
-    let rows = stmt.query_map(
-        params![queue.as_str(), at, id, limit as i64],
-        record_from_row,
-    )?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
+impl DeliveryRows for SqliteTx<'_> {
+    /// Copies the row; the caller deletes it from `jobs`.
+    async fn keep_delivered(
+        &self,
+        id: JobId,
+        lease: Lease,
+        delivery: &Delivery,
+    ) -> StoreResult<bool> {
+        let kept = self
+            .0
+            .prepare_cached(crate::sql_once!(
+                "INSERT OR REPLACE INTO delivered(id, queue, payload, attempts, created_at,
+                        not_before, priority, ordering_key, schedule, schedule_tick, delivered_at,
+                        response_status, latency_ms)
+                 SELECT id, queue, payload, attempts, created_at, not_before, priority,
+                        ordering_key, schedule, schedule_tick, ?4, ?5, ?6
+                 FROM jobs
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3",
+                IN_FLIGHT = crate::store::status::codes::IN_FLIGHT,
+            ))?
+            .execute(params![
+                &id.as_bytes()[..],
+                lease.attempt,
+                lease.until,
+                delivery.at,
+                delivery.status,
+                i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX)
+            ])?;
+        Ok(kept == 1)
+    }
 
-/// Retention: delete up to `limit` records of `queue` delivered before `before`. Returns
-/// the ids deleted (their attempt history is the caller's to drop).
-pub fn purge(
-    conn: &Connection,
-    queue: &QueueName,
-    before: UnixMillis,
-    limit: usize,
-) -> StoreResult<Vec<JobId>> {
-    Ok(conn
-        .prepare_cached(
-            "DELETE FROM delivered WHERE rowid IN (
-                 SELECT rowid FROM delivered WHERE queue = ?1 AND delivered_at < ?2 LIMIT ?3)
-             RETURNING id",
-        )?
-        .query_map(params![queue.as_str(), before, limit as i64], |row| {
-            id_from_row(row, 0)
-        })?
-        .collect::<Result<_, _>>()?)
+    async fn delivered_job(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
+        get(self.0, queue, id)
+    }
+
+    /// Retention: delete up to `limit` records of `queue` delivered before `before`. Returns
+    /// the ids deleted (their attempt history is the caller's to drop).
+    async fn purge_delivered(
+        &self,
+        queue: &QueueName,
+        before: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "DELETE FROM delivered WHERE rowid IN (
+                     SELECT rowid FROM delivered WHERE queue = ?1 AND delivered_at < ?2 LIMIT ?3)
+                 RETURNING id",
+            )?
+            .query_map(params![queue.as_str(), before, limit as i64], |row| {
+                id_from_row(row, 0)
+            })?
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// One page of `queue`'s log, newest delivery first, after `before` (the last record of the
+    /// previous page).
+    async fn list_delivered(
+        &self,
+        queue: &QueueName,
+        before: Option<Position>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>> {
+        let (at, id) = match before {
+            Some(position) => (position.at, position.id.as_bytes().to_vec()),
+            None => (UnixMillis::MAX, vec![0xff; 17]),
+        };
+        let mut stmt = self.0.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM delivered
+             WHERE queue = ?1 AND (delivered_at, id) < (?2, ?3)
+             ORDER BY delivered_at DESC, id DESC LIMIT ?4"
+        ))?;
+        let rows = stmt.query_map(
+            params![queue.as_str(), at, id, limit as i64],
+            record_from_row,
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
 }

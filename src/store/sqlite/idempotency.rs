@@ -4,7 +4,9 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::jobs::id_from_row;
+use super::tx::SqliteTx;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::dialect::{KeyClaim, KeyRows};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{BatchKey, IdempotencyKey, RecordedBatch};
 
@@ -104,19 +106,50 @@ pub fn record_batch(
     Ok(())
 }
 
-/// Delete up to `limit` keys (single-job and batch keys each) recorded before `before`.
-/// Returns how many.
-pub fn purge(conn: &Connection, before: UnixMillis, limit: usize) -> StoreResult<usize> {
-    let mut purged = 0;
-    for sql in [
-        "DELETE FROM idempotency_keys WHERE (queue, key) IN (
-             SELECT queue, key FROM idempotency_keys WHERE created_at < ?1 LIMIT ?2)",
-        "DELETE FROM batch_keys WHERE (queue, key) IN (
-             SELECT queue, key FROM batch_keys WHERE created_at < ?1 LIMIT ?2)",
-    ] {
-        purged += conn
-            .prepare_cached(sql)?
-            .execute(params![before, limit as i64])?;
+impl KeyRows for SqliteTx<'_> {
+    async fn claim_idempotency_key(
+        &self,
+        queue: &QueueName,
+        key: &IdempotencyKey,
+        id: JobId,
+        created_at: UnixMillis,
+    ) -> StoreResult<KeyClaim> {
+        // One writer: the look and the record cannot be split by another enqueue.
+        if let Some(first) = find(self.0, queue, key)? {
+            return Ok(KeyClaim::Taken(first));
+        }
+        record(self.0, queue, key, id, created_at)?;
+        Ok(KeyClaim::Claimed)
     }
-    Ok(purged)
+
+    async fn claim_batch_key(
+        &self,
+        queue: &QueueName,
+        key: &BatchKey,
+        ids: &[JobId],
+    ) -> StoreResult<Option<RecordedBatch>> {
+        if let Some(recorded) = find_batch(self.0, queue, key)? {
+            return Ok(Some(recorded));
+        }
+        record_batch(self.0, queue, key, ids)?;
+        Ok(None)
+    }
+
+    /// Delete up to `limit` keys (single-job and batch keys each) recorded before `before`.
+    /// Returns how many.
+    async fn purge_idempotency_keys(&self, before: UnixMillis, limit: usize) -> StoreResult<usize> {
+        let mut purged = 0;
+        for sql in [
+            "DELETE FROM idempotency_keys WHERE (queue, key) IN (
+                 SELECT queue, key FROM idempotency_keys WHERE created_at < ?1 LIMIT ?2)",
+            "DELETE FROM batch_keys WHERE (queue, key) IN (
+                 SELECT queue, key FROM batch_keys WHERE created_at < ?1 LIMIT ?2)",
+        ] {
+            purged += self
+                .0
+                .prepare_cached(sql)?
+                .execute(params![before, limit as i64])?;
+        }
+        Ok(purged)
+    }
 }

@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::sql_once;
-use crate::store::dialect::{Left, StaleLease};
+use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
     AttemptRecord, ClaimedJob, Failure, JobRecord, Lease, NewJob, QueueCounts, ScheduleTick,
@@ -80,23 +81,6 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
     if inserted == 0 {
         return Err(missing_or_full(conn, queue)?);
     }
-    Ok(())
-}
-
-/// Mark job `id`, just inserted, as the job of a schedule's tick. A statement of its own
-/// rather than two more columns in [`insert`]: binding them costs every enqueue about 400
-/// instructions (1%), for the one job a tick stores.
-pub(super) fn set_schedule_tick(
-    conn: &Connection,
-    id: JobId,
-    tick: &ScheduleTick,
-) -> StoreResult<()> {
-    conn.prepare_cached("UPDATE jobs SET schedule = ?2, schedule_tick = ?3 WHERE id = ?1")?
-        .execute(params![
-            &id.as_bytes()[..],
-            tick.schedule.as_str(),
-            tick.tick
-        ])?;
     Ok(())
 }
 
@@ -177,197 +161,8 @@ fn promote_due(conn: &Connection, queue: &QueueName, now: UnixMillis) -> StoreRe
         .execute(params![queue.as_str(), now, PROMOTE_BATCH])?)
 }
 
-/// After a job of `key` left `jobs` (delivered, dead-lettered, cancelled, expired): if the
-/// key has no head any more, its earliest blocked job becomes the head: ready, or
-/// scheduled if it asked to start later. Returns whether one did.
-pub(super) fn promote_next_of_key(
-    conn: &Connection,
-    queue: &str,
-    key: &str,
-    now: UnixMillis,
-) -> StoreResult<bool> {
-    let promoted = conn
-        .prepare_cached(sql_once!(
-            "UPDATE jobs SET status = CASE WHEN run_at > ?3 THEN {SCHEDULED} ELSE {READY} END
-             WHERE rowid = (
-                 SELECT rowid FROM jobs
-                 WHERE queue = ?1 AND ordering_key = ?2 AND status = {BLOCKED}
-                 ORDER BY id LIMIT 1)
-             AND NOT EXISTS (
-                 SELECT 1 FROM jobs
-                 WHERE queue = ?1 AND ordering_key = ?2
-                   AND status IN ({READY}, {IN_FLIGHT}, {SCHEDULED}))"
-        ))?
-        .execute(params![queue, key, now])?;
-    Ok(promoted == 1)
-}
-
-/// Delete job `id` if it is still in flight under `lease`. `None`: the lease was lost.
-pub(super) fn delete_leased(
-    conn: &Connection,
-    id: JobId,
-    lease: Lease,
-) -> StoreResult<Option<Left>> {
-    // The queue is read back only for a keyed job, the only kind with a next job to let go.
-    let deleted: Option<(Option<String>, Option<String>, bool)> = conn
-        .prepare_cached(sql_once!(
-            "DELETE FROM jobs
-             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3
-             RETURNING ordering_key, iif(ordering_key IS NULL, NULL, queue),
-                       last_error IS NOT NULL"
-        ))?
-        .query_row(
-            params![&id.as_bytes()[..], lease.attempt, lease.until],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )
-        .optional()?;
-    Ok(deleted.map(|(key, queue, had_failures)| Left {
-        key: queue.zip(key),
-        had_failures,
-    }))
-}
-
-/// Delete live job `id` whatever its status. `None`: it was not there.
-pub(super) fn delete(conn: &Connection, id: JobId) -> StoreResult<Option<Left>> {
-    let deleted: Option<(String, Option<String>, bool)> = conn
-        .prepare_cached(
-            "DELETE FROM jobs WHERE id = ?1
-             RETURNING queue, ordering_key, last_error IS NOT NULL",
-        )?
-        .query_row([&id.as_bytes()[..]], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })
-        .optional()?;
-    Ok(deleted.map(|(queue, key, had_failures)| Left {
-        key: key.map(|key| (queue, key)),
-        had_failures,
-    }))
-}
-
-/// Note `failure` as the last error of job `id` if it is still in flight under `lease`.
-pub(super) fn note_last_failure(
-    conn: &Connection,
-    id: JobId,
-    lease: Lease,
-    failure: &Failure,
-) -> StoreResult<bool> {
-    let changed = conn
-        .prepare_cached(sql_once!(
-            "UPDATE jobs SET last_error = ?4, last_status = ?5
-             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3"
-        ))?
-        .execute(params![
-            &id.as_bytes()[..],
-            lease.attempt,
-            lease.until,
-            failure.error,
-            failure.status
-        ])?;
-    Ok(changed == 1)
-}
-
-/// Note that job `id` outlived its time to live, unless it has an error already.
-pub(super) fn note_expired(conn: &Connection, id: JobId) -> StoreResult<()> {
-    conn.prepare_cached(
-        "UPDATE jobs SET last_error = coalesce(last_error, 'expired: not delivered within the job TTL')
-         WHERE id = ?1",
-    )?
-    .execute([&id.as_bytes()[..]])?;
-    Ok(())
-}
-
-/// Up to `limit` leases expired before `now`, oldest first, with the last attempt each
-/// job's queue allows (its `maxAttempts`, else `default_max_attempts`).
-pub(super) fn stale_leases(
-    conn: &Connection,
-    now: UnixMillis,
-    default_max_attempts: u32,
-    limit: usize,
-) -> StoreResult<Vec<StaleLease>> {
-    let mut stmt = conn.prepare_cached(sql_once!(
-        "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, ?2)
-         FROM jobs j JOIN queues q ON q.name = j.queue
-         WHERE j.status = {IN_FLIGHT} AND j.leased_until < ?1
-         ORDER BY j.leased_until LIMIT ?3"
-    ))?;
-    let rows = stmt.query_map(
-        params![now, default_max_attempts, limit_param(limit)],
-        |row| {
-            Ok(StaleLease {
-                id: id_from_row(row, 0)?,
-                lease: Lease {
-                    attempt: row.get(1)?,
-                    until: row.get(2)?,
-                },
-                max_attempts: row.get(3)?,
-            })
-        },
-    )?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// Up to `limit` jobs not in flight whose time to live started before `cutoff`.
-pub(super) fn expired(
-    conn: &Connection,
-    cutoff: UnixMillis,
-    limit: usize,
-) -> StoreResult<Vec<(JobId, QueueName)>> {
-    // Ids are UUIDv7: every id below the first possible id of `cutoff` was created before it,
-    // so the unique index on id finds them without a scan.
-    // A replayed or delayed job's time to live starts later (`ttl_from`), found through its
-    // own small partial index.
-    let bound = JobId::first_of_millis(cutoff);
-    let row = |row: &Row<'_>| Ok((id_from_row(row, 0)?, QueueName::from_stored(row.get(1)?)));
-    let mut expired: Vec<(JobId, QueueName)> = conn
-        .prepare_cached(sql_once!(
-            "SELECT id, queue FROM jobs
-             WHERE id < ?1 AND status <> {IN_FLIGHT} AND ttl_from IS NULL LIMIT ?2"
-        ))?
-        .query_map(params![&bound.as_bytes()[..], limit_param(limit)], row)?
-        .collect::<Result<_, _>>()?;
-    let room = limit.saturating_sub(expired.len());
-    if room > 0 {
-        let own_ttl = conn
-            .prepare_cached(sql_once!(
-                "SELECT id, queue FROM jobs WHERE ttl_from < ?1 AND status <> {IN_FLIGHT} LIMIT ?2"
-            ))?
-            .query_map(params![cutoff, limit_param(room)], row)?
-            .collect::<Result<Vec<_>, _>>()?;
-        expired.extend(own_ttl);
-    }
-    Ok(expired)
-}
-
 fn limit_param(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
-}
-
-/// Put job `id`, in flight under the lease (`attempt`, `until`), back to wait for its retry
-/// at `run_at`: scheduled, or ready if that is already the time of the `failure`. It stays
-/// its key's head. Returns false if the lease was lost.
-pub(super) fn reschedule_leased(
-    conn: &Connection,
-    id: JobId,
-    Lease { attempt, until }: Lease,
-    run_at: UnixMillis,
-    failure: &Failure,
-) -> StoreResult<bool> {
-    let changed = conn
-        .prepare_cached(sql_once!(
-            "UPDATE jobs SET status = CASE WHEN ?4 > ?5 THEN {SCHEDULED} ELSE {READY} END,
-                    run_at = ?4, leased_until = NULL, last_error = ?6, last_status = ?7
-             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3"
-        ))?
-        .execute(params![
-            &id.as_bytes()[..],
-            attempt,
-            until,
-            run_at,
-            failure.at,
-            failure.error,
-            failure.status
-        ])?;
-    Ok(changed == 1)
 }
 
 /// Lease up to `limit` due jobs of `queue`: higher priority first, then the longest due.
@@ -424,149 +219,6 @@ pub fn claim(
     Ok(claimed)
 }
 
-/// Append a failed attempt to the job's history.
-pub(super) fn record_attempt(
-    conn: &Connection,
-    id: JobId,
-    attempt: u32,
-    failure: &Failure,
-) -> StoreResult<()> {
-    conn.prepare_cached(
-        "INSERT INTO job_attempts(job_id, queue, attempt, at, status, latency_ms, error)
-         SELECT id, queue, ?2, ?3, ?4, ?5, ?6 FROM jobs WHERE id = ?1",
-    )?
-    .execute(params![
-        &id.as_bytes()[..],
-        attempt,
-        failure.at,
-        failure.status,
-        failure.latency_ms as i64,
-        failure.error
-    ])?;
-    Ok(())
-}
-
-/// Drop the history of jobs `ids`.
-pub(super) fn drop_history(conn: &Connection, ids: &[JobId]) -> StoreResult<()> {
-    let mut stmt = conn.prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?;
-    for id in ids {
-        stmt.execute([&id.as_bytes()[..]])?;
-    }
-    Ok(())
-}
-
-/// Drop the history of the jobs of `ids` that no live job, dead letter or delivery log
-/// record shows any more.
-pub(super) fn drop_unreferenced_history(conn: &Connection, ids: &[JobId]) -> StoreResult<()> {
-    let mut stmt = conn.prepare_cached(
-        "DELETE FROM job_attempts WHERE job_id = ?1
-           AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
-           AND NOT EXISTS (SELECT 1 FROM dead_letters WHERE id = ?1)
-           AND NOT EXISTS (SELECT 1 FROM delivered WHERE id = ?1)",
-    )?;
-    for id in ids {
-        stmt.execute([&id.as_bytes()[..]])?;
-    }
-    Ok(())
-}
-
-/// The failed attempts of a job, oldest first.
-pub fn history(conn: &Connection, id: JobId) -> StoreResult<Vec<AttemptRecord>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT attempt, at, status, latency_ms, error FROM job_attempts
-         WHERE job_id = ?1 ORDER BY rowid",
-    )?;
-    let rows = stmt.query_map([&id.as_bytes()[..]], |row| {
-        Ok(AttemptRecord {
-            attempt: row.get(0)?,
-            at: row.get(1)?,
-            status: row.get(2)?,
-            latency_ms: row.get::<_, i64>(3)?.max(0) as u64,
-            error: row.get(4)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// Due, scheduled, blocked and in-flight jobs at `now`, and the earliest due time among the
-/// due, of `queue` or (`None`) of every queue that has live jobs. Each count walks only its
-/// own partial index, never the jobs' rows (but for the few in flight).
-pub fn counts(
-    conn: &Connection,
-    queue: Option<&QueueName>,
-    now: UnixMillis,
-) -> StoreResult<BTreeMap<QueueName, QueueCounts>> {
-    let of_queue = if queue.is_some() {
-        "AND queue = :queue"
-    } else {
-        ""
-    };
-    let mut counts: BTreeMap<QueueName, QueueCounts> = BTreeMap::new();
-    let count = |n: i64| u64::try_from(n).unwrap_or(0);
-    let mut each = |sql: &str, apply: &mut dyn FnMut(&mut QueueCounts, Tally)| -> StoreResult<()> {
-        let mut stmt = conn.prepare_cached(sql)?;
-        if let Some(index) = stmt.parameter_index(":now")? {
-            stmt.raw_bind_parameter(index, now)?;
-        }
-        if let (Some(index), Some(queue)) = (stmt.parameter_index(":queue")?, queue) {
-            stmt.raw_bind_parameter(index, queue.as_str())?;
-        }
-        let mut rows = stmt.raw_query();
-        while let Some(row) = rows.next()? {
-            let queue = QueueName::from_stored(row.get(0)?);
-            let entry = counts.entry(queue).or_default();
-            let tally = Tally {
-                jobs: count(row.get(1)?),
-                due: count(row.get(2)?),
-                earliest: row.get(3)?,
-            };
-            apply(entry, tally);
-        }
-        Ok(())
-    };
-    each(
-        &format!(
-            "SELECT queue, count(*), 0, min(run_at) FROM jobs
-             WHERE status = {READY} {of_queue} GROUP BY queue"
-        ),
-        &mut |c, t| {
-            c.ready += t.jobs;
-            c.oldest_due_at = min_of(c.oldest_due_at, t.earliest);
-        },
-    )?;
-    // Scheduled jobs already due (no claim has promoted them yet) count as ready.
-    each(
-        &format!(
-            "SELECT queue, count(*), sum(run_at <= :now), min(run_at) FROM jobs
-             WHERE status = {SCHEDULED} {of_queue} GROUP BY queue"
-        ),
-        &mut |c, t| {
-            c.scheduled += t.jobs - t.due;
-            c.ready += t.due;
-            if t.due > 0 {
-                c.oldest_due_at = min_of(c.oldest_due_at, t.earliest);
-            }
-        },
-    )?;
-    each(
-        &format!(
-            "SELECT queue, count(*), 0, NULL FROM jobs INDEXED BY jobs_by_key
-             WHERE ordering_key IS NOT NULL AND status = {BLOCKED} {of_queue}
-             GROUP BY queue"
-        ),
-        &mut |c, t| c.blocked += t.jobs,
-    )?;
-    // Through the small index of in-flight jobs (all queues), not the queues' every job.
-    each(
-        &format!(
-            "SELECT queue, count(*), 0, NULL FROM jobs INDEXED BY jobs_leased
-             WHERE status = {IN_FLIGHT} {of_queue} GROUP BY queue"
-        ),
-        &mut |c, t| c.in_flight += t.jobs,
-    )?;
-    Ok(counts)
-}
-
 /// One row of a count by queue: how many jobs, how many of them due, the earliest time.
 struct Tally {
     jobs: u64,
@@ -613,26 +265,6 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     })
 }
 
-/// One page of a queue's live (READY) jobs, in id (creation) order, after `after`.
-pub fn list(
-    conn: &Connection,
-    queue: &QueueName,
-    after: Option<JobId>,
-    limit: usize,
-) -> StoreResult<Vec<JobRecord>> {
-    let after: &[u8] = after.as_ref().map_or(&[], |id| &id.as_bytes()[..]);
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {RECORD_COLUMNS} FROM jobs
-         WHERE queue = ?1 AND id > ?2
-         ORDER BY id LIMIT ?3"
-    ))?;
-    let rows = stmt.query_map(
-        params![queue.as_str(), after, limit as i64],
-        record_from_row,
-    )?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
 /// A live job of `queue`, if there is one with that id.
 pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
     Ok(conn
@@ -669,6 +301,392 @@ pub fn release_all_leases(conn: &Connection, now: UnixMillis) -> StoreResult<usi
         ),
         [now],
     )?)
+}
+
+impl JobRows for SqliteTx<'_> {
+    async fn insert_jobs(&self, queue: &QueueName, batch: &[NewJob]) -> StoreResult<()> {
+        for job in batch {
+            insert(self.0, queue, job)?;
+        }
+        Ok(())
+    }
+
+    /// Mark job `id`, just inserted, as the job of a schedule's tick. A statement of its own
+    /// rather than two more columns in [`insert`]: binding them costs every enqueue about 400
+    /// instructions (1%), for the one job a tick stores.
+    async fn mark_schedule_tick(&self, id: JobId, tick: &ScheduleTick) -> StoreResult<()> {
+        self.0
+            .prepare_cached("UPDATE jobs SET schedule = ?2, schedule_tick = ?3 WHERE id = ?1")?
+            .execute(params![
+                &id.as_bytes()[..],
+                tick.schedule.as_str(),
+                tick.tick
+            ])?;
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        queue: &QueueName,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<ClaimedJob>> {
+        claim(self.0, queue, now, leased_until, limit)
+    }
+
+    async fn delete_leased(&self, id: JobId, lease: Lease) -> StoreResult<Option<Left>> {
+        // The queue is read back only for a keyed job, the only kind with a next job to let go.
+        let deleted: Option<(Option<String>, Option<String>, bool)> = self
+            .0
+            .prepare_cached(sql_once!(
+                "DELETE FROM jobs
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3
+                 RETURNING ordering_key, iif(ordering_key IS NULL, NULL, queue),
+                           last_error IS NOT NULL"
+            ))?
+            .query_row(
+                params![&id.as_bytes()[..], lease.attempt, lease.until],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .optional()?;
+        Ok(deleted.map(|(key, queue, had_failures)| Left {
+            key: queue.zip(key),
+            had_failures,
+        }))
+    }
+
+    async fn delete_job(&self, id: JobId) -> StoreResult<Option<Left>> {
+        let deleted: Option<(String, Option<String>, bool)> = self
+            .0
+            .prepare_cached(
+                "DELETE FROM jobs WHERE id = ?1
+                 RETURNING queue, ordering_key, last_error IS NOT NULL",
+            )?
+            .query_row([&id.as_bytes()[..]], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .optional()?;
+        Ok(deleted.map(|(queue, key, had_failures)| Left {
+            key: key.map(|key| (queue, key)),
+            had_failures,
+        }))
+    }
+
+    /// After a job of `key` left `jobs` (delivered, dead-lettered, cancelled, expired): if the
+    /// key has no head any more, its earliest blocked job becomes the head: ready, or
+    /// scheduled if it asked to start later. Returns whether one did.
+    async fn promote_next_of_key(
+        &self,
+        queue: &str,
+        key: &str,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
+        let promoted = self
+            .0
+            .prepare_cached(sql_once!(
+                "UPDATE jobs SET status = CASE WHEN run_at > ?3 THEN {SCHEDULED} ELSE {READY} END
+                 WHERE rowid = (
+                     SELECT rowid FROM jobs
+                     WHERE queue = ?1 AND ordering_key = ?2 AND status = {BLOCKED}
+                     ORDER BY id LIMIT 1)
+                 AND NOT EXISTS (
+                     SELECT 1 FROM jobs
+                     WHERE queue = ?1 AND ordering_key = ?2
+                       AND status IN ({READY}, {IN_FLIGHT}, {SCHEDULED}))"
+            ))?
+            .execute(params![queue, key, now])?;
+        Ok(promoted == 1)
+    }
+
+    /// It stays its key's head.
+    async fn reschedule_leased(
+        &self,
+        id: JobId,
+        lease: Lease,
+        run_at: UnixMillis,
+        failure: &Failure,
+    ) -> StoreResult<bool> {
+        let changed = self
+            .0
+            .prepare_cached(sql_once!(
+                "UPDATE jobs SET status = CASE WHEN ?4 > ?5 THEN {SCHEDULED} ELSE {READY} END,
+                        run_at = ?4, leased_until = NULL, last_error = ?6, last_status = ?7
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3"
+            ))?
+            .execute(params![
+                &id.as_bytes()[..],
+                lease.attempt,
+                lease.until,
+                run_at,
+                failure.at,
+                failure.error,
+                failure.status
+            ])?;
+        Ok(changed == 1)
+    }
+
+    async fn note_last_failure(
+        &self,
+        id: JobId,
+        lease: Lease,
+        failure: &Failure,
+    ) -> StoreResult<bool> {
+        let changed = self
+            .0
+            .prepare_cached(sql_once!(
+                "UPDATE jobs SET last_error = ?4, last_status = ?5
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3"
+            ))?
+            .execute(params![
+                &id.as_bytes()[..],
+                lease.attempt,
+                lease.until,
+                failure.error,
+                failure.status
+            ])?;
+        Ok(changed == 1)
+    }
+
+    async fn note_expired(&self, id: JobId) -> StoreResult<()> {
+        self.0.prepare_cached(
+            "UPDATE jobs SET last_error = coalesce(last_error, 'expired: not delivered within the job TTL')
+             WHERE id = ?1",
+        )?
+        .execute([&id.as_bytes()[..]])?;
+        Ok(())
+    }
+
+    async fn live_status(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobStatus>> {
+        // One writer: nothing can claim the job between this read and the caller's write.
+        status_of(self.0, queue, id)
+    }
+
+    /// Up to `limit` leases expired before `now`, oldest first, with the last attempt each
+    /// job's queue allows (its `maxAttempts`, else `default_max_attempts`).
+    async fn stale_leases(
+        &self,
+        now: UnixMillis,
+        default_max_attempts: u32,
+        limit: usize,
+    ) -> StoreResult<Vec<StaleLease>> {
+        let mut stmt = self.0.prepare_cached(sql_once!(
+            "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, ?2)
+             FROM jobs j JOIN queues q ON q.name = j.queue
+             WHERE j.status = {IN_FLIGHT} AND j.leased_until < ?1
+             ORDER BY j.leased_until LIMIT ?3"
+        ))?;
+        let rows = stmt.query_map(
+            params![now, default_max_attempts, limit_param(limit)],
+            |row| {
+                Ok(StaleLease {
+                    id: id_from_row(row, 0)?,
+                    lease: Lease {
+                        attempt: row.get(1)?,
+                        until: row.get(2)?,
+                    },
+                    max_attempts: row.get(3)?,
+                })
+            },
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    async fn expired_jobs(
+        &self,
+        cutoff: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<(JobId, QueueName)>> {
+        // Ids are UUIDv7: every id below the first possible id of `cutoff` was created before it,
+        // so the unique index on id finds them without a scan.
+        // A replayed or delayed job's time to live starts later (`ttl_from`), found through its
+        // own small partial index.
+        let bound = JobId::first_of_millis(cutoff);
+        let row = |row: &Row<'_>| Ok((id_from_row(row, 0)?, QueueName::from_stored(row.get(1)?)));
+        let mut expired: Vec<(JobId, QueueName)> = self
+            .0
+            .prepare_cached(sql_once!(
+                "SELECT id, queue FROM jobs
+                 WHERE id < ?1 AND status <> {IN_FLIGHT} AND ttl_from IS NULL LIMIT ?2"
+            ))?
+            .query_map(params![&bound.as_bytes()[..], limit_param(limit)], row)?
+            .collect::<Result<_, _>>()?;
+        let room = limit.saturating_sub(expired.len());
+        if room > 0 {
+            let own_ttl = self.0
+                .prepare_cached(sql_once!(
+                    "SELECT id, queue FROM jobs WHERE ttl_from < ?1 AND status <> {IN_FLIGHT} LIMIT ?2"
+                ))?
+                .query_map(params![cutoff, limit_param(room)], row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            expired.extend(own_ttl);
+        }
+        Ok(expired)
+    }
+
+    async fn live_job(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
+        get(self.0, queue, id)
+    }
+
+    async fn list_live(
+        &self,
+        queue: &QueueName,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> StoreResult<Vec<JobRecord>> {
+        let after: &[u8] = after.as_ref().map_or(&[], |id| &id.as_bytes()[..]);
+        let mut stmt = self.0.prepare_cached(&format!(
+            "SELECT {RECORD_COLUMNS} FROM jobs
+             WHERE queue = ?1 AND id > ?2
+             ORDER BY id LIMIT ?3"
+        ))?;
+        let rows = stmt.query_map(
+            params![queue.as_str(), after, limit as i64],
+            record_from_row,
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Due, scheduled, blocked and in-flight jobs at `now`, and the earliest due time among the
+    /// due, of `queue` or (`None`) of every queue that has live jobs. Each count walks only its
+    /// own partial index, never the jobs' rows (but for the few in flight).
+    async fn live_counts(
+        &self,
+        queue: Option<&QueueName>,
+        now: UnixMillis,
+    ) -> StoreResult<BTreeMap<QueueName, QueueCounts>> {
+        let of_queue = if queue.is_some() {
+            "AND queue = :queue"
+        } else {
+            ""
+        };
+        let mut counts: BTreeMap<QueueName, QueueCounts> = BTreeMap::new();
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        let mut each =
+            |sql: &str, apply: &mut dyn FnMut(&mut QueueCounts, Tally)| -> StoreResult<()> {
+                let mut stmt = self.0.prepare_cached(sql)?;
+                if let Some(index) = stmt.parameter_index(":now")? {
+                    stmt.raw_bind_parameter(index, now)?;
+                }
+                if let (Some(index), Some(queue)) = (stmt.parameter_index(":queue")?, queue) {
+                    stmt.raw_bind_parameter(index, queue.as_str())?;
+                }
+                let mut rows = stmt.raw_query();
+                while let Some(row) = rows.next()? {
+                    let queue = QueueName::from_stored(row.get(0)?);
+                    let entry = counts.entry(queue).or_default();
+                    let tally = Tally {
+                        jobs: count(row.get(1)?),
+                        due: count(row.get(2)?),
+                        earliest: row.get(3)?,
+                    };
+                    apply(entry, tally);
+                }
+                Ok(())
+            };
+        each(
+            &format!(
+                "SELECT queue, count(*), 0, min(run_at) FROM jobs
+                 WHERE status = {READY} {of_queue} GROUP BY queue"
+            ),
+            &mut |c, t| {
+                c.ready += t.jobs;
+                c.oldest_due_at = min_of(c.oldest_due_at, t.earliest);
+            },
+        )?;
+        // Scheduled jobs already due (no claim has promoted them yet) count as ready.
+        each(
+            &format!(
+                "SELECT queue, count(*), sum(run_at <= :now), min(run_at) FROM jobs
+                 WHERE status = {SCHEDULED} {of_queue} GROUP BY queue"
+            ),
+            &mut |c, t| {
+                c.scheduled += t.jobs - t.due;
+                c.ready += t.due;
+                if t.due > 0 {
+                    c.oldest_due_at = min_of(c.oldest_due_at, t.earliest);
+                }
+            },
+        )?;
+        each(
+            &format!(
+                "SELECT queue, count(*), 0, NULL FROM jobs INDEXED BY jobs_by_key
+                 WHERE ordering_key IS NOT NULL AND status = {BLOCKED} {of_queue}
+                 GROUP BY queue"
+            ),
+            &mut |c, t| c.blocked += t.jobs,
+        )?;
+        // Through the small index of in-flight jobs (all queues), not the queues' every job.
+        each(
+            &format!(
+                "SELECT queue, count(*), 0, NULL FROM jobs INDEXED BY jobs_leased
+                 WHERE status = {IN_FLIGHT} {of_queue} GROUP BY queue"
+            ),
+            &mut |c, t| c.in_flight += t.jobs,
+        )?;
+        Ok(counts)
+    }
+}
+
+impl HistoryRows for SqliteTx<'_> {
+    async fn record_attempt(&self, id: JobId, attempt: u32, failure: &Failure) -> StoreResult<()> {
+        self.0
+            .prepare_cached(
+                "INSERT INTO job_attempts(job_id, queue, attempt, at, status, latency_ms, error)
+             SELECT id, queue, ?2, ?3, ?4, ?5, ?6 FROM jobs WHERE id = ?1",
+            )?
+            .execute(params![
+                &id.as_bytes()[..],
+                attempt,
+                failure.at,
+                failure.status,
+                failure.latency_ms as i64,
+                failure.error
+            ])?;
+        Ok(())
+    }
+
+    async fn history(&self, id: JobId) -> StoreResult<Vec<AttemptRecord>> {
+        let mut stmt = self.0.prepare_cached(
+            "SELECT attempt, at, status, latency_ms, error FROM job_attempts
+             WHERE job_id = ?1 ORDER BY rowid",
+        )?;
+        let rows = stmt.query_map([&id.as_bytes()[..]], |row| {
+            Ok(AttemptRecord {
+                attempt: row.get(0)?,
+                at: row.get(1)?,
+                status: row.get(2)?,
+                latency_ms: row.get::<_, i64>(3)?.max(0) as u64,
+                error: row.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    async fn drop_history(&self, ids: &[JobId]) -> StoreResult<()> {
+        let mut stmt = self
+            .0
+            .prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?;
+        for id in ids {
+            stmt.execute([&id.as_bytes()[..]])?;
+        }
+        Ok(())
+    }
+
+    /// Drop the history of the jobs of `ids` that no live job, dead letter or delivery log
+    /// record shows any more.
+    async fn drop_unreferenced_history(&self, ids: &[JobId]) -> StoreResult<()> {
+        let mut stmt = self.0.prepare_cached(
+            "DELETE FROM job_attempts WHERE job_id = ?1
+               AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
+               AND NOT EXISTS (SELECT 1 FROM dead_letters WHERE id = ?1)
+               AND NOT EXISTS (SELECT 1 FROM delivered WHERE id = ?1)",
+        )?;
+        for id in ids {
+            stmt.execute([&id.as_bytes()[..]])?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

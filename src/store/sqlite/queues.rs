@@ -3,12 +3,15 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::tx::SqliteTx;
 use crate::model::QueueName;
 use crate::policy::QueueChange;
+use crate::store::dialect::QueueRows;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::queue_row::QueueRow;
 use crate::store::records::Queue;
-use crate::store::sealing::{self, Sealing};
+use crate::store::sealing;
+use crate::store::sealing::Sealing;
 
 /// The columns of a queue, in the order [`queue_row`] reads them.
 const COLUMNS: &str = "name, target, secret, created_at, max_attempts, backoff_ms, timeout_ms, \
@@ -245,4 +248,14 @@ pub fn count(conn: &Connection) -> StoreResult<u64> {
         .prepare_cached("SELECT count(*) FROM queues")?
         .query_row([], |row| row.get::<_, i64>(0))
         .map(|n| u64::try_from(n).unwrap_or(0))?)
+}
+
+impl QueueRows for SqliteTx<'_> {
+    async fn lock_queue_for_schedules(&self, queue: &QueueName) -> StoreResult<()> {
+        require(self.0, queue)
+    }
+
+    async fn require_queue(&self, queue: &QueueName) -> StoreResult<()> {
+        require(self.0, queue)
+    }
 }

@@ -4,8 +4,10 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::jobs::id_from_row;
+use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, ScheduleName, UnixMillis};
+use crate::store::dialect::ScheduleRows;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{NewSchedule, Schedule};
 
@@ -39,44 +41,6 @@ pub fn count(conn: &Connection, queue: &QueueName) -> StoreResult<u64> {
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
-/// Insert `schedule` on `queue`, next ticking at `next_run_at`. False if it exists.
-pub fn insert(
-    conn: &Connection,
-    queue: &QueueName,
-    schedule: &NewSchedule,
-    next_run_at: Option<UnixMillis>,
-    now: UnixMillis,
-) -> StoreResult<bool> {
-    let inserted = write_row(
-        conn,
-        "INSERT INTO schedules(queue, name, cron, timezone, payload, priority, ordering_key,
-                               paused, next_run_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
-         ON CONFLICT(queue, name) DO NOTHING",
-        (queue, schedule, next_run_at, now),
-    )?;
-    Ok(inserted == 1)
-}
-
-/// Replace schedule `schedule.name` of `queue` (its history kept), next ticking at
-/// `next_run_at`.
-pub fn replace(
-    conn: &Connection,
-    queue: &QueueName,
-    schedule: &NewSchedule,
-    next_run_at: Option<UnixMillis>,
-    now: UnixMillis,
-) -> StoreResult<()> {
-    write_row(
-        conn,
-        "UPDATE schedules SET cron = ?3, timezone = ?4, payload = ?5, priority = ?6,
-                ordering_key = ?7, paused = ?8, next_run_at = ?9, updated_at = ?10
-         WHERE queue = ?1 AND name = ?2",
-        (queue, schedule, next_run_at, now),
-    )?;
-    Ok(())
-}
-
 /// Run `sql`, which writes a schedule's row from `?1`…`?10` (queue, name, expression, time
 /// zone, payload, priority, ordering key, paused, next tick, now). Rows changed.
 fn write_row(
@@ -99,15 +63,6 @@ fn write_row(
     ])?)
 }
 
-/// `queue`'s schedules, by name.
-pub fn list(conn: &Connection, queue: &QueueName) -> StoreResult<Vec<Schedule>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM schedules WHERE queue = ?1 ORDER BY name"
-    ))?;
-    let rows = stmt.query_map([queue.as_str()], from_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
 pub fn get(
     conn: &Connection,
     queue: &QueueName,
@@ -121,93 +76,159 @@ pub fn get(
         .optional()?)
 }
 
-/// Delete a schedule; `ScheduleNotFound` if there is none.
-pub fn delete(conn: &Connection, queue: &QueueName, name: &ScheduleName) -> StoreResult<()> {
-    let deleted = conn
-        .prepare_cached("DELETE FROM schedules WHERE queue = ?1 AND name = ?2")?
-        .execute(params![queue.as_str(), name.as_str()])?;
-    match deleted {
-        0 => Err(StoreError::ScheduleNotFound),
-        _ => Ok(()),
+impl ScheduleRows for SqliteTx<'_> {
+    async fn due_schedules(&self, now: UnixMillis, limit: usize) -> StoreResult<Vec<Schedule>> {
+        let mut stmt = self.0.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM schedules
+             WHERE paused = 0 AND next_run_at <= ?1
+             ORDER BY next_run_at LIMIT ?2"
+        ))?;
+        let rows = stmt.query_map(params![now, limit as i64], from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
-}
 
-/// Set a schedule's pause flag and next tick.
-pub fn set_paused(
-    conn: &Connection,
-    queue: &QueueName,
-    name: &ScheduleName,
-    paused: bool,
-    next_run_at: Option<UnixMillis>,
-    now: UnixMillis,
-) -> StoreResult<()> {
-    conn.prepare_cached(
-        "UPDATE schedules SET paused = ?3, next_run_at = ?4, updated_at = ?5
-         WHERE queue = ?1 AND name = ?2",
-    )?
-    .execute(params![
-        queue.as_str(),
-        name.as_str(),
-        paused,
-        next_run_at,
-        now
-    ])?;
-    Ok(())
-}
+    /// Move a schedule's next tick from `planned` to `next`, only if `planned` is still its next
+    /// tick and it is active: the compare-and-set that lets one tick fire once. Returns whether
+    /// it did.
+    async fn claim_tick(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+        planned: UnixMillis,
+        next: Option<UnixMillis>,
+    ) -> StoreResult<bool> {
+        let changed = self
+            .0
+            .prepare_cached(
+                "UPDATE schedules SET next_run_at = ?4
+                 WHERE queue = ?1 AND name = ?2 AND next_run_at = ?3 AND paused = 0",
+            )?
+            .execute(params![queue.as_str(), name.as_str(), planned, next])?;
+        Ok(changed == 1)
+    }
 
-/// Up to `limit` active schedules whose next tick is at or before `now`, earliest first.
-pub fn due(conn: &Connection, now: UnixMillis, limit: usize) -> StoreResult<Vec<Schedule>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM schedules
-         WHERE paused = 0 AND next_run_at <= ?1
-         ORDER BY next_run_at LIMIT ?2"
-    ))?;
-    let rows = stmt.query_map(params![now, limit as i64], from_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// Move a schedule's next tick from `fired` to `next`, only if `fired` is still its next
-/// tick and it is active: the compare-and-set that lets one tick fire once. Returns whether
-/// it did.
-pub fn claim_tick(
-    conn: &Connection,
-    queue: &QueueName,
-    name: &ScheduleName,
-    fired: UnixMillis,
-    next: Option<UnixMillis>,
-) -> StoreResult<bool> {
-    let changed = conn
-        .prepare_cached(
-            "UPDATE schedules SET next_run_at = ?4
-             WHERE queue = ?1 AND name = ?2 AND next_run_at = ?3 AND paused = 0",
+    async fn record_run(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+        tick: UnixMillis,
+        job: JobId,
+    ) -> StoreResult<()> {
+        self.0.prepare_cached(
+            "UPDATE schedules SET last_run_at = ?3, last_job_id = ?4 WHERE queue = ?1 AND name = ?2",
         )?
-        .execute(params![queue.as_str(), name.as_str(), fired, next])?;
-    Ok(changed == 1)
-}
+        .execute(params![
+            queue.as_str(),
+            name.as_str(),
+            tick,
+            &job.as_bytes()[..]
+        ])?;
+        Ok(())
+    }
 
-/// Record the tick fired last and the job it stored.
-pub fn record_run(
-    conn: &Connection,
-    queue: &QueueName,
-    name: &ScheduleName,
-    tick: UnixMillis,
-    job: JobId,
-) -> StoreResult<()> {
-    conn.prepare_cached(
-        "UPDATE schedules SET last_run_at = ?3, last_job_id = ?4 WHERE queue = ?1 AND name = ?2",
-    )?
-    .execute(params![
-        queue.as_str(),
-        name.as_str(),
-        tick,
-        &job.as_bytes()[..]
-    ])?;
-    Ok(())
-}
+    async fn next_schedule_due(&self) -> StoreResult<Option<UnixMillis>> {
+        Ok(self
+            .0
+            .prepare_cached("SELECT min(next_run_at) FROM schedules WHERE paused = 0")?
+            .query_row([], |row| row.get(0))?)
+    }
 
-/// The earliest next tick of an active schedule.
-pub fn next_due(conn: &Connection) -> StoreResult<Option<UnixMillis>> {
-    Ok(conn
-        .prepare_cached("SELECT min(next_run_at) FROM schedules WHERE paused = 0")?
-        .query_row([], |row| row.get(0))?)
+    async fn schedule(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+    ) -> StoreResult<Option<Schedule>> {
+        get(self.0, queue, name)
+    }
+
+    async fn schedule_for_update(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+    ) -> StoreResult<Option<Schedule>> {
+        get(self.0, queue, name)
+    }
+
+    async fn schedules(&self, queue: &QueueName) -> StoreResult<Vec<Schedule>> {
+        let mut stmt = self.0.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM schedules WHERE queue = ?1 ORDER BY name"
+        ))?;
+        let rows = stmt.query_map([queue.as_str()], from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    async fn count_schedules(&self, queue: &QueueName) -> StoreResult<u64> {
+        count(self.0, queue)
+    }
+
+    async fn insert_schedule(
+        &self,
+        queue: &QueueName,
+        schedule: &NewSchedule,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
+        let inserted = write_row(
+            self.0,
+            "INSERT INTO schedules(queue, name, cron, timezone, payload, priority, ordering_key,
+                                   paused, next_run_at, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)
+             ON CONFLICT(queue, name) DO NOTHING",
+            (queue, schedule, next_run_at, now),
+        )?;
+        Ok(inserted == 1)
+    }
+
+    /// Replace schedule `schedule.name` of `queue` (its history kept), next ticking at
+    /// `next_run_at`.
+    async fn replace_schedule(
+        &self,
+        queue: &QueueName,
+        schedule: &NewSchedule,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        write_row(
+            self.0,
+            "UPDATE schedules SET cron = ?3, timezone = ?4, payload = ?5, priority = ?6,
+                    ordering_key = ?7, paused = ?8, next_run_at = ?9, updated_at = ?10
+             WHERE queue = ?1 AND name = ?2",
+            (queue, schedule, next_run_at, now),
+        )?;
+        Ok(())
+    }
+
+    async fn set_schedule_paused(
+        &self,
+        queue: &QueueName,
+        name: &ScheduleName,
+        paused: bool,
+        next_run_at: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        self.0
+            .prepare_cached(
+                "UPDATE schedules SET paused = ?3, next_run_at = ?4, updated_at = ?5
+             WHERE queue = ?1 AND name = ?2",
+            )?
+            .execute(params![
+                queue.as_str(),
+                name.as_str(),
+                paused,
+                next_run_at,
+                now
+            ])?;
+        Ok(())
+    }
+
+    async fn delete_schedule(&self, queue: &QueueName, name: &ScheduleName) -> StoreResult<()> {
+        let deleted = self
+            .0
+            .prepare_cached("DELETE FROM schedules WHERE queue = ?1 AND name = ?2")?
+            .execute(params![queue.as_str(), name.as_str()])?;
+        match deleted {
+            0 => Err(StoreError::ScheduleNotFound),
+            _ => Ok(()),
+        }
+    }
 }
