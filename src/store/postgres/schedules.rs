@@ -145,9 +145,6 @@ impl ScheduleRows for PgTx<'_> {
             .collect())
     }
 
-    /// Move a schedule's next tick from `planned` to `next`, only if `planned` is still its next
-    /// tick and it is active: the compare-and-set that lets one tick fire once. Returns whether
-    /// it did.
     async fn claim_tick(
         &self,
         queue: &QueueName,
@@ -252,8 +249,6 @@ impl ScheduleRows for PgTx<'_> {
         Ok(inserted == 1)
     }
 
-    /// Replace schedule `schedule.name` of `queue` (its history kept), next ticking at
-    /// `next_run_at`.
     async fn replace_schedule(
         &self,
         queue: &QueueName,

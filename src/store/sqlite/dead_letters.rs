@@ -396,8 +396,6 @@ impl DeadLetterRows for SqliteTx<'_> {
         })
     }
 
-    /// Dead-letter figures at `now`; a pending record replayed more than `repeat_after_replays`
-    /// times counts as a repeat failure.
     async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats> {
         let mut stats = DlqStats::default();
         for state in DlqState::ALL {

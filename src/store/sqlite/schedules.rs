@@ -87,9 +87,6 @@ impl ScheduleRows for SqliteTx<'_> {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Move a schedule's next tick from `planned` to `next`, only if `planned` is still its next
-    /// tick and it is active: the compare-and-set that lets one tick fire once. Returns whether
-    /// it did.
     async fn claim_tick(
         &self,
         queue: &QueueName,
@@ -179,8 +176,6 @@ impl ScheduleRows for SqliteTx<'_> {
         Ok(inserted == 1)
     }
 
-    /// Replace schedule `schedule.name` of `queue` (its history kept), next ticking at
-    /// `next_run_at`.
     async fn replace_schedule(
         &self,
         queue: &QueueName,
