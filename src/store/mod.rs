@@ -209,7 +209,8 @@ impl Store {
     /// Open (or create) the store, migrate its schema, re-seal queue secrets with the current
     /// master key of `sealing` (rotation) and load the queues. On SQLite (one process owns
     /// the file) the leases of a previous run are released; on PostgreSQL (shared by nodes)
-    /// they are left to expire. `on_batch` sees every committed group of writes (SQLite).
+    /// they are left to expire. `on_batch` sees every committed group of writes (SQLite's
+    /// writes; PostgreSQL's grouped enqueues).
     /// Blocks on SQLite's file work: call it from a blocking context, or use [`Self::connect`].
     pub fn open(
         options: StoreOptions,
@@ -233,11 +234,11 @@ impl Store {
         options: StoreOptions,
         sealing: Sealing,
         now: UnixMillis,
-        on_batch: impl Fn(BatchStats) + Send + 'static,
+        on_batch: impl Fn(BatchStats) + Send + Sync + 'static,
     ) -> anyhow::Result<(Self, StoreDone)> {
         match options {
             StoreOptions::Postgres { url, pool_size } => {
-                let db = PgStore::open(&url, pool_size, sealing).await?;
+                let db = PgStore::open(&url, pool_size, sealing, on_batch).await?;
                 // Nothing to wait for at shutdown: every commit was awaited, and the pool
                 // closes when the last handle goes.
                 let (_, done) = std_mpsc::channel();
@@ -348,12 +349,19 @@ impl Store {
         let _admitted = self.admit_enqueue()?;
         let announce = self.cluster().is_shared().then(|| queue.clone());
         let one_statement = job.idempotency.is_none();
-        let enqueued = in_write!(
-            self,
-            Durability::Durable,
-            one_statement = one_statement,
-            |tx| decisions::enqueue::enqueue(tx, &queue, &job).await
-        )?;
+        let enqueued = match &self.backend {
+            // Without keys, PostgreSQL commits it with the enqueues arriving meanwhile.
+            Backend::Postgres(db) if postgres::groupable(&job) => db
+                .enqueue_grouped(queue.clone(), job)
+                .await
+                .map(|()| Enqueued::Stored),
+            _ => in_write!(
+                self,
+                Durability::Durable,
+                one_statement = one_statement,
+                |tx| decisions::enqueue::enqueue(tx, &queue, &job).await
+            ),
+        }?;
         if enqueued == Enqueued::Stored
             && let Some(queue) = announce
         {

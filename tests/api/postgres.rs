@@ -10,6 +10,7 @@
 //! recovered by expiry only; and the claim's plan on a large backlog.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use futures_util::future::join_all;
 use hookq::config::Database;
@@ -18,9 +19,10 @@ use hookq::model::{JobId, QueueName, Target, now_millis};
 use hookq::policy::QueueChange;
 use hookq::store::Store;
 use hookq::store::postgres::{self, PgPool, PgStore};
+use hookq::store::testing::WriteHold;
 use hookq::store::{
-    BatchEnqueued, Enqueued, Failure, IdempotencyKey, Lease, NewJob, Outbox, Outcome, Queue,
-    Sealing, StoreError,
+    BatchEnqueued, BatchStats, Enqueued, Failure, IdempotencyKey, Lease, NewJob, Outbox, Outcome,
+    Queue, Sealing, StoreError,
 };
 use serde_json::json;
 use tokio_postgres::NoTls;
@@ -297,7 +299,7 @@ impl std::ops::Deref for Node {
 
 /// One hookq node's store on the test database.
 pub async fn node(db: &TestDatabase) -> Node {
-    let pg = PgStore::open(&db.url, 8, Sealing::none())
+    let pg = PgStore::open(&db.url, 8, Sealing::none(), |_| {})
         .await
         .expect("open the PostgreSQL store");
     Node {
@@ -1218,5 +1220,112 @@ async fn postgres_a_capped_keyed_queue_takes_its_locks_in_one_order() {
     assert_eq!(enqueue.await.unwrap().unwrap(), Enqueued::Stored);
     drop(watcher);
     pool.close();
+    close([store], db).await;
+}
+
+/// `n` enqueues of `jobs` started at once while `store`'s writes are held, so they all
+/// wait for a commit together; their answers once the hold is dropped.
+async fn enqueued_together(
+    store: &Store,
+    jobs: Vec<(QueueName, NewJob)>,
+) -> Vec<Result<Enqueued, StoreError>> {
+    let hold = WriteHold::start(store).await.unwrap();
+    let n = jobs.len();
+    let answers: Vec<_> = jobs
+        .into_iter()
+        .map(|(queue, job)| {
+            let store = store.clone();
+            tokio::spawn(async move { store.enqueue(queue, job).await })
+        })
+        .collect();
+    // Each enqueue is admitted and handed to the committers in one step (no await between).
+    while store.enqueues_waiting() < n {
+        tokio::task::yield_now().await;
+    }
+    drop(hold);
+    join_all(answers)
+        .await
+        .into_iter()
+        .map(|answer| answer.unwrap())
+        .collect()
+}
+
+async fn live_jobs(pool: &PgPool, queue: &str) -> i64 {
+    let client = pool.get().await.unwrap();
+    client
+        .query_one("SELECT count(*) FROM jobs WHERE queue = $1", &[&queue])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn postgres_enqueues_arriving_together_commit_as_one_group() {
+    let Some(db) = TestDatabase::create("postgres_enqueue_groups").await else {
+        return;
+    };
+    let groups = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let pg = PgStore::open(&db.url, 8, Sealing::none(), {
+        let groups = groups.clone();
+        move |group: BatchStats| groups.lock().unwrap().push(group.ops)
+    })
+    .await
+    .unwrap();
+    let store = Store::over_postgres(pg.clone());
+    store.create_queue(queue_named("q")).await.unwrap();
+    let q = QueueName::parse("q").unwrap();
+    let t0 = now_millis();
+
+    let jobs: Vec<_> = (0..40).map(|n| (q.clone(), job(n, t0))).collect();
+    let answers = enqueued_together(&store, jobs).await;
+
+    assert!(answers.iter().all(|a| matches!(a, Ok(Enqueued::Stored))));
+    assert_eq!(live_jobs(&db.pool().await, "q").await, 40);
+    let groups = groups.lock().unwrap().clone();
+    assert_eq!(groups.iter().sum::<usize>(), 40, "{groups:?}");
+    // At most: one group per committer caught by the hold, then the rest together.
+    assert!(
+        groups.len() <= 3,
+        "40 enqueues took {} commits",
+        groups.len()
+    );
+    close([Node { store, pg }], db).await;
+}
+
+#[tokio::test]
+async fn postgres_a_grouped_enqueue_that_fails_fails_only_itself() {
+    let Some(db) = TestDatabase::create("postgres_enqueue_group_failures").await else {
+        return;
+    };
+    let store = node(&db).await;
+    let mut capped = queue_named("capped");
+    capped.policy.max_queued = Some(2);
+    store.create_queue(capped).await.unwrap();
+    store.create_queue(queue_named("open")).await.unwrap();
+    let name = |name: &str| QueueName::parse(name).unwrap();
+    let t0 = now_millis();
+    let mut jobs = Vec::new();
+    for n in 0..3 {
+        jobs.push((name("capped"), job(n, t0)));
+        jobs.push((name("open"), job(n, t0)));
+    }
+    jobs.push((name("gone"), job(9, t0)));
+
+    let answers = enqueued_together(&store, jobs).await;
+
+    let outcome = |i: usize| match &answers[i] {
+        Ok(Enqueued::Stored) => "stored",
+        Err(StoreError::QueueFull) => "full",
+        Err(StoreError::QueueNotFound) => "not found",
+        other => panic!("unexpected answer {other:?}"),
+    };
+    let mut capped = [0, 2, 4].map(outcome);
+    capped.sort();
+    assert_eq!(capped, ["full", "stored", "stored"]);
+    assert_eq!([1, 3, 5].map(outcome), ["stored"; 3]);
+    assert_eq!(outcome(6), "not found");
+    let pool = db.pool().await;
+    assert_eq!(live_jobs(&pool, "capped").await, 2);
+    assert_eq!(live_jobs(&pool, "open").await, 3);
     close([store], db).await;
 }

@@ -172,41 +172,87 @@ pub(super) fn lost_the_head(error: &tokio_postgres::Error) -> bool {
             .is_some_and(|c| c == "jobs_one_head_per_key")
 }
 
-/// Store a job due at once already in flight (attempt 1, leased to `node` until
-/// `leased_until`): a direct hand-off, as if [`enqueue`] and [`claim`] ran back to back.
-/// Only for a job without an ordering key or idempotency key.
-pub async fn insert_leased(
+/// One row of [`insert_unkeyed`]: a job without an ordering key for `queue`, leased to
+/// this node until `leased_until` if it is handed straight to a delivery.
+pub(super) struct UnkeyedRow<'a> {
+    pub queue: &'a QueueName,
+    pub job: &'a NewJob,
+    pub leased_until: Option<UnixMillis>,
+}
+
+/// Insert jobs without ordering keys, of any queues, in one statement: each ready,
+/// scheduled until due, or (with `leased_until`) in flight on its first attempt, leased to
+/// `node`. Returns the ids stored: a job whose queue is gone is left out. A queue at its
+/// `maxQueued` cap fails the whole statement (`QueueFull`). Rows are inserted in the order
+/// given: callers sort them by queue, so two nodes' statements take the capped queues'
+/// counter rows in one order and cannot deadlock.
+pub(super) async fn insert_unkeyed(
     tx: &Transaction<'_>,
-    queue: &QueueName,
-    job: &NewJob,
-    leased_until: UnixMillis,
     node: Uuid,
-) -> StoreResult<()> {
-    debug_assert!(job.ordering_key.is_none(), "a keyed job waits for its turn");
-    let inserted = prepared::execute(
+    rows: &[UnkeyedRow<'_>],
+) -> StoreResult<Vec<JobId>> {
+    let mut ids = Vec::with_capacity(rows.len());
+    let mut queues = Vec::with_capacity(rows.len());
+    let mut payloads = Vec::with_capacity(rows.len());
+    let mut run_ats = Vec::with_capacity(rows.len());
+    let mut created_ats = Vec::with_capacity(rows.len());
+    let mut not_befores = Vec::with_capacity(rows.len());
+    let mut priorities = Vec::with_capacity(rows.len());
+    let mut leases = Vec::with_capacity(rows.len());
+    for row in rows {
+        debug_assert!(
+            row.job.ordering_key.is_none(),
+            "a keyed job takes its key's lock"
+        );
+        let leased = row.leased_until.is_some();
+        ids.push(uuid(row.job.id));
+        queues.push(row.queue.as_str());
+        payloads.push(row.job.payload.as_str());
+        // A leased job is due now: its time to live runs from its creation.
+        run_ats.push(if leased {
+            row.job.created_at
+        } else {
+            row.job.due_at()
+        });
+        created_ats.push(row.job.created_at);
+        not_befores.push(if leased { None } else { row.job.not_before });
+        priorities.push(row.job.priority);
+        leases.push(row.leased_until);
+    }
+    let stored = prepared::query(
         tx,
         sql_once!(
             "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
-                               leased_until, leased_by, priority)
-             SELECT $1::uuid, name, {IN_FLIGHT}, $3::text, 1, $4::bigint, $4, $5::bigint,
-                    $6::uuid, $7::integer
-             FROM queues WHERE name = $2"
+                               not_before, ttl_from, priority, leased_until, leased_by)
+             SELECT j.id, q.name,
+                    CASE WHEN j.leased_until IS NOT NULL THEN {IN_FLIGHT}
+                         WHEN j.run_at > j.created_at THEN {SCHEDULED}
+                         ELSE {READY} END,
+                    j.payload, CASE WHEN j.leased_until IS NOT NULL THEN 1 ELSE 0 END,
+                    j.run_at, j.created_at, j.not_before, j.not_before, j.priority,
+                    j.leased_until, CASE WHEN j.leased_until IS NOT NULL THEN $8::uuid END
+             FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
+                         $6::bigint[], $7::integer[], $9::bigint[])
+                  WITH ORDINALITY AS j(id, queue, payload, run_at, created_at, not_before,
+                                       priority, leased_until, n)
+             JOIN queues q ON q.name = j.queue
+             ORDER BY j.n
+             RETURNING id"
         ),
         &[
-            &uuid(job.id),
-            &queue.as_str(),
-            &job.payload.as_str(),
-            &job.created_at,
-            &leased_until,
+            &ids,
+            &queues,
+            &payloads,
+            &run_ats,
+            &created_ats,
+            &not_befores,
+            &priorities,
             &node,
-            &job.priority,
+            &leases,
         ],
     )
     .await?;
-    if inserted == 0 {
-        return Err(StoreError::QueueNotFound);
-    }
-    Ok(())
+    Ok(stored.iter().map(|row| job_id(row.get(0))).collect())
 }
 
 fn earliest_of(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {
@@ -369,8 +415,23 @@ pub(super) fn limit_param(limit: usize) -> i64 {
 
 impl JobRows for PgTx<'_> {
     async fn insert_jobs(&self, queue: &QueueName, batch: &[NewJob]) -> StoreResult<()> {
-        for job in batch {
-            insert(self.tx, queue, job).await?;
+        if batch.iter().any(|job| job.ordering_key.is_some()) {
+            // Each keyed job takes its key's lock and may lose the race for its head.
+            for job in batch {
+                insert(self.tx, queue, job).await?;
+            }
+            return Ok(());
+        }
+        let rows: Vec<UnkeyedRow<'_>> = batch
+            .iter()
+            .map(|job| UnkeyedRow {
+                queue,
+                job,
+                leased_until: None,
+            })
+            .collect();
+        if insert_unkeyed(self.tx, self.node, &rows).await?.len() < rows.len() {
+            return Err(StoreError::QueueNotFound);
         }
         Ok(())
     }

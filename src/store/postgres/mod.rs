@@ -24,6 +24,7 @@ pub mod connect;
 pub mod dead_letters;
 pub mod delivered;
 pub mod events;
+mod group_commit;
 mod idempotency;
 pub mod jobs;
 pub mod limits;
@@ -44,6 +45,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use connect::{PgPool, connect};
+use group_commit::GroupCommit;
+pub use group_commit::groupable;
 pub use migrate::migrate;
 pub use tx::PgTx;
 
@@ -62,11 +65,11 @@ use crate::store::dialect::Durability;
 
 use crate::model::{QueueName, UnixMillis};
 use crate::policy::QueueChange;
-use crate::store::AfterCommit;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{ActivityFigures, Caps, Claimed, NewJob, Queue, SharedLimits};
 use crate::store::registry::Registry;
 use crate::store::sealing::Sealing;
+use crate::store::{AfterCommit, BatchStats};
 
 /// The PostgreSQL store of one node: a connection pool, the node's identity (what its leases
 /// carry) and its mirror of the queues ([`Registry`]), kept in step with its own changes at
@@ -88,21 +91,34 @@ pub struct PgStore {
     /// update, and by a refresh from its last epoch check to its replace: a refresh never puts back
     /// a snapshot older than a change this node has just applied.
     registry_writes: Arc<tokio::sync::Mutex<()>>,
+    /// Enqueues without keys, committed in groups.
+    group_commit: GroupCommit,
 }
 
 impl PgStore {
     /// Connect (at most `pool_size` connections), bring the schema up to date and load the
-    /// queues.
-    pub async fn open(url: &str, pool_size: usize, sealing: Sealing) -> anyhow::Result<Self> {
+    /// queues. `on_group` sees each committed group of enqueues ([`group_commit`]).
+    pub async fn open(
+        url: &str,
+        pool_size: usize,
+        sealing: Sealing,
+        on_group: impl Fn(BatchStats) + Send + Sync + 'static,
+    ) -> anyhow::Result<Self> {
         let pool = connect(url, pool_size).await?;
         migrate(&pool).await?;
+        let node = Uuid::now_v7();
+        let runner = Runner {
+            pool: pool.clone(),
+            node,
+        };
         let store = Self {
+            group_commit: GroupCommit::start(runner, Arc::new(on_group)),
             notifier: notify::Notifier::start(pool.clone()),
             config: Arc::new(connect::parse_url(url)?),
             url: url.into(),
             pool,
             sealing: Arc::new(sealing),
-            node: Uuid::now_v7(),
+            node,
             registry: Registry::default(),
             epoch: Arc::new(AtomicI64::new(-1)),
             registry_writes: Arc::default(),
@@ -298,14 +314,15 @@ impl PgStore {
         leased_until: UnixMillis,
         after_commit: AfterCommit,
     ) -> StoreResult<()> {
-        self.write(Durability::Durable, move |pg| {
-            Box::pin(async move {
-                jobs::insert_leased(pg.tx, &queue, &job, leased_until, pg.node).await
-            })
-        })
-        .await?;
-        after_commit();
-        Ok(())
+        self.group_commit
+            .enqueue(queue, job, Some((leased_until, after_commit)))
+            .await
+    }
+
+    /// Store `job`, one without keys ([`group_commit::groupable`]), with the next group of
+    /// enqueues.
+    pub async fn enqueue_grouped(&self, queue: QueueName, job: NewJob) -> StoreResult<()> {
+        self.group_commit.enqueue(queue, job, None).await
     }
 
     /// A claim within `limits` counted across every node (see [`limits`]). The commit is
@@ -410,8 +427,47 @@ impl PgStore {
         Ok(held.is_some())
     }
 
-    /// Run `work` in one transaction of this node, committed with `durability`: the one
-    /// place a PostgreSQL write begins and commits.
+    /// Run `work` in one transaction of this node, committed with `durability` (see
+    /// [`Runner::write`]).
+    pub async fn write<T>(&self, durability: Durability, work: impl Work<T>) -> StoreResult<T> {
+        self.runner().write(durability, work).await
+    }
+
+    /// Run `work` in a read-only transaction on one snapshot (see [`Runner::read`]).
+    pub async fn read<T>(&self, work: impl Work<T>) -> StoreResult<T> {
+        self.runner().read(work).await
+    }
+
+    fn runner(&self) -> Runner {
+        Runner {
+            pool: self.pool.clone(),
+            node: self.node,
+        }
+    }
+
+    /// Tell every node (this one too) that `queue` has jobs due.
+    pub fn announce_due(&self, queue: &QueueName) {
+        self.notifier.due(queue);
+    }
+
+    /// Whether the database answers (`/readyz`).
+    pub async fn ping(&self) -> StoreResult<()> {
+        let client = self.pool.get().await?;
+        client.simple_query("SELECT 1").await?;
+        Ok(())
+    }
+}
+
+/// What runs this node's transactions: its pool and its identity (what its leases carry).
+/// The one place a PostgreSQL transaction begins and commits.
+#[derive(Clone)]
+pub(super) struct Runner {
+    pool: PgPool,
+    node: Uuid,
+}
+
+impl Runner {
+    /// Run `work` in one transaction of this node, committed with `durability`.
     pub async fn write<T>(&self, durability: Durability, work: impl Work<T>) -> StoreResult<T> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
@@ -444,18 +500,6 @@ impl PgStore {
         .await?;
         tx.commit().await?;
         Ok(result)
-    }
-
-    /// Tell every node (this one too) that `queue` has jobs due.
-    pub fn announce_due(&self, queue: &QueueName) {
-        self.notifier.due(queue);
-    }
-
-    /// Whether the database answers (`/readyz`).
-    pub async fn ping(&self) -> StoreResult<()> {
-        let client = self.pool.get().await?;
-        client.simple_query("SELECT 1").await?;
-        Ok(())
     }
 }
 

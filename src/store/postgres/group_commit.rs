@@ -1,0 +1,208 @@
+//! Enqueues grouped into one transaction per node, as SQLite's writer groups its writes:
+//! the enqueues that arrive while a group commits wait and commit together, in one
+//! multi-row insert and one commit, each answered once that commit is durable. Under load
+//! a job costs a share of one transaction instead of a transaction of its own; alone it
+//! commits at once (nothing waits for a group to fill).
+//!
+//! Only jobs without an ordering key or an idempotency key are grouped: those take locks
+//! (a key's, a key row's) that two nodes' groups could take in opposite orders. Rows are
+//! sorted by queue, so the counter rows of capped queues are locked in one order on every
+//! node. A group that fails (a queue at its cap, a lost connection) is rolled back and
+//! each of its jobs retried in a transaction of its own, so one bad job fails only itself.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use super::Runner;
+use super::jobs::{UnkeyedRow, insert_unkeyed};
+use crate::model::{JobId, QueueName, UnixMillis};
+use crate::store::dialect::Durability;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::NewJob;
+use crate::store::{AfterCommit, BatchStats};
+
+/// The most jobs one group commits.
+const MAX_GROUP: usize = 256;
+
+/// Groups committing at once: one gathers while another commits, so a commit's round trip
+/// never leaves the node idle.
+const COMMITTERS: usize = 2;
+
+/// Whether `job` may be grouped with others.
+pub fn groupable(job: &NewJob) -> bool {
+    job.ordering_key.is_none() && job.idempotency.is_none()
+}
+
+/// Sees each committed group (its jobs, its commit time).
+pub type OnGroup = Arc<dyn Fn(BatchStats) + Send + Sync>;
+
+/// The way in: hands an enqueue to the committers and waits for its answer.
+#[derive(Clone)]
+pub struct GroupCommit {
+    entries: mpsc::UnboundedSender<Entry>,
+}
+
+/// One enqueue waiting for its group's commit: the row to insert and whom to answer.
+struct Entry {
+    row: JobRow,
+    /// A hand-off's delivery, started once the job is stored.
+    after_commit: Option<AfterCommit>,
+    answer: oneshot::Sender<StoreResult<()>>,
+}
+
+/// A job to insert: into `queue`, leased to this node until `leased_until` if handed off.
+#[derive(Clone)]
+struct JobRow {
+    queue: QueueName,
+    job: NewJob,
+    leased_until: Option<UnixMillis>,
+}
+
+impl GroupCommit {
+    /// Start the committers on `runner`'s transactions. They stop once every handle is
+    /// dropped and the enqueues handed to them are answered.
+    pub(super) fn start(runner: Runner, on_group: OnGroup) -> Self {
+        let (entries, waiting) = mpsc::unbounded_channel();
+        let waiting = Arc::new(Mutex::new(waiting));
+        for _ in 0..COMMITTERS {
+            tokio::spawn(commit_groups(
+                waiting.clone(),
+                runner.clone(),
+                on_group.clone(),
+            ));
+        }
+        Self { entries }
+    }
+
+    /// Store `job` (see [`groupable`]) with the next group; with `lease`, already in flight
+    /// on its first attempt and `AfterCommit` run once it is stored.
+    pub async fn enqueue(
+        &self,
+        queue: QueueName,
+        job: NewJob,
+        lease: Option<(UnixMillis, AfterCommit)>,
+    ) -> StoreResult<()> {
+        debug_assert!(groupable(&job));
+        let (answer, answered) = oneshot::channel();
+        let (leased_until, after_commit) = match lease {
+            Some((until, after_commit)) => (Some(until), Some(after_commit)),
+            None => (None, None),
+        };
+        let entry = Entry {
+            row: JobRow {
+                queue,
+                job,
+                leased_until,
+            },
+            after_commit,
+            answer,
+        };
+        self.entries.send(entry).map_err(|_| stopped())?;
+        answered.await.map_err(|_| stopped())?
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::from(anyhow::anyhow!("the enqueue committers have stopped"))
+}
+
+/// One committer: take every enqueue waiting (up to [`MAX_GROUP`]), commit them as one
+/// group, answer them; again.
+async fn commit_groups(
+    waiting: Arc<Mutex<mpsc::UnboundedReceiver<Entry>>>,
+    runner: Runner,
+    on_group: OnGroup,
+) {
+    loop {
+        let group = {
+            let mut waiting = waiting.lock().await;
+            let Some(first) = waiting.recv().await else {
+                return;
+            };
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP {
+                match waiting.try_recv() {
+                    Ok(entry) => group.push(entry),
+                    Err(_) => break,
+                }
+            }
+            group
+        };
+        commit(group, &runner, &on_group).await;
+    }
+}
+
+/// Commit `group` in one transaction and answer each entry; if that fails, each entry in
+/// a transaction of its own.
+async fn commit(mut group: Vec<Entry>, runner: &Runner, on_group: &OnGroup) {
+    group.sort_by(|a, b| a.row.queue.cmp(&b.row.queue));
+    let rows: Arc<[JobRow]> = group.iter().map(|entry| entry.row.clone()).collect();
+    let started = Instant::now();
+    match insert(runner, rows).await {
+        Ok(stored) => {
+            on_group(BatchStats {
+                ops: group.len(),
+                commit_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            });
+            for entry in group {
+                let stored = stored.contains(&entry.row.job.id);
+                answer(entry, stored);
+            }
+        }
+        Err(_) if group.len() > 1 => {
+            for entry in group {
+                match insert(runner, Arc::new([entry.row.clone()])).await {
+                    Ok(stored) => {
+                        let stored = stored.contains(&entry.row.job.id);
+                        answer(entry, stored);
+                    }
+                    Err(error) => {
+                        let _ = entry.answer.send(Err(error));
+                    }
+                }
+            }
+        }
+        Err(error) => {
+            for entry in group {
+                let _ = entry.answer.send(Err(error.clone()));
+            }
+        }
+    }
+}
+
+/// Answer a committed entry: stored (its hand-off started), or its queue was gone.
+fn answer(entry: Entry, stored: bool) {
+    let answer = if stored {
+        if let Some(after_commit) = entry.after_commit {
+            after_commit();
+        }
+        Ok(())
+    } else {
+        Err(StoreError::QueueNotFound)
+    };
+    let _ = entry.answer.send(answer);
+}
+
+/// Insert `rows` in one durable transaction; the ids stored (a job whose queue is gone is
+/// not).
+async fn insert(runner: &Runner, rows: Arc<[JobRow]>) -> StoreResult<HashSet<JobId>> {
+    runner
+        .write(Durability::Durable, move |pg| {
+            Box::pin(async move {
+                let rows: Vec<UnkeyedRow<'_>> = rows
+                    .iter()
+                    .map(|row| UnkeyedRow {
+                        queue: &row.queue,
+                        job: &row.job,
+                        leased_until: row.leased_until,
+                    })
+                    .collect();
+                let stored = insert_unkeyed(pg.tx, pg.node, &rows).await?;
+                Ok(stored.into_iter().collect())
+            })
+        })
+        .await
+}
