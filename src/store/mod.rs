@@ -351,7 +351,7 @@ impl Store {
         let one_statement = job.idempotency.is_none();
         let enqueued = match &self.backend {
             // Without keys, PostgreSQL commits it with the enqueues arriving meanwhile.
-            Backend::Postgres(db) if postgres::groupable(&job) => db
+            Backend::Postgres(db) if postgres::group_commit::groupable(&job) => db
                 .enqueue_grouped(queue.clone(), job)
                 .await
                 .map(|()| Enqueued::Stored),
@@ -468,9 +468,15 @@ impl Store {
         // Relaxed: an outcome lost to a power cut means the job is delivered again, which
         // at-least-once allows.
         let outbox = self.outbox;
-        in_write!(self, Durability::Relaxed, |tx| {
-            decisions::outcomes::record_outcome(tx, id, lease, &outcome, outbox).await
-        })
+        match &self.backend {
+            // A delivered job not kept: PostgreSQL deletes it with the others meanwhile.
+            Backend::Postgres(db) if postgres::completer::groupable(&outcome) => {
+                db.complete_grouped(id, lease, outcome, outbox).await
+            }
+            _ => in_write!(self, Durability::Relaxed, |tx| {
+                decisions::outcomes::record_outcome(tx, id, lease, &outcome, outbox).await
+            }),
+        }
     }
 
     /// Remove a READY job that is not being delivered, at `now` (the next job of its

@@ -1329,3 +1329,127 @@ async fn postgres_a_grouped_enqueue_that_fails_fails_only_itself() {
     assert_eq!(live_jobs(&pool, "open").await, 3);
     close([store], db).await;
 }
+
+/// Hold `store`'s writes while `outcomes` are recorded at once, so they wait for a commit
+/// together; their answers once the hold is dropped.
+async fn recorded_together(
+    store: &Store,
+    outcomes: Vec<(JobId, Lease, Outcome)>,
+) -> Vec<Result<bool, StoreError>> {
+    let hold = WriteHold::start(store).await.unwrap();
+    let answers: Vec<_> = outcomes
+        .into_iter()
+        .map(|(id, lease, outcome)| {
+            let store = store.clone();
+            tokio::spawn(async move { store.record_outcome(id, lease, outcome).await })
+        })
+        .collect();
+    // Let every recording reach the completers before the hold goes.
+    for _ in 0..answers.len() {
+        tokio::task::yield_now().await;
+    }
+    drop(hold);
+    join_all(answers)
+        .await
+        .into_iter()
+        .map(|answer| answer.unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn postgres_deliveries_arriving_together_complete_as_one_group() {
+    let Some(db) = TestDatabase::create("postgres_completer_groups").await else {
+        return;
+    };
+    let groups = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let pg = PgStore::open(&db.url, 8, Sealing::none(), {
+        let groups = groups.clone();
+        move |group: BatchStats| groups.lock().unwrap().push(group.ops)
+    })
+    .await
+    .unwrap();
+    let store = Store::over_postgres(pg.clone());
+    store.create_queue(queue_named("q")).await.unwrap();
+    let q = || QueueName::parse("q").unwrap();
+    let t0 = now_millis();
+    for n in 0..20 {
+        store.enqueue(q(), job(n, t0)).await.unwrap();
+    }
+    // A job that failed once before: its history goes with it.
+    let retried = job(20, t0);
+    let retried_id = retried.id;
+    store.enqueue(q(), retried).await.unwrap();
+    // Two jobs of one key: the head's delivery lets the next one go.
+    store.enqueue(q(), keyed_job(21, t0, "k")).await.unwrap();
+    store.enqueue(q(), keyed_job(22, t0, "k")).await.unwrap();
+    let claimed = store.claim(q(), t0, t0 + 60_000, 100).await.unwrap();
+    assert_eq!(claimed.len(), 22, "the key's second job waits");
+    let first_try = claimed.iter().find(|j| j.id == retried_id).unwrap();
+    let retry = Outcome::Retry {
+        run_at: t0,
+        failure: failure(t0),
+    };
+    assert!(
+        store
+            .record_outcome(retried_id, first_try.lease(), retry)
+            .await
+            .unwrap()
+    );
+    let second_try = store
+        .claim(q(), t0, t0 + 90_000, 1)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(second_try.id, retried_id);
+
+    let delivered = || Outcome::Delivered {
+        delivery: hookq::store::Delivery {
+            at: t0 + 1_000,
+            status: 200,
+            latency_ms: 3,
+        },
+        keep: false,
+    };
+    let mut outcomes: Vec<_> = claimed
+        .iter()
+        .filter(|j| j.id != retried_id)
+        .map(|j| (j.id, j.lease(), delivered()))
+        .collect();
+    outcomes.push((second_try.id, second_try.lease(), delivered()));
+    // A lease that was lost: a later attempt holds the job.
+    let lost = claimed.iter().find(|j| j.id != retried_id).unwrap();
+    let mut stale = lost.lease();
+    stale.attempt += 1;
+    outcomes[0] = (lost.id, stale, delivered());
+    groups.lock().unwrap().clear();
+
+    let answers = recorded_together(&store, outcomes).await;
+
+    assert_eq!(answers[0].as_ref().unwrap(), &false, "the lease was lost");
+    assert!(
+        answers[1..].iter().all(|a| *a.as_ref().unwrap()),
+        "{answers:?}"
+    );
+    let pool = db.pool().await;
+    // Left: the job whose lease was lost, and the key's next job, now its head.
+    assert_eq!(live_jobs(&pool, "q").await, 2);
+    let next = store.claim(q(), t0 + 1_000, t0 + 60_000, 10).await.unwrap();
+    assert_eq!(next.len(), 1, "the key's next job is due");
+    let history: i64 = pool
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT count(*) FROM job_attempts", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(history, 0, "the retried job's history went with it");
+    let groups = groups.lock().unwrap().clone();
+    assert_eq!(groups.iter().sum::<usize>(), 22, "{groups:?}");
+    assert!(
+        groups.len() <= 3,
+        "22 outcomes took {} commits",
+        groups.len()
+    );
+    close([Node { store, pg }], db).await;
+}

@@ -1,8 +1,7 @@
-//! Enqueues grouped into one transaction per node, as SQLite's writer groups its writes:
-//! the enqueues that arrive while a group commits wait and commit together, in one
-//! multi-row insert and one commit, each answered once that commit is durable. Under load
-//! a job costs a share of one transaction instead of a transaction of its own; alone it
-//! commits at once (nothing waits for a group to fill).
+//! Enqueues committed in groups ([`super::groups`]), as SQLite's writer groups its writes:
+//! the enqueues that arrive while a group commits are stored together, in one multi-row
+//! insert and one durable commit, each answered once that commit is done. Under load a job
+//! costs a share of one transaction instead of a transaction of its own.
 //!
 //! Only jobs without an ordering key or an idempotency key are grouped: those take locks
 //! (a key's, a key row's) that two nodes' groups could take in opposite orders. Rows are
@@ -14,22 +13,16 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::Runner;
+use super::groups::{Groups, stopped};
 use super::jobs::{UnkeyedRow, insert_unkeyed};
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::dialect::Durability;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::NewJob;
 use crate::store::{AfterCommit, BatchStats};
-
-/// The most jobs one group commits.
-const MAX_GROUP: usize = 256;
-
-/// Groups committing at once: one gathers while another commits, so a commit's round trip
-/// never leaves the node idle.
-const COMMITTERS: usize = 2;
 
 /// Whether `job` may be grouped with others.
 pub fn groupable(job: &NewJob) -> bool {
@@ -42,7 +35,7 @@ pub type OnGroup = Arc<dyn Fn(BatchStats) + Send + Sync>;
 /// The way in: hands an enqueue to the committers and waits for its answer.
 #[derive(Clone)]
 pub struct GroupCommit {
-    entries: mpsc::UnboundedSender<Entry>,
+    groups: Groups<Entry>,
 }
 
 /// One enqueue waiting for its group's commit: the row to insert and whom to answer.
@@ -62,19 +55,13 @@ struct JobRow {
 }
 
 impl GroupCommit {
-    /// Start the committers on `runner`'s transactions. They stop once every handle is
-    /// dropped and the enqueues handed to them are answered.
+    /// Start the committers on `runner`'s transactions.
     pub(super) fn start(runner: Runner, on_group: OnGroup) -> Self {
-        let (entries, waiting) = mpsc::unbounded_channel();
-        let waiting = Arc::new(Mutex::new(waiting));
-        for _ in 0..COMMITTERS {
-            tokio::spawn(commit_groups(
-                waiting.clone(),
-                runner.clone(),
-                on_group.clone(),
-            ));
-        }
-        Self { entries }
+        let groups = Groups::start(move |group| {
+            let (runner, on_group) = (runner.clone(), on_group.clone());
+            async move { commit(group, &runner, &on_group).await }
+        });
+        Self { groups }
     }
 
     /// Store `job` (see [`groupable`]) with the next group; with `lease`, already in flight
@@ -100,38 +87,8 @@ impl GroupCommit {
             after_commit,
             answer,
         };
-        self.entries.send(entry).map_err(|_| stopped())?;
+        self.groups.hand(entry)?;
         answered.await.map_err(|_| stopped())?
-    }
-}
-
-fn stopped() -> StoreError {
-    StoreError::from(anyhow::anyhow!("the enqueue committers have stopped"))
-}
-
-/// One committer: take every enqueue waiting (up to [`MAX_GROUP`]), commit them as one
-/// group, answer them; again.
-async fn commit_groups(
-    waiting: Arc<Mutex<mpsc::UnboundedReceiver<Entry>>>,
-    runner: Runner,
-    on_group: OnGroup,
-) {
-    loop {
-        let group = {
-            let mut waiting = waiting.lock().await;
-            let Some(first) = waiting.recv().await else {
-                return;
-            };
-            let mut group = vec![first];
-            while group.len() < MAX_GROUP {
-                match waiting.try_recv() {
-                    Ok(entry) => group.push(entry),
-                    Err(_) => break,
-                }
-            }
-            group
-        };
-        commit(group, &runner, &on_group).await;
     }
 }
 

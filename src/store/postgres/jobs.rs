@@ -15,7 +15,7 @@
 //! - an idempotency key is claimed by inserting its row first: a concurrent second enqueue
 //!   with the same key waits on that row and then answers with the first job.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
@@ -253,6 +253,52 @@ pub(super) async fn insert_unkeyed(
     )
     .await?;
     Ok(stored.iter().map(|row| job_id(row.get(0))).collect())
+}
+
+/// Delete the jobs of `leases` still in flight under them and without an ordering key,
+/// and the attempt history of those that had failed before: delivered jobs not kept. The
+/// ids deleted. The counter rows of their capped queues are locked first, in queue order,
+/// before the deletes' triggers update them in whatever order the rows come.
+pub(super) async fn delete_delivered(
+    tx: &Transaction<'_>,
+    leases: &[(JobId, Lease)],
+) -> StoreResult<HashSet<JobId>> {
+    let ids: Vec<Uuid> = leases.iter().map(|(id, _)| uuid(*id)).collect();
+    let attempts: Vec<i32> = leases
+        .iter()
+        .map(|(_, l)| attempt_param(l.attempt))
+        .collect();
+    let untils: Vec<UnixMillis> = leases.iter().map(|(_, l)| l.until).collect();
+    let deleted = prepared::query(
+        tx,
+        sql_once!(
+            "WITH sizes AS (SELECT 1 FROM queue_sizes
+                            WHERE queue IN (SELECT queue FROM jobs WHERE id = ANY($1))
+                            ORDER BY queue FOR UPDATE)
+             DELETE FROM jobs j
+             USING unnest($1::uuid[], $2::integer[], $3::bigint[]) AS d(id, attempts, until)
+             WHERE j.id = d.id AND j.status = {IN_FLIGHT} AND j.attempts = d.attempts
+               AND j.leased_until = d.until AND j.ordering_key IS NULL
+               AND (SELECT count(*) FROM sizes) >= 0
+             RETURNING j.id, j.last_error IS NOT NULL"
+        ),
+        &[&ids, &attempts, &untils],
+    )
+    .await?;
+    let failed_before: Vec<Uuid> = deleted
+        .iter()
+        .filter(|row| row.get::<_, bool>(1))
+        .map(|row| row.get(0))
+        .collect();
+    if !failed_before.is_empty() {
+        prepared::execute(
+            tx,
+            "DELETE FROM job_attempts WHERE job_id = ANY($1)",
+            &[&failed_before],
+        )
+        .await?;
+    }
+    Ok(deleted.iter().map(|row| job_id(row.get(0))).collect())
 }
 
 fn earliest_of(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {

@@ -20,11 +20,13 @@
 
 pub mod activity;
 mod api_keys;
+pub(crate) mod completer;
 pub mod connect;
 pub mod dead_letters;
 pub mod delivered;
 pub mod events;
-mod group_commit;
+pub(crate) mod group_commit;
+mod groups;
 mod idempotency;
 pub mod jobs;
 pub mod limits;
@@ -44,11 +46,22 @@ use deadpool_postgres::{PoolError, Transaction};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use completer::Completer;
 pub use connect::{PgPool, connect};
 use group_commit::GroupCommit;
-pub use group_commit::groupable;
 pub use migrate::migrate;
 pub use tx::PgTx;
+
+use crate::model::{JobId, QueueName, UnixMillis};
+use crate::policy::QueueChange;
+use crate::store::dialect::Durability;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{
+    ActivityFigures, Caps, Claimed, Lease, NewJob, Outbox, Outcome, Queue, SharedLimits,
+};
+use crate::store::registry::Registry;
+use crate::store::sealing::Sealing;
+use crate::store::{AfterCommit, BatchStats};
 
 /// What [`PgStore::write`] and [`PgStore::read`] run: an operation over one transaction.
 pub trait Work<T>:
@@ -60,16 +73,6 @@ impl<T, F> Work<T> for F where
     F: for<'t> FnOnce(PgTx<'t>) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 't>>
 {
 }
-
-use crate::store::dialect::Durability;
-
-use crate::model::{QueueName, UnixMillis};
-use crate::policy::QueueChange;
-use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{ActivityFigures, Caps, Claimed, NewJob, Queue, SharedLimits};
-use crate::store::registry::Registry;
-use crate::store::sealing::Sealing;
-use crate::store::{AfterCommit, BatchStats};
 
 /// The PostgreSQL store of one node: a connection pool, the node's identity (what its leases
 /// carry) and its mirror of the queues ([`Registry`]), kept in step with its own changes at
@@ -93,11 +96,14 @@ pub struct PgStore {
     registry_writes: Arc<tokio::sync::Mutex<()>>,
     /// Enqueues without keys, committed in groups.
     group_commit: GroupCommit,
+    /// Deliveries of jobs not kept, completed in groups.
+    completer: Completer,
 }
 
 impl PgStore {
     /// Connect (at most `pool_size` connections), bring the schema up to date and load the
-    /// queues. `on_group` sees each committed group of enqueues ([`group_commit`]).
+    /// queues. `on_group` sees each committed group of enqueues ([`group_commit`]) and of
+    /// deliveries ([`completer`]).
     pub async fn open(
         url: &str,
         pool_size: usize,
@@ -107,12 +113,14 @@ impl PgStore {
         let pool = connect(url, pool_size).await?;
         migrate(&pool).await?;
         let node = Uuid::now_v7();
+        let on_group: group_commit::OnGroup = Arc::new(on_group);
         let runner = Runner {
             pool: pool.clone(),
             node,
         };
         let store = Self {
-            group_commit: GroupCommit::start(runner, Arc::new(on_group)),
+            group_commit: GroupCommit::start(runner.clone(), on_group.clone()),
+            completer: Completer::start(runner, on_group),
             notifier: notify::Notifier::start(pool.clone()),
             config: Arc::new(connect::parse_url(url)?),
             url: url.into(),
@@ -317,6 +325,18 @@ impl PgStore {
         self.group_commit
             .enqueue(queue, job, Some((leased_until, after_commit)))
             .await
+    }
+
+    /// Record the `Delivered` outcome of a job not kept ([`completer::groupable`]) of job
+    /// `id` under `lease` with the next group of outcomes. False if the lease was lost.
+    pub async fn complete_grouped(
+        &self,
+        id: JobId,
+        lease: Lease,
+        outcome: Outcome,
+        outbox: Outbox,
+    ) -> StoreResult<bool> {
+        self.completer.record(id, lease, outcome, outbox).await
     }
 
     /// Store `job`, one without keys ([`group_commit::groupable`]), with the next group of
