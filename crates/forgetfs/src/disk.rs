@@ -230,6 +230,7 @@ impl Disk {
             Some(handle) if handle.ino == ino => &handle.file,
             _ => {
                 opened = OpenOptions::new()
+                    .read(true)
                     .write(true)
                     .open(self.full(ino)?)
                     .during("opening a file to truncate")?;

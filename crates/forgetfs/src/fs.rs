@@ -41,7 +41,11 @@ impl ForgetFs {
     }
 }
 
+/// The errno for a failure; with `FORGETFS_TRACE` set, each failure is also printed.
 fn errno(error: &Error) -> Errno {
+    if std::env::var_os("FORGETFS_TRACE").is_some() {
+        eprintln!("forgetfs: answering {}: {error}", error.errno_code());
+    }
     Errno::from_i32(error.errno_code())
 }
 

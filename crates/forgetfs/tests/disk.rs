@@ -252,3 +252,17 @@ fn handles_from_before_a_cut_are_stale() {
     assert!(disk.write(fh, 0, b"x").is_err());
     assert!(disk.getattr(attr.ino).is_err());
 }
+
+#[test]
+fn a_truncation_without_a_handle_is_undone_by_a_cut() {
+    let (backing, mut disk) = disk();
+    create(&mut disk, "f", &vec![b'd'; 3 * PAGE as usize], true, true);
+    let ino = disk.lookup(ROOT, name("f")).expect("lookup").ino;
+    let attr = disk.setattr(ino, None, Some(10), None).expect("truncate");
+    assert_eq!(attr.meta.len(), 10);
+    disk.power_cut(Tear::None).expect("cut");
+    assert_eq!(
+        read(backing.path(), "f"),
+        Some(vec![b'd'; 3 * PAGE as usize])
+    );
+}
