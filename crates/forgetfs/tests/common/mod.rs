@@ -10,7 +10,8 @@ use forgetfs::Mount;
 pub struct Mounted {
     pub mount: Mount,
     pub point: tempfile::TempDir,
-    pub backing: tempfile::TempDir,
+    /// Held for its lifetime: the disk under the mount.
+    pub _backing: tempfile::TempDir,
 }
 
 impl Mounted {
@@ -44,7 +45,7 @@ fn try_mount() -> Result<Mounted, String> {
     Ok(Mounted {
         mount,
         point,
-        backing,
+        _backing: backing,
     })
 }
 
