@@ -149,14 +149,13 @@ fn writer_loop_for_the_cut_test() {
         return;
     };
     let db = open(Path::new(&path));
-    let mut next: i64 = db
+    let first: i64 = db
         .query_row("SELECT coalesce(max(id), 0) + 1 FROM jobs", [], |row| {
             row.get(0)
         })
         .expect("next id");
-    for _ in 0..100_000 {
-        insert(&db, next);
-        println!("committed {next}");
-        next += 1;
+    for id in first..first + 100_000 {
+        insert(&db, id);
+        println!("committed {id}");
     }
 }
