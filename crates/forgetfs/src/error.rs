@@ -22,8 +22,9 @@ pub enum Error {
     #[error("stale file handle {0}")]
     StaleHandle(u64),
     /// Mounting or unmounting failed.
-    #[error("cannot mount {mountpoint}: {source}")]
+    #[error("{what} {mountpoint}: {source}")]
     Mount {
+        what: &'static str,
         mountpoint: String,
         #[source]
         source: io::Error,

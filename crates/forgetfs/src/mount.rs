@@ -27,6 +27,7 @@ impl Mount {
     pub fn new(backing: impl AsRef<Path>, mountpoint: impl AsRef<Path>) -> Result<Self, Error> {
         let mountpoint = mountpoint.as_ref().to_path_buf();
         let failed = |source| Error::Mount {
+            what: "cannot mount",
             mountpoint: mountpoint.display().to_string(),
             source,
         };
@@ -72,13 +73,20 @@ impl Mount {
     }
 
     fn end(&mut self) -> Result<(), Error> {
-        match self.session.take() {
-            Some(session) => session.umount_and_join().map_err(|source| Error::Mount {
-                mountpoint: self.mountpoint.display().to_string(),
-                source,
-            }),
-            None => Ok(()),
-        }
+        let Some(session) = self.session.take() else {
+            return Ok(());
+        };
+        // Unmounted from outside (`fusermount3 -u`): only the thread is left to join.
+        let ended = if session.guard.is_finished() {
+            session.join()
+        } else {
+            session.umount_and_join()
+        };
+        ended.map_err(|source| Error::Mount {
+            what: "cannot unmount",
+            mountpoint: self.mountpoint.display().to_string(),
+            source,
+        })
     }
 }
 
