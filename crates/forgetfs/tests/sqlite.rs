@@ -142,6 +142,63 @@ fn a_cut_at_any_moment_of_a_write_loop_leaves_a_sound_database() {
     }
 }
 
+#[test]
+fn a_commit_whose_fsync_fails_is_refused_and_gone_after_a_cut() {
+    let Some(m) = common::mount() else { return };
+    let path = m.at("fsyncgate.db");
+    let db = open(&path);
+    common::sync_dir(m.point.path());
+    insert(&db, 1);
+    m.mount.fail_next_fsync();
+    let refused = db.execute("INSERT INTO jobs (id, body) VALUES (2, x'00')", []);
+    assert!(
+        refused.is_err(),
+        "SQLite must report the failed fsync: {refused:?}"
+    );
+    drop(db);
+    m.mount.power_cut(Tear::None).expect("cut");
+    let db = open(&path);
+    assert_eq!(integrity(&db), "ok");
+    let ids: Vec<i64> = db
+        .prepare("SELECT id FROM jobs ORDER BY id")
+        .and_then(|mut rows| rows.query_map([], |row| row.get(0))?.collect())
+        .expect("ids");
+    assert_eq!(ids, vec![1], "the refused commit is not on disk");
+}
+
+#[test]
+fn commits_acknowledged_after_a_failed_fsync_survive_a_cut() {
+    let Some(m) = common::mount() else { return };
+    let path = m.at("after.db");
+    let db = open(&path);
+    common::sync_dir(m.point.path());
+    insert(&db, 1);
+    m.mount.fail_next_fsync();
+    // A large transaction fails; the smaller ones after it rewrite part of its WAL frames.
+    let refused = db.execute_batch(
+        "WITH RECURSIVE n(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM n WHERE v < 40) \
+         INSERT INTO jobs (id, body) SELECT v + 1000, randomblob(3000) FROM n",
+    );
+    assert!(
+        matches!(&refused, Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::SystemIoFailure),
+        "the failed fsync is reported: {refused:?}"
+    );
+    assert!(m.mount.status().lost_pages > 0);
+    for id in 2..=10 {
+        insert(&db, id);
+    }
+    m.mount.power_cut(Tear::None).expect("cut");
+    drop(db);
+    let db = open(&path);
+    assert_eq!(integrity(&db), "ok");
+    let ids: Vec<i64> = db
+        .prepare("SELECT id FROM jobs ORDER BY id")
+        .and_then(|mut rows| rows.query_map([], |row| row.get(0))?.collect())
+        .expect("ids");
+    assert_eq!(ids, (1..=10).collect::<Vec<i64>>());
+}
+
 /// The write loop the cut test kills: a no-op unless run as that test's child.
 #[test]
 fn writer_loop_for_the_cut_test() {
