@@ -1,5 +1,6 @@
 //! What the FUSE tests share: a forgetfs mounted over private temporary directories, or a
 //! skip where this machine cannot mount one (a failure instead when `CI=true`).
+#![allow(dead_code, reason = "each test binary uses a part of this module")]
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
