@@ -5,7 +5,8 @@
 //!
 //! - [`pages`]: one file's unsynced pages and what a cut leaves of them (pure model).
 //! - [`tree`]: inode numbers ↔ backing paths, and limbo for unlinked inodes.
-//! - [`disk`]: every operation and fault over the backing directory; testable without FUSE.
+//! - [`disk`]: every operation and fault over the backing directory, the power cut;
+//!   testable without FUSE.
 //! - [`fs`]: the FUSE glue (fuser) over a [`disk::Disk`].
 //! - [`control`]: the [`Controller`] handle, the command language and its Unix socket.
 //! - [`mount`]: [`Mount`], a mount in this process, unmounted on drop.

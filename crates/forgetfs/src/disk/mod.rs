@@ -1,6 +1,7 @@
 //! The filesystem's state machine over the backing directory, one method per FUSE
 //! operation (taking inode numbers and handles) plus the faults: power cut, failing
-//! fsync, full disk. It needs no FUSE, so its semantics are tested directly.
+//! fsync, full disk. It needs no FUSE, so its semantics are tested directly. Files here;
+//! directory entries and limbo in `names`; the power cut in `cut`.
 //!
 //! Every change lands in the backing directory at once, so reads are plain passthrough
 //! and the backing directory always shows the page cache's view. What makes it forget is
@@ -9,20 +10,23 @@
 //! each name held on disk (`None`: absent). A power cut replays that record backwards,
 //! which leaves exactly what a disk would hold after a reboot.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::fs::{self, DirBuilder, File, Metadata, OpenOptions, Permissions};
+use std::fs::{self, File, Metadata, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Context, Error};
-use crate::pages::{FileLog, PAGE, Tear};
-use crate::rng::Rng;
-use crate::tree::{HIDDEN, Kind, Place, ROOT, Tree};
+use crate::pages::{FileLog, PAGE};
+use crate::tree::{HIDDEN, Kind, ROOT, Tree};
 
-/// An inode's number and what the backing directory says of it.
+mod cut;
+mod names;
+
+pub use cut::CutReport;
+
 #[derive(Debug)]
 pub struct Attr {
     pub ino: u64,
@@ -55,29 +59,6 @@ impl fmt::Display for Status {
             f,
             "dirty-files {} dirty-pages {} lost-pages {} dirty-dirs {} open-handles {}",
             self.dirty_files, self.dirty_pages, self.lost_pages, self.dirty_dirs, self.open_handles
-        )
-    }
-}
-
-/// What a power cut took away.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct CutReport {
-    /// Files whose unsynced pages or size were rolled back (in part, for a torn cut).
-    pub files: usize,
-    /// Pages put back to their pre-image.
-    pub pages: usize,
-    /// Directory entries put back as they were at their directory's last fsync.
-    pub entries: usize,
-    /// Handles that were open and are stale now.
-    pub handles: usize,
-}
-
-impl fmt::Display for CutReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "files {} pages {} entries {} stale-handles {}",
-            self.files, self.pages, self.entries, self.handles
         )
     }
 }
@@ -394,122 +375,6 @@ impl Disk {
         Ok(())
     }
 
-    pub fn mkdir(&mut self, parent: u64, name: &OsStr, mode: u32) -> Result<Attr, Error> {
-        Self::check_name(parent, name)?;
-        if self.child(parent, name)?.is_some() {
-            return Err(Error::errno("making a directory", libc::EEXIST));
-        }
-        self.note_entry(parent, name)?;
-        DirBuilder::new()
-            .mode(mode & 0o7777)
-            .create(self.dir_path(parent)?.join(name))
-            .during("making a directory")?;
-        let ino = self.tree.insert(parent, name, Kind::Dir);
-        self.getattr(ino)
-    }
-
-    pub fn unlink(&mut self, parent: u64, name: &OsStr) -> Result<(), Error> {
-        self.remove_entry(parent, name, Kind::File)
-    }
-
-    pub fn rmdir(&mut self, parent: u64, name: &OsStr) -> Result<(), Error> {
-        self.remove_entry(parent, name, Kind::Dir)
-    }
-
-    fn remove_entry(&mut self, parent: u64, name: &OsStr, expected: Kind) -> Result<(), Error> {
-        Self::check_name(parent, name)?;
-        let ino = self
-            .child(parent, name)?
-            .ok_or_else(|| Error::errno("removing a name", libc::ENOENT))?;
-        match (expected, self.kind(ino)?) {
-            (Kind::File, Kind::Dir) => return Err(Error::errno("unlink", libc::EISDIR)),
-            (Kind::Dir, Kind::File) => return Err(Error::errno("rmdir", libc::ENOTDIR)),
-            (Kind::Dir, Kind::Dir) => self.check_empty(ino)?,
-            (Kind::File, Kind::File) => {}
-        }
-        self.note_entry(parent, name)?;
-        self.send_to_limbo(ino)?;
-        self.collect_limbo()
-    }
-
-    fn check_empty(&self, ino: u64) -> Result<(), Error> {
-        let mut entries = fs::read_dir(self.full(ino)?).during("listing a directory")?;
-        match entries.next() {
-            None => Ok(()),
-            Some(_) => Err(Error::errno("removing a directory", libc::ENOTEMPTY)),
-        }
-    }
-
-    pub fn rename(
-        &mut self,
-        parent: u64,
-        name: &OsStr,
-        new_parent: u64,
-        new_name: &OsStr,
-        no_replace: bool,
-    ) -> Result<(), Error> {
-        Self::check_name(parent, name)?;
-        Self::check_name(new_parent, new_name)?;
-        let ino = self
-            .child(parent, name)?
-            .ok_or_else(|| Error::errno("renaming", libc::ENOENT))?;
-        let replaced = self.child(new_parent, new_name)?;
-        if replaced == Some(ino) {
-            return Ok(());
-        }
-        if let Some(old) = replaced {
-            if no_replace {
-                return Err(Error::errno("renaming without replacing", libc::EEXIST));
-            }
-            match (self.kind(ino)?, self.kind(old)?) {
-                (Kind::File, Kind::Dir) => return Err(Error::errno("rename", libc::EISDIR)),
-                (Kind::Dir, Kind::File) => return Err(Error::errno("rename", libc::ENOTDIR)),
-                (Kind::Dir, Kind::Dir) => self.check_empty(old)?,
-                (Kind::File, Kind::File) => {}
-            }
-        }
-        let to = self.dir_path(new_parent)?.join(new_name);
-        self.note_entry(parent, name)?;
-        self.note_entry(new_parent, new_name)?;
-        if let Some(old) = replaced {
-            self.send_to_limbo(old)?;
-        }
-        fs::rename(self.full(ino)?, &to).during("renaming")?;
-        self.tree.set_place(
-            ino,
-            Place::Named {
-                parent: new_parent,
-                name: new_name.to_owned(),
-            },
-        );
-        self.collect_limbo()
-    }
-
-    /// The directory's entries (without `.` and `..`), by name.
-    pub fn readdir(&mut self, ino: u64) -> Result<Vec<(u64, Kind, OsString)>, Error> {
-        let path = self.dir_path(ino)?;
-        let mut names: Vec<OsString> = fs::read_dir(&path)
-            .during("listing a directory")?
-            .map(|entry| entry.map(|e| e.file_name()))
-            .collect::<io::Result<_>>()
-            .during("listing a directory")?;
-        names.sort();
-        let mut entries = Vec::with_capacity(names.len());
-        for name in names {
-            if let Some(child) = self.child(ino, &name)? {
-                entries.push((child, self.kind(child)?, name));
-            }
-        }
-        Ok(entries)
-    }
-
-    /// Makes the directory's entries durable as they are now.
-    pub fn fsyncdir(&mut self, ino: u64) -> Result<(), Error> {
-        self.kind(ino)?;
-        self.dirs.remove(&ino);
-        self.collect_limbo()
-    }
-
     pub fn faults(&self) -> Faults {
         self.faults
     }
@@ -540,149 +405,6 @@ impl Disk {
             dirty_dirs: self.dirs.len(),
             open_handles: self.handles.len(),
         }
-    }
-
-    /// Records `name`'s durable inode in `parent` before its first change since the
-    /// directory's last fsync.
-    fn note_entry(&mut self, parent: u64, name: &OsStr) -> Result<(), Error> {
-        let known = self
-            .dirs
-            .get(&parent)
-            .is_some_and(|names| names.contains_key(name));
-        if !known {
-            let durable = self.child(parent, name)?;
-            self.dirs
-                .entry(parent)
-                .or_default()
-                .insert(name.to_owned(), durable);
-        }
-        Ok(())
-    }
-
-    fn send_to_limbo(&mut self, ino: u64) -> Result<(), Error> {
-        let from = self.full(ino)?;
-        fs::rename(&from, self.limbo_dir().join(ino.to_string())).during("moving to limbo")?;
-        self.tree.set_place(ino, Place::Limbo);
-        Ok(())
-    }
-
-    /// Deletes the inodes in limbo that nothing can bring back: no open handle, and no
-    /// directory whose unsynced change would restore them.
-    fn collect_limbo(&mut self) -> Result<(), Error> {
-        let wanted: HashSet<u64> = self
-            .dirs
-            .values()
-            .flat_map(|names| names.values().flatten().copied())
-            .collect();
-        for ino in self.tree.limbo() {
-            let Some(node) = self.tree.get(ino) else {
-                continue;
-            };
-            if node.open > 0 || wanted.contains(&ino) {
-                continue;
-            }
-            let path = self.full(ino)?;
-            match node.kind {
-                Kind::File => fs::remove_file(&path),
-                Kind::Dir => fs::remove_dir_all(&path),
-            }
-            .during("deleting from limbo")?;
-            self.tree.remove(ino);
-            self.dirs.remove(&ino);
-        }
-        Ok(())
-    }
-
-    /// Loses power: rolls every file back to its durable pages (keeping a seeded prefix
-    /// of the unsynced ones for a torn cut), every changed directory back to its entries
-    /// at its last fsync, and forgets every inode number and handle the kernel holds.
-    /// The processes using the mount must be dead already. Also heals the faults: the
-    /// machine reboots with a working disk.
-    pub fn power_cut(&mut self, tear: Tear) -> Result<CutReport, Error> {
-        let mut rng = match tear {
-            Tear::None => None,
-            Tear::Random { seed } => Some(Rng::new(seed)),
-        };
-        let mut report = CutReport {
-            handles: self.handles.len(),
-            ..CutReport::default()
-        };
-        self.handles.clear();
-
-        // Files, in path order: a seed tears the same way however inodes were numbered.
-        let mut files: Vec<(PathBuf, u64)> = self
-            .tree
-            .dirty_files()
-            .into_iter()
-            .filter_map(|ino| Some((self.tree.path(ino)?, ino)))
-            .collect();
-        files.sort();
-        for (relative, ino) in files {
-            let Some(log) = self.tree.get(ino).and_then(|node| node.log.as_ref()) else {
-                continue;
-            };
-            let file = OpenOptions::new()
-                .write(true)
-                .open(self.root.join(relative))
-                .during("opening a file to roll back")?;
-            let size = file.metadata().during("reading a file's size")?.len();
-            let plan = log.plan_cut(rng.as_mut(), size);
-            file.set_len(plan.final_size)
-                .during("rolling back a size")?;
-            report.files += 1;
-            report.pages += plan.restore.len();
-            for (page, mut bytes) in plan.restore {
-                let start = page * PAGE;
-                let end = (start + PAGE).min(plan.final_size);
-                bytes.resize(usize::try_from(end - start).unwrap_or(0), 0);
-                file.write_all_at(&bytes, start)
-                    .during("rolling back a page")?;
-            }
-        }
-
-        // Directories: first every changed name is emptied, then each gets back its
-        // durable inode; whatever is left in limbo had no durable name.
-        let mut changes: Vec<(u64, OsString, Option<u64>)> = std::mem::take(&mut self.dirs)
-            .into_iter()
-            .flat_map(|(dir, names)| names.into_iter().map(move |(n, ino)| (dir, n, ino)))
-            .collect();
-        changes.sort();
-        report.entries = changes.len();
-        for (dir, name, _) in &changes {
-            if self.tree.get(*dir).is_none() {
-                continue;
-            }
-            if let Some(now) = self.child(*dir, name)? {
-                self.send_to_limbo(now)?;
-            }
-        }
-        for (dir, name, durable) in &changes {
-            let Some(ino) = durable else {
-                continue;
-            };
-            let (Some(node), Ok(dir_path)) = (self.tree.get(*ino), self.full(*dir)) else {
-                continue;
-            };
-            let (kind, in_limbo) = (node.kind, node.place == Place::Limbo);
-            let from = self.full(*ino)?;
-            let to = dir_path.join(name);
-            if kind == Kind::File && !in_limbo {
-                // Renamed into another directory that was synced, out of one that was
-                // not: on disk both names hold it.
-                fs::hard_link(&from, &to).during("restoring a second name")?;
-            } else {
-                fs::rename(&from, &to).during("restoring a name")?;
-                let place = Place::Named {
-                    parent: *dir,
-                    name: name.clone(),
-                };
-                self.tree.set_place(*ino, place);
-            }
-        }
-        self.empty_limbo()?;
-        self.tree = Tree::new(self.tree.next_number());
-        self.faults = Faults::default();
-        Ok(report)
     }
 }
 
