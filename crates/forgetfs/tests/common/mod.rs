@@ -3,6 +3,7 @@
 #![allow(dead_code, reason = "each test binary uses a part of this module")]
 
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use forgetfs::Mount;
@@ -32,7 +33,11 @@ pub fn mount() -> Option<Mounted> {
     if std::env::var("CI").is_ok_and(|ci| ci == "true") {
         panic!("CI=true, and forgetfs cannot be mounted here: {reason}");
     }
-    println!("skipped: cannot mount forgetfs: {reason}");
+    // Straight to the stream: libtest would swallow a passing test's `println!`.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: cannot mount forgetfs: {reason}"
+    );
     None
 }
 
