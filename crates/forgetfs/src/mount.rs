@@ -32,6 +32,7 @@ impl Mount {
             source,
         };
         fs::create_dir_all(&mountpoint).map_err(failed)?;
+        let mountpoint = mountpoint.canonicalize().map_err(failed)?;
         let disk = Arc::new(Mutex::new(Disk::over(backing.as_ref())?));
         let mut config = Config::default();
         config.mount_options = vec![
@@ -68,6 +69,8 @@ impl Mount {
 
     /// Unmounts, reporting a failure that dropping would swallow. An unmount is a clean
     /// shutdown: what is volatile stays in the backing directory, as a synced disk would.
+    /// A mount still in use (a file open on it) is detached lazily instead: gone from
+    /// the namespace at once, served until its last file closes.
     pub fn unmount(mut self) -> Result<(), Error> {
         self.end()
     }
@@ -77,16 +80,30 @@ impl Mount {
             return Ok(());
         };
         // Unmounted from outside (`fusermount3 -u`): only the thread is left to join.
-        let ended = if session.guard.is_finished() {
-            session.join()
-        } else {
-            session.umount_and_join()
-        };
-        ended.map_err(|source| Error::Mount {
-            what: "cannot unmount",
+        if session.guard.is_finished() {
+            return session
+                .join()
+                .map_err(|source| self.failed("cannot unmount", source));
+        }
+        match session.umount_and_join() {
+            Ok(()) => Ok(()),
+            // Busy (a file still open on it): detach it now, so it never stays behind
+            // dangling once this process exits; the session thread ends with the last
+            // file closed.
+            Err(busy) if busy.raw_os_error() == Some(libc::EBUSY) => {
+                nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH)
+                    .map_err(|errno| self.failed("cannot detach", errno.into()))
+            }
+            Err(source) => Err(self.failed("cannot unmount", source)),
+        }
+    }
+
+    fn failed(&self, what: &'static str, source: std::io::Error) -> Error {
+        Error::Mount {
+            what,
             mountpoint: self.mountpoint.display().to_string(),
             source,
-        })
+        }
     }
 }
 

@@ -139,3 +139,17 @@ fn a_torn_cut_keeps_a_prefix_of_whole_pages() {
     }
     assert!(seen.len() > 1, "different seeds tear differently: {seen:?}");
 }
+
+#[test]
+fn dropping_a_busy_mount_detaches_it_instead_of_leaving_it_dangling() {
+    let Some(m) = common::mount() else { return };
+    let point = m.point.path().canonicalize().expect("the mountpoint");
+    let busy = File::create(m.at("open")).expect("create");
+    drop(m.mount);
+    let mounts = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let listed = mounts
+        .lines()
+        .any(|line| line.split(' ').nth(4) == Some(&*point.to_string_lossy()));
+    assert!(!listed, "{} is still mounted", point.display());
+    drop(busy);
+}
