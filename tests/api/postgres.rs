@@ -1259,19 +1259,29 @@ async fn live_jobs(pool: &PgPool, queue: &str) -> i64 {
         .get(0)
 }
 
-#[tokio::test]
-async fn postgres_enqueues_arriving_together_commit_as_one_group() {
-    let Some(db) = TestDatabase::create("postgres_enqueue_groups").await else {
-        return;
-    };
+/// A node whose grouped writes (enqueues, completions) report their sizes, in the order
+/// they commit.
+async fn node_counting_groups(db: &TestDatabase) -> (Node, Arc<std::sync::Mutex<Vec<usize>>>) {
     let groups = Arc::new(std::sync::Mutex::new(Vec::new()));
     let pg = PgStore::open(&db.url, 8, Sealing::none(), {
         let groups = groups.clone();
         move |group: BatchStats| groups.lock().unwrap().push(group.ops)
     })
     .await
-    .unwrap();
-    let store = Store::over_postgres(pg.clone());
+    .expect("open the PostgreSQL store");
+    let node = Node {
+        store: Store::over_postgres(pg.clone()),
+        pg,
+    };
+    (node, groups)
+}
+
+#[tokio::test]
+async fn postgres_enqueues_arriving_together_commit_as_one_group() {
+    let Some(db) = TestDatabase::create("postgres_enqueue_groups").await else {
+        return;
+    };
+    let (Node { store, pg }, groups) = node_counting_groups(&db).await;
     store.create_queue(queue_named("q")).await.unwrap();
     let q = QueueName::parse("q").unwrap();
     let t0 = now_millis();
@@ -1361,14 +1371,7 @@ async fn postgres_deliveries_arriving_together_complete_as_one_group() {
     let Some(db) = TestDatabase::create("postgres_completer_groups").await else {
         return;
     };
-    let groups = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let pg = PgStore::open(&db.url, 8, Sealing::none(), {
-        let groups = groups.clone();
-        move |group: BatchStats| groups.lock().unwrap().push(group.ops)
-    })
-    .await
-    .unwrap();
-    let store = Store::over_postgres(pg.clone());
+    let (Node { store, pg }, groups) = node_counting_groups(&db).await;
     store.create_queue(queue_named("q")).await.unwrap();
     let q = || QueueName::parse("q").unwrap();
     let t0 = now_millis();
