@@ -10,6 +10,7 @@
 //! recovered by expiry only; and the claim's plan on a large backlog.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -1223,31 +1224,39 @@ async fn postgres_a_capped_keyed_queue_takes_its_locks_in_one_order() {
     close([store], db).await;
 }
 
-/// `n` enqueues of `jobs` started at once while `store`'s writes are held, so they all
-/// wait for a commit together; their answers once the hold is dropped.
-async fn enqueued_together(
-    store: &Store,
-    jobs: Vec<(QueueName, NewJob)>,
-) -> Vec<Result<Enqueued, StoreError>> {
+/// Run `operations` at once while `store`'s writes are held, so they wait for a commit
+/// together; their answers once the hold is dropped.
+async fn released_together<T, F>(store: &Store, operations: Vec<F>) -> Vec<T>
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
     let hold = WriteHold::start(store).await.unwrap();
-    let n = jobs.len();
-    let answers: Vec<_> = jobs
-        .into_iter()
-        .map(|(queue, job)| {
-            let store = store.clone();
-            tokio::spawn(async move { store.enqueue(queue, job).await })
-        })
-        .collect();
-    // Each enqueue is admitted and handed to the committers in one step (no await between).
-    while store.enqueues_waiting() < n {
+    let n = operations.len();
+    let running: Vec<_> = operations.into_iter().map(tokio::spawn).collect();
+    // On this test's single thread, each operation runs up to its wait for the commit
+    // (nothing awaits before it hands its write over) while this one yields.
+    for _ in 0..n {
         tokio::task::yield_now().await;
     }
     drop(hold);
-    join_all(answers)
+    join_all(running)
         .await
         .into_iter()
         .map(|answer| answer.unwrap())
         .collect()
+}
+
+/// Enqueue `jobs` through [`released_together`].
+async fn enqueued_together(
+    store: &Store,
+    jobs: Vec<(QueueName, NewJob)>,
+) -> Vec<Result<Enqueued, StoreError>> {
+    let enqueues = jobs.into_iter().map(|(queue, job)| {
+        let store = store.clone();
+        async move { store.enqueue(queue, job).await }
+    });
+    released_together(store, enqueues.collect()).await
 }
 
 async fn live_jobs(pool: &PgPool, queue: &str) -> i64 {
@@ -1340,30 +1349,16 @@ async fn postgres_a_grouped_enqueue_that_fails_fails_only_itself() {
     close([store], db).await;
 }
 
-/// Hold `store`'s writes while `outcomes` are recorded at once, so they wait for a commit
-/// together; their answers once the hold is dropped.
+/// Record `outcomes` through [`released_together`].
 async fn recorded_together(
     store: &Store,
     outcomes: Vec<(JobId, Lease, Outcome)>,
 ) -> Vec<Result<bool, StoreError>> {
-    let hold = WriteHold::start(store).await.unwrap();
-    let answers: Vec<_> = outcomes
-        .into_iter()
-        .map(|(id, lease, outcome)| {
-            let store = store.clone();
-            tokio::spawn(async move { store.record_outcome(id, lease, outcome).await })
-        })
-        .collect();
-    // Let every recording reach the completers before the hold goes.
-    for _ in 0..answers.len() {
-        tokio::task::yield_now().await;
-    }
-    drop(hold);
-    join_all(answers)
-        .await
-        .into_iter()
-        .map(|answer| answer.unwrap())
-        .collect()
+    let recordings = outcomes.into_iter().map(|(id, lease, outcome)| {
+        let store = store.clone();
+        async move { store.record_outcome(id, lease, outcome).await }
+    });
+    released_together(store, recordings.collect()).await
 }
 
 #[tokio::test]

@@ -41,6 +41,11 @@ pub struct GroupCommit {
 /// One enqueue waiting for its group's commit: the row to insert and whom to answer.
 struct Entry {
     row: JobRow,
+    reply: Reply,
+}
+
+/// Whom to answer once an entry's row is committed, and what to start then.
+struct Reply {
     /// A hand-off's delivery, started once the job is stored.
     after_commit: Option<AfterCommit>,
     answer: oneshot::Sender<StoreResult<()>>,
@@ -84,8 +89,10 @@ impl GroupCommit {
                 job,
                 leased_until,
             },
-            after_commit,
-            answer,
+            reply: Reply {
+                after_commit,
+                answer,
+            },
         };
         self.groups.hand(entry)?;
         answered.await.map_err(|_| stopped())?
@@ -96,51 +103,49 @@ impl GroupCommit {
 /// a transaction of its own.
 async fn commit(mut group: Vec<Entry>, runner: &Runner, on_group: &OnGroup) {
     group.sort_by(|a, b| a.row.queue.cmp(&b.row.queue));
-    let rows: Arc<[JobRow]> = group.iter().map(|entry| entry.row.clone()).collect();
+    let (rows, replies): (Vec<JobRow>, Vec<Reply>) = group
+        .into_iter()
+        .map(|entry| (entry.row, entry.reply))
+        .unzip();
+    let rows: Arc<[JobRow]> = rows.into();
     let started = Instant::now();
-    match insert(runner, rows).await {
+    match insert(runner, rows.clone()).await {
         Ok(stored) => {
             on_group(BatchStats {
-                ops: group.len(),
+                ops: rows.len(),
                 commit_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             });
-            for entry in group {
-                let stored = stored.contains(&entry.row.job.id);
-                answer(entry, stored);
+            for (row, reply) in rows.iter().zip(replies) {
+                answer(reply, Ok(stored.contains(&row.job.id)));
             }
         }
-        Err(_) if group.len() > 1 => {
-            for entry in group {
-                match insert(runner, Arc::new([entry.row.clone()])).await {
-                    Ok(stored) => {
-                        let stored = stored.contains(&entry.row.job.id);
-                        answer(entry, stored);
-                    }
-                    Err(error) => {
-                        let _ = entry.answer.send(Err(error));
-                    }
-                }
+        Err(_) if rows.len() > 1 => {
+            for (row, reply) in rows.iter().zip(replies) {
+                let stored = insert(runner, Arc::new([row.clone()])).await;
+                answer(reply, stored.map(|stored| stored.contains(&row.job.id)));
             }
         }
         Err(error) => {
-            for entry in group {
-                let _ = entry.answer.send(Err(error.clone()));
+            for reply in replies {
+                answer(reply, Err(error.clone()));
             }
         }
     }
 }
 
-/// Answer a committed entry: stored (its hand-off started), or its queue was gone.
-fn answer(entry: Entry, stored: bool) {
-    let answer = if stored {
-        if let Some(after_commit) = entry.after_commit {
-            after_commit();
+/// Answer an entry: stored (its hand-off started), its queue gone, or the commit failed.
+fn answer(reply: Reply, stored: StoreResult<bool>) {
+    let answer = match stored {
+        Ok(true) => {
+            if let Some(after_commit) = reply.after_commit {
+                after_commit();
+            }
+            Ok(())
         }
-        Ok(())
-    } else {
-        Err(StoreError::QueueNotFound)
+        Ok(false) => Err(StoreError::QueueNotFound),
+        Err(error) => Err(error),
     };
-    let _ = entry.answer.send(answer);
+    let _ = reply.answer.send(answer);
 }
 
 /// Insert `rows` in one durable transaction; the ids stored (a job whose queue is gone is
