@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::future::join_all;
 use tokio::sync::oneshot;
 
 use super::Runner;
@@ -84,7 +85,8 @@ impl Completer {
 }
 
 /// Delete the group's jobs in one transaction and answer each; a job the statement left
-/// (keyed, lease lost) or a group that failed goes through the whole decision alone.
+/// (keyed, lease lost) or a group that failed goes through the whole decision alone, in a
+/// transaction of its own, all of them at once.
 async fn complete(mut group: Vec<Entry>, runner: &Runner, on_group: &OnGroup) {
     group.sort_by_key(|entry| entry.id);
     let leases: Arc<[(JobId, Lease)]> = group.iter().map(|e| (e.id, e.lease)).collect();
@@ -100,13 +102,17 @@ async fn complete(mut group: Vec<Entry>, runner: &Runner, on_group: &OnGroup) {
         // Each alone, where its error (or its success) is its own.
         Err(_) => HashSet::new(),
     };
+    let mut left = Vec::new();
     for entry in group {
         if deleted.contains(&entry.id) {
             let _ = entry.answer.send(Ok(true));
         } else {
-            alone(runner, entry).await;
+            left.push(alone(runner, entry));
         }
     }
+    // Independent transactions, each on a connection of its own, as they were before
+    // grouping: a keyed queue's deliveries do not wait for each other here.
+    join_all(left).await;
 }
 
 /// Delete the unkeyed jobs of `leases` still leased so, and their attempt history.
