@@ -91,6 +91,16 @@ pub struct BatchStats {
     pub commit_micros: u64,
 }
 
+impl BatchStats {
+    /// A group of `ops` writes whose commit began at `started`.
+    pub(crate) fn since(ops: usize, started: std::time::Instant) -> Self {
+        Self {
+            ops,
+            commit_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
 /// Signalled once the store has committed its last write and closed the database.
 pub struct StoreDone(std_mpsc::Receiver<()>);
 
@@ -210,7 +220,7 @@ impl Store {
     /// master key of `sealing` (rotation) and load the queues. On SQLite (one process owns
     /// the file) the leases of a previous run are released; on PostgreSQL (shared by nodes)
     /// they are left to expire. `on_batch` sees every committed group of writes (SQLite's
-    /// writes; PostgreSQL's grouped enqueues).
+    /// writes; PostgreSQL's grouped enqueues and completions).
     /// Blocks on SQLite's file work: call it from a blocking context, or use [`Self::connect`].
     pub fn open(
         options: StoreOptions,
@@ -352,7 +362,7 @@ impl Store {
         let enqueued = match &self.backend {
             // Without keys, PostgreSQL commits it with the enqueues arriving meanwhile.
             Backend::Postgres(db) if postgres::group_commit::groupable(&job) => db
-                .enqueue_grouped(queue.clone(), job)
+                .enqueue_grouped(queue, job)
                 .await
                 .map(|()| Enqueued::Stored),
             _ => in_write!(

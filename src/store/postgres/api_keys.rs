@@ -24,7 +24,7 @@ fn from_row(row: &Row) -> ApiKeyRecord {
 
 impl PgStore {
     pub async fn create_api_key(&self, key: NewApiKey) -> StoreResult<()> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         client
             .execute(
                 "INSERT INTO api_keys (id, hash, name, role, queues, created_at)
@@ -43,7 +43,7 @@ impl PgStore {
     }
 
     pub async fn list_api_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         let rows = client
             .query(&format!("SELECT {COLUMNS} FROM api_keys ORDER BY id"), &[])
             .await?;
@@ -51,7 +51,7 @@ impl PgStore {
     }
 
     pub async fn revoke_api_key(&self, id: String, now: UnixMillis) -> StoreResult<bool> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         let changed = client
             .execute(
                 "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
@@ -62,7 +62,7 @@ impl PgStore {
     }
 
     pub async fn find_api_key(&self, hash: [u8; 32]) -> StoreResult<Option<ApiKeyRecord>> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         let row = client
             .query_opt(
                 &format!("SELECT {COLUMNS} FROM api_keys WHERE hash = $1 AND revoked_at IS NULL"),

@@ -93,10 +93,7 @@ async fn complete(mut group: Vec<Entry>, runner: &Runner, on_group: &OnGroup) {
     let started = Instant::now();
     let deleted = match delete(runner, leases).await {
         Ok(deleted) => {
-            on_group(BatchStats {
-                ops: group.len(),
-                commit_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            });
+            on_group(BatchStats::since(group.len(), started));
             deleted
         }
         // Each alone, where its error (or its success) is its own.

@@ -111,10 +111,7 @@ async fn commit(mut group: Vec<Entry>, runner: &Runner, on_group: &OnGroup) {
     let started = Instant::now();
     match insert(runner, rows.clone()).await {
         Ok(stored) => {
-            on_group(BatchStats {
-                ops: rows.len(),
-                commit_micros: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            });
+            on_group(BatchStats::since(rows.len(), started));
             for (row, reply) in rows.iter().zip(replies) {
                 answer(reply, Ok(stored.contains(&row.job.id)));
             }

@@ -79,14 +79,14 @@ impl<T, F> Work<T> for F where
 /// once and with other nodes' through [`PgStore::refresh_queues`].
 #[derive(Clone)]
 pub struct PgStore {
-    pool: PgPool,
+    /// The pool and this node's identity (what its leases carry), which run its transactions.
+    runner: Runner,
     /// The connection settings, for the wake-up listener's own connection.
     config: Arc<tokio_postgres::Config>,
     url: Arc<str>,
     /// Announces stored jobs to every node.
     notifier: notify::Notifier,
     sealing: Arc<Sealing>,
-    node: Uuid,
     registry: Registry,
     /// The queue epoch the registry reflects.
     epoch: Arc<AtomicI64>,
@@ -120,13 +120,12 @@ impl PgStore {
         };
         let store = Self {
             group_commit: GroupCommit::start(runner.clone(), on_group.clone()),
-            completer: Completer::start(runner, on_group),
+            completer: Completer::start(runner.clone(), on_group),
             notifier: notify::Notifier::start(pool.clone()),
             config: Arc::new(connect::parse_url(url)?),
             url: url.into(),
-            pool,
+            runner,
             sealing: Arc::new(sealing),
-            node,
             registry: Registry::default(),
             epoch: Arc::new(AtomicI64::new(-1)),
             registry_writes: Arc::default(),
@@ -143,7 +142,7 @@ impl PgStore {
     ) -> StoreResult<crate::store::testing::WriteHold> {
         let (held, is_held) = tokio::sync::oneshot::channel::<StoreResult<()>>();
         let (release, released) = tokio::sync::oneshot::channel::<()>();
-        let pool = self.pool.clone();
+        let pool = self.runner.pool.clone();
         tokio::spawn(async move {
             let mut client = match pool.get().await {
                 Ok(client) => client,
@@ -202,7 +201,7 @@ impl PgStore {
     /// The pool, for tests that look at the database directly.
     #[cfg(any(test, feature = "testing"))]
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        &self.runner.pool
     }
 
     /// Call `on_due` with every queue any node announces a job for, until `stop` (one
@@ -223,7 +222,7 @@ impl PgStore {
     /// Reload the queues if any node changed one since the last look (one single-row read
     /// when nothing changed). Returns whether they were reloaded.
     pub async fn refresh_queues(&self) -> StoreResult<bool> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         let epoch = queues::epoch(&client).await?;
         if epoch == self.epoch.load(Ordering::Acquire) {
             return Ok(false);
@@ -288,7 +287,7 @@ impl PgStore {
     /// request naming it here does not wait for the next refresh. `QueueNotFound` when the
     /// database has no such queue.
     pub async fn load_queue(&self, name: &QueueName) -> StoreResult<Arc<Queue>> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         let (queue, read_at) = queues::load_one(&client, name, &self.sealing)
             .await?
             .ok_or(StoreError::QueueNotFound)?;
@@ -308,7 +307,7 @@ impl PgStore {
     /// registry).
     #[cfg(any(test, feature = "testing"))]
     pub async fn load_queues(&self) -> StoreResult<Vec<Queue>> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         queues::load_all(&client, &self.sealing).await
     }
 
@@ -377,9 +376,9 @@ impl PgStore {
         now: UnixMillis,
         busy: &[(QueueName, ActivityFigures)],
     ) -> StoreResult<()> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         if !busy.is_empty() {
-            activity::publish(&client, self.node, now, busy).await?;
+            activity::publish(&client, self.runner.node, now, busy).await?;
         }
         if now.rem_euclid(60_000) < 1_000 {
             activity::purge_stale(&client, now).await?;
@@ -393,13 +392,13 @@ impl PgStore {
         queue: &QueueName,
         now: UnixMillis,
     ) -> StoreResult<ActivityFigures> {
-        let client = self.pool.get().await?;
-        activity::of_other_nodes(&client, self.node, queue, now).await
+        let client = self.runner.pool.get().await?;
+        activity::of_other_nodes(&client, self.runner.node, queue, now).await
     }
 
     /// Open `queue`'s circuit breaker on every node until `until`.
     pub async fn open_breaker(&self, queue: &QueueName, until: UnixMillis) -> StoreResult<()> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         limits::open_breaker(&client, queue, until).await
     }
 
@@ -408,7 +407,7 @@ impl PgStore {
         &self,
         now: UnixMillis,
     ) -> StoreResult<Vec<(QueueName, UnixMillis)>> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         limits::open_breakers(&client, now).await
     }
 
@@ -420,7 +419,7 @@ impl PgStore {
 
     /// When `queue` next has a job due.
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         jobs::next_due(&client, &queue).await
     }
 
@@ -434,14 +433,14 @@ impl PgStore {
         now: UnixMillis,
         until: UnixMillis,
     ) -> StoreResult<bool> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         let held = client
             .query_opt(
                 "INSERT INTO cluster_leases (name, holder, until) VALUES ($1, $2, $3)
                  ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
                  WHERE cluster_leases.holder = excluded.holder OR cluster_leases.until <= $4
                  RETURNING holder",
-                &[&name, &self.node, &until, &now],
+                &[&name, &self.runner.node, &until, &now],
             )
             .await?;
         Ok(held.is_some())
@@ -450,19 +449,12 @@ impl PgStore {
     /// Run `work` in one transaction of this node, committed with `durability` (see
     /// [`Runner::write`]).
     pub async fn write<T>(&self, durability: Durability, work: impl Work<T>) -> StoreResult<T> {
-        self.runner().write(durability, work).await
+        self.runner.write(durability, work).await
     }
 
     /// Run `work` in a read-only transaction on one snapshot (see [`Runner::read`]).
     pub async fn read<T>(&self, work: impl Work<T>) -> StoreResult<T> {
-        self.runner().read(work).await
-    }
-
-    fn runner(&self) -> Runner {
-        Runner {
-            pool: self.pool.clone(),
-            node: self.node,
-        }
+        self.runner.read(work).await
     }
 
     /// Tell every node (this one too) that `queue` has jobs due.
@@ -472,7 +464,7 @@ impl PgStore {
 
     /// Whether the database answers (`/readyz`).
     pub async fn ping(&self) -> StoreResult<()> {
-        let client = self.pool.get().await?;
+        let client = self.runner.pool.get().await?;
         client.simple_query("SELECT 1").await?;
         Ok(())
     }

@@ -233,10 +233,7 @@ fn run(
         if let Err(err) = &commit {
             tracing::error!(error = %err, ops = batch.len(), "write batch failed; rolled back");
         }
-        on_batch(BatchStats {
-            ops: batch.len(),
-            commit_micros: started.elapsed().as_micros() as u64,
-        });
+        on_batch(BatchStats::since(batch.len(), started));
         for op in batch.drain(..) {
             op.finish(commit.clone());
         }
