@@ -4,7 +4,7 @@
 //!
 //! Protocol: a client connects, writes one command per line, and reads one answer line per
 //! command: `ok` (with details after a space) or `error <why>`. Commands: `cut`,
-//! `cut-torn <seed>`, `fail-fsync`, `enospc-after <bytes>`, `heal`, `status`, `unmount`.
+//! `cut-torn <seed>`, `fail-fsync [n]`, `enospc-after <bytes>`, `heal`, `status`, `unmount`.
 
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
@@ -14,7 +14,7 @@ use std::str::FromStr;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::disk::{CutReport, Disk, Status};
+use crate::disk::{CutReport, Disk, Faults, Status};
 use crate::error::Error;
 use crate::pages::Tear;
 
@@ -25,8 +25,9 @@ pub enum Command {
     Cut,
     /// Lose power, keeping a seeded random prefix of each file's unsynced pages.
     CutTorn(u64),
-    /// Fail the next fsync with `EIO` (its pages are lost, as after fsyncgate).
-    FailFsync,
+    /// Fail the next this many fsyncs with `EIO` (their pages are lost, as after
+    /// fsyncgate): `fail-fsync` for one, `fail-fsync <n>` for more.
+    FailFsync(u32),
     /// Fail writes with `ENOSPC` once this many more bytes have been written.
     EnospcAfter(u64),
     /// Clear the injected faults.
@@ -49,7 +50,11 @@ impl FromStr for Command {
         match words.as_slice() {
             ["cut"] => Ok(Self::Cut),
             ["cut-torn", seed] => Ok(Self::CutTorn(number(seed)?)),
-            ["fail-fsync"] => Ok(Self::FailFsync),
+            ["fail-fsync"] => Ok(Self::FailFsync(1)),
+            ["fail-fsync", count] => Ok(Self::FailFsync(
+                u32::try_from(number(count)?)
+                    .map_err(|_| Error::Control(format!("too many: {count:?}")))?,
+            )),
             ["enospc-after", bytes] => Ok(Self::EnospcAfter(number(bytes)?)),
             ["heal"] => Ok(Self::Heal),
             ["status"] => Ok(Self::Status),
@@ -64,7 +69,8 @@ impl fmt::Display for Command {
         match self {
             Self::Cut => write!(f, "cut"),
             Self::CutTorn(seed) => write!(f, "cut-torn {seed}"),
-            Self::FailFsync => write!(f, "fail-fsync"),
+            Self::FailFsync(1) => write!(f, "fail-fsync"),
+            Self::FailFsync(count) => write!(f, "fail-fsync {count}"),
             Self::EnospcAfter(bytes) => write!(f, "enospc-after {bytes}"),
             Self::Heal => write!(f, "heal"),
             Self::Status => write!(f, "status"),
@@ -101,12 +107,21 @@ impl Controller {
         self.disk().fail_next_fsync();
     }
 
+    pub fn fail_fsyncs(&self, count: u32) {
+        self.disk().fail_fsyncs(count);
+    }
+
     pub fn fail_writes_after(&self, bytes: u64) {
         self.disk().fail_writes_after(bytes);
     }
 
     pub fn heal(&self) {
         self.disk().heal();
+    }
+
+    /// The injected faults still armed (an fsync failure not yet met, a write budget).
+    pub fn faults(&self) -> Faults {
+        self.disk().faults()
     }
 
     pub fn status(&self) -> Status {
@@ -118,8 +133,8 @@ impl Controller {
         match command {
             Command::Cut => Ok(self.power_cut(Tear::None)?.to_string()),
             Command::CutTorn(seed) => Ok(self.power_cut(Tear::Random { seed })?.to_string()),
-            Command::FailFsync => {
-                self.fail_next_fsync();
+            Command::FailFsync(count) => {
+                self.fail_fsyncs(count);
                 Ok(String::new())
             }
             Command::EnospcAfter(bytes) => {
@@ -203,7 +218,8 @@ mod tests {
         for command in [
             Command::Cut,
             Command::CutTorn(42),
-            Command::FailFsync,
+            Command::FailFsync(1),
+            Command::FailFsync(3),
             Command::EnospcAfter(4096),
             Command::Heal,
             Command::Status,

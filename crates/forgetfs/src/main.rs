@@ -32,7 +32,7 @@ enum Action {
         #[arg(long)]
         control: Option<PathBuf>,
     },
-    /// Send one command to a mount's control socket: cut, cut-torn SEED, fail-fsync,
+    /// Send one command to a mount's control socket: cut, cut-torn SEED, fail-fsync [N],
     /// enospc-after BYTES, heal, status, unmount.
     Ctl {
         socket: PathBuf,

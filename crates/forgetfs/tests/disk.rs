@@ -173,6 +173,36 @@ fn a_failed_fsync_answers_eio_once_and_its_data_is_lost_at_the_next_cut() {
 }
 
 #[test]
+fn a_failed_fsync_is_reported_once_to_every_other_handle_open_on_the_file() {
+    let (backing, mut disk) = disk();
+    create(&mut disk, "f", b"durable!", true, true);
+    let ino = disk.lookup(ROOT, name("f")).expect("lookup").ino;
+    let failing = disk.open(ino, false).expect("open");
+    let other = disk.open(ino, false).expect("open");
+    disk.write(failing, 0, b"COVERED!").expect("write");
+    disk.fail_next_fsync();
+    disk.fsync(failing).expect_err("the armed fsync fails");
+    let opened_after = disk.open(ino, false).expect("open");
+    disk.fsync(opened_after)
+        .expect("a handle opened after the failure does not see it");
+    disk.write(other, PAGE, b"LATER").expect("write");
+    let seen = disk.fsync(other).expect_err("the other handle sees the failure");
+    assert_eq!(seen.errno_code(), libc::EIO);
+    disk.fsync(other).expect("only once");
+    for fh in [failing, other, opened_after] {
+        disk.release(fh).expect("release");
+    }
+    disk.power_cut(Tear::None).expect("cut");
+    let after = read(backing.path(), "f").expect("the file survives");
+    assert_eq!(&after[..8], b"durable!", "the failed page stays lost");
+    assert_eq!(
+        &after[PAGE as usize..],
+        b"LATER",
+        "the fsync that reported the error still synced the later write"
+    );
+}
+
+#[test]
 fn a_page_written_again_after_a_failed_fsync_can_be_synced() {
     let (backing, mut disk) = disk();
     create(&mut disk, "f", b"durable!", true, true);

@@ -37,8 +37,8 @@ pub struct Attr {
 /// The injected disk faults in force.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Faults {
-    /// The next file fsync (or fdatasync) fails with `EIO`.
-    pub fail_next_fsync: bool,
+    /// This many of the next file fsyncs (or fdatasyncs) fail with `EIO`.
+    pub failing_fsyncs: u32,
     /// Bytes that may still be written before writes fail with `ENOSPC`.
     pub write_budget: Option<u64>,
 }
@@ -67,6 +67,10 @@ impl fmt::Display for Status {
 struct Handle {
     ino: u64,
     file: File,
+    /// An fsync through another handle of this file failed since this handle's last fsync:
+    /// its next fsync reports it (Linux's `errseq_t`, since 4.13: a write-back error reaches
+    /// every file description open on the file at the time, once each).
+    unseen_error: bool,
 }
 
 /// The backing directory and its volatile layer.
@@ -247,7 +251,14 @@ impl Disk {
     fn add_handle(&mut self, ino: u64, file: File) -> u64 {
         let fh = self.next_handle;
         self.next_handle += 1;
-        self.handles.insert(fh, Handle { ino, file });
+        self.handles.insert(
+            fh,
+            Handle {
+                ino,
+                file,
+                unseen_error: false,
+            },
+        );
         if let Some(node) = self.tree.get_mut(ino) {
             node.open += 1;
         }
@@ -350,7 +361,9 @@ impl Disk {
     }
 
     /// Makes the file's pages and size durable, or, when a failure is armed, answers
-    /// `EIO` once and drops the pages as Linux does (see [`FileLog::fsync_failed`]).
+    /// `EIO` once and drops the pages as Linux does (see [`FileLog::fsync_failed`]). The
+    /// other handles open on the file then answer `EIO` once each at their next fsync,
+    /// which still syncs what was written since.
     pub fn fsync(&mut self, fh: u64) -> Result<(), Error> {
         let handle = self.handle(fh)?;
         let ino = handle.ino;
@@ -360,10 +373,13 @@ impl Disk {
             .during("reading a file's size")?
             .len();
         let node = self.tree.get_mut(ino).ok_or(Error::StaleInode(ino))?;
-        if self.faults.fail_next_fsync {
-            self.faults.fail_next_fsync = false;
+        if self.faults.failing_fsyncs > 0 {
+            self.faults.failing_fsyncs -= 1;
             if let Some(log) = &mut node.log {
                 log.fsync_failed();
+            }
+            for (other, handle) in &mut self.handles {
+                handle.unseen_error |= handle.ino == ino && *other != fh;
             }
             return Err(Error::errno("fsync (injected failure)", libc::EIO));
         }
@@ -371,6 +387,13 @@ impl Disk {
             && log.fsync_ok(size)
         {
             node.log = None;
+        }
+        let handle = self.handles.get_mut(&fh).ok_or(Error::StaleHandle(fh))?;
+        if std::mem::take(&mut handle.unseen_error) {
+            return Err(Error::errno(
+                "fsync (an earlier failure through another handle)",
+                libc::EIO,
+            ));
         }
         Ok(())
     }
@@ -380,7 +403,13 @@ impl Disk {
     }
 
     pub fn fail_next_fsync(&mut self) {
-        self.faults.fail_next_fsync = true;
+        self.fail_fsyncs(1);
+    }
+
+    /// The next `count` file fsyncs fail (added to those already armed): a disk failing for
+    /// a while.
+    pub fn fail_fsyncs(&mut self, count: u32) {
+        self.faults.failing_fsyncs = self.faults.failing_fsyncs.saturating_add(count);
     }
 
     pub fn fail_writes_after(&mut self, bytes: u64) {
