@@ -90,6 +90,7 @@ impl From<StoreError> for ApiError {
                 retry_after_secs: 1,
             },
             StoreError::Closed => Self::Unavailable("the server is shutting down".into()),
+            failed @ StoreError::DiskFailed(_) => Self::Unavailable(failed.to_string()),
             StoreError::Contended(cause) => {
                 tracing::warn!(error = %cause, "a write lost a lock conflict in the database");
                 Self::Unavailable(StoreError::Contended(cause).to_string())

@@ -14,6 +14,7 @@ use super::AppState;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::openapi::{__path_openapi_json, OkBody, openapi_json};
 use crate::model::QueueName;
+use crate::store::StoreError;
 use crate::telemetry;
 
 /// Routes that need no API key.
@@ -116,9 +117,14 @@ async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
 async fn healthz(State(state): State<AppState>) -> ApiResult<Json<OkBody>> {
     // Anyone may call this route: the cause (a host, a database name, a driver's words) is
     // for the logs only.
-    if let Err(err) = state.store.ping().await {
-        tracing::warn!(error = ?err, "health check: the database does not answer");
-        return Err(ApiError::Unavailable("database unreachable".into()));
+    match state.store.ping().await {
+        Ok(()) => {}
+        // Says nothing about the host: safe for anyone to read, and the operator's cue.
+        Err(failed @ StoreError::DiskFailed(_)) => return Err(failed.into()),
+        Err(err) => {
+            tracing::warn!(error = ?err, "health check: the database does not answer");
+            return Err(ApiError::Unavailable("database unreachable".into()));
+        }
     }
     Ok(Json(OkBody::OK))
 }

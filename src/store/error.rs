@@ -46,6 +46,14 @@ pub enum StoreError {
     /// The store has stopped (shutting down, or its writer failed and gave up).
     #[error("the store is shutting down")]
     Closed,
+    /// The disk failed to sync a write and the committed state could not be rewritten
+    /// (see `store::sqlite::resync`): nothing more is written until hookq is restarted. The
+    /// reason is for logs.
+    #[error(
+        "storage failed: the disk could not sync a write; nothing more is stored until hookq \
+         is restarted"
+    )]
+    DiskFailed(Arc<str>),
     /// The database cannot be reached (connection lost or refused, the server restarting):
     /// the operation may or may not have committed; retrying later is safe with an
     /// idempotency key. The cause is for logs.

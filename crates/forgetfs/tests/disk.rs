@@ -186,7 +186,9 @@ fn a_failed_fsync_is_reported_once_to_every_other_handle_open_on_the_file() {
     disk.fsync(opened_after)
         .expect("a handle opened after the failure does not see it");
     disk.write(other, PAGE, b"LATER").expect("write");
-    let seen = disk.fsync(other).expect_err("the other handle sees the failure");
+    let seen = disk
+        .fsync(other)
+        .expect_err("the other handle sees the failure");
     assert_eq!(seen.errno_code(), libc::EIO);
     disk.fsync(other).expect("only once");
     for fh in [failing, other, opened_after] {

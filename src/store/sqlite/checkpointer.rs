@@ -10,6 +10,10 @@
 //! the writer, between two batches (when no write can race it), runs one more passive
 //! checkpoint itself: it copies only the few frames left, completes, and the next write starts
 //! the WAL over.
+//!
+//! A checkpoint that fails on an I/O error (its fsync of the WAL or of the database file)
+//! may have left the WAL with pages the disk never got: it is not just retried, the writer
+//! is told to rewrite the committed state before its next batch ([`super::resync`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,6 +27,7 @@ use rusqlite::Connection;
 
 use super::Synchronous;
 use super::connection::open_checkpointer;
+use super::resync::{DiskHealth, is_io_error};
 
 /// How often the WAL is checkpointed.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
@@ -43,7 +48,7 @@ impl RewindFlag {
     /// If it could not complete (the checkpoint thread's own checkpoint, or a reader, was in
     /// the way), the flag stays raised and the writer tries again after its next batch:
     /// clearing it would leave the WAL growing until the checkpoint thread raised it again.
-    pub fn rewind_if_raised(&self, writer: &Connection) {
+    pub fn rewind_if_raised(&self, writer: &Connection, health: &DiskHealth) {
         if !self.0.swap(false, Ordering::Relaxed) {
             return;
         }
@@ -60,6 +65,9 @@ impl RewindFlag {
             Ok(_) => self.raise(),
             Err(err) => {
                 tracing::warn!(error = %err, "WAL rewind checkpoint failed; will retry");
+                if is_io_error(&err) {
+                    health.owe_resync();
+                }
                 self.raise();
             }
         }
@@ -77,6 +85,7 @@ impl Checkpointer {
         path: &Path,
         synchronous: Synchronous,
         rewind: RewindFlag,
+        health: DiskHealth,
     ) -> anyhow::Result<Self> {
         let conn = open_checkpointer(path, synchronous)?;
         let (stop, stopped) = mpsc::channel::<()>();
@@ -89,6 +98,14 @@ impl Checkpointer {
                     match checkpoint(&conn) {
                         Ok(frames) if frames > WAL_REWIND_FRAMES => rewind.raise(),
                         Ok(_) => {}
+                        Err(err) if is_io_error(&err) => {
+                            tracing::error!(
+                                error = %err,
+                                "WAL checkpoint failed on an I/O error; the writer will \
+                                 rewrite the committed state"
+                            );
+                            health.owe_resync();
+                        }
                         Err(err) => {
                             tracing::warn!(error = %err, "WAL checkpoint failed; will retry")
                         }
@@ -136,7 +153,7 @@ mod tests {
                     writer
                         .execute("INSERT INTO filler VALUES (zeroblob(4000))", [])
                         .unwrap();
-                    rewind.rewind_if_raised(&writer);
+                    rewind.rewind_if_raised(&writer, &DiskHealth::default());
                     if row % 100 == 0 {
                         match turn.try_send(()) {
                             Ok(()) | Err(mpsc::TrySendError::Full(())) => {}

@@ -12,6 +12,7 @@ use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
 
 use super::connection::{self, SCHEMA_VERSION};
+use super::resync::sync_directory_of;
 use super::{Synchronous, lock_database};
 
 /// How long `backup` keeps retrying while the source is busy (a checkpoint, say).
@@ -59,6 +60,10 @@ pub fn migrate(db: &Path) -> anyhow::Result<Migrated> {
     let before = user_version(&conn)?;
     connection::migrate(&mut conn)?;
     let after = user_version(&conn)?;
+    if !existed {
+        // SQLite syncs the file, not the directory entry that makes it exist.
+        sync_directory_of(db)?;
+    }
     Ok(Migrated {
         created: !existed,
         version_before: before,
@@ -136,6 +141,8 @@ fn copy(source: &Connection, dest: &Path) -> anyhow::Result<i32> {
     if quick != "ok" {
         bail!("the copy fails quick_check: {quick}");
     }
+    // SQLite synced the copy's pages; its name in the directory is ours to sync.
+    sync_directory_of(dest)?;
     Ok(pages)
 }
 

@@ -23,6 +23,7 @@ mod idempotency;
 mod jobs;
 mod queues;
 mod reader;
+mod resync;
 mod schedules;
 mod tx;
 mod writer;
@@ -96,6 +97,8 @@ pub struct SqliteStore {
     /// The master keys queue secrets are sealed with (if any).
     sealing: Arc<Sealing>,
     path: Arc<PathBuf>,
+    /// Whether the disk has failed for good (`ping` says so).
+    health: resync::DiskHealth,
     /// Runs WAL checkpoints until the last clone of the store is dropped.
     _checkpointer: Arc<checkpointer::Checkpointer>,
     /// Held for the store's lifetime: one process per database file.
@@ -141,10 +144,15 @@ impl SqliteStore {
         }
         let registry = Registry::new(load_queues(&mut conn, &sealing)?);
         conn.execute_batch("PRAGMA optimize=0x10002")?;
+        // Before serving: what this start found and wrote is on disk, whatever became of the
+        // previous process's syncs, and a new file's directory entry with it (see resync).
+        resync::resync(&conn).context("cannot make the database durable at start-up")?;
         let reader = ReadPool::open(path, READ_POOL_SIZE)?;
         let rewind = checkpointer::RewindFlag::default();
-        let checkpointer = checkpointer::Checkpointer::spawn(path, synchronous, rewind.clone())?;
-        let (writer, done) = Writer::spawn(conn, synchronous, rewind, on_batch)
+        let health = resync::DiskHealth::default();
+        let checkpointer =
+            checkpointer::Checkpointer::spawn(path, synchronous, rewind.clone(), health.clone())?;
+        let (writer, done) = Writer::spawn(conn, synchronous, rewind, health.clone(), on_batch)
             .context("cannot start the writer")?;
         Ok((
             Self {
@@ -153,6 +161,7 @@ impl SqliteStore {
                 registry,
                 sealing: Arc::new(sealing),
                 path: Arc::new(path.to_owned()),
+                health,
                 _checkpointer: Arc::new(checkpointer),
                 _lock: Arc::new(lock),
             },
@@ -295,6 +304,7 @@ impl SqliteStore {
     }
 
     pub async fn ping(&self) -> StoreResult<()> {
+        self.health.check()?;
         self.reader
             .read(|conn| Ok(conn.query_row("SELECT 1", [], |_| Ok(()))?))
             .await

@@ -12,6 +12,10 @@
 //! a lost outcome means the job is delivered again, both allowed by at-least-once. Those
 //! are sent as [`Durability::Relaxed`]; a batch made only of them commits without the
 //! fsync (`synchronous=NORMAL`), and the next durable commit's fsync covers them anyway.
+//!
+//! A commit that fails on an I/O error (a failed fsync, above all) is never retried: before
+//! answering anyone else, the writer rewrites the committed state ([`resync`]), and if that
+//! fails too it stops writing for good (see [`super::resync`] for why).
 
 use std::sync::mpsc::{self as std_mpsc, RecvTimeoutError};
 use std::thread;
@@ -22,6 +26,7 @@ use tokio::sync::oneshot;
 
 use super::Synchronous;
 use super::checkpointer::RewindFlag;
+use super::resync::{DiskHealth, is_io_failure, resync};
 use crate::store::BatchStats;
 use crate::store::error::{StoreError, StoreResult};
 
@@ -114,6 +119,7 @@ impl Writer {
         conn: Connection,
         synchronous: Synchronous,
         rewind: RewindFlag,
+        health: DiskHealth,
         on_batch: impl Fn(BatchStats) + Send + 'static,
     ) -> std::io::Result<(Self, std_mpsc::Receiver<()>)> {
         let (tx, rx) = std_mpsc::channel();
@@ -121,7 +127,7 @@ impl Writer {
         thread::Builder::new()
             .name("hookq-writer".into())
             .spawn(move || {
-                run(conn, synchronous, rewind, rx, on_batch);
+                run(conn, synchronous, rewind, health, rx, on_batch);
                 let _ = done_tx.send(());
             })?;
         Ok((Self { tx }, done_rx))
@@ -204,6 +210,7 @@ fn run(
     conn: Connection,
     synchronous: Synchronous,
     rewind: RewindFlag,
+    health: DiskHealth,
     rx: std_mpsc::Receiver<Box<dyn WriteOp>>,
     on_batch: impl Fn(BatchStats),
 ) {
@@ -228,22 +235,51 @@ fn run(
             last_synced_batch = batch.len();
         }
         let started = Instant::now();
-        let commit = set_synchronous(&conn, &mut current, wanted)
+        if health.take_resync() {
+            resync_or_fail(&conn, &health);
+        }
+        let commit = health
+            .check()
+            .and_then(|()| set_synchronous(&conn, &mut current, wanted))
             .and_then(|()| apply_batch(&conn, &mut batch));
-        if let Err(err) = &commit {
-            tracing::error!(error = %err, ops = batch.len(), "write batch failed; rolled back");
+        match &commit {
+            Err(err) if is_io_failure(err) => {
+                tracing::error!(
+                    error = %err,
+                    ops = batch.len(),
+                    "write batch failed on an I/O error; rolled back; rewriting the committed \
+                     state before the next write"
+                );
+                resync_or_fail(&conn, &health);
+            }
+            Err(StoreError::DiskFailed(_)) => {}
+            Err(err) => {
+                tracing::error!(error = %err, ops = batch.len(), "write batch failed; rolled back")
+            }
+            Ok(()) => {}
         }
         on_batch(BatchStats::since(batch.len(), started));
         for op in batch.drain(..) {
             op.finish(commit.clone());
         }
         // Between batches: nothing can race this checkpoint, so it completes.
-        rewind.rewind_if_raised(&conn);
+        if health.check().is_ok() {
+            rewind.rewind_if_raised(&conn, &health);
+        }
     }
     if let Err(err) = conn.execute_batch("PRAGMA optimize") {
         tracing::warn!(error = %err, "PRAGMA optimize at shutdown failed");
     }
     tracing::debug!("writer stopped");
+}
+
+/// Rewrite the committed state after an I/O error ([`resync`]); if that fails too, the
+/// disk has failed for good and the writer refuses every later batch.
+fn resync_or_fail(conn: &Connection, health: &DiskHealth) {
+    match resync(conn) {
+        Ok(()) => tracing::warn!("the committed state was rewritten and synced; writing again"),
+        Err(err) => health.fail(format!("{err:#}")),
+    }
 }
 
 /// Add every operation already waiting, up to the batch bound.
@@ -339,6 +375,8 @@ fn check_still_in_transaction(
     }
     Err(match failed {
         Some(StoreError::StorageFull) => StoreError::StorageFull,
+        // Kept as it is, so the writer knows to resync.
+        Some(io) if is_io_failure(&io) => io,
         Some(cause) => StoreError::from(anyhow::anyhow!(
             "the database rolled back the whole write batch after a failed operation ({cause}); \
              nothing in it was stored"
@@ -358,8 +396,14 @@ mod tests {
         let conn = Connection::open(dir.path().join("w.db")).unwrap();
         conn.execute_batch("CREATE TABLE t(v INTEGER NOT NULL UNIQUE)")
             .unwrap();
-        let (writer, _done) =
-            Writer::spawn(conn, Synchronous::Full, RewindFlag::default(), |_| {}).unwrap();
+        let (writer, _done) = Writer::spawn(
+            conn,
+            Synchronous::Full,
+            RewindFlag::default(),
+            DiskHealth::default(),
+            |_| {},
+        )
+        .unwrap();
         (writer, dir)
     }
 

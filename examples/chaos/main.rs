@@ -14,9 +14,16 @@
 //! tests/chaos/run.sh --db postgres://hookq@127.0.0.1:5432/postgres --nodes 3
 //! ```
 //!
+//! With `--power-loss N` (and `--fsync-fail N`) each kill is a power cut instead: the
+//! database sits on a forgetfs mount that drops every unsynced write at the cut (see
+//! `power.rs`); the run ends with the line
+//! `power-loss: N cuts, A acknowledged, L lost, D duplicated (bound B)`.
+//!
 //! Everything runs on 127.0.0.1: the producers, the server (port 0) and the worker it
 //! delivers to. Exit status 0 when no acknowledged job was lost and the duplicates stay
 //! within the bound; 1 otherwise.
+
+mod power;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -75,6 +82,41 @@ struct Args {
     /// Servers running at once on the database (more than 1 needs `--db postgres://…`).
     #[arg(long, default_value_t = 1)]
     nodes: usize,
+    /// Power cuts instead of kills: the SQLite database on a forgetfs mount, each kill
+    /// followed by a cut that drops (or tears) every write not yet fsynced. Needs root and
+    /// /dev/fuse (or fusermount3).
+    #[arg(long, default_value_t = 0)]
+    power_loss: u32,
+    /// More power cuts, each after an fsync failed (its pages lost, as Linux loses them):
+    /// no 201 may rest on what that fsync covered.
+    #[arg(long, default_value_t = 0)]
+    fsync_fail: u32,
+}
+
+/// What ends each round.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// `kill -9` the server.
+    Kill,
+    /// `kill -9`, then lose power.
+    PowerCut,
+    /// Fail one fsync, then `kill -9` and lose power.
+    FsyncFailThenCut,
+}
+
+/// What ends each round: `--kills` kills, or the power cuts (the fsync failures spread
+/// among them at random).
+fn faults(args: &Args, rng: &mut Rng) -> Vec<Fault> {
+    if args.power_loss == 0 && args.fsync_fail == 0 {
+        return vec![Fault::Kill; args.kills as usize];
+    }
+    let mut faults = vec![Fault::PowerCut; args.power_loss as usize];
+    faults.extend(vec![Fault::FsyncFailThenCut; args.fsync_fail as usize]);
+    // Fisher-Yates.
+    for i in (1..faults.len()).rev() {
+        faults.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    faults
 }
 
 /// xorshift64*: enough randomness for kill times, without another dependency.
@@ -331,13 +373,27 @@ async fn main() -> anyhow::Result<()> {
     if args.nodes == 0 || (args.nodes > 1 && shared.is_none()) {
         bail!("--nodes 2 or more needs --db postgres://… (a SQLite file has one server)");
     }
-    let db = match &shared {
-        Some(fresh) => fresh.url.clone(),
-        None => dir.path().join("chaos.db").display().to_string(),
+    let faults = faults(&args, &mut rng);
+    let power = if faults.contains(&Fault::Kill) {
+        None
+    } else if shared.is_some() {
+        bail!("--power-loss and --fsync-fail cut the power of a SQLite file's disk: no --db")
+    } else {
+        Some(power::PowerDisk::mount()?)
+    };
+    let db = match (&shared, &power) {
+        (Some(fresh), _) => fresh.url.clone(),
+        (None, Some(disk)) => disk.database().display().to_string(),
+        (None, None) => dir.path().join("chaos.db").display().to_string(),
     };
     println!(
-        "chaos: {} kills, {} nodes, {} producers, {} ordering keys each, seed {seed}, db {}",
-        args.kills,
+        "chaos: {} {}, {} nodes, {} producers, {} ordering keys each, seed {seed}, db {}",
+        faults.len(),
+        if power.is_some() {
+            format!("power cuts ({} after a failed fsync)", args.fsync_fail)
+        } else {
+            "kills".to_owned()
+        },
         args.nodes,
         args.producers,
         args.ordering_keys,
@@ -405,10 +461,24 @@ async fn main() -> anyhow::Result<()> {
         })
         .collect();
 
-    for kill in 1..=args.kills {
+    let mut fsync_failures_met = 0;
+    let mut power_failures = Vec::new();
+    for (round, fault) in (1..).zip(faults.iter().copied()) {
         let span = args.max_uptime_ms.saturating_sub(args.min_uptime_ms);
         let uptime = Duration::from_millis(args.min_uptime_ms + rng.below(span + 1));
-        tokio::time::sleep(uptime).await;
+        if let (Fault::FsyncFailThenCut, Some(disk)) = (fault, &power) {
+            tokio::time::sleep(uptime / 2).await;
+            let acknowledged = produced.acknowledged.lock().unwrap().len();
+            let met = disk.fail_next_fsync(Duration::from_secs(10)).await;
+            fsync_failures_met += u32::from(met);
+            println!(
+                "round {round}: an fsync failed ({}) after {acknowledged} jobs acknowledged",
+                if met { "met" } else { "no fsync within 10 s" }
+            );
+            tokio::time::sleep(uptime / 2).await;
+        } else {
+            tokio::time::sleep(uptime).await;
+        }
         let victim = rng.below(args.nodes as u64) as usize;
         let worker_busy = worker.in_flight.load(Ordering::SeqCst);
         servers[victim]
@@ -419,12 +489,41 @@ async fn main() -> anyhow::Result<()> {
         base.write().unwrap()[victim] = None;
         in_flight_at_kills += worker_busy;
         let acknowledged = produced.acknowledged.lock().unwrap().len();
+        // After a power cut, the jobs the worker has seen that the disk still holds: their
+        // completion (or their claim) was not yet synced, so they will be delivered again.
+        let mut forgotten = 0;
+        if let Some(disk) = &power {
+            match disk.cut(&bin, rng.below(u64::MAX)) {
+                Ok(cut) => {
+                    let delivered = worker.deliveries.lock().unwrap();
+                    forgotten = cut
+                        .pending
+                        .iter()
+                        .filter(|id| delivered.contains_key(*id))
+                        .count() as u64;
+                    println!(
+                        "round {round}: power cut after {uptime:?} up; {acknowledged} jobs \
+                         acknowledged so far; the cut undid {}; {} jobs on disk, {forgotten} \
+                         of them already delivered; {worker_busy} deliveries at the worker",
+                        cut.report,
+                        cut.pending.len()
+                    );
+                }
+                Err(err) => {
+                    println!("round {round}: {err:#}");
+                    power_failures.push(format!("round {round}: {err:#}"));
+                }
+            }
+        }
         servers[victim] = start_server(&bin, &db, &log).await?;
         let url = format!("http://{}", servers[victim].addr);
         // The jobs the dead node held: SQLite releases them at restart (and says how many);
         // on PostgreSQL they stay leased until they expire, so every job in flight now (on
-        // any node) bounds them.
-        let released = if shared.is_some() {
+        // any node) bounds them. After a power cut: those the disk forgot were delivered,
+        // and those at the worker.
+        let released = if power.is_some() {
+            forgotten + worker_busy as u64
+        } else if shared.is_some() {
             get_json(&http, &format!("{url}/queue/chaos/_stats")).await?["inFlight"]
                 .as_u64()
                 .unwrap_or(0)
@@ -432,16 +531,18 @@ async fn main() -> anyhow::Result<()> {
             servers[victim].released.load(Ordering::SeqCst)
         };
         released_total += released;
-        println!(
-            "kill {kill}: node {victim} after {uptime:?} up; {acknowledged} jobs acknowledged \
-             so far; {worker_busy} deliveries at the worker when killed; {released} jobs \
-             {} at restart",
-            if shared.is_some() {
-                "in flight"
-            } else {
-                "found in flight"
-            }
-        );
+        if power.is_none() {
+            println!(
+                "kill {round}: node {victim} after {uptime:?} up; {acknowledged} jobs \
+                 acknowledged so far; {worker_busy} deliveries at the worker when killed; \
+                 {released} jobs {} at restart",
+                if shared.is_some() {
+                    "in flight"
+                } else {
+                    "found in flight"
+                }
+            );
+        }
         base.write().unwrap()[victim] = Some(url);
     }
 
@@ -503,7 +604,13 @@ async fn main() -> anyhow::Result<()> {
         "elapsed:                              {:?}",
         started.elapsed()
     );
-    println!("kills (SIGKILL):                      {}", args.kills);
+    println!("kills (SIGKILL):                      {}", faults.len());
+    if power.is_some() {
+        println!(
+            "fsync failures (armed, met):          {}, {fsync_failures_met}",
+            args.fsync_fail
+        );
+    }
     println!(
         "jobs acknowledged (201):              {}",
         acknowledged.len()
@@ -567,6 +674,16 @@ async fn main() -> anyhow::Result<()> {
     }
     if !exit.success() {
         failed.push(format!("the final graceful stop exited with {exit}"));
+    }
+    failed.extend(power_failures);
+    if power.is_some() {
+        println!(
+            "power-loss: {} cuts, {} acknowledged, {} lost, {extra_deliveries} duplicated \
+             (bound {released_total})",
+            faults.len(),
+            acknowledged.len(),
+            missing.len()
+        );
     }
     if failed.is_empty() {
         if let Some(fresh) = shared {

@@ -1,0 +1,110 @@
+//! The power-loss mode (`--power-loss N`, `--fsync-fail N`): the database lives on a
+//! forgetfs mount (crates/forgetfs), which keeps every write since its file's last fsync
+//! in a volatile layer. Each round ends in a cut: the server is killed (`kill -9`), the
+//! mount loses power (unsynced writes dropped or torn), `hookq check` must pass on what
+//! is left, and what is left is read to account for the duplicates the cut may cause.
+//! An fsync-fail round first makes one fsync fail, the way Linux does (its pages never
+//! reach the disk), so the cut after it shows whether any `201` rested on them.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use forgetfs::{Mount, Tear};
+use rusqlite::{Connection, OpenFlags};
+
+/// The mount and the directories under it; dropped (unmounted) before them.
+pub struct PowerDisk {
+    mount: Mount,
+    _backing: tempfile::TempDir,
+    point: tempfile::TempDir,
+}
+
+/// What one cut left on the disk.
+pub struct AfterCut {
+    /// Every job id still in the database (waiting, in flight, or dead-lettered).
+    pub pending: HashSet<String>,
+    /// The mount's own account (files, pages and entries undone).
+    pub report: String,
+}
+
+impl PowerDisk {
+    pub fn mount() -> anyhow::Result<Self> {
+        let backing = tempfile::tempdir()?;
+        let point = tempfile::tempdir()?;
+        let mount = Mount::new(backing.path(), point.path()).context(
+            "cannot mount forgetfs (power-loss runs need /dev/fuse and root, or fusermount3)",
+        )?;
+        Ok(Self {
+            mount,
+            _backing: backing,
+            point,
+        })
+    }
+
+    pub fn database(&self) -> PathBuf {
+        self.point.path().join("chaos.db")
+    }
+
+    /// Make the next fsync fail; wait (up to `within`) until some write meets it. Answers
+    /// whether one did.
+    pub async fn fail_next_fsync(&self, within: Duration) -> bool {
+        self.mount.fail_next_fsync();
+        let deadline = Instant::now() + within;
+        // The harness's own poll of the fault it armed, not a synchronisation of the server.
+        while self.mount.faults().failing_fsyncs > 0 {
+            if Instant::now() > deadline {
+                self.mount.heal();
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    /// Lose power (the server must be dead already), tearing unsynced pages by `seed`;
+    /// then `hookq check` the database and read which jobs it still holds.
+    pub fn cut(&self, bin: &Path, seed: u64) -> anyhow::Result<AfterCut> {
+        let report = self
+            .mount
+            .power_cut(Tear::Random { seed })
+            .context("power cut")?
+            .to_string();
+        let db = self.database();
+        let checked = std::process::Command::new(bin)
+            .args(["check", "--db"])
+            .arg(&db)
+            .output()
+            .context("cannot run hookq check")?;
+        if !checked.status.success() {
+            bail!(
+                "hookq check failed after the cut ({}): {}{}",
+                checked.status,
+                String::from_utf8_lossy(&checked.stdout),
+                String::from_utf8_lossy(&checked.stderr)
+            );
+        }
+        Ok(AfterCut {
+            pending: job_ids(&db)?,
+            report,
+        })
+    }
+}
+
+/// The ids (as the worker sees them) of every job row in the database.
+fn job_ids(db: &Path) -> anyhow::Result<HashSet<String>> {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .with_context(|| format!("cannot open {}", db.display()))?;
+    let mut statement = conn.prepare("SELECT id FROM jobs")?;
+    let ids = statement
+        .query_map([], |row| row.get::<_, Vec<u8>>(0))?
+        .map(|id| {
+            let id = id?;
+            Ok(uuid::Uuid::from_slice(&id)
+                .context("a job id is not a UUID")?
+                .to_string())
+        })
+        .collect::<anyhow::Result<HashSet<String>>>()?;
+    Ok(ids)
+}
