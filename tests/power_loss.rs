@@ -11,51 +11,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use forgetfs::{Mount, Tear};
+use forgetfs::{ScratchMount, Tear};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// A forgetfs mount over private temporary directories, unmounted before them.
-struct Disk {
-    mount: Mount,
-    point: tempfile::TempDir,
-    _backing: tempfile::TempDir,
-}
-
-impl Disk {
-    fn database(&self) -> PathBuf {
-        self.point.path().join("hookq.db")
-    }
-}
-
-/// Mounts a forgetfs, or `None` after saying why the test is skipped; with `CI=true` a
-/// machine that cannot mount one fails the test (CI runs as root with /dev/fuse).
-fn mount() -> Option<Disk> {
-    let mounted = (|| -> Result<Disk, String> {
-        if !Path::new("/dev/fuse").exists() {
-            return Err("no /dev/fuse".into());
-        }
-        let backing = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let point = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let mount = Mount::new(backing.path(), point.path()).map_err(|e| e.to_string())?;
-        Ok(Disk {
-            mount,
-            point,
-            _backing: backing,
-        })
-    })();
-    match mounted {
-        Ok(disk) => Some(disk),
-        Err(reason) if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("CI=true, and forgetfs cannot be mounted here: {reason}")
-        }
-        Err(reason) => {
-            eprintln!("skipped: cannot mount forgetfs: {reason}");
-            None
-        }
-    }
+/// Where the tests keep the database on a forgetfs mount.
+fn database(disk: &ScratchMount) -> PathBuf {
+    disk.at("hookq.db")
 }
 
 /// The hookq binary, running on `db`.
@@ -245,9 +209,11 @@ enum Meets {
 }
 
 async fn acknowledged_after_a_failed_fsync_survive_a_cut(meets: Meets) {
-    let Some(disk) = mount() else { return };
+    let Some(disk) = ScratchMount::for_test() else {
+        return;
+    };
     let (worker, calls) = worker(20).await;
-    let server = Server::start(&disk.database()).await;
+    let server = Server::start(&database(&disk)).await;
     server.put_queue(&worker).await;
     for n in 0..20 {
         server.enqueue(n).await.expect("201");
@@ -258,11 +224,11 @@ async fn acknowledged_after_a_failed_fsync_survive_a_cut(meets: Meets) {
     // From here on the worker holds every delivery: each job acknowledged now stays in
     // the database, in flight.
     let mut acknowledged = HashSet::new();
-    disk.mount.fail_next_fsync();
+    disk.fail_next_fsync();
     if meets == Meets::Checkpoint {
         // The checkpoint thread wakes every 500 ms and syncs the WAL's unsynced completions.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while disk.mount.faults().failing_fsyncs > 0 {
+        while disk.faults().failing_fsyncs > 0 {
             assert!(Instant::now() < deadline, "no checkpoint met the failure");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -280,7 +246,7 @@ async fn acknowledged_after_a_failed_fsync_survive_a_cut(meets: Meets) {
         }
     }
     assert_eq!(
-        disk.mount.faults().failing_fsyncs,
+        disk.faults().failing_fsyncs,
         0,
         "twenty commits met the armed failure"
     );
@@ -289,8 +255,8 @@ async fn acknowledged_after_a_failed_fsync_survive_a_cut(meets: Meets) {
         "only the batch that met the failure is refused"
     );
     server.kill().await;
-    disk.mount.power_cut(Tear::None).expect("cut");
-    let kept = job_ids(&disk.database());
+    disk.power_cut(Tear::None).expect("cut");
+    let kept = job_ids(&database(&disk));
     let lost: Vec<&String> = acknowledged.difference(&kept).collect();
     assert!(
         lost.is_empty(),
@@ -304,11 +270,13 @@ async fn acknowledged_after_a_failed_fsync_survive_a_cut(meets: Meets) {
 /// 201s it cannot keep; a restart on a healed disk resumes with everything acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_that_keeps_failing_stops_writes_and_says_so_until_a_restart() {
-    let Some(disk) = mount() else { return };
-    let server = Server::start(&disk.database()).await;
+    let Some(disk) = ScratchMount::for_test() else {
+        return;
+    };
+    let server = Server::start(&database(&disk)).await;
     server.put_queue("http://127.0.0.1:9/unreachable").await;
     let first = server.enqueue(0).await.expect("201");
-    disk.mount.fail_fsyncs(1_000_000);
+    disk.fail_fsyncs(1_000_000);
     let met = server.enqueue(1).await;
     assert!(met.is_err(), "a failed fsync answers no 201: {met:?}");
     let (status, body) = server.enqueue(2).await.expect_err("no more writes");
@@ -324,10 +292,10 @@ async fn a_disk_that_keeps_failing_stops_writes_and_says_so_until_a_restart() {
             "{probe}: {body}"
         );
     }
-    disk.mount.heal();
+    disk.heal();
     server.kill().await;
-    disk.mount.power_cut(Tear::None).expect("cut");
-    let server = Server::start(&disk.database()).await;
+    disk.power_cut(Tear::None).expect("cut");
+    let server = Server::start(&database(&disk)).await;
     let (status, job) = server.get(&format!("/queue/q/{first}")).await;
     assert_eq!(
         status,
@@ -346,7 +314,9 @@ async fn a_disk_that_keeps_failing_stops_writes_and_says_so_until_a_restart() {
 /// after every cut. The long run (100 cuts) is in docs/reliability.md.
 #[test]
 fn ten_power_cuts_and_three_failed_fsyncs_lose_no_acknowledged_job() {
-    let Some(disk) = mount() else { return };
+    let Some(disk) = ScratchMount::for_test() else {
+        return;
+    };
     // The harness mounts its own disk; this one only proved that mounting works here.
     drop(disk);
     let hookq = PathBuf::from(env!("CARGO_BIN_EXE_hookq"));

@@ -11,14 +11,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use forgetfs::{Mount, Tear};
+use forgetfs::{ScratchMount, Tear};
 use rusqlite::{Connection, OpenFlags};
 
-/// The mount and the directories under it; dropped (unmounted) before them.
+/// The disk of a power-loss run.
 pub struct PowerDisk {
-    mount: Mount,
-    _backing: tempfile::TempDir,
-    point: tempfile::TempDir,
+    mount: ScratchMount,
 }
 
 /// What one cut left on the disk.
@@ -31,20 +29,14 @@ pub struct AfterCut {
 
 impl PowerDisk {
     pub fn mount() -> anyhow::Result<Self> {
-        let backing = tempfile::tempdir()?;
-        let point = tempfile::tempdir()?;
-        let mount = Mount::new(backing.path(), point.path()).context(
+        let mount = ScratchMount::new().context(
             "cannot mount forgetfs (power-loss runs need /dev/fuse and root, or fusermount3)",
         )?;
-        Ok(Self {
-            mount,
-            _backing: backing,
-            point,
-        })
+        Ok(Self { mount })
     }
 
     pub fn database(&self) -> PathBuf {
-        self.point.path().join("chaos.db")
+        self.mount.at("chaos.db")
     }
 
     /// Make the next fsync fail; wait (up to `within`) until some write meets it. Answers

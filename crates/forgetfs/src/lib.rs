@@ -10,6 +10,8 @@
 //! - [`fs`]: the FUSE glue (fuser) over a [`disk::Disk`].
 //! - [`control`]: the [`Controller`] handle, the command language and its Unix socket.
 //! - [`mount`]: [`Mount`], a mount in this process, unmounted on drop.
+//! - [`scratch`]: [`ScratchMount`], one over temporary directories, and the skip rule of
+//!   tests on machines that cannot mount.
 //! - [`rng`], [`error`]: the seeded generator behind tears, the error type.
 
 pub mod control;
@@ -19,6 +21,7 @@ pub mod fs;
 pub mod mount;
 pub mod pages;
 pub mod rng;
+pub mod scratch;
 pub mod tree;
 
 pub use control::{Command, Controller};
@@ -26,3 +29,4 @@ pub use disk::{CutReport, Disk, Faults, Status};
 pub use error::Error;
 pub use mount::Mount;
 pub use pages::Tear;
+pub use scratch::ScratchMount;

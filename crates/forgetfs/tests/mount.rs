@@ -23,7 +23,7 @@ fn a_synced_write_survives_a_cut_and_an_unsynced_one_does_not() {
     let Some(m) = common::mount() else { return };
     write_file(&m.at("synced"), b"synced", true);
     write_file(&m.at("unsynced"), b"unsynced", false);
-    common::sync_dir(m.point.path());
+    common::sync_dir(m.point());
     let file = OpenOptions::new()
         .write(true)
         .open(m.at("synced"))
@@ -31,7 +31,7 @@ fn a_synced_write_survives_a_cut_and_an_unsynced_one_does_not() {
     file.write_all_at(b"SYN", 0).expect("overwrite");
     drop(file);
     assert_eq!(fs::read(m.at("synced")).expect("read"), b"SYNced");
-    m.mount.power_cut(Tear::None).expect("cut");
+    m.power_cut(Tear::None).expect("cut");
     assert_eq!(fs::read(m.at("synced")).expect("read"), b"synced");
     assert_eq!(fs::read(m.at("unsynced")).expect("read"), b"");
 }
@@ -40,10 +40,10 @@ fn a_synced_write_survives_a_cut_and_an_unsynced_one_does_not() {
 fn a_created_file_without_a_directory_fsync_vanishes_after_a_cut() {
     let Some(m) = common::mount() else { return };
     fs::create_dir(m.at("d")).expect("mkdir");
-    common::sync_dir(m.point.path());
+    common::sync_dir(m.point());
     write_file(&m.at("d/f"), b"data, synced", true);
     assert!(m.at("d/f").exists());
-    m.mount.power_cut(Tear::None).expect("cut");
+    m.power_cut(Tear::None).expect("cut");
     assert!(m.at("d").exists(), "the directory was synced into the root");
     assert!(!m.at("d/f").exists(), "its new entry was not");
 }
@@ -53,10 +53,10 @@ fn a_rename_without_a_directory_fsync_is_undone_by_a_cut() {
     let Some(m) = common::mount() else { return };
     write_file(&m.at("target"), b"old", true);
     write_file(&m.at("tmp"), b"new", true);
-    common::sync_dir(m.point.path());
+    common::sync_dir(m.point());
     fs::rename(m.at("tmp"), m.at("target")).expect("rename");
     assert_eq!(fs::read(m.at("target")).expect("read"), b"new");
-    m.mount.power_cut(Tear::None).expect("cut");
+    m.power_cut(Tear::None).expect("cut");
     assert_eq!(fs::read(m.at("target")).expect("read"), b"old");
     assert_eq!(fs::read(m.at("tmp")).expect("read"), b"new");
 }
@@ -65,13 +65,13 @@ fn a_rename_without_a_directory_fsync_is_undone_by_a_cut() {
 fn a_failed_fsync_reports_eio_once_and_loses_the_data_it_covered() {
     let Some(m) = common::mount() else { return };
     write_file(&m.at("f"), b"durable!", true);
-    common::sync_dir(m.point.path());
+    common::sync_dir(m.point());
     let file = OpenOptions::new()
         .write(true)
         .open(m.at("f"))
         .expect("open");
     file.write_all_at(b"COVERED!", 0).expect("write");
-    m.mount.fail_next_fsync();
+    m.fail_next_fsync();
     let error = file.sync_all().expect_err("the injected failure");
     assert_eq!(error.raw_os_error(), Some(libc::EIO));
     file.sync_all().expect("not reported a second time");
@@ -81,14 +81,14 @@ fn a_failed_fsync_reports_eio_once_and_loses_the_data_it_covered() {
         "still in the cache"
     );
     drop(file);
-    m.mount.power_cut(Tear::None).expect("cut");
+    m.power_cut(Tear::None).expect("cut");
     assert_eq!(fs::read(m.at("f")).expect("read"), b"durable!");
 }
 
 #[test]
 fn writes_fail_with_enospc_after_the_byte_budget() {
     let Some(m) = common::mount() else { return };
-    m.mount.fail_writes_after(3 * PAGE);
+    m.fail_writes_after(3 * PAGE);
     let mut file = File::create(m.at("f")).expect("create");
     file.write_all(&vec![7; 3 * PAGE as usize])
         .expect("within the budget");
@@ -96,7 +96,7 @@ fn writes_fail_with_enospc_after_the_byte_budget() {
         .write_all(b"one byte too many")
         .expect_err("past the budget");
     assert_eq!(error.raw_os_error(), Some(libc::ENOSPC));
-    m.mount.heal();
+    m.heal();
     file.write_all(b"healed").expect("after heal");
 }
 
@@ -105,7 +105,7 @@ fn a_torn_cut_keeps_a_prefix_of_whole_pages() {
     let Some(m) = common::mount() else { return };
     let page = PAGE as usize;
     write_file(&m.at("f"), &vec![b'o'; 6 * page], true);
-    common::sync_dir(m.point.path());
+    common::sync_dir(m.point());
     let order = [4, 1, 5, 0];
     let mut seen = std::collections::BTreeSet::new();
     for seed in 0..6 {
@@ -118,7 +118,7 @@ fn a_torn_cut_keeps_a_prefix_of_whole_pages() {
                 .expect("write");
         }
         drop(file);
-        m.mount.power_cut(Tear::Random { seed }).expect("cut");
+        m.power_cut(Tear::Random { seed }).expect("cut");
         let bytes = fs::read(m.at("f")).expect("read");
         let pages: Vec<u8> = bytes
             .chunks(page)
@@ -143,9 +143,9 @@ fn a_torn_cut_keeps_a_prefix_of_whole_pages() {
 #[test]
 fn dropping_a_busy_mount_detaches_it_instead_of_leaving_it_dangling() {
     let Some(m) = common::mount() else { return };
-    let point = m.point.path().canonicalize().expect("the mountpoint");
+    let point = m.point().canonicalize().expect("the mountpoint");
     let busy = File::create(m.at("open")).expect("create");
-    drop(m.mount);
+    drop(m);
     let mounts = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     let listed = mounts
         .lines()

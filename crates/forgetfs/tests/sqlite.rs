@@ -78,13 +78,13 @@ fn committed_transactions_survive_a_cut() {
     let db = open(&path);
     // SQLite syncs the directory after creating a journal or WAL, not after creating
     // the database itself; a careful program does.
-    common::sync_dir(m.point.path());
+    common::sync_dir(m.point());
     for id in 1..=100 {
         insert(&db, id);
     }
     // A clean close checkpoints and deletes the WAL; the cut undoes the unsynced unlink.
     drop(db);
-    m.mount.power_cut(Tear::None).expect("cut");
+    m.power_cut(Tear::None).expect("cut");
     let db = open(&path);
     assert_eq!(integrity(&db), "ok");
     assert_eq!(count(&db), 100);
@@ -95,7 +95,7 @@ fn a_cut_at_any_moment_of_a_write_loop_leaves_a_sound_database() {
     let Some(m) = common::mount() else { return };
     let path = m.at("loop.db");
     drop(open(&path));
-    common::sync_dir(m.point.path());
+    common::sync_dir(m.point());
     let exe = std::env::current_exe().expect("the test binary");
     let mut acknowledged = 0;
     for round in 0..16_u64 {
@@ -126,7 +126,7 @@ fn a_cut_at_any_moment_of_a_write_loop_leaves_a_sound_database() {
         } else {
             Tear::Random { seed: round }
         };
-        m.mount.power_cut(tear).expect("cut");
+        m.power_cut(tear).expect("cut");
         let db = open(&path);
         assert_eq!(integrity(&db), "ok", "round {round}");
         let last: i64 = db
@@ -147,16 +147,16 @@ fn a_commit_whose_fsync_fails_is_refused_and_gone_after_a_cut() {
     let Some(m) = common::mount() else { return };
     let path = m.at("fsyncgate.db");
     let db = open(&path);
-    common::sync_dir(m.point.path());
+    common::sync_dir(m.point());
     insert(&db, 1);
-    m.mount.fail_next_fsync();
+    m.fail_next_fsync();
     let refused = db.execute("INSERT INTO jobs (id, body) VALUES (2, x'00')", []);
     assert!(
         refused.is_err(),
         "SQLite must report the failed fsync: {refused:?}"
     );
     drop(db);
-    m.mount.power_cut(Tear::None).expect("cut");
+    m.power_cut(Tear::None).expect("cut");
     let db = open(&path);
     assert_eq!(integrity(&db), "ok");
     let ids: Vec<i64> = db
@@ -171,9 +171,9 @@ fn commits_acknowledged_after_a_failed_fsync_survive_a_cut() {
     let Some(m) = common::mount() else { return };
     let path = m.at("after.db");
     let db = open(&path);
-    common::sync_dir(m.point.path());
+    common::sync_dir(m.point());
     insert(&db, 1);
-    m.mount.fail_next_fsync();
+    m.fail_next_fsync();
     // A large transaction fails; the smaller ones after it rewrite part of its WAL frames.
     let refused = db.execute_batch(
         "WITH RECURSIVE n(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM n WHERE v < 40) \
@@ -184,11 +184,11 @@ fn commits_acknowledged_after_a_failed_fsync_survive_a_cut() {
             if e.code == rusqlite::ErrorCode::SystemIoFailure),
         "the failed fsync is reported: {refused:?}"
     );
-    assert!(m.mount.status().lost_pages > 0);
+    assert!(m.status().lost_pages > 0);
     for id in 2..=10 {
         insert(&db, id);
     }
-    m.mount.power_cut(Tear::None).expect("cut");
+    m.power_cut(Tear::None).expect("cut");
     drop(db);
     let db = open(&path);
     assert_eq!(integrity(&db), "ok");
