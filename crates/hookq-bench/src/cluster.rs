@@ -1,19 +1,24 @@
-//! PostgreSQL scale-out (`--only cluster --db postgres://… --nodes 1,2,3`): the same server,
-//! N nodes on one database. For each node count, a fresh database on that PostgreSQL server,
-//! N servers on it and one queue delivering to the sink; then, in order:
+//! The backends side by side (`--only cluster --db postgres://… --nodes 1,2,3`): one SQLite
+//! server, and N nodes on one PostgreSQL database for each node count, measured by one
+//! routine in the same run. For each, a fresh database (a SQLite file in the scratch
+//! directory, or a database of its own on that PostgreSQL server), its servers on it and one
+//! queue delivering to the sink; then, in order:
 //!
 //! - **enqueue**: 64 closed-loop producers spread evenly over the nodes, the queue paused
 //!   (the write path alone);
-//! - **backlog**: what that left (a few thousand jobs) drained by every node once resumed;
+//! - **backlog**: what that left drained by every node once resumed;
 //! - **end to end**: jobs enqueued through every node and delivered by all of them;
 //! - **idle latency**: one job at a time, enqueued on each node in turn, from the request to
 //!   its arrival at the sink (any node may deliver it: the wake-up crosses nodes).
 //!
-//! CPU is counted for the hookq nodes together and for PostgreSQL (every process named
-//! `postgres` on this machine: run it on a machine where only the bench's cluster runs), per
-//! 10 000 jobs, so the paper arithmetic of docs/benchmarks.md can split the cores.
+//! Each repetition runs SQLite and every node count, SQLite first in one repetition and last
+//! in the next, so neither side always runs on a warmer machine; each throughput is also
+//! given as its ratio to SQLite's run of the same repetition. CPU is counted for the hookq
+//! nodes together and for PostgreSQL (every process named `postgres` on this machine: run it
+//! on a machine where only the bench's cluster runs), per 10 000 jobs, so the paper
+//! arithmetic of docs/benchmarks.md can split the cores; SQLite works inside the server.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -23,29 +28,153 @@ use tokio::task::JoinSet;
 
 use crate::ceilings::QUEUE;
 use crate::report::Stats;
-use crate::server::{ServerProcess, children_cpu_seconds, process_cpu_seconds};
-use crate::{Bench, MANY_PRODUCERS, MAX_WAIT, SMALL_PAYLOAD, load, per_10k};
+use crate::server::{self, ServerProcess, children_cpu_seconds, process_cpu_seconds};
+use crate::{Bench, MANY_PRODUCERS, MAX_WAIT, SMALL_PAYLOAD, load, per_10k, percentile};
 
 /// Jobs sent one at a time for the idle latency.
 const IDLE_SAMPLES: usize = 200;
 
 #[derive(Debug, Serialize)]
 pub struct ClusterFigure {
+    /// `sqlite` (one server on a file) or `postgres` (`nodes` servers on one database).
+    pub backend: Backend,
     pub nodes: usize,
     pub enqueue_jobs_per_second: Stats,
-    /// CPU-seconds per 10k enqueues: the hookq nodes together, and PostgreSQL.
+    /// Per repetition: this enqueue rate / SQLite's (1 for SQLite itself).
+    pub enqueue_to_sqlite: Stats,
+    /// CPU-seconds per 10k enqueues: the hookq nodes together, and PostgreSQL (none for
+    /// SQLite, whose work is the server's).
     pub enqueue_nodes_cpu_per_10k: Stats,
-    pub enqueue_postgres_cpu_per_10k: Stats,
+    pub enqueue_postgres_cpu_per_10k: Option<Stats>,
     pub backlog_jobs: Stats,
     pub backlog_jobs_per_second: Stats,
     pub e2e_jobs: u64,
     pub e2e_jobs_per_second: Stats,
+    /// Per repetition: this end-to-end rate / SQLite's (1 for SQLite itself).
+    pub e2e_to_sqlite: Stats,
     pub e2e_nodes_cpu_per_10k: Stats,
-    pub e2e_postgres_cpu_per_10k: Stats,
+    pub e2e_postgres_cpu_per_10k: Option<Stats>,
     pub duplicates: u64,
     /// Enqueue → arrival at the sink, one job at a time, in ms.
     pub idle_latency_p50_ms: Stats,
     pub idle_latency_p99_ms: Stats,
+}
+
+impl ClusterFigure {
+    /// The figures of `backend`'s runs, each repetition's against SQLite's run of the same
+    /// repetition (`sqlite`).
+    fn of(
+        (backend, nodes): (Backend, usize),
+        e2e_jobs: u64,
+        runs: &[ClusterRun],
+        sqlite: &[ClusterRun],
+    ) -> Self {
+        let stats = |figure: fn(&ClusterRun) -> f64| Stats::of(runs.iter().map(figure).collect());
+        let database = |figure: fn(&ClusterRun) -> Option<f64>| {
+            runs.iter()
+                .map(figure)
+                .collect::<Option<Vec<_>>>()
+                .map(Stats::of)
+        };
+        let to_sqlite = |figure: fn(&ClusterRun) -> f64| {
+            Stats::of(
+                runs.iter()
+                    .zip(sqlite)
+                    .map(|(run, base)| figure(run) / figure(base))
+                    .collect(),
+            )
+        };
+        Self {
+            backend,
+            nodes,
+            enqueue_jobs_per_second: stats(|r| r.enqueue),
+            enqueue_to_sqlite: to_sqlite(|r| r.enqueue),
+            enqueue_nodes_cpu_per_10k: stats(|r| r.enqueue_cpu.nodes),
+            enqueue_postgres_cpu_per_10k: database(|r| r.enqueue_cpu.database),
+            backlog_jobs: stats(|r| r.backlog_jobs),
+            backlog_jobs_per_second: stats(|r| r.drain),
+            e2e_jobs,
+            e2e_jobs_per_second: stats(|r| r.e2e),
+            e2e_to_sqlite: to_sqlite(|r| r.e2e),
+            e2e_nodes_cpu_per_10k: stats(|r| r.e2e_cpu.nodes),
+            e2e_postgres_cpu_per_10k: database(|r| r.e2e_cpu.database),
+            duplicates: runs.iter().map(|r| r.duplicates).sum(),
+            idle_latency_p50_ms: stats(|r| r.idle_p50_ms),
+            idle_latency_p99_ms: stats(|r| r.idle_p99_ms),
+        }
+    }
+}
+
+/// What a run's servers keep their jobs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// One server on a fresh SQLite file in the scratch directory (a file takes one server).
+    Sqlite,
+    /// N servers on a fresh database of the PostgreSQL server given with `--db`.
+    Postgres,
+}
+
+impl Backend {
+    /// The table's name for `nodes` servers on this backend.
+    pub fn label(self, nodes: usize) -> String {
+        match (self, nodes) {
+            (Self::Sqlite, _) => "SQLite, 1 node".to_owned(),
+            (Self::Postgres, 1) => "PostgreSQL, 1 node".to_owned(),
+            (Self::Postgres, n) => format!("PostgreSQL, {n} nodes"),
+        }
+    }
+
+    /// CPU seconds the database's own processes have used so far; none for SQLite, which
+    /// runs inside the server.
+    fn database_cpu_seconds(self) -> Option<f64> {
+        match self {
+            Self::Sqlite => None,
+            Self::Postgres => Some(postgres_cpu_seconds()),
+        }
+    }
+}
+
+/// The figures of one run.
+struct ClusterRun {
+    enqueue: f64,
+    /// Per 10k enqueues.
+    enqueue_cpu: Cpu,
+    backlog_jobs: f64,
+    drain: f64,
+    e2e: f64,
+    /// Per 10k jobs end to end.
+    e2e_cpu: Cpu,
+    idle_p50_ms: f64,
+    idle_p99_ms: f64,
+    duplicates: u64,
+}
+
+/// CPU-seconds of the hookq nodes together and of the database's own processes (none for
+/// SQLite): used so far, or per 10 000 jobs.
+struct Cpu {
+    nodes: f64,
+    database: Option<f64>,
+}
+
+impl Cpu {
+    fn used_so_far(nodes: &Nodes, backend: Backend) -> anyhow::Result<Self> {
+        Ok(Self {
+            nodes: nodes.cpu_seconds()?,
+            database: backend.database_cpu_seconds(),
+        })
+    }
+
+    /// From this reading to a `later` one, per 10k of `jobs`.
+    fn per_10k_until(&self, later: &Self, jobs: u64) -> Self {
+        Self {
+            nodes: per_10k(later.nodes - self.nodes, jobs),
+            database: later
+                .database
+                .zip(self.database)
+                .map(|(after, before)| per_10k(after - before, jobs)),
+        }
+    }
 }
 
 /// One database on the PostgreSQL server, dropped when the run is done.
@@ -116,6 +245,32 @@ fn postgres_cpu_seconds() -> f64 {
         .sum()
 }
 
+/// The database of one run, removed when the run is done.
+enum RunDb {
+    File(PathBuf),
+    Postgres(Database),
+}
+
+impl RunDb {
+    /// What each server gets as `--db`.
+    fn arg(&self) -> PathBuf {
+        match self {
+            Self::File(path) => path.clone(),
+            Self::Postgres(db) => PathBuf::from(&db.url),
+        }
+    }
+
+    async fn remove(self) -> anyhow::Result<()> {
+        match self {
+            Self::File(path) => {
+                server::remove_db(&path);
+                Ok(())
+            }
+            Self::Postgres(db) => db.drop_database().await,
+        }
+    }
+}
+
 /// The nodes of one run.
 struct Nodes {
     servers: Vec<ServerProcess>,
@@ -181,66 +336,72 @@ async fn spread(
 }
 
 impl Bench {
-    /// Every figure of `nodes` nodes on one database of the PostgreSQL server at
-    /// `server_url`, repeated as the plan says.
+    /// One SQLite server and each node count on the PostgreSQL server at `server_url`, every
+    /// repetition running SQLite first and last in turn. SQLite's figure comes first.
     pub async fn cluster(
         &mut self,
         server_url: &str,
-        nodes: usize,
-    ) -> anyhow::Result<ClusterFigure> {
-        let mut f: [Vec<f64>; 10] = Default::default();
-        let mut duplicates = 0;
+        node_counts: &[usize],
+    ) -> anyhow::Result<Vec<ClusterFigure>> {
+        let setups: Vec<(Backend, usize)> = std::iter::once((Backend::Sqlite, 1))
+            .chain(node_counts.iter().map(|&n| (Backend::Postgres, n.max(1))))
+            .collect();
         let jobs = self.plan.e2e_jobs;
+        let mut runs: Vec<Vec<ClusterRun>> = setups.iter().map(|_| Vec::new()).collect();
         for rep in 0..self.plan.repetitions {
-            eprintln!("cluster: {nodes} node(s) on PostgreSQL, run {}", rep + 1);
-            let db = Database::create(server_url, &format!("{nodes}n")).await?;
-            let run = self.cluster_once(&db.url, nodes, jobs).await;
-            db.drop_database().await?;
-            let run = run?;
-            for (figures, value) in f.iter_mut().zip(run.0) {
-                figures.push(value);
+            for sqlite_turn in crate::alternating(rep) {
+                for (&(backend, nodes), runs) in setups.iter().zip(&mut runs) {
+                    if (backend == Backend::Sqlite) != sqlite_turn {
+                        continue;
+                    }
+                    let label = backend.label(nodes);
+                    eprintln!("cluster: {label}, run {}", rep + 1);
+                    let run = self
+                        .cluster_run(server_url, backend, nodes, jobs)
+                        .await
+                        .with_context(|| format!("{label}, run {}", rep + 1))?;
+                    runs.push(run);
+                }
             }
-            duplicates += run.1;
         }
-        let [
-            eq,
-            eq_nodes,
-            eq_pg,
-            backlog,
-            drain,
-            e2e,
-            e2e_nodes,
-            e2e_pg,
-            p50,
-            p99,
-        ] = f;
-        Ok(ClusterFigure {
-            nodes,
-            enqueue_jobs_per_second: Stats::of(eq),
-            enqueue_nodes_cpu_per_10k: Stats::of(eq_nodes),
-            enqueue_postgres_cpu_per_10k: Stats::of(eq_pg),
-            backlog_jobs: Stats::of(backlog),
-            backlog_jobs_per_second: Stats::of(drain),
-            e2e_jobs: jobs,
-            e2e_jobs_per_second: Stats::of(e2e),
-            e2e_nodes_cpu_per_10k: Stats::of(e2e_nodes),
-            e2e_postgres_cpu_per_10k: Stats::of(e2e_pg),
-            duplicates,
-            idle_latency_p50_ms: Stats::of(p50),
-            idle_latency_p99_ms: Stats::of(p99),
-        })
+        let sqlite = &runs[0];
+        Ok(setups
+            .iter()
+            .zip(&runs)
+            .map(|(&setup, runs)| ClusterFigure::of(setup, jobs, runs, sqlite))
+            .collect())
     }
 
-    /// One run; the figures in [`ClusterFigure`]'s order, and the duplicates.
-    async fn cluster_once(
+    /// One run of `nodes` servers on a fresh database of `backend`, removed afterwards.
+    async fn cluster_run(
         &mut self,
-        db_url: &str,
+        server_url: &str,
+        backend: Backend,
         nodes: usize,
         jobs: u64,
-    ) -> anyhow::Result<([f64; 10], u64)> {
+    ) -> anyhow::Result<ClusterRun> {
+        let db = match backend {
+            Backend::Sqlite => RunDb::File(self.fresh_db("cluster")),
+            Backend::Postgres => {
+                RunDb::Postgres(Database::create(server_url, &format!("{nodes}n")).await?)
+            }
+        };
+        let run = self.cluster_once(&db.arg(), backend, nodes, jobs).await;
+        db.remove().await?;
+        run
+    }
+
+    /// One run: `nodes` servers on the `backend` database at `db` (a path or a URL).
+    async fn cluster_once(
+        &mut self,
+        db: &Path,
+        backend: Backend,
+        nodes: usize,
+        jobs: u64,
+    ) -> anyhow::Result<ClusterRun> {
         let mut servers = Vec::new();
         for _ in 0..nodes {
-            servers.push(self.start_server(PathBuf::from(db_url), true).await?);
+            servers.push(self.start_server(db.to_owned(), true).await?);
         }
         let nodes = Nodes { servers };
         let first = nodes.servers[0].base_url();
@@ -255,16 +416,12 @@ impl Bench {
         let warm = measure(self.plan.enqueue_warmup)
             .await
             .map_err(|e| e.context(nodes.logs()))?;
-        let (cpu0, pg0) = (nodes.cpu_seconds()?, postgres_cpu_seconds());
+        let cpu0 = Cpu::used_so_far(&nodes, backend)?;
         let run = measure(self.plan.enqueue_measure)
             .await
             .map_err(|e| e.context(nodes.logs()))?;
-        let (cpu1, pg1) = (nodes.cpu_seconds()?, postgres_cpu_seconds());
-        let enqueue = [
-            run.rate(),
-            per_10k(cpu1 - cpu0, run.ok),
-            per_10k(pg1 - pg0, run.ok),
-        ];
+        let cpu1 = Cpu::used_so_far(&nodes, backend)?;
+        let (enqueue, enqueue_cpu) = (run.rate(), cpu0.per_10k_until(&cpu1, run.ok));
 
         // The backlog that left, drained by every node.
         let backlog = warm.ok + run.ok;
@@ -279,7 +436,7 @@ impl Bench {
 
         // End to end.
         self.sink.reset(false);
-        let (cpu0, pg0) = (nodes.cpu_seconds()?, postgres_cpu_seconds());
+        let cpu0 = Cpu::used_so_far(&nodes, backend)?;
         let started = Instant::now();
         let run = spread(&self.client, &urls, MANY_PRODUCERS, jobs, MAX_WAIT)
             .await
@@ -288,8 +445,8 @@ impl Bench {
             .wait_for(run.ok, MAX_WAIT)
             .await
             .map_err(|e| e.context(nodes.logs()))?;
-        let e2e_rate = run.ok as f64 / started.elapsed().as_secs_f64().max(1e-9);
-        let (cpu1, pg1) = (nodes.cpu_seconds()?, postgres_cpu_seconds());
+        let e2e = run.ok as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        let cpu1 = Cpu::used_so_far(&nodes, backend)?;
         let seen = self.sink.snapshot();
         if seen.deliveries - seen.duplicates != run.ok {
             bail!(
@@ -298,11 +455,7 @@ impl Bench {
                 seen.deliveries - seen.duplicates
             );
         }
-        let e2e = [
-            e2e_rate,
-            per_10k(cpu1 - cpu0, run.ok),
-            per_10k(pg1 - pg0, run.ok),
-        ];
+        let e2e_cpu = cpu0.per_10k_until(&cpu1, run.ok);
 
         // Idle latency: one job at a time, each enqueued on the next node.
         self.sink.reset(true);
@@ -322,34 +475,22 @@ impl Bench {
                 .map_err(|e| e.context(nodes.logs()))?;
         }
         let latencies = self.sink.take_latencies();
-        let at = |q: f64| {
-            let index = ((latencies.len() as f64 * q).ceil() as usize).clamp(1, latencies.len());
-            f64::from(latencies[index - 1]) / 1000.0
-        };
-        let (p50, p99) = if latencies.is_empty() {
-            (f64::NAN, f64::NAN)
-        } else {
-            (at(0.5), at(0.99))
-        };
+        let ms = |q: f64| percentile(&latencies, q) / 1000.0;
 
         for server in nodes.servers {
             Self::stop_server(server).await?;
         }
-        Ok((
-            [
-                enqueue[0],
-                enqueue[1],
-                enqueue[2],
-                backlog as f64,
-                drain,
-                e2e[0],
-                e2e[1],
-                e2e[2],
-                p50,
-                p99,
-            ],
-            seen.duplicates,
-        ))
+        Ok(ClusterRun {
+            enqueue,
+            enqueue_cpu,
+            backlog_jobs: backlog as f64,
+            drain,
+            e2e,
+            e2e_cpu,
+            idle_p50_ms: ms(0.5),
+            idle_p99_ms: ms(0.99),
+            duplicates: seen.duplicates,
+        })
     }
 
     /// Resume the bench queue (every node sees it within a second).
@@ -378,5 +519,49 @@ impl Bench {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(enqueue: f64, e2e: f64, database_cpu: Option<f64>) -> ClusterRun {
+        let cpu = || Cpu {
+            nodes: 1.0,
+            database: database_cpu,
+        };
+        ClusterRun {
+            enqueue,
+            enqueue_cpu: cpu(),
+            backlog_jobs: 100.0,
+            drain: 1.0,
+            e2e,
+            e2e_cpu: cpu(),
+            idle_p50_ms: 1.0,
+            idle_p99_ms: 2.0,
+            duplicates: 0,
+        }
+    }
+
+    #[test]
+    fn each_ratio_is_taken_against_sqlites_run_of_the_same_repetition() {
+        let sqlite = [run(1000.0, 400.0, None), run(2000.0, 800.0, None)];
+        let postgres = [run(500.0, 200.0, Some(3.0)), run(500.0, 100.0, Some(3.0))];
+        let figure = ClusterFigure::of((Backend::Postgres, 3), 10, &postgres, &sqlite);
+        assert_eq!(figure.enqueue_to_sqlite.runs, [0.5, 0.25]);
+        assert_eq!(figure.e2e_to_sqlite.runs, [0.5, 0.125]);
+        assert_eq!(
+            figure.e2e_postgres_cpu_per_10k.map(|s| s.runs),
+            Some(vec![3.0, 3.0])
+        );
+    }
+
+    #[test]
+    fn sqlite_has_no_database_cpu_of_its_own_and_a_ratio_of_one() {
+        let sqlite = [run(1000.0, 400.0, None)];
+        let figure = ClusterFigure::of((Backend::Sqlite, 1), 10, &sqlite, &sqlite);
+        assert!(figure.enqueue_postgres_cpu_per_10k.is_none());
+        assert_eq!(figure.e2e_to_sqlite.runs, [1.0]);
     }
 }

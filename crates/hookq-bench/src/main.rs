@@ -70,7 +70,8 @@ struct Cli {
     /// database of its own there (and drops it). Without it the part is skipped.
     #[arg(long)]
     db: Option<String>,
-    /// Node counts the `cluster` part measures, comma-separated.
+    /// Node counts the `cluster` part measures on PostgreSQL (beside one SQLite server),
+    /// comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 3])]
     nodes: Vec<usize>,
     /// Run as the relay child process, forwarding to this URL, until SIGTERM.
@@ -96,7 +97,8 @@ enum Part {
     Recurring,
     /// The delivery log: end-to-end with `keepDelivered`, paired with the same run without.
     Kept,
-    /// PostgreSQL: 1, 2, 3 … nodes on one database (needs `--db postgres://…`).
+    /// One SQLite server beside 1, 2, 3 … PostgreSQL nodes on one database, same method,
+    /// same run (needs `--db postgres://…`).
     Cluster,
 }
 
@@ -385,13 +387,10 @@ async fn main() -> anyhow::Result<()> {
     if wanted(Part::Cluster) {
         match &cli.db {
             Some(server_url) => {
-                for &nodes in &cli.nodes {
-                    let figure = bench
-                        .cluster(server_url, nodes.max(1))
-                        .await
-                        .with_context(|| format!("cluster of {nodes} node(s)"))?;
-                    report.cluster.push(figure);
-                }
+                report.cluster = bench
+                    .cluster(server_url, &cli.nodes)
+                    .await
+                    .context("cluster")?;
             }
             None if cli.only.contains(&Part::Cluster) => {
                 bail!("--only cluster needs --db postgres://… (a PostgreSQL server)")

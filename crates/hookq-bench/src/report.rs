@@ -414,6 +414,7 @@ pub fn print(report: &Report) {
         );
     }
     print_control(report);
+    print_cluster(&report.cluster, report.repetitions);
     if !report.ratios.is_empty() {
         println!("\nRatios to ceilings");
         for r in &report.ratios {
@@ -458,48 +459,6 @@ fn print_control(report: &Report) {
             ),
         );
         row("keyed / without keys (paired)", &f.keyed_to_plain.show(2));
-    }
-    if !report.cluster.is_empty() {
-        println!(
-            "\nPostgreSQL: N nodes on one database (CPU-s per 10k jobs: the nodes together / PostgreSQL)"
-        );
-        for f in &report.cluster {
-            row(
-                &format!("{} node(s): enqueue, 64 producers", f.nodes),
-                &format!(
-                    "{} jobs/s   CPU {} / {}",
-                    f.enqueue_jobs_per_second.show(0),
-                    f.enqueue_nodes_cpu_per_10k.show(2),
-                    f.enqueue_postgres_cpu_per_10k.show(2)
-                ),
-            );
-            row(
-                &format!("{} node(s): backlog drain", f.nodes),
-                &format!(
-                    "{} jobs/s ({} jobs)",
-                    f.backlog_jobs_per_second.show(0),
-                    f.backlog_jobs.show(0)
-                ),
-            );
-            row(
-                &format!("{} node(s): end to end, {} jobs", f.nodes, f.e2e_jobs),
-                &format!(
-                    "{} jobs/s   CPU {} / {}   dup {}",
-                    f.e2e_jobs_per_second.show(0),
-                    f.e2e_nodes_cpu_per_10k.show(2),
-                    f.e2e_postgres_cpu_per_10k.show(2),
-                    f.duplicates
-                ),
-            );
-            row(
-                &format!("{} node(s): idle enqueue → delivery", f.nodes),
-                &format!(
-                    "p50 {} ms   p99 {} ms",
-                    f.idle_latency_p50_ms.show(2),
-                    f.idle_latency_p99_ms.show(2)
-                ),
-            );
-        }
     }
     if !report.rated.is_empty() {
         println!("\nRate-limited queue (burst 1), backlog drained");
@@ -580,5 +539,89 @@ fn print_control(report: &Report) {
                 f.delivered_without_201
             ),
         );
+    }
+}
+
+/// The backends side by side, one row each: medians, ratios to SQLite's, CPU per job.
+fn print_cluster(figures: &[crate::cluster::ClusterFigure], repetitions: usize) {
+    let Some(first) = figures.first() else {
+        return;
+    };
+    println!(
+        "\nSQLite and PostgreSQL side by side (64 producers, 200 B; end to end {} jobs)",
+        first.e2e_jobs
+    );
+    println!(
+        "  medians of {repetitions} repetition(s), every run in the JSON; × SQLite: the median of \
+         each repetition's\n  ratio to SQLite's run; CPU ms per job: the hookq nodes together / \
+         PostgreSQL"
+    );
+    // CPU-seconds per 10k jobs → ms per job.
+    let cpu = |nodes: &Stats, database: &Option<Stats>| {
+        let database = database
+            .as_ref()
+            .map_or("—".to_owned(), |d| format!("{:.3}", d.median / 10.0));
+        format!("{:.3} / {database}", nodes.median / 10.0)
+    };
+    let mut rows = vec![
+        [
+            "backend",
+            "enqueue/s",
+            "× SQLite",
+            "e2e/s",
+            "× SQLite",
+            "enqueue CPU ms",
+            "e2e CPU ms",
+            "idle p50 ms",
+            "idle p99 ms",
+            "backlog drain/s (jobs)",
+            "dup",
+        ]
+        .map(str::to_owned),
+    ];
+    for f in figures {
+        rows.push([
+            f.backend.label(f.nodes),
+            format!("{:.0}", f.enqueue_jobs_per_second.median),
+            format!("{:.2}", f.enqueue_to_sqlite.median),
+            format!("{:.0}", f.e2e_jobs_per_second.median),
+            format!("{:.2}", f.e2e_to_sqlite.median),
+            cpu(
+                &f.enqueue_nodes_cpu_per_10k,
+                &f.enqueue_postgres_cpu_per_10k,
+            ),
+            cpu(&f.e2e_nodes_cpu_per_10k, &f.e2e_postgres_cpu_per_10k),
+            format!("{:.2}", f.idle_latency_p50_ms.median),
+            format!("{:.2}", f.idle_latency_p99_ms.median),
+            format!(
+                "{:.0} ({:.0})",
+                f.backlog_jobs_per_second.median, f.backlog_jobs.median
+            ),
+            f.duplicates.to_string(),
+        ]);
+    }
+    table(&rows);
+}
+
+/// Rows of cells in columns as wide as their widest cell: the first column to the left, the
+/// others (figures) to the right.
+fn table<const N: usize>(rows: &[[String; N]]) {
+    let width = |column: usize| {
+        rows.iter()
+            .map(|row| row[column].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..N).map(width).collect();
+    for row in rows {
+        let mut line = String::from(" ");
+        for (column, (cell, &w)) in row.iter().zip(&widths).enumerate() {
+            if column == 0 {
+                line.push_str(&format!(" {cell:<w$}"));
+            } else {
+                line.push_str(&format!("  {cell:>w$}"));
+            }
+        }
+        println!("{line}");
     }
 }
