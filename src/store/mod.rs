@@ -480,8 +480,14 @@ impl Store {
         let outbox = self.outbox;
         match &self.backend {
             // A delivered job not kept: PostgreSQL deletes it with the others meanwhile.
-            Backend::Postgres(db) if postgres::completer::groupable(&outcome) => {
+            Backend::Postgres(db) if outcome.is_plain_delivery() => {
                 db.complete_grouped(id, lease, outcome, outbox).await
+            }
+            // SQLite in one statement, without a savepoint, when that is all it takes.
+            Backend::Sqlite(db)
+                if outcome.is_plain_delivery() && db.delete_delivered(id, lease).await? =>
+            {
+                Ok(true)
             }
             _ => in_write!(self, Durability::Relaxed, |tx| {
                 decisions::outcomes::record_outcome(tx, id, lease, &outcome, outbox).await

@@ -507,6 +507,14 @@ impl Outcome {
         }
     }
 
+    /// A delivery of a job not kept: all it asks is the job's row gone (with its history,
+    /// and its key's next job let go, if it has either). The backends complete these on
+    /// a short path (SQLite in one statement, PostgreSQL in a group) and fall back to the
+    /// whole decision for the jobs that path leaves.
+    pub fn is_plain_delivery(&self) -> bool {
+        matches!(self, Self::Delivered { keep: false, .. })
+    }
+
     /// Delivered at `at` with a `200`, not kept: what tests that drive the store need.
     pub fn delivered(at: UnixMillis) -> Self {
         Self::Delivered {

@@ -47,11 +47,6 @@ struct Entry {
     answer: oneshot::Sender<StoreResult<bool>>,
 }
 
-/// Whether `outcome` may be completed in a group.
-pub fn groupable(outcome: &Outcome) -> bool {
-    matches!(outcome, Outcome::Delivered { keep: false, .. })
-}
-
 impl Completer {
     /// Start the completers on `runner`'s transactions; `on_group` sees each group.
     pub(super) fn start(runner: Runner, on_group: OnGroup) -> Self {
@@ -62,7 +57,8 @@ impl Completer {
         Self { groups }
     }
 
-    /// Record `outcome` (see [`groupable`]) of job `id` under `lease` with the next group.
+    /// Record `outcome` (see [`Outcome::is_plain_delivery`]) of job `id` under `lease` with the
+    /// next group.
     /// False if the lease was lost meanwhile.
     pub async fn record(
         &self,
@@ -71,7 +67,7 @@ impl Completer {
         outcome: Outcome,
         outbox: Outbox,
     ) -> StoreResult<bool> {
-        debug_assert!(groupable(&outcome));
+        debug_assert!(outcome.is_plain_delivery());
         let (answer, answered) = oneshot::channel();
         self.groups.hand(Entry {
             id,

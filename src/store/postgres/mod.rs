@@ -326,7 +326,7 @@ impl PgStore {
             .await
     }
 
-    /// Record the `Delivered` outcome of a job not kept ([`completer::groupable`]) of job
+    /// Record the `Delivered` outcome of a job not kept ([`Outcome::is_plain_delivery`]) of job
     /// `id` under `lease` with the next group of outcomes. False if the lease was lost.
     pub async fn complete_grouped(
         &self,

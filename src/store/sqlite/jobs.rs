@@ -226,6 +226,20 @@ struct Tally {
     earliest: Option<UnixMillis>,
 }
 
+/// Delete job `id` if it is in flight under `lease`, has no ordering key and never failed
+/// before: a delivered job whose completion is this one statement (see
+/// `SqliteStore::delete_delivered`). Whether it was deleted.
+pub fn delete_delivered(conn: &Connection, id: JobId, lease: Lease) -> StoreResult<bool> {
+    let deleted = conn
+        .prepare_cached(sql_once!(
+            "DELETE FROM jobs
+             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3
+               AND ordering_key IS NULL AND last_error IS NULL"
+        ))?
+        .execute(params![&id.as_bytes()[..], lease.attempt, lease.until])?;
+    Ok(deleted == 1)
+}
+
 /// The earlier of two times, either of which may be missing.
 fn min_of(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMillis> {
     a.into_iter().chain(b).min()
@@ -889,5 +903,68 @@ mod tests {
         for (name, p) in &checked {
             println!("{name}:\n{p}\n");
         }
+    }
+
+    /// The one-statement completion takes exactly the jobs whose completion is that one
+    /// delete, and leaves every other one untouched for the whole decision.
+    #[test]
+    fn a_delivered_job_is_deleted_in_one_statement_only_when_that_is_all_it_takes() {
+        use crate::store::dialect::run_now;
+
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, queue) = crate::store::sqlite::ceiling::open_with_queue(
+            &dir.path().join("d.db"),
+            "http://127.0.0.1:9/hook",
+        )
+        .unwrap();
+        let tx = SqliteTx(&conn);
+        let now = crate::model::now_millis();
+        let job = |key: Option<&str>| {
+            let mut job = NewJob::now(JobId::new(), crate::json::canonicalize(b"{}").unwrap(), now);
+            job.ordering_key = key.map(str::to_owned);
+            job
+        };
+        let (plain, keyed, failed_before) = (job(None), job(Some("k")), job(None));
+        let ids = [plain.id, keyed.id, failed_before.id];
+        run_now(tx.insert_jobs(&queue, &[plain, keyed, failed_before])).unwrap();
+        let lease_of = |claimed: &[ClaimedJob], id: JobId| {
+            claimed.iter().find(|job| job.id == id).unwrap().lease()
+        };
+        let claimed = run_now(tx.claim(&queue, now, now + 60_000, 10)).unwrap();
+        assert_eq!(claimed.len(), 3);
+        // The third job fails once and is claimed again.
+        let failure = Failure {
+            error: "boom".into(),
+            status: Some(500),
+            latency_ms: 1,
+            at: now,
+        };
+        assert!(
+            run_now(tx.reschedule_leased(ids[2], lease_of(&claimed, ids[2]), now, &failure))
+                .unwrap()
+        );
+        let again = run_now(tx.claim(&queue, now, now + 90_000, 10)).unwrap();
+        let count = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT count(*) FROM jobs", [], |row| row.get(0))
+                .unwrap()
+        };
+
+        let stale = Lease {
+            until: lease_of(&claimed, ids[0]).until + 1,
+            ..lease_of(&claimed, ids[0])
+        };
+        assert!(
+            !delete_delivered(&conn, ids[0], stale).unwrap(),
+            "not its lease"
+        );
+        assert!(!delete_delivered(&conn, ids[1], lease_of(&claimed, ids[1])).unwrap());
+        assert!(!delete_delivered(&conn, ids[2], lease_of(&again, ids[2])).unwrap());
+        assert_eq!(
+            count(&conn),
+            3,
+            "a keyed or failed-before job is left whole"
+        );
+        assert!(delete_delivered(&conn, ids[0], lease_of(&claimed, ids[0])).unwrap());
+        assert_eq!(count(&conn), 2);
     }
 }

@@ -36,11 +36,11 @@ use anyhow::{Context, bail};
 use rusqlite::ErrorCode;
 
 use super::error::{StoreError, StoreResult};
-use super::records::{Caps, NewJob, Queue};
+use super::records::{Caps, Lease, NewJob, Queue};
 use super::registry::Registry;
 use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
-use crate::model::{QueueName, UnixMillis};
+use crate::model::{JobId, QueueName, UnixMillis};
 use crate::policy::QueueChange;
 use reader::ReadPool;
 pub use tx::SqliteTx;
@@ -295,6 +295,22 @@ impl SqliteStore {
         });
         has_entered.await.map_err(|_| StoreError::Closed)?;
         Ok(crate::store::testing::WriteHold::new(release))
+    }
+
+    /// Complete a delivery of a job not kept in one statement, if that is all it takes:
+    /// `true` when the job, in flight under `lease`, had no ordering key and no failed
+    /// attempt (so no history, no next job to let go) and is gone. `false` leaves everything
+    /// as it was, for the whole decision (keyed jobs, failed-before jobs, a lost lease).
+    /// One statement needs no savepoint: two statements and the page copies of a
+    /// sub-journal fewer per delivered job.
+    pub async fn delete_delivered(&self, id: JobId, lease: Lease) -> StoreResult<bool> {
+        self.writer
+            .write_one_statement(
+                Durability::Relaxed,
+                move |conn| jobs::delete_delivered(conn, id, lease),
+                None,
+            )
+            .await
     }
 
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
