@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A hookq worker in Python, standard library only.
 
-    QUEUE_SECRET=s3cret python3 examples/python_worker.py --port 8080
+    python3 examples/python_worker.py --listen 127.0.0.1:8080 --secret s3cret
+    WORKER_SECRET=s3cret python3 examples/python_worker.py
 
 Verifies X-HYPER-SIGNATURE: t=<unix ms>,sig=<hex HMAC-SHA256(secret, t + "." + body)>
 over the raw request body, within a 5 minute tolerance, and answers 200 or 401.
@@ -46,7 +47,8 @@ class Worker(BaseHTTPRequestHandler):
         if job_id in self.done:
             return self.answer(200, {"ok": True, "duplicate": True})
         job = json.loads(body)
-        print(f"job {job_id} (attempt {self.headers.get('X-Hookq-Attempt')}): {job}", flush=True)
+        attempt = self.headers.get("X-Hookq-Attempt")
+        print(f"job {job_id} attempt {attempt} (signature verified {header}): {job}", flush=True)
         # ... do the work; answer non-2xx (or raise) to have hookq retry it.
         self.done.add(job_id)
         self.answer(200, {"ok": True})
@@ -65,15 +67,22 @@ class Worker(BaseHTTPRequestHandler):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT (port 0: any)")
+    parser.add_argument(
+        "--secret",
+        default=os.environ.get("WORKER_SECRET"),
+        help="the queue's secret [default: $WORKER_SECRET]",
+    )
     args = parser.parse_args()
-    secret = os.environ.get("QUEUE_SECRET")
-    if not secret:
-        sys.exit("QUEUE_SECRET is required: the secret the queue was created with")
-    Worker.secret = secret.encode()
-    server = ThreadingHTTPServer((args.host, args.port), Worker)
-    print(f"worker listening on http://{args.host}:{args.port}/", flush=True)
+    if not args.secret:
+        sys.exit("a secret is required (--secret or WORKER_SECRET): the queue's secret")
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        sys.exit(f"--listen takes HOST:PORT, not {args.listen!r}")
+    Worker.secret = args.secret.encode()
+    server = ThreadingHTTPServer((host.strip("[]"), int(port)), Worker)
+    bound_host, bound_port = server.server_address[:2]
+    print(f"worker listening on http://{bound_host}:{bound_port}/", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -61,6 +61,7 @@ async fn receive(
     let job_id = header("X-Hookq-Job-Id").unwrap_or("-");
     let attempt = header("X-Hookq-Attempt").unwrap_or("-");
 
+    let mut verified = "not checked: no secret".to_owned();
     if let Some(secret) = secret.as_deref() {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -77,10 +78,11 @@ async fn receive(
                 Json(json!({ "ok": false, "error": error })),
             );
         }
+        verified = format!("verified {}", header(signature::HEADER).unwrap_or_default());
     }
 
     println!(
-        "job {job_id} attempt {attempt}: {}",
+        "job {job_id} attempt {attempt} (signature {verified}): {}",
         String::from_utf8_lossy(&body)
     );
     (StatusCode::OK, Json(json!({ "ok": true })))

@@ -35,9 +35,9 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_PG_POOL_SIZE", default_value_t = 16)]
     pub pg_pool_size: usize,
 
-    /// API key required on every route but /healthz (as `Authorization: Bearer <key>`,
-    /// `X-API-Key: <key>` or an HS256 JWT signed with it). Without it the server is open
-    /// and refuses to listen on a non-loopback address.
+    /// API key required on every route but /healthz, /readyz and /openapi.json (as
+    /// `Authorization: Bearer <key>`, `X-API-Key: <key>` or an HS256 JWT signed with it).
+    /// Without it the server is open and refuses to listen on a non-loopback address.
     #[arg(long, env = "HOOKQ_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 

@@ -193,7 +193,11 @@ impl Server {
             None => None,
         };
 
-        tracing::info!(addr = %listener.local_addr()?, "hookq listening");
+        let listening = listener.local_addr()?;
+        tracing::info!(addr = %listening, "hookq listening");
+        if let Some(url) = ui::address(&config, listening) {
+            tracing::info!(%url, "admin UI");
+        }
         let limits = config.connections;
         // `/readyz` turns 503 on the same token that stops the accept loop.
         let state = AppState::new(api::Shared {

@@ -36,6 +36,24 @@ use session::{Current, Flash, Sessions};
 
 /// The server's whole HTTP surface: the UI under `/ui` (unless `HOOKQ_UI=off`), everything
 /// else to the API.
+/// Where an operator opens the UI, for the start-up log: under `HOOKQ_PUBLIC_URL` when set,
+/// else on the address the server listens on (`localhost` for an unspecified one). `None`
+/// when the UI is off.
+pub fn address(config: &Config, listening: std::net::SocketAddr) -> Option<String> {
+    if !config.ui {
+        return None;
+    }
+    if let Some(public) = &config.public_url {
+        return Some(format!("{}/ui", public.as_str().trim_end_matches('/')));
+    }
+    let host = match listening.ip() {
+        ip if ip.is_unspecified() => "localhost".to_owned(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    Some(format!("http://{host}:{}/ui", listening.port()))
+}
+
 pub fn with_ui(api: Router, config: &Config) -> Router {
     if !config.ui {
         return api;

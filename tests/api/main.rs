@@ -18,6 +18,7 @@ mod dlq_support;
 mod egress;
 mod events;
 mod faults;
+mod first_hour;
 mod helpers;
 mod idempotency;
 mod jobs;
