@@ -6,6 +6,7 @@ use hookq::config::ApiKey;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use crate::helpers::*;
 
@@ -666,4 +667,50 @@ async fn hookq_ui_off_leaves_only_the_api() {
         page.body
     );
     app.get("/queue").await.expect(200);
+}
+
+/// A job seen in flight that then leaves the queue was delivered (an in-flight job cannot be
+/// cancelled, and a failure keeps it): its page says so, instead of a bare NOT FOUND under
+/// the "Enqueued" notice.
+#[tokio::test]
+async fn a_job_seen_in_flight_then_gone_reads_as_delivered_not_as_missing() {
+    let gate = CancellationToken::new();
+    let receiver = TestReceiver::always(Reply::HoldUntil(gate.clone())).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let id = app.enqueue_ok("q", &serde_json::json!({ "n": 1 })).await;
+    receiver.wait_for(1).await;
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get(&format!("/ui/queue/q/job/{id}")).await;
+    assert!(
+        page.body.contains(r#"data-status="IN FLIGHT""#),
+        "{}",
+        page.body
+    );
+    let refresh = format!("/ui/queue/q/job/{id}/_details?was=in-flight");
+    assert!(
+        page.body.contains(&refresh),
+        "the refresh says what it last showed"
+    );
+    gate.cancel();
+    app.wait_until_gone("q", &id).await;
+
+    let after = visitor.get(&refresh).await;
+    assert!(
+        after.body.contains(r#"data-status="DELIVERED""#),
+        "{}",
+        after.body
+    );
+    assert!(
+        after.body.contains("does not keep delivered jobs"),
+        "{}",
+        after.body
+    );
+    // Without having seen it in flight, the page cannot tell, and says what it might be.
+    let unseen = visitor.get(&format!("/ui/queue/q/job/{id}")).await;
+    assert!(
+        unseen.body.contains(r#"data-status="NOT FOUND""#),
+        "{}",
+        unseen.body
+    );
 }

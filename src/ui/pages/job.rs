@@ -6,7 +6,7 @@
 //! The live part (`#job-live`: status, actions, attempts) is one element, and the refresh
 //! answers that element alone, swapped whole: the payload is drawn once with the page.
 
-use axum::extract::Path;
+use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use maud::{Markup, html};
@@ -46,7 +46,7 @@ pub async fn page(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResul
     let content = html! {
         p { a href=(queue_url(&name)) { "← Queue " (name) } }
         h1 { "Job " span class="mono" { (id) } }
-        (live_part(job.as_ref(), &ctx.current, &name, &id))
+        (live_part(job.as_ref(), Gone::Unknown, &ctx.current, &name, &id))
         @if let Some(job) = &job {
             (payload_section(job, &name, &id))
         }
@@ -56,10 +56,45 @@ pub async fn page(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResul
 
 /// `GET /ui/queue/{name}/job/{id}/_details`: the live part alone, the element the page's
 /// refresh swaps.
-pub async fn details(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResult {
+/// `?was=in-flight`: the page last showed the job in flight (see [`Gone`]).
+pub async fn details(
+    ctx: Ctx,
+    Path((name, id)): Path<(String, String)>,
+    Query(seen): Query<Seen>,
+) -> UiResult {
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
     let job = fetch(ctx.api(), &name, &id).await?;
-    Ok(fragment(live_part(job.as_ref(), &ctx.current, &name, &id)))
+    let gone = if seen.was.as_deref() == Some(WAS_IN_FLIGHT) {
+        Gone::AfterFlight
+    } else {
+        Gone::Unknown
+    };
+    Ok(fragment(live_part(
+        job.as_ref(),
+        gone,
+        &ctx.current,
+        &name,
+        &id,
+    )))
+}
+
+/// What the refresh last showed, passed back in its URL.
+#[derive(serde::Deserialize)]
+pub struct Seen {
+    was: Option<String>,
+}
+
+const WAS_IN_FLIGHT: &str = "in-flight";
+
+/// What a job the API no longer finds became, as far as the page can tell.
+#[derive(Clone, Copy)]
+enum Gone {
+    /// It was in flight at the last refresh. An in-flight job leaves the queue only when
+    /// its worker answers 2xx (a cancel refuses it; a failure keeps it, READY or ERROR),
+    /// so it was delivered, on a queue that does not keep delivered jobs.
+    AfterFlight,
+    /// Delivered, cancelled, or removed with its dead letter.
+    Unknown,
 }
 
 /// `GET /ui/queue/{name}/job/{id}/payload.json`: the payload exactly as stored (what the
@@ -108,15 +143,38 @@ fn payload_section(job: &JobView, queue: &QueueName, id: &JobId) -> Markup {
 
 /// Status, actions and failed attempts, in one element (`#job-live`) that refreshes itself
 /// while the job is still READY.
-fn live_part(job: Option<&JobView>, current: &Current, queue: &QueueName, id: &JobId) -> Markup {
+fn live_part(
+    job: Option<&JobView>,
+    gone: Gone,
+    current: &Current,
+    queue: &QueueName,
+    id: &JobId,
+) -> Markup {
     let Some(job) = job else {
         return html! {
             div id="job-live" {
                 section id="job-details" {
-                    p id="job-status" { (badge("NOT FOUND", Tone::Plain)) }
-                    p {
-                        "No such job in this queue now: it was delivered (and the queue does not "
-                        "keep delivered jobs), cancelled, or removed with its dead letter."
+                    @match gone {
+                        Gone::AfterFlight => {
+                            p id="job-status" data-status="DELIVERED" {
+                                (badge("DELIVERED", Tone::Good))
+                            }
+                            p {
+                                "Delivered: its worker answered 2xx. This queue does not keep "
+                                "delivered jobs, so there is nothing more to show (its "
+                                "keepDelivered setting keeps them)."
+                            }
+                        },
+                        Gone::Unknown => {
+                            p id="job-status" data-status="NOT FOUND" {
+                                (badge("NOT FOUND", Tone::Plain))
+                            }
+                            p {
+                                "No such job in this queue now: it was delivered (and the "
+                                "queue does not keep delivered jobs), cancelled, or removed "
+                                "with its dead letter."
+                            }
+                        },
                     }
                 }
             }
@@ -167,7 +225,13 @@ fn live_part(job: Option<&JobView>, current: &Current, queue: &QueueName, id: &J
     let history = job.history.as_deref().unwrap_or_default();
     let url = job_url(queue, id);
     let csrf = csrf_field(current);
-    let refresh = live.then(|| format!("{url}/_details"));
+    let refresh = live.then(|| {
+        if job.in_flight {
+            format!("{url}/_details?was={WAS_IN_FLIGHT}")
+        } else {
+            format!("{url}/_details")
+        }
+    });
     html! {
         div id="job-live"
             hx-get=[refresh.as_deref()]
