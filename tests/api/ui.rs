@@ -644,7 +644,7 @@ async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
             &[
                 ("action", "replay"),
                 ("ids", &id),
-                ("delay", "3600"),
+                ("delay", "1h"),
                 ("back", back),
             ],
         )
@@ -654,6 +654,27 @@ async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
     assert!(
         job["nextAttemptAt"].as_i64().unwrap() > job["createdAt"].as_i64().unwrap() + 3_000_000
     );
+    // A delay that is not one says so, and nothing is replayed.
+    let other = app.enqueue_ok("q", &json!({ "n": 10 })).await;
+    app.wait_until_error("q", &other).await;
+    visitor.get(back).await;
+    let refused = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[
+                ("action", "replay"),
+                ("ids", &other),
+                ("delay", "soon"),
+                ("back", back),
+            ],
+        )
+        .await;
+    let said = visitor.follow(refused).await.body;
+    assert!(
+        said.contains("is not a duration such as 500ms, 5s or 2m"),
+        "{said}"
+    );
+    assert_eq!(app.get_job("q", &other).await.json()["status"], "ERROR");
 }
 
 #[tokio::test]
@@ -713,4 +734,36 @@ async fn a_job_seen_in_flight_then_gone_reads_as_delivered_not_as_missing() {
         "{}",
         unseen.body
     );
+}
+
+/// A retried dead letter's counter starts again from 0 while its failed attempts stay in
+/// its history: the page says so instead of "Attempts 0" beside attempts 1 and 2.
+#[tokio::test]
+async fn a_retried_job_says_its_attempts_restarted_beside_its_history() {
+    let gate = CancellationToken::new();
+    let receiver = TestReceiver::scripted(
+        vec![Reply::status(500), Reply::status(500)],
+        Reply::HoldUntil(gate.clone()),
+    )
+    .await;
+    let app = spawn_app(|_| {}).await;
+    app.put_queue(
+        "q",
+        &json!({ "target": receiver.url, "maxAttempts": 2, "backoff": ["10ms"] }),
+    )
+    .await
+    .expect(201);
+    let id = app.enqueue_ok("q", &json!({ "n": 1 })).await;
+    app.wait_until_error("q", &id).await;
+    app.retry("q", &id).await.expect(201);
+    receiver.wait_for(3).await;
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get(&format!("/ui/queue/q/job/{id}")).await;
+    assert!(
+        page.body
+            .contains("1 since it was last retried (2 failed attempts in all, below)"),
+        "{}",
+        page.body
+    );
+    gate.cancel();
 }

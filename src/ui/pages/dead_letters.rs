@@ -195,8 +195,8 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
                     }
                     div class="actions" {
                         div class="field" {
-                            label for="delay" { "Replay delay (seconds)" }
-                            input type="number" id="delay" name="delay" min="0" max="604800" placeholder="0";
+                            label for="delay" { "Replay delay (e.g. 30s, 5m, 1h)" }
+                            input type="text" id="delay" name="delay" placeholder="0s" inputmode="text";
                         }
                         button type="submit" name="action" value="replay" id="replay" { "Replay selected" }
                         button type="submit" name="action" value="acknowledge" id="acknowledge" class="secondary" { "Acknowledge selected" }
@@ -246,14 +246,9 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
             &back,
         ));
     }
-    let delay = match form.get("delay").map(str::parse::<u64>).transpose() {
-        Ok(delay) => delay,
-        Err(_) => {
-            return Ok(ctx.done(
-                Flash::error("The delay is a whole number of seconds."),
-                &back,
-            ));
-        }
+    let delay = match form.get("delay").map(replay_delay).transpose() {
+        Ok(delay) => delay.flatten(),
+        Err(said) => return Ok(ctx.done(Flash::error(said), &back)),
     };
     let api = ctx.api();
     let said = match action {
@@ -263,7 +258,7 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
             } else {
                 json!({ "queue": form.get("queue").unwrap_or_default(), "all": true })
             };
-            if let Some(delay) = delay.filter(|d| *d > 0) {
+            if let Some(delay) = delay {
                 body["delay_seconds"] = json!(delay);
             }
             api.post::<ReplayResult>("/admin/dlq/replay", Some(body.to_string().into_bytes()))
@@ -312,4 +307,21 @@ fn replay_said(result: &ReplayResult) -> String {
         ));
     }
     text
+}
+
+/// The replay delay as typed: a duration like every other field (`30s`, `5m`, `1h`; a bare
+/// number counts as seconds), in whole seconds; `None` for none. The API checks the upper
+/// bound.
+fn replay_delay(raw: &str) -> Result<Option<u64>, String> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let seconds = match raw.parse::<u64>() {
+        Ok(seconds) => seconds,
+        Err(_) => crate::policy::parse_duration("Replay delay", raw)
+            .map_err(|invalid| invalid.0)?
+            .as_secs(),
+    };
+    Ok((seconds > 0).then_some(seconds))
 }

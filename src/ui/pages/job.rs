@@ -123,6 +123,21 @@ async fn fetch(api: &ApiClient, queue: &QueueName, id: &JobId) -> UiResult<Optio
     }
 }
 
+/// The attempts counter, which a retry of a dead letter starts again from 0 while the
+/// failed attempts before it stay in the history: said so when the two disagree.
+fn attempts(job: &JobView) -> Markup {
+    let failed = job.history.as_ref().map_or(0, Vec::len);
+    let counted = usize::try_from(job.attempts).unwrap_or(usize::MAX);
+    html! {
+        span id="job-attempts" {
+            (job.attempts)
+            @if failed > counted {
+                " since it was last retried (" (failed) " failed attempts in all, below)"
+            }
+        }
+    }
+}
+
 /// The payload, pretty-printed up to [`SHOWN_PAYLOAD_BYTES`].
 fn payload_section(job: &JobView, queue: &QueueName, id: &JobId) -> Markup {
     let raw = job.job.get();
@@ -192,7 +207,7 @@ fn live_part(
             "Status",
             html! { span id="job-status" data-status=(status) { (badge(status, tone)) } },
         ),
-        ("Attempts", html! { (job.attempts) }),
+        ("Attempts", attempts(job)),
         ("Created", format::when(job.created_at)),
     ];
     if let Some(at) = job.next_attempt_at.filter(|_| !job.in_flight) {
