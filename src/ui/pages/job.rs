@@ -166,31 +166,25 @@ fn live_part(
     id: &JobId,
 ) -> Markup {
     let Some(job) = job else {
+        let (status, tone, said) = match gone {
+            Gone::AfterFlight => (
+                "DELIVERED",
+                Tone::Good,
+                "Delivered: its worker answered 2xx. This queue does not keep delivered jobs, \
+                 so there is nothing more to show (its keepDelivered setting keeps them).",
+            ),
+            Gone::Unknown => (
+                "NOT FOUND",
+                Tone::Plain,
+                "No such job in this queue now: it was delivered (and the queue does not keep \
+                 delivered jobs), cancelled, or removed with its dead letter.",
+            ),
+        };
         return html! {
             div id="job-live" {
                 section id="job-details" {
-                    @match gone {
-                        Gone::AfterFlight => {
-                            p id="job-status" data-status="DELIVERED" {
-                                (badge("DELIVERED", Tone::Good))
-                            }
-                            p {
-                                "Delivered: its worker answered 2xx. This queue does not keep "
-                                "delivered jobs, so there is nothing more to show (its "
-                                "keepDelivered setting keeps them)."
-                            }
-                        },
-                        Gone::Unknown => {
-                            p id="job-status" data-status="NOT FOUND" {
-                                (badge("NOT FOUND", Tone::Plain))
-                            }
-                            p {
-                                "No such job in this queue now: it was delivered (and the "
-                                "queue does not keep delivered jobs), cancelled, or removed "
-                                "with its dead letter."
-                            }
-                        },
-                    }
+                    p id="job-status" data-status=(status) { (badge(status, tone)) }
+                    p { (said) }
                 }
             }
         };
