@@ -102,6 +102,117 @@ impl PartialEq for CronSpec {
     }
 }
 
+/// One field of the 5- or 6-field form: its name, its range, the names it also takes.
+struct Field {
+    name: &'static str,
+    low: u32,
+    high: u32,
+    names: &'static [&'static str],
+}
+
+const SECOND: Field = Field {
+    name: "second",
+    low: 0,
+    high: 59,
+    names: &[],
+};
+const MINUTE: Field = Field {
+    name: "minute",
+    low: 0,
+    high: 59,
+    names: &[],
+};
+const HOUR: Field = Field {
+    name: "hour",
+    low: 0,
+    high: 23,
+    names: &[],
+};
+const DAY: Field = Field {
+    name: "day of the month",
+    low: 1,
+    high: 31,
+    names: &["L", "W", "?"],
+};
+const MONTH: Field = Field {
+    name: "month",
+    low: 1,
+    high: 12,
+    names: &[
+        "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+    ],
+};
+const WEEKDAY: Field = Field {
+    name: "day of the week",
+    low: 0,
+    high: 7,
+    names: &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT", "L", "?"],
+};
+
+/// What is wrong with the first field of `expression` (5 or 6 fields) that holds a number
+/// out of its range or a word it does not take, said so a person can mend it: which field,
+/// what it holds, what it takes. `None` when no field is wrong that way.
+fn field_problem(expression: &str) -> Option<String> {
+    let parts: Vec<&str> = expression.split_whitespace().collect();
+    let fields: &[Field] = if parts.len() == 6 {
+        &[SECOND, MINUTE, HOUR, DAY, MONTH, WEEKDAY]
+    } else {
+        &[MINUTE, HOUR, DAY, MONTH, WEEKDAY]
+    };
+    let ordinal = ["1st", "2nd", "3rd", "4th", "5th", "6th"];
+    for ((field, part), nth) in fields.iter().zip(&parts).zip(ordinal) {
+        let takes = if field.names.is_empty() {
+            format!("{} to {}", field.low, field.high)
+        } else {
+            format!(
+                "{} to {} or {}",
+                field.low,
+                field.high,
+                field.names.join(", ")
+            )
+        };
+        let wrong = |what: String| {
+            Some(format!(
+                "is invalid: its {nth} field, the {}, is `{part}`: {what}; it takes {takes}, \
+                 `*`, ranges (`a-b`), lists (`a,b`) and steps (`*/n`)",
+                field.name
+            ))
+        };
+        for item in part.split(',') {
+            let (range, step) = match item.split_once('/') {
+                Some((range, step)) => (range, Some(step)),
+                None => (item, None),
+            };
+            if let Some(step) = step
+                && !step
+                    .parse::<u32>()
+                    .is_ok_and(|n| n >= 1 && n <= field.high.max(1))
+            {
+                return wrong(format!(
+                    "the step `/{step}` is not a number from 1 to {}",
+                    field.high
+                ));
+            }
+            for token in range.split('-').filter(|t| !t.is_empty() && *t != "*") {
+                // `5#2` (the second Friday) and `15W`: the number before the mark counts.
+                let number = token.trim_end_matches(['L', 'W', 'l', 'w']);
+                let number = number.split('#').next().unwrap_or(number);
+                match number.parse::<u32>() {
+                    Ok(n) if (field.low..=field.high).contains(&n) => {}
+                    Ok(n) => return wrong(format!("{n} is out of range")),
+                    Err(_)
+                        if field
+                            .names
+                            .iter()
+                            .any(|name| name.eq_ignore_ascii_case(token)) => {}
+                    Err(_) => return wrong(format!("`{token}` is not a number it takes")),
+                }
+            }
+        }
+    }
+    None
+}
+
 impl CronSpec {
     /// `expression`: 5 fields (minute hour day-of-month month day-of-week), 6 with a leading
     /// seconds field, or a nickname (`@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`);
@@ -139,7 +250,13 @@ impl CronSpec {
             .year(Year::Disallowed)
             .build()
             .parse(pattern)
-            .map_err(|e| InvalidInput(format!("cron: `{expression}` is invalid: {e}")))?;
+            .map_err(|e| {
+                let said = (!nickname.starts_with('@'))
+                    .then(|| field_problem(expression))
+                    .flatten()
+                    .unwrap_or_else(|| format!("is invalid ({e})"));
+                InvalidInput(format!("cron: `{expression}` {said}"))
+            })?;
         Ok(Self {
             expression: expression.to_owned(),
             timezone,
@@ -303,7 +420,28 @@ mod tests {
             ("", "UTC", "0 fields"),
             ("* * * *", "UTC", "4 fields"),
             ("0 0 0 * * * 2027", "UTC", "7 fields"),
-            ("61 * * * *", "UTC", "invalid"),
+            (
+                "61 * * * *",
+                "UTC",
+                "its 1st field, the minute, is `61`: 61 is out of range",
+            ),
+            (
+                "0 25 * * *",
+                "UTC",
+                "the hour, is `25`: 25 is out of range; it takes 0 to 23",
+            ),
+            ("0 9 * 13 *", "UTC", "the month, is `13`"),
+            ("0 9 * * FUNDAY", "UTC", "the day of the week, is `FUNDAY`"),
+            (
+                "*/0 * * * *",
+                "UTC",
+                "the step `/0` is not a number from 1 to 59",
+            ),
+            (
+                "0 0 9 1-40 * *",
+                "UTC",
+                "its 4th field, the day of the month, is `1-40`",
+            ),
             ("* * * * * * ", "Mars/Olympus", "IANA"),
             ("@reboot", "UTC", "is not one of"),
             ("@every 5m", "UTC", "is not one of"),
