@@ -38,6 +38,7 @@ mod queues;
 mod recovery;
 mod schedules;
 mod scheduling;
+mod standard_webhooks;
 mod state_machine;
 mod ui;
 mod ui_browser;
