@@ -24,15 +24,15 @@ use hookq::model::{Secret, SignatureScheme, Target, now_millis};
 use crate::helpers::{Received, Reply, TestReceiver, assert_signed, eventually, spawn_app};
 
 /// `whsec_` + base64 of 24 and of 32 bytes.
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const NEW_SECRET: &str = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub const NEW_SECRET: &str = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 /// Check the Standard Webhooks headers of `delivery` the way a worker would, with nothing of
 /// hookq's: `webhook-id`, a recent `webhook-timestamp`, and a `v1` signature for every
 /// secret of `secrets` (in that order), over `id.timestamp.body`, keyed with the decoded
 /// bytes.
 #[track_caller]
-fn assert_standard_signed(delivery: &Received, id: &str, secrets: &[&str]) {
+pub fn assert_standard_signed(delivery: &Received, id: &str, secrets: &[&str]) {
     assert_eq!(delivery.header("webhook-id"), Some(id));
     let timestamp = delivery
         .header("webhook-timestamp")
