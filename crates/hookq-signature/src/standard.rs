@@ -267,6 +267,21 @@ mod tests {
     }
 
     #[test]
+    fn the_official_rust_librarys_vector_signs_alike() {
+        // libraries/rust of the standard-webhooks repository, `test_sign`.
+        let secret = Secret::parse("whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD").unwrap();
+        assert_eq!(
+            sign(
+                &secret,
+                "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk",
+                1_649_367_553,
+                br#"{"email":"test@example.com","username":"test_user"}"#
+            ),
+            "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw="
+        );
+    }
+
+    #[test]
     fn any_matching_v1_entry_is_enough() {
         let other = Secret::from_key(vec![7u8; 32]);
         let both = signature_header([&other, &secret()], ID, TS, BODY);
