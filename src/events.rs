@@ -228,8 +228,8 @@ impl EventSender {
             current,
             previous: None,
         });
-        let id = event.id.to_string();
-        for (name, value) in signing::headers(self.target.scheme, keys, &id, now, body.as_bytes()) {
+        let signed = signing::headers(self.target.scheme, keys, event.id, now, body.as_bytes());
+        for (name, value) in signed {
             request = request.header(name, value);
         }
         let started = Instant::now();

@@ -9,7 +9,7 @@
 //!   `webhook-signature: v1,<base64>`, keyed with the decoded `whsec_` bytes; during a
 //!   rotation the previous secret signs too (`v1,<new> v1,<old>`).
 
-use crate::model::{Secret, SignatureScheme, UnixMillis};
+use crate::model::{JobId, Secret, SignatureScheme, UnixMillis};
 use crate::signature;
 use crate::signature::standard;
 
@@ -21,11 +21,12 @@ pub struct SigningKeys<'a> {
     pub previous: Option<&'a Secret>,
 }
 
-/// The headers to add to a message `id` with `body`, sent at `now`.
+/// The headers to add to message `id` (a job's, or an event's) with `body`, sent at `now`.
+/// The plain path (hyper, no secret) allocates nothing.
 pub fn headers(
     scheme: SignatureScheme,
     keys: Option<SigningKeys<'_>>,
-    id: &str,
+    id: JobId,
     now: UnixMillis,
     body: &[u8],
 ) -> Vec<(&'static str, String)> {
@@ -39,9 +40,8 @@ pub fn headers(
     }
     if scheme.standard() {
         let seconds = now_ms / 1000;
-        headers.push((standard::ID_HEADER, id.to_owned()));
-        headers.push((standard::TIMESTAMP_HEADER, seconds.to_string()));
-        if let Some(keys) = keys {
+        let id = id.to_string();
+        let signature = keys.and_then(|keys| {
             // The API lets only `whsec_` secrets onto a standard queue; one that is not
             // (say, a previous secret kept from before the scheme changed) signs nothing.
             let secrets: Vec<standard::Secret> = std::iter::once(keys.current)
@@ -52,12 +52,14 @@ pub fn headers(
                 tracing::warn!(
                     "a Standard Webhooks message has no whsec_ secret to sign with; sent unsigned"
                 );
-            } else {
-                headers.push((
-                    standard::SIGNATURE_HEADER,
-                    standard::signature_header(&secrets, id, seconds, body),
-                ));
+                return None;
             }
+            Some(standard::signature_header(&secrets, &id, seconds, body))
+        });
+        headers.push((standard::ID_HEADER, id));
+        headers.push((standard::TIMESTAMP_HEADER, seconds.to_string()));
+        if let Some(signature) = signature {
+            headers.push((standard::SIGNATURE_HEADER, signature));
         }
     }
     headers
@@ -69,6 +71,10 @@ mod tests {
 
     const NEW: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     const OLD: &str = "whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYX";
+
+    fn id() -> JobId {
+        JobId::parse("01a203c8-23a6-76ef-a3ff-b0ebe6d64142").unwrap()
+    }
 
     fn names(headers: &[(&'static str, String)]) -> Vec<&'static str> {
         headers.iter().map(|(name, _)| *name).collect()
@@ -84,23 +90,23 @@ mod tests {
         let body = b"{}";
         let at = 1_700_000_000_123;
         assert_eq!(
-            names(&headers(SignatureScheme::Hyper, keys, "id", at, body)),
+            names(&headers(SignatureScheme::Hyper, keys, id(), at, body)),
             ["X-HYPER-SIGNATURE"]
         );
-        let standard = headers(SignatureScheme::Standard, keys, "id", at, body);
+        let standard = headers(SignatureScheme::Standard, keys, id(), at, body);
         assert_eq!(
             names(&standard),
             ["webhook-id", "webhook-timestamp", "webhook-signature"]
         );
         assert_eq!(standard[1].1, "1700000000");
         assert_eq!(
-            names(&headers(SignatureScheme::Both, keys, "id", at, body)).len(),
+            names(&headers(SignatureScheme::Both, keys, id(), at, body)).len(),
             4
         );
         // Unsigned: hyper sends nothing, standard its id and time.
-        assert!(headers(SignatureScheme::Hyper, None, "id", at, body).is_empty());
+        assert!(headers(SignatureScheme::Hyper, None, id(), at, body).is_empty());
         assert_eq!(
-            names(&headers(SignatureScheme::Standard, None, "id", at, body)),
+            names(&headers(SignatureScheme::Standard, None, id(), at, body)),
             ["webhook-id", "webhook-timestamp"]
         );
     }
@@ -112,13 +118,13 @@ mod tests {
             current: &new,
             previous: Some(&old),
         });
-        let sent = headers(SignatureScheme::Both, keys, "id", 1_700_000_000_000, b"{}");
+        let sent = headers(SignatureScheme::Both, keys, id(), 1_700_000_000_000, b"{}");
         let hyper = &sent[0].1;
         assert!(!hyper.contains(' '));
         let signatures = &sent[3].1;
         let expected = standard::signature_header(
             &[new.standard_key().unwrap(), old.standard_key().unwrap()],
-            "id",
+            &id().to_string(),
             1_700_000_000,
             b"{}",
         );
@@ -133,7 +139,7 @@ mod tests {
         let sent = headers(
             SignatureScheme::Standard,
             keys,
-            "id",
+            id(),
             1_700_000_000_000,
             b"{}",
         );

@@ -137,13 +137,7 @@ impl WebhookClient {
             current,
             previous: queue.previous_secret_at(now).map(|p| &p.secret),
         });
-        let signed = signing::headers(
-            queue.signature_scheme,
-            keys,
-            &id.to_string(),
-            now,
-            payload.as_bytes(),
-        );
+        let signed = signing::headers(queue.signature_scheme, keys, id, now, payload.as_bytes());
         for (name, value) in signed {
             request = request.header(name, value);
         }
