@@ -330,7 +330,7 @@ fn policy_fields(
 }
 
 /// The signature schemes the settings form offers, as the API names them.
-const SCHEMES: [(&str, &str); 3] = [
+pub(super) const SCHEMES: [(&str, &str); 3] = [
     ("hyper", "hyper (X-HYPER-SIGNATURE)"),
     ("standard", "Standard Webhooks"),
     ("both", "both"),
