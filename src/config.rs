@@ -95,6 +95,12 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_EVENTS_SECRET", hide_env_values = true)]
     pub events_secret: Option<String>,
 
+    /// How events are signed: `hyper` (`X-HYPER-SIGNATURE`), `standard` (Standard Webhooks:
+    /// `webhook-id`, `webhook-timestamp`, `webhook-signature`; the secret must then be
+    /// `whsec_` + base64 of 24–64 bytes) or `both`.
+    #[arg(long, env = "HOOKQ_EVENTS_SIGNATURE", default_value = "hyper")]
+    pub events_signature: String,
+
     /// Log a warning (and raise the metric) when more dead letters than this are pending.
     #[arg(long, env = "HOOKQ_DLQ_ALERT_PENDING", default_value_t = 100)]
     pub dlq_alert_pending: u64,
@@ -493,6 +499,7 @@ impl Config {
             events: parse_events_target(
                 args.events_target.as_deref(),
                 args.events_secret.as_deref(),
+                &args.events_signature,
             )?,
             target_allowlist: args.target_allowlist,
             egress_proxy: parse_egress_proxy(args.egress_proxy.as_deref())?,
@@ -649,7 +656,10 @@ pub fn parse_backoff(raw: &str) -> anyhow::Result<Vec<Duration>> {
 fn parse_events_target(
     target: Option<&str>,
     secret: Option<&str>,
+    scheme: &str,
 ) -> anyhow::Result<Option<crate::events::EventsTarget>> {
+    let scheme = crate::model::SignatureScheme::parse(scheme)
+        .map_err(|e| anyhow::anyhow!("invalid HOOKQ_EVENTS_SIGNATURE / --events-signature: {e}"))?;
     let Some(target) = target.filter(|t| !t.trim().is_empty()) else {
         if secret.is_some() {
             bail!("HOOKQ_EVENTS_SECRET is set without HOOKQ_EVENTS_TARGET");
@@ -662,7 +672,16 @@ fn parse_events_target(
         .map(crate::model::Secret::parse)
         .transpose()
         .map_err(|e| anyhow::anyhow!("invalid HOOKQ_EVENTS_SECRET / --events-secret: {}", e.0))?;
-    Ok(Some(crate::events::EventsTarget { url, secret }))
+    if let Some(secret) = &secret {
+        scheme.check_secret(secret).map_err(|e| {
+            anyhow::anyhow!("invalid HOOKQ_EVENTS_SECRET for HOOKQ_EVENTS_SIGNATURE: {e}")
+        })?;
+    }
+    Ok(Some(crate::events::EventsTarget {
+        url,
+        secret,
+        scheme,
+    }))
 }
 
 /// `HOOKQ_EGRESS_PROXY`: an http or https URL. The error never repeats the value (it may

@@ -1,6 +1,6 @@
 //! Operational webhooks: hookq POSTs [`Event`]s about itself (a job dead-lettered, a breaker
 //! opened or closed, a dead-letter alert) to the operator's `HOOKQ_EVENTS_TARGET`, signed with
-//! `HOOKQ_EVENTS_SECRET` like any delivery.
+//! `HOOKQ_EVENTS_SECRET` like any delivery, by the scheme `HOOKQ_EVENTS_SIGNATURE` names.
 //!
 //! Events are written to the store's outbox first (a job's dead-lettering in the same
 //! transaction as the move; the others right after the change), then sent by one
@@ -19,8 +19,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::Event;
-use crate::model::{Secret, Target, UnixMillis, now_millis};
-use crate::signature;
+use crate::model::{Secret, SignatureScheme, Target, UnixMillis, now_millis};
+use crate::signing::{self, SigningKeys};
 use crate::store::{OutboxEvent, Store, StoreResult};
 use crate::telemetry;
 
@@ -53,6 +53,9 @@ const DUTY_HOLD: Duration = Duration::from_secs(15);
 pub struct EventsTarget {
     pub url: Target,
     pub secret: Option<Secret>,
+    /// `HOOKQ_EVENTS_SIGNATURE`: the headers the secret signs (`webhook-id` is the event's
+    /// id).
+    pub scheme: SignatureScheme,
 }
 
 /// Emits events into the outbox and wakes the sender. A cheap `Clone`; [`Events::off`] when
@@ -221,12 +224,13 @@ impl EventSender {
             .header(USER_AGENT, concat!("hookq/", env!("CARGO_PKG_VERSION")))
             .header(EVENT_HEADER, event.kind.as_str())
             .header(EVENT_ID_HEADER, event.id.to_string());
-        if let Some(secret) = &self.target.secret {
-            let timestamp = u64::try_from(now).unwrap_or_default();
-            request = request.header(
-                signature::HEADER,
-                signature::header_value(secret.expose().as_bytes(), timestamp, body.as_bytes()),
-            );
+        let keys = self.target.secret.as_ref().map(|current| SigningKeys {
+            current,
+            previous: None,
+        });
+        let signed = signing::headers(self.target.scheme, keys, event.id, now, body.as_bytes());
+        for (name, value) in signed {
+            request = request.header(name, value);
         }
         let started = Instant::now();
         match request.body(body).send().await {

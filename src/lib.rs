@@ -42,6 +42,7 @@ pub mod origin_guard;
 pub mod policy;
 pub mod redact;
 pub mod scheduler;
+pub mod signing;
 pub mod store;
 pub mod telemetry;
 pub mod ui;

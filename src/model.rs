@@ -182,6 +182,75 @@ impl fmt::Debug for Secret {
     }
 }
 
+impl Secret {
+    /// The secret as a Standard Webhooks key (`whsec_` + base64 of 24–64 bytes), or why it
+    /// is not one (safe to show: it never repeats the secret).
+    pub fn standard_key(&self) -> Result<crate::signature::standard::Secret, &'static str> {
+        crate::signature::standard::Secret::parse(&self.0)
+    }
+}
+
+/// How a queue signs its deliveries (`signatureScheme`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SignatureScheme {
+    /// `X-HYPER-SIGNATURE` only, keyed with the secret's text (hyper's scheme).
+    #[default]
+    Hyper,
+    /// Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature`, keyed with
+    /// the decoded bytes of a `whsec_` secret.
+    Standard,
+    /// Both sets of headers.
+    Both,
+}
+
+impl SignatureScheme {
+    pub const ALL: [Self; 3] = [Self::Hyper, Self::Standard, Self::Both];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hyper => "hyper",
+            Self::Standard => "standard",
+            Self::Both => "both",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        Self::ALL
+            .into_iter()
+            .find(|scheme| scheme.as_str() == raw)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "signatureScheme must be \"hyper\", \"standard\" or \"both\", not {raw:?}"
+                ))
+            })
+    }
+
+    /// Whether deliveries carry `X-HYPER-SIGNATURE`.
+    pub fn hyper(self) -> bool {
+        matches!(self, Self::Hyper | Self::Both)
+    }
+
+    /// Whether deliveries carry the Standard Webhooks headers.
+    pub fn standard(self) -> bool {
+        matches!(self, Self::Standard | Self::Both)
+    }
+
+    /// Refuse a secret this scheme cannot sign with: a Standard Webhooks scheme needs a
+    /// `whsec_` secret.
+    pub fn check_secret(self, secret: &Secret) -> Result<(), InvalidInput> {
+        if !self.standard() {
+            return Ok(());
+        }
+        secret.standard_key().map(|_| ()).map_err(|why| {
+            invalid(format!(
+                "signatureScheme \"{}\" needs a secret of the form whsec_<base64 of 24 to 64 \
+                 random bytes> (e.g. `echo whsec_$(openssl rand -base64 32)`): {why}",
+                self.as_str()
+            ))
+        })
+    }
+}
+
 /// A job id: a UUIDv7, so ids sort by creation time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobId(Uuid);

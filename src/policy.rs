@@ -7,7 +7,7 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use crate::model::{InvalidInput, Secret, Target};
+use crate::model::{InvalidInput, Secret, SignatureScheme, Target, UnixMillis};
 
 /// Attempts a queue may allow a job.
 pub const MAX_ATTEMPTS: RangeInclusive<u32> = 1..=100;
@@ -142,6 +142,10 @@ pub struct QueueChange {
     pub max_queued: Option<Option<u64>>,
     pub keep_delivered: Option<Option<Duration>>,
     pub paused: Option<bool>,
+    pub signature_scheme: Option<SignatureScheme>,
+    /// With a new `secret`: keep the one it replaces signing (Standard Webhooks) until
+    /// then.
+    pub rotate_until: Option<UnixMillis>,
 }
 
 impl QueueChange {

@@ -13,9 +13,11 @@ use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{ApiJson, EnqueueOptions, JobBody, KnownQueue, NewQueueName};
 use super::jobs::{__path_list_jobs, list_jobs};
 use super::openapi::{IdBody, OkBody};
-use super::settings::{PolicyInput, check_burst_has_a_rate, policy_change};
+use super::settings::{
+    PolicyInput, SignatureSchemeName, check_burst_has_a_rate, check_signing, policy_change,
+};
 use crate::dispatch::guard::AddressPolicy;
-use crate::model::{JobId, Secret, Target, now_millis};
+use crate::model::{JobId, Secret, SignatureScheme, Target, now_millis};
 use crate::store::{Enqueued, NewJob, Queue};
 use crate::telemetry;
 
@@ -79,7 +81,7 @@ pub struct CreateQueue {
     /// Where jobs are delivered: an absolute http(s) URL with a host and no credentials.
     #[schema(format = "uri")]
     target: String,
-    /// 1–100 characters. With a secret every delivery is signed (`X-HYPER-SIGNATURE`).
+    /// 1–100 characters. With a secret every delivery is signed (`signatureScheme`).
     /// Never returned nor logged.
     #[serde(default)]
     #[schema(min_length = 1, max_length = 100)]
@@ -116,6 +118,10 @@ pub struct CreateQueue {
     /// Accept jobs but deliver none (default false).
     #[serde(default)]
     paused: Option<bool>,
+    /// How deliveries are signed (default `hyper`). `standard` and `both` need a secret of
+    /// the form `whsec_` + base64 of 24–64 bytes.
+    #[serde(default)]
+    signature_scheme: Option<SignatureSchemeName>,
 }
 
 /// Create a queue.
@@ -133,7 +139,7 @@ pub struct CreateQueue {
         (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 409, description = "The queue already exists", body = ApiErrorBody),
         (status = 413, description = "Body larger than 16 KiB", body = ApiErrorBody),
-        (status = 422, description = "Invalid name, target, secret or policy value", body = ApiErrorBody),
+        (status = 422, description = "Invalid name, target, secret or policy value, or a `standard`/`both` queue whose secret is not `whsec_` + base64 of 24–64 bytes", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
@@ -151,7 +157,7 @@ async fn create_queue(
         .map(Secret::parse)
         .transpose()
         .map_err(|e| ApiError::Unprocessable(e.0))?;
-    let policy = policy_change(PolicyInput {
+    let mut policy = policy_change(PolicyInput {
         max_attempts: request.max_attempts.map(Some),
         backoff: request.backoff.map(Some),
         timeout: request.timeout.map(Some),
@@ -162,8 +168,10 @@ async fn create_queue(
         keep_delivered: request.keep_delivered.map(Some),
         paused: request.paused.map(Some),
     })?;
+    policy.signature_scheme = request.signature_scheme.map(SignatureScheme::from);
     let mut queue = Queue::new(name.clone(), target, secret, now_millis());
     check_burst_has_a_rate(&queue, &policy)?;
+    check_signing(&queue, &policy)?;
     queue.apply(&policy);
     state.store.create_queue(queue).await?;
     tracing::info!(queue = %name, "queue created");

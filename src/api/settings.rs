@@ -3,6 +3,8 @@
 //! The policy fields a queue may set are also accepted when it is created (`PUT`, see
 //! [`super::queues`]); both go through [`policy_change`], so one value is checked one way.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -15,7 +17,8 @@ use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{ApiJson, KnownQueue};
 use super::openapi::OkBody;
 use super::queues::{MAX_QUEUE_BODY, check_target_allowed};
-use crate::model::{InvalidInput, Secret, Target, now_millis};
+
+use crate::model::{InvalidInput, Secret, SignatureScheme, Target, UnixMillis, now_millis};
 use crate::policy::{self, QueueChange};
 use crate::store::Queue;
 
@@ -96,6 +99,92 @@ where
     Option::<T>::deserialize(deserializer).map(Some)
 }
 
+/// How a queue signs its deliveries: `hyper` (`X-HYPER-SIGNATURE`, the default),
+/// `standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature`;
+/// the secret must be `whsec_` + base64 of 24–64 bytes) or `both`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SignatureSchemeName {
+    #[default]
+    Hyper,
+    Standard,
+    Both,
+}
+
+impl From<SignatureSchemeName> for SignatureScheme {
+    fn from(name: SignatureSchemeName) -> Self {
+        match name {
+            SignatureSchemeName::Hyper => Self::Hyper,
+            SignatureSchemeName::Standard => Self::Standard,
+            SignatureSchemeName::Both => Self::Both,
+        }
+    }
+}
+
+impl SignatureSchemeName {
+    pub fn as_str(self) -> &'static str {
+        SignatureScheme::from(self).as_str()
+    }
+}
+
+impl From<SignatureScheme> for SignatureSchemeName {
+    fn from(scheme: SignatureScheme) -> Self {
+        match scheme {
+            SignatureScheme::Hyper => Self::Hyper,
+            SignatureScheme::Standard => Self::Standard,
+            SignatureScheme::Both => Self::Both,
+        }
+    }
+}
+
+/// The longest a rotation may keep the previous secret.
+const MAX_ROTATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Refuse a queue whose scheme cannot sign with its secret (a Standard Webhooks scheme needs
+/// a `whsec_` secret): what `queue` would be once `change` applies.
+pub(super) fn check_signing(queue: &Queue, change: &QueueChange) -> ApiResult<()> {
+    let mut changed = queue.clone();
+    changed.apply(change);
+    match &changed.secret {
+        Some(secret) => changed
+            .signature_scheme
+            .check_secret(secret)
+            .map_err(|e| ApiError::Unprocessable(e.0)),
+        None => Ok(()),
+    }
+}
+
+/// `rotate` (with a new secret): until when the secret it replaces keeps signing.
+fn rotation(queue: &Queue, change: &QueueChange, rotate: &str) -> ApiResult<UnixMillis> {
+    let unprocessable = |msg: &str| Err(ApiError::Unprocessable(msg.to_owned()));
+    if !matches!(change.secret, Some(Some(_))) {
+        return unprocessable("rotate needs the new secret in the same request");
+    }
+    let Some(current) = &queue.secret else {
+        return unprocessable("rotate keeps the current secret, and this queue has none");
+    };
+    let scheme = change.signature_scheme.unwrap_or(queue.signature_scheme);
+    if !scheme.standard() {
+        return unprocessable(
+            "rotate keeps the previous secret signing Standard Webhooks deliveries \
+             (webhook-signature); X-HYPER-SIGNATURE carries one signature only, so a \
+             \"hyper\" queue cannot rotate: set signatureScheme to \"standard\" or \"both\"",
+        );
+    }
+    if current.standard_key().is_err() {
+        return unprocessable(
+            "rotate: the current secret is not a whsec_ secret, so it cannot sign Standard \
+             Webhooks deliveries; change the secret without rotate",
+        );
+    }
+    let keep =
+        policy::parse_duration("rotate", rotate).map_err(|e| ApiError::Unprocessable(e.0))?;
+    if keep.is_zero() || keep > MAX_ROTATION {
+        return unprocessable("rotate must be a duration from 1s to 30d, e.g. \"24h\"");
+    }
+    Ok(now_millis().saturating_add(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX)))
+}
+
 /// Any subset of a queue's settings. `null` puts a setting back on the server's default
 /// (`"secret": null` removes the secret: deliveries are no longer signed). Unknown fields
 /// are refused.
@@ -111,6 +200,14 @@ pub struct UpdateQueue {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>, nullable)]
     secret: Option<Option<String>>,
+    /// With a new `secret`: keep the current one signing Standard Webhooks deliveries
+    /// beside it for this long (`"24h"`; 1s–30d). Only on `standard` and `both` queues.
+    #[serde(default)]
+    rotate: Option<String>,
+    /// `hyper`, `standard` or `both`; `null`: back to `hyper`.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<SignatureSchemeName>, nullable)]
+    signature_scheme: Option<Option<SignatureSchemeName>>,
     /// Attempts before a job is dead-lettered, 1–100.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<u32>, nullable, minimum = 1, maximum = 100)]
@@ -207,7 +304,14 @@ async fn update_queue(
             Secret::parse(&raw).map_err(|e| ApiError::Unprocessable(e.0))?,
         )),
     };
+    change.signature_scheme = request
+        .signature_scheme
+        .map(|scheme| scheme.map_or_else(SignatureScheme::default, SignatureScheme::from));
+    if let Some(rotate) = &request.rotate {
+        change.rotate_until = Some(rotation(&queue, &change, rotate)?);
+    }
     check_burst_has_a_rate(&queue, &change)?;
+    check_signing(&queue, &change)?;
     apply(&state, &queue, change).await?;
     Ok(Json(OkBody::OK))
 }
@@ -249,6 +353,13 @@ pub struct QueueSettings {
     /// How long delivered jobs stay in the delivery log; `0s`: not kept.
     pub keep_delivered: String,
     pub paused: bool,
+    /// How deliveries are signed. (Absent from older servers: `hyper`.)
+    #[serde(default)]
+    pub signature_scheme: SignatureSchemeName,
+    /// During a rotation: when the previous secret stops signing (unix ms); `null`
+    /// otherwise.
+    #[serde(default)]
+    pub previous_secret_expires_at: Option<UnixMillis>,
     /// The settings this queue sets itself; the others follow the server's.
     pub overrides: Vec<String>,
 }
@@ -290,6 +401,10 @@ impl QueueSettings {
             max_queued: effective.max_queued,
             keep_delivered: policy::format_duration(effective.keep_delivered),
             paused: queue.paused,
+            signature_scheme: queue.signature_scheme.into(),
+            previous_secret_expires_at: queue
+                .previous_secret_at(now_millis())
+                .map(|previous| previous.expires_at),
             overrides,
         }
     }

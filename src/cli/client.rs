@@ -188,10 +188,14 @@ impl Client {
         name: &str,
         target: &str,
         secret: Option<&str>,
+        signature_scheme: Option<&str>,
     ) -> CliResult<Reply<Value>> {
         let mut body = json!({ "target": target });
         if let Some(secret) = secret {
             body["secret"] = Value::from(secret);
+        }
+        if let Some(scheme) = signature_scheme {
+            body["signatureScheme"] = Value::from(scheme);
         }
         let url = self.url(&["queue", name], &[]);
         self.call(

@@ -51,7 +51,8 @@ pub enum Command {
     /// Scoped API keys: create (the key is printed once), list, revoke. Admin only.
     #[command(subcommand)]
     Key(KeyCommand),
-    /// Check an X-HYPER-SIGNATURE header against a body and secret (no server needed).
+    /// Check a delivery's signature (X-HYPER-SIGNATURE or Standard Webhooks) against a body
+    /// and secret (no server needed).
     Verify(VerifyArgs),
     /// Create or upgrade a database file to this binary's schema (the server must be stopped).
     Migrate(DbArgs),
@@ -91,9 +92,13 @@ pub enum QueueCommand {
         /// Absolute http(s) URL the jobs are POSTed to.
         #[arg(long)]
         target: String,
-        /// Sign every delivery with this secret (X-HYPER-SIGNATURE).
+        /// Sign every delivery with this secret.
         #[arg(long)]
         secret: Option<String>,
+        /// How deliveries are signed: hyper (X-HYPER-SIGNATURE), standard (Standard
+        /// Webhooks; the secret must be whsec_<base64>) or both [server default: hyper].
+        #[arg(long, value_parser = ["hyper", "standard", "both"])]
+        signature_scheme: Option<String>,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -143,6 +148,13 @@ pub struct QueueSetArgs {
     /// A new signing secret (`--reset secret` stops signing).
     #[arg(long)]
     pub secret: Option<String>,
+    /// With --secret: keep the current secret signing Standard Webhooks deliveries beside
+    /// the new one this long (e.g. `24h`).
+    #[arg(long, requires = "secret")]
+    pub rotate: Option<String>,
+    /// How deliveries are signed: hyper, standard (Standard Webhooks) or both.
+    #[arg(long, value_parser = ["hyper", "standard", "both"])]
+    pub signature_scheme: Option<String>,
     /// Attempts before a job is dead-lettered (1-100).
     #[arg(long)]
     pub max_attempts: Option<u32>,
@@ -168,10 +180,11 @@ pub struct QueueSetArgs {
     #[arg(long)]
     pub keep_delivered: Option<String>,
     /// Settings to put back on the server's default, comma-separated: max-attempts,
-    /// backoff, timeout, concurrency, rate, burst, max-queued, keep-delivered, secret.
+    /// backoff, timeout, concurrency, rate, burst, max-queued, keep-delivered, secret,
+    /// signature-scheme.
     #[arg(long, value_delimiter = ',', value_parser = [
         "max-attempts", "backoff", "timeout", "concurrency", "rate", "burst", "max-queued",
-        "keep-delivered", "secret",
+        "keep-delivered", "secret", "signature-scheme",
     ])]
     pub reset: Vec<String>,
     #[command(flatten)]
@@ -190,6 +203,11 @@ impl QueueSetArgs {
         };
         put("target", self.target.clone().map(Value::from));
         put("secret", self.secret.clone().map(Value::from));
+        put("rotate", self.rotate.clone().map(Value::from));
+        put(
+            "signatureScheme",
+            self.signature_scheme.clone().map(Value::from),
+        );
         put("maxAttempts", self.max_attempts.map(Value::from));
         put(
             "backoff",
@@ -210,6 +228,7 @@ impl QueueSetArgs {
                 "rate" => "ratePerSecond",
                 "max-queued" => "maxQueued",
                 "keep-delivered" => "keepDelivered",
+                "signature-scheme" => "signatureScheme",
                 other => other,
             };
             if body.contains_key(field) {
@@ -406,14 +425,25 @@ pub struct SelectionArgs {
     pub all: bool,
 }
 
+/// Either `--header` (X-HYPER-SIGNATURE) or the three Standard Webhooks headers.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The queue's secret.
+    /// The queue's secret (`whsec_…` for Standard Webhooks).
     #[arg(long, env = "HOOKQ_SECRET", hide_env_values = true)]
     pub secret: String,
     /// The X-HYPER-SIGNATURE value, `t=<ms>,sig=<hex>` (a leading `X-HYPER-SIGNATURE:` is ignored).
-    #[arg(long)]
-    pub header: String,
+    #[arg(long, required_unless_present = "webhook_signature", conflicts_with_all = ["webhook_signature", "webhook_id", "webhook_timestamp"])]
+    pub header: Option<String>,
+    /// Standard Webhooks: the `webhook-signature` value (`v1,<base64>`, several
+    /// space-separated).
+    #[arg(long, requires_all = ["webhook_id", "webhook_timestamp"])]
+    pub webhook_signature: Option<String>,
+    /// Standard Webhooks: the `webhook-id` value.
+    #[arg(long, requires = "webhook_signature")]
+    pub webhook_id: Option<String>,
+    /// Standard Webhooks: the `webhook-timestamp` value (unix seconds).
+    #[arg(long, requires = "webhook_signature")]
+    pub webhook_timestamp: Option<String>,
     /// The exact body bytes received [default: read stdin].
     #[arg(long)]
     pub body_file: Option<PathBuf>,

@@ -39,11 +39,17 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
             name,
             target,
             secret,
+            signature_scheme,
             remote,
         }) => {
             let client = Client::new(&remote)?;
             let reply = client
-                .create_queue(&name, &target, secret.as_deref())
+                .create_queue(
+                    &name,
+                    &target,
+                    secret.as_deref(),
+                    signature_scheme.as_deref(),
+                )
                 .await?;
             print_or(&remote, &reply.json, || {
                 let signed = if secret.is_some() { " (signed)" } else { "" };
@@ -503,6 +509,14 @@ fn show_queue(settings: &QueueSettings, stats: &QueueStats) -> String {
         (
             "signed",
             if settings.has_secret { "yes" } else { "no" }.into(),
+        ),
+        (
+            "signature scheme",
+            settings.signature_scheme.as_str().into(),
+        ),
+        (
+            "previous secret until",
+            optional(settings.previous_secret_expires_at.map(time)),
         ),
         ("paused", if settings.paused { "yes" } else { "no" }.into()),
         (

@@ -99,7 +99,12 @@ impl Attempt {
                 tracing::info!(queue = %queue.name, job_id = %job.id, attempt = job.attempt, status = ?failure.status, error = %truncate(&failure.error), retry_in_ms = run_at - now, "attempt failed; will retry");
             }
             Outcome::Dead { failure } => {
-                tracing::warn!(queue = %queue.name, job_id = %job.id, attempt = job.attempt, status = ?failure.status, error = %truncate(&failure.error), "attempts spent; job dead-lettered");
+                let why = if failure.status == Some(GONE) {
+                    "worker answered 410 Gone; job dead-lettered"
+                } else {
+                    "attempts spent; job dead-lettered"
+                };
+                tracing::warn!(queue = %queue.name, job_id = %job.id, attempt = job.attempt, status = ?failure.status, error = %truncate(&failure.error), "{why}");
             }
         }
         let retry_at = match &outcome {
@@ -182,8 +187,12 @@ fn target_is_healthy(result: &AttemptResult) -> bool {
     }
 }
 
+/// A worker's answer that dead-letters its job at once, whatever attempts are left.
+const GONE: u16 = 410;
+
 /// Turn an attempt's result into what the store records: delivered (kept in the delivery
-/// log with `keep`), a retry, or a dead letter once the retry schedule is spent.
+/// log with `keep`), a retry, or a dead letter once the retry schedule is spent or the
+/// worker answered `410 Gone`.
 pub fn outcome_of(
     retry: &RetryPolicy,
     result: AttemptResult,
@@ -213,6 +222,11 @@ pub fn outcome_of(
                 latency_ms,
                 at: now,
             };
+            // 410 Gone is the worker saying "stop": no attempt left would be answered
+            // differently (the Standard Webhooks guidance).
+            if failure.status == Some(GONE) {
+                return Outcome::Dead { failure };
+            }
             match retry.next_attempt_at(attempt, now, retry_after, random_spread()) {
                 Some(run_at) => Outcome::Retry { run_at, failure },
                 None => Outcome::Dead { failure },

@@ -1,5 +1,5 @@
-//! The webhook client: POST a job's canonical JSON to its queue's target, signed when the
-//! queue has a secret, through the SSRF guard, and classify the answer.
+//! The webhook client: POST a job's canonical JSON to its queue's target, signed by its
+//! queue's scheme ([`crate::signing`]), through the SSRF guard, and classify the answer.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::guard::{AddressPolicy, GuardedResolver};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, UnixMillis};
-use crate::signature;
+use crate::signing::{self, SigningKeys};
 use crate::store::{Queue, ScheduleTick};
 
 /// The most of a worker's response body kept as the error text.
@@ -133,12 +133,13 @@ impl WebhookClient {
                 .header(SCHEDULE_HEADER, tick.schedule.as_str())
                 .header(SCHEDULE_TICK_HEADER, tick.tick.to_string());
         }
-        if let Some(secret) = &queue.secret {
-            let timestamp = u64::try_from(now).unwrap_or_default();
-            request = request.header(
-                signature::HEADER,
-                signature::header_value(secret.expose().as_bytes(), timestamp, payload.as_bytes()),
-            );
+        let keys = queue.secret.as_ref().map(|current| SigningKeys {
+            current,
+            previous: queue.previous_secret_at(now).map(|p| &p.secret),
+        });
+        let signed = signing::headers(queue.signature_scheme, keys, id, now, payload.as_bytes());
+        for (name, value) in signed {
+            request = request.header(name, value);
         }
         let started = Instant::now();
         let response = match request.body(payload.into_string()).send().await {

@@ -52,8 +52,9 @@ pub use records::{
     ActivityFigures, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed, ClaimedJob, CountOf,
     DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats, Enqueued, Failure, FailureReason,
     Filter, FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob, NewSchedule,
-    Outbox, OutboxEvent, Outcome, PageRequest, Position, Queue, QueueCounts, ReplayReport,
-    ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound, Selection, SharedLimits,
+    Outbox, OutboxEvent, Outcome, PageRequest, Position, PreviousSecret, Queue, QueueCounts,
+    ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound, Selection,
+    SharedLimits,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};

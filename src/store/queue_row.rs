@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use crate::model::{QueueName, Secret, Target};
+use crate::model::{QueueName, Secret, SignatureScheme, Target};
 use crate::policy::{QueuePolicy, Rate};
 use crate::store::error::StoreResult;
-use crate::store::records::Queue;
+use crate::store::records::{PreviousSecret, Queue};
 use crate::store::sealing::{self, MasterKey, Sealing};
 
 /// A queue's row, its secret sealed (or in clear without a master key).
@@ -26,6 +26,11 @@ pub struct QueueRow {
     pub max_queued: Option<i64>,
     pub paused: bool,
     pub keep_delivered_ms: Option<i64>,
+    /// `hyper`, `standard` or `both`.
+    pub signature_scheme: String,
+    /// Sealed like `secret`.
+    pub previous_secret: Option<String>,
+    pub previous_secret_expires_at: Option<i64>,
 }
 
 impl QueueRow {
@@ -58,6 +63,12 @@ impl QueueRow {
                 .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
             paused: queue.paused,
             keep_delivered_ms: policy.keep_delivered.map(millis),
+            signature_scheme: queue.signature_scheme.as_str().to_owned(),
+            previous_secret: queue
+                .previous_secret
+                .as_ref()
+                .map(|p| sealing.to_stored(p.secret.expose(), queue.name.as_str())),
+            previous_secret_expires_at: queue.previous_secret.as_ref().map(|p| p.expires_at),
         }
     }
 
@@ -66,15 +77,23 @@ impl QueueRow {
         let name = self.name;
         let target = Target::from_stored(&self.target)
             .map_err(|e| anyhow::anyhow!("stored target of queue {name} is invalid: {e}"))?;
-        let secret = self
-            .secret
-            .map(|stored| {
-                let plain = sealing::open(keys, &stored, &name)
-                    .map_err(|e| anyhow::anyhow!("cannot read the secret of queue {name}: {e}"))?;
-                Secret::parse(&plain)
-                    .map_err(|e| anyhow::anyhow!("stored secret of queue {name} is invalid: {e}"))
-            })
-            .transpose()?;
+        let open_secret = |stored: String| -> StoreResult<Secret> {
+            let plain = sealing::open(keys, &stored, &name)
+                .map_err(|e| anyhow::anyhow!("cannot read the secret of queue {name}: {e}"))?;
+            Ok(Secret::parse(&plain)
+                .map_err(|e| anyhow::anyhow!("stored secret of queue {name} is invalid: {e}"))?)
+        };
+        let secret = self.secret.map(open_secret).transpose()?;
+        let previous_secret = match (self.previous_secret, self.previous_secret_expires_at) {
+            (Some(stored), Some(expires_at)) => Some(PreviousSecret {
+                secret: open_secret(stored)?,
+                expires_at,
+            }),
+            _ => None,
+        };
+        let signature_scheme = SignatureScheme::parse(&self.signature_scheme).map_err(|e| {
+            anyhow::anyhow!("stored signature scheme of queue {name} is invalid: {e}")
+        })?;
         let backoff = self
             .backoff_ms
             .map(|text| {
@@ -107,6 +126,8 @@ impl QueueRow {
             created_at: self.created_at,
             policy,
             paused: self.paused,
+            signature_scheme,
+            previous_secret,
         })
     }
 }

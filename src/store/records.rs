@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::cron::CronSpec;
 use crate::json::CanonicalJson;
-use crate::model::{JobId, QueueName, ScheduleName, Secret, Target, UnixMillis};
+use crate::model::{JobId, QueueName, ScheduleName, Secret, SignatureScheme, Target, UnixMillis};
 use crate::policy::{QueueChange, QueuePolicy, Rate};
 
 /// A queue as the dispatcher needs it.
@@ -20,6 +20,19 @@ pub struct Queue {
     pub policy: QueuePolicy,
     /// Accepts jobs, delivers none.
     pub paused: bool,
+    /// How deliveries are signed.
+    pub signature_scheme: SignatureScheme,
+    /// The secret a rotation replaced, still signing Standard Webhooks deliveries beside the
+    /// new one until it expires.
+    pub previous_secret: Option<PreviousSecret>,
+}
+
+/// A secret being rotated out (`PATCH {"secret": …, "rotate": "24h"}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviousSecret {
+    pub secret: Secret,
+    /// Unix ms: from then on only the new secret signs.
+    pub expires_at: UnixMillis,
 }
 
 impl Queue {
@@ -37,7 +50,16 @@ impl Queue {
             created_at,
             policy: QueuePolicy::default(),
             paused: false,
+            signature_scheme: SignatureScheme::default(),
+            previous_secret: None,
         }
+    }
+
+    /// The previous secret while it still signs at `now`.
+    pub fn previous_secret_at(&self, now: UnixMillis) -> Option<&PreviousSecret> {
+        self.previous_secret
+            .as_ref()
+            .filter(|previous| now < previous.expires_at)
     }
 
     /// Apply `change` to the queue's target, secret, policy and pause flag.
@@ -46,7 +68,21 @@ impl Queue {
             self.target = target.clone();
         }
         if let Some(secret) = &change.secret {
-            self.secret = secret.clone();
+            let old = std::mem::replace(&mut self.secret, secret.clone());
+            // A rotation keeps the secret it replaces for a while; any other change of
+            // secret (a plain one, a removal) ends a rotation under way.
+            self.previous_secret = match (change.rotate_until, old) {
+                (Some(expires_at), Some(old)) if self.secret.as_ref() != Some(&old) => {
+                    Some(PreviousSecret {
+                        secret: old,
+                        expires_at,
+                    })
+                }
+                _ => None,
+            };
+        }
+        if let Some(scheme) = change.signature_scheme {
+            self.signature_scheme = scheme;
         }
         let policy = &mut self.policy;
         set(&mut policy.max_attempts, &change.max_attempts);

@@ -166,6 +166,17 @@ impl Inspector {
         })
     }
 
+    /// The secret a rotation keeps (`previous_secret`) exactly as stored; `None` without one.
+    pub async fn stored_previous_secret(&self, queue: &str) -> anyhow::Result<Option<String>> {
+        const SQL: &str = "SELECT previous_secret FROM queues WHERE name = $1";
+        Ok(match self {
+            Self::Sqlite(conn) => {
+                conn.query_row(&SQL.replace('$', "?"), [queue], |row| row.get(0))?
+            }
+            Self::Postgres(pool) => pool.get().await?.query_one(SQL, &[&queue]).await?.get(0),
+        })
+    }
+
     /// Tampering: give queue `to` the secret stored for queue `from`, as is.
     pub async fn copy_stored_secret(&self, from: &str, to: &str) -> anyhow::Result<()> {
         self.execute(

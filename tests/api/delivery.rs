@@ -307,3 +307,31 @@ async fn every_job_of_a_burst_is_delivered_once() {
         app.wait_until_gone(queue, id).await;
     }
 }
+
+#[tokio::test]
+async fn a_410_gone_dead_letters_the_job_at_once_without_spending_its_attempts() {
+    let receiver = TestReceiver::always(Reply::with_body(
+        410,
+        "subscription cancelled by the customer",
+    ))
+    .await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 5).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let id = app.enqueue_ok("q", &json!({ "x": 1 })).await;
+
+    let job = app.wait_until_error("q", &id).await;
+    assert_eq!(job["attempts"], 1, "no retry after a 410: {job}");
+    assert_eq!(job["lastStatus"], 410);
+    assert_eq!(job["error"], "subscription cancelled by the customer");
+    assert_eq!(receiver.received().len(), 1);
+    assert!(app.list("q", "READY").await.is_empty());
+
+    // Any other 4xx is still an ordinary failed attempt, retried.
+    let receiver = TestReceiver::scripted(vec![Reply::status(404)], Reply::ok()).await;
+    app.patch_queue("q", &json!({ "target": receiver.url }))
+        .await
+        .expect(200);
+    let id = app.enqueue_ok("q", &json!({ "x": 2 })).await;
+    receiver.wait_for(2).await;
+    app.wait_until_gone("q", &id).await;
+}

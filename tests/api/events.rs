@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use hookq::event::Event;
 use hookq::events::{EVENT_ID_HEADER, EventSender, Events, EventsTarget, MAX_AGE, SendRound};
-use hookq::model::{QueueName, Secret, Target, now_millis};
+use hookq::model::{QueueName, Secret, SignatureScheme, Target, now_millis};
 use hookq::store::Store;
 use serde_json::{Value, json};
 
@@ -19,6 +19,7 @@ fn target(receiver: &TestReceiver, secret: Option<&str>) -> EventsTarget {
     EventsTarget {
         url: Target::parse(&receiver.url).unwrap(),
         secret: secret.map(|s| Secret::parse(s).unwrap()),
+        scheme: SignatureScheme::Hyper,
     }
 }
 

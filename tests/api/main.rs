@@ -39,6 +39,7 @@ mod queues;
 mod recovery;
 mod schedules;
 mod scheduling;
+mod standard_webhooks;
 mod state_machine;
 mod ui;
 mod ui_browser;

@@ -225,3 +225,54 @@ async fn the_binary_validates_the_master_key_and_refuses_sealed_secrets_without_
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_rotated_out_secret_is_sealed_too_and_re_sealed_with_the_current_one() {
+    use serde_json::json;
+
+    use crate::standard_webhooks::{NEW_SECRET, SECRET as OLD_SECRET, assert_standard_signed};
+
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|c| c.master_key = Some(key(OLD_KEY))).await;
+    app.put_queue(
+        "q",
+        &json!({"target": receiver.url, "secret": OLD_SECRET, "signatureScheme": "standard"}),
+    )
+    .await
+    .expect(201);
+    app.patch_queue("q", &json!({"secret": NEW_SECRET, "rotate": "24h"}))
+        .await
+        .expect(200);
+    let previous = |db: StoreOptions| async move {
+        Inspector::connect(&db)
+            .await
+            .unwrap()
+            .stored_previous_secret("q")
+            .await
+            .unwrap()
+            .expect("a rotation keeps the previous secret")
+    };
+    let stored = previous(app.database()).await;
+    assert!(!stored.contains(OLD_SECRET), "{stored}");
+    assert!(
+        stored.starts_with(&format!("v1:{}:", key(OLD_KEY).id())),
+        "{stored}"
+    );
+
+    // A new master key re-seals both; the old key can then go.
+    let app = app
+        .restart(|c| {
+            c.master_key = Some(key(NEW_KEY));
+            c.master_key_previous = Some(key(OLD_KEY));
+        })
+        .await;
+    let resealed = previous(app.database()).await;
+    assert!(
+        resealed.starts_with(&format!("v1:{}:", key(NEW_KEY).id())),
+        "{resealed}"
+    );
+    let app = app.restart(|c| c.master_key = Some(key(NEW_KEY))).await;
+    let id = app.enqueue_ok("q", &payload(1)).await;
+    let delivery = receiver.wait_for(1).await.remove(0);
+    assert_standard_signed(&delivery, &id, &[NEW_SECRET, OLD_SECRET]);
+}

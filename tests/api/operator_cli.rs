@@ -671,6 +671,58 @@ async fn verify_accepts_a_good_signature_and_explains_a_bad_one() {
     .fails_with(1, "malformed");
 }
 
+#[tokio::test]
+async fn verify_checks_a_standard_webhooks_signature_and_its_rotation() {
+    use signature::standard::{self, Secret};
+    let new = Secret::parse("whsec_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").unwrap();
+    let old = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+    let body = br#"{"n":1}"#;
+    let now_s = u64::try_from(now_millis() / 1000).unwrap();
+    let timestamp = now_s.to_string();
+    let signatures = standard::signature_header([&new, &old], "job-1", now_s, body);
+    let args = |secret: &Secret, id: &'static str| {
+        vec![
+            "verify".to_owned(),
+            "--secret".to_owned(),
+            secret.to_whsec(),
+            "--webhook-id".to_owned(),
+            id.to_owned(),
+            "--webhook-timestamp".to_owned(),
+            timestamp.clone(),
+            "--webhook-signature".to_owned(),
+            format!("webhook-signature: {signatures}"),
+        ]
+    };
+    for secret in [&new, &old] {
+        let args = args(secret, "job-1");
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = hookq(&args, &[], Some(body)).await;
+        assert!(out.ok().starts_with("valid"), "{out:?}");
+    }
+    let args = args(&new, "job-2");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    hookq(&args, &[], Some(body))
+        .await
+        .fails_with(1, "no webhook-signature signature matches");
+    hookq(
+        &[
+            "verify",
+            "--secret",
+            "s3cret",
+            "--webhook-id",
+            "job-1",
+            "--webhook-timestamp",
+            &timestamp,
+            "--webhook-signature",
+            &signatures,
+        ],
+        &[],
+        Some(body),
+    )
+    .await
+    .fails_with(2, "whsec_");
+}
+
 // ---------------------------------------------------------------------------------------
 // The database file
 // ---------------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ async fn a_queue_created_with_a_policy_shows_it_and_follows_the_server_for_the_r
             "maxQueued": null,
             "keepDelivered": "0s",
             "paused": false,
+            "signatureScheme": "hyper",
+            "previousSecretExpiresAt": null,
             "overrides": ["maxAttempts", "backoff", "concurrency", "ratePerSecond"],
         })
     );

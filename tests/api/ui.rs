@@ -767,3 +767,66 @@ async fn a_retried_job_says_its_attempts_restarted_beside_its_history() {
     );
     gate.cancel();
 }
+
+#[tokio::test]
+async fn the_ui_sets_the_signature_scheme_and_rotates_the_secret() {
+    use crate::standard_webhooks::{NEW_SECRET, SECRET};
+    let app = keyed_app().await;
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let mut visitor = UiVisitor::logged_in(&app, ADMIN_KEY).await;
+    let page = visitor.get("/ui").await;
+    assert!(page.body.contains(r#"name="signatureScheme""#));
+
+    // Created Standard Webhooks from the dashboard; a plain secret is refused with the API's
+    // message.
+    let refused = visitor
+        .submit(
+            "/ui/queues",
+            &[
+                ("name", "q"),
+                ("target", &receiver.url),
+                ("secret", "s3cret"),
+                ("signatureScheme", "standard"),
+            ],
+        )
+        .await;
+    let page = visitor.follow(refused).await;
+    assert!(page.body.contains("whsec_"), "{}", page.body);
+    visitor
+        .submit(
+            "/ui/queues",
+            &[
+                ("name", "q"),
+                ("target", &receiver.url),
+                ("secret", SECRET),
+                ("signatureScheme", "standard"),
+            ],
+        )
+        .await;
+    let shown = app.get("/queue/q/_settings").await.json();
+    assert_eq!(shown["signatureScheme"], "standard");
+
+    // The settings form rotates the secret and says until when the old one signs.
+    let page = visitor.get("/ui/queue/q").await;
+    assert!(
+        page.body.contains(r#"<option value="standard" selected>"#),
+        "{}",
+        page.body
+    );
+    let saved = visitor
+        .submit(
+            "/ui/queue/q/settings",
+            &[
+                ("secret", NEW_SECRET),
+                ("rotate", "24h"),
+                ("signatureScheme", "both"),
+            ],
+        )
+        .await;
+    assert!(visitor.follow(saved).await.body.contains("Settings saved."));
+    let shown = app.get("/queue/q/_settings").await.json();
+    assert_eq!(shown["signatureScheme"], "both");
+    assert!(shown["previousSecretExpiresAt"].is_i64(), "{shown}");
+    let page = visitor.get("/ui/queue/q").await;
+    assert!(page.body.contains("The previous secret also signs until"));
+}

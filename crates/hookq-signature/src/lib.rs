@@ -1,5 +1,8 @@
 //! Sign and verify the `X-HYPER-SIGNATURE` header of hookq webhooks, byte-compatible with
-//! hyper's queue and the `createHyperVerify` helper of npm `hyper-connect`.
+//! hyper's queue and the `createHyperVerify` helper of npm `hyper-connect`; and, in
+//! [`standard`], the [Standard Webhooks](https://www.standardwebhooks.com/) headers
+//! (`webhook-id`, `webhook-timestamp`, `webhook-signature`) a queue may send instead or
+//! besides.
 //!
 //! Every delivery hookq makes carries
 //!
@@ -16,7 +19,8 @@
 //! (the form `JSON.stringify` produces), and that is what hookq sends: it canonicalizes
 //! every job before it stores it.
 //!
-//! The crate depends on `hex`, `hmac` and `sha2` only: no runtime, no server, no JSON.
+//! The crate depends on `base64`, `hex`, `hmac` and `sha2` only: no runtime, no server, no
+//! JSON.
 //!
 //! # Example
 //!
@@ -79,6 +83,8 @@ use sha2::Sha256;
 pub const HEADER: &str = "X-HYPER-SIGNATURE";
 
 type HmacSha256 = Hmac<Sha256>;
+
+pub mod standard;
 
 /// Why a signature header was not accepted by [`verify`] (or [`SignatureHeader::parse`]).
 ///

@@ -47,6 +47,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "api keys",
         sql: include_str!("../../../migrations/postgres/0005_api_keys.sql"),
     },
+    Migration {
+        version: 6,
+        name: "signature schemes",
+        sql: include_str!("../../../migrations/postgres/0006_signature_schemes.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -16,7 +16,8 @@ use crate::store::sealing::Sealing;
 
 /// The columns of a queue, in the order [`queue_row`] reads them.
 const COLUMNS: &str = "name, target, secret, created_at, max_attempts, backoff_ms, timeout_ms, \
-     concurrency, rate_per_second, burst, max_queued, paused, keep_delivered_ms";
+     concurrency, rate_per_second, burst, max_queued, paused, keep_delivered_ms, signature_scheme, \
+     previous_secret, previous_secret_expires_at";
 
 /// Store a new queue; its secret is sealed when `sealing` has a master key.
 pub async fn insert(tx: &Transaction<'_>, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
@@ -25,7 +26,7 @@ pub async fn insert(tx: &Transaction<'_>, queue: &Queue, sealing: &Sealing) -> S
         .execute(
             &format!(
                 "INSERT INTO queues ({COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
                  ON CONFLICT (name) DO NOTHING"
             ),
             &row.params(),
@@ -59,7 +60,8 @@ pub async fn update(
     tx.execute(
         "UPDATE queues SET target = $2, secret = $3, max_attempts = $5, backoff_ms = $6,
                 timeout_ms = $7, concurrency = $8, rate_per_second = $9, burst = $10,
-                max_queued = $11, paused = $12, keep_delivered_ms = $13
+                max_queued = $11, paused = $12, keep_delivered_ms = $13, signature_scheme = $14,
+                previous_secret = $15, previous_secret_expires_at = $16
          WHERE name = $1 AND created_at = $4",
         &row.params(),
     )
@@ -86,7 +88,7 @@ pub async fn delete(tx: &Transaction<'_>, name: &QueueName) -> StoreResult<()> {
 /// every enqueue into the queue holds a key-share lock on it until it commits, so once the
 /// lock is ours every earlier enqueue is committed and counted, and later ones wait for
 /// this transaction and then meet the cap.
-/// A queue's row with its counts as PostgreSQL's INTEGER, ready to bind as `$1`…`$13` in
+/// A queue's row with its counts as PostgreSQL's INTEGER, ready to bind as `$1`…`$16` in
 /// [`COLUMNS`] order (the insert and the update bind the same values).
 struct BoundRow {
     row: QueueRow,
@@ -106,7 +108,7 @@ impl BoundRow {
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 13] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 16] {
         let row = &self.row;
         [
             &row.name,
@@ -122,6 +124,9 @@ impl BoundRow {
             &row.max_queued,
             &row.paused,
             &row.keep_delivered_ms,
+            &row.signature_scheme,
+            &row.previous_secret,
+            &row.previous_secret_expires_at,
         ]
     }
 }
@@ -203,26 +208,38 @@ pub async fn reseal_all(tx: &Transaction<'_>, sealing: &Sealing) -> StoreResult<
     }
     let rows = tx
         .query(
-            "SELECT name, secret FROM queues WHERE secret IS NOT NULL ORDER BY name FOR UPDATE",
+            "SELECT name, secret, previous_secret FROM queues
+             WHERE secret IS NOT NULL OR previous_secret IS NOT NULL ORDER BY name FOR UPDATE",
             &[],
         )
         .await?;
     let keys = sealing.keys();
     let mut resealed = Vec::new();
     for row in rows {
-        let (name, stored): (String, String) = (row.get(0), row.get(1));
-        if !sealing.needs_reseal(&stored) {
+        let (name, secret, previous): (String, Option<String>, Option<String>) =
+            (row.get(0), row.get(1), row.get(2));
+        let needs =
+            |stored: &Option<String>| stored.as_deref().is_some_and(|s| sealing.needs_reseal(s));
+        if !needs(&secret) && !needs(&previous) {
             continue;
         }
-        let plain = crate::store::sealing::open(&keys, &stored, &name).map_err(|e| {
-            StoreError::Other(std::sync::Arc::new(anyhow::anyhow!(
-                "cannot read the secret of queue {name}: {e}"
-            )))
-        })?;
-        let sealed = sealing.to_stored(&plain, &name);
+        let reseal = |stored: Option<String>| -> StoreResult<Option<String>> {
+            stored
+                .map(|stored| {
+                    let plain =
+                        crate::store::sealing::open(&keys, &stored, &name).map_err(|e| {
+                            StoreError::Other(std::sync::Arc::new(anyhow::anyhow!(
+                                "cannot read the secret of queue {name}: {e}"
+                            )))
+                        })?;
+                    Ok(sealing.to_stored(&plain, &name))
+                })
+                .transpose()
+        };
+        let (secret, previous) = (reseal(secret)?, reseal(previous)?);
         tx.execute(
-            "UPDATE queues SET secret = $2 WHERE name = $1",
-            &[&name, &sealed],
+            "UPDATE queues SET secret = $2, previous_secret = $3 WHERE name = $1",
+            &[&name, &secret, &previous],
         )
         .await?;
         resealed.push(QueueName::from_stored(name));
@@ -248,7 +265,7 @@ pub async fn load_one(
     let Some(row) = row else {
         return Ok(None);
     };
-    let epoch: i64 = row.get(13);
+    let epoch: i64 = row.get(16);
     Ok(Some((queue_row(&row).open(&sealing.keys())?, epoch)))
 }
 
@@ -280,6 +297,9 @@ fn queue_row(row: &Row) -> QueueRow {
         max_queued: row.get(10),
         paused: row.get(11),
         keep_delivered_ms: row.get(12),
+        signature_scheme: row.get(13),
+        previous_secret: row.get(14),
+        previous_secret_expires_at: row.get(15),
     }
 }
 

@@ -51,6 +51,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0010_api_keys",
         include_str!("../../../migrations/0010_api_keys.sql"),
     ),
+    (
+        "0011_signature_schemes",
+        include_str!("../../../migrations/0011_signature_schemes.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -15,13 +15,14 @@ use crate::store::sealing::Sealing;
 
 /// The columns of a queue, in the order [`queue_row`] reads them.
 const COLUMNS: &str = "name, target, secret, created_at, max_attempts, backoff_ms, timeout_ms, \
-     concurrency, rate_per_second, burst, max_queued, paused, keep_delivered_ms";
+     concurrency, rate_per_second, burst, max_queued, paused, keep_delivered_ms, signature_scheme, \
+     previous_secret, previous_secret_expires_at";
 
 /// Store a new queue; its secret is sealed when `sealing` has a master key.
 pub fn insert(conn: &Connection, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
     let inserted = conn
         .prepare_cached(&format!(
-            "INSERT INTO queues({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+            "INSERT INTO queues({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
              ON CONFLICT(name) DO NOTHING"
         ))?
         .execute(row_values(queue, sealing).as_params())?;
@@ -44,7 +45,8 @@ pub fn update(
     conn.prepare_cached(
         "UPDATE queues SET target = ?2, secret = ?3, max_attempts = ?5, backoff_ms = ?6,
                 timeout_ms = ?7, concurrency = ?8, rate_per_second = ?9, burst = ?10,
-                max_queued = ?11, paused = ?12, keep_delivered_ms = ?13
+                max_queued = ?11, paused = ?12, keep_delivered_ms = ?13, signature_scheme = ?14,
+                previous_secret = ?15, previous_secret_expires_at = ?16
          WHERE name = ?1 AND created_at = ?4",
     )?
     .execute(row_values(&queue, sealing).as_params())?;
@@ -106,9 +108,9 @@ pub fn sync_counting(conn: &Connection) -> StoreResult<()> {
     Ok(())
 }
 
-/// A queue's row, ready to bind as `?1`…`?13` in [`COLUMNS`] order.
+/// A queue's row, ready to bind as `?1`…`?16` in [`COLUMNS`] order.
 struct RowValues {
-    values: [rusqlite::types::Value; 13],
+    values: [rusqlite::types::Value; 16],
 }
 
 impl RowValues {
@@ -137,6 +139,9 @@ fn row_values(queue: &Queue, sealing: &Sealing) -> RowValues {
             integer(row.max_queued),
             Value::Integer(row.paused.into()),
             integer(row.keep_delivered_ms),
+            Value::Text(row.signature_scheme),
+            text(row.previous_secret),
+            integer(row.previous_secret_expires_at),
         ],
     }
 }
@@ -196,6 +201,9 @@ fn queue_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<QueueRow> {
         max_queued: row.get(10)?,
         paused: row.get(11)?,
         keep_delivered_ms: row.get(12)?,
+        signature_scheme: row.get(13)?,
+        previous_secret: row.get(14)?,
+        previous_secret_expires_at: row.get(15)?,
     })
 }
 
@@ -207,27 +215,46 @@ pub fn reseal_all(conn: &Connection, sealing: &Sealing) -> StoreResult<Vec<Queue
         return Ok(Vec::new());
     }
     let stale = {
-        let mut stmt =
-            conn.prepare("SELECT name, secret FROM queues WHERE secret IS NOT NULL ORDER BY name")?;
+        let mut stmt = conn.prepare(
+            "SELECT name, secret, previous_secret FROM queues
+             WHERE secret IS NOT NULL OR previous_secret IS NOT NULL ORDER BY name",
+        )?;
         let rows = stmt.query_map([], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, Option<String>>(1)?,
+                row.get::<_, Option<String>>(2)?,
+            ))
         })?;
         let mut stale = Vec::new();
         for row in rows {
-            let (name, stored) = row?;
-            if sealing.needs_reseal(&stored) {
-                stale.push((name, stored));
+            let (name, secret, previous) = row?;
+            let needs = |stored: &Option<String>| {
+                stored.as_deref().is_some_and(|s| sealing.needs_reseal(s))
+            };
+            if needs(&secret) || needs(&previous) {
+                stale.push((name, secret, previous));
             }
         }
         stale
     };
     let keys = sealing.keys();
-    let mut update = conn.prepare("UPDATE queues SET secret = ?2 WHERE name = ?1")?;
+    let mut update =
+        conn.prepare("UPDATE queues SET secret = ?2, previous_secret = ?3 WHERE name = ?1")?;
     let mut resealed = Vec::with_capacity(stale.len());
-    for (name, stored) in stale {
-        let plain = sealing::open(&keys, &stored, &name)
-            .map_err(|e| anyhow::anyhow!("cannot read the secret of queue {name}: {e}"))?;
-        update.execute(params![name, sealing.to_stored(&plain, &name)])?;
+    for (name, secret, previous) in stale {
+        let reseal = |stored: Option<String>| -> StoreResult<Option<String>> {
+            stored
+                .map(|stored| {
+                    let plain = sealing::open(&keys, &stored, &name).map_err(|e| {
+                        anyhow::anyhow!("cannot read the secret of queue {name}: {e}")
+                    })?;
+                    Ok(sealing.to_stored(&plain, &name))
+                })
+                .transpose()
+        };
+        let (secret, previous) = (reseal(secret)?, reseal(previous)?);
+        update.execute(params![name, secret, previous])?;
         resealed.push(QueueName::from_stored(name));
     }
     Ok(resealed)

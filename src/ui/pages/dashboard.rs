@@ -72,6 +72,18 @@ pub async fn page(ctx: Ctx) -> UiResult {
                         input type="password" id="new-secret" name="secret" maxlength="100"
                             autocomplete="new-password";
                     }
+                    div class="field" {
+                        label for="new-signature-scheme" { "Signature scheme" }
+                        select id="new-signature-scheme" name="signatureScheme"
+                            aria-describedby="new-signature-scheme-hint" {
+                            @for (value, text) in super::queue::SCHEMES {
+                                option value=(value) { (text) }
+                            }
+                        }
+                        div class="hint" id="new-signature-scheme-hint" {
+                            "Standard Webhooks needs a secret of the form whsec_<base64>."
+                        }
+                    }
                 }
                 button type="submit" id="create-queue" { "Create queue" }
             }
@@ -94,6 +106,9 @@ pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
     let mut body = json!({ "target": form.get("target").unwrap_or_default() });
     if let Some(secret) = form.get("secret") {
         body["secret"] = json!(secret);
+    }
+    if let Some(scheme) = form.get("signatureScheme") {
+        body["signatureScheme"] = json!(scheme);
     }
     let created: ApiAnswer<serde_json::Value> = ctx
         .api()

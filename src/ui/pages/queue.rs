@@ -329,6 +329,13 @@ fn policy_fields(
     ]
 }
 
+/// The signature schemes the settings form offers, as the API names them.
+pub(super) const SCHEMES: [(&str, &str); 3] = [
+    ("hyper", "hyper (X-HYPER-SIGNATURE)"),
+    ("standard", "Standard Webhooks"),
+    ("both", "both"),
+];
+
 fn settings_form(ctx: &Ctx, name: &QueueName, settings: &QueueSettings) -> Markup {
     html! {
         section aria-labelledby="settings-title" {
@@ -355,6 +362,30 @@ fn settings_form(ctx: &Ctx, name: &QueueName, settings: &QueueSettings) -> Marku
                                 input type="checkbox" id="clear-secret" name="clearSecret" value="1";
                                 " Remove the secret (stop signing)"
                             }
+                        }
+                    }
+                    div class="field" {
+                        label for="signature-scheme" { "Signature scheme" }
+                        select id="signature-scheme" name="signatureScheme"
+                            aria-describedby="signature-scheme-hint" {
+                            @for (value, text) in SCHEMES {
+                                option value=(value)
+                                    selected[settings.signature_scheme.as_str() == value] { (text) }
+                            }
+                        }
+                        div class="hint" id="signature-scheme-hint" {
+                            "Standard Webhooks needs a secret of the form whsec_<base64>."
+                        }
+                    }
+                    div class="field" {
+                        label for="rotate" { "Keep the previous secret for" }
+                        input type="text" id="rotate" name="rotate" placeholder="24h"
+                            aria-describedby="rotate-hint";
+                        div class="hint" id="rotate-hint" {
+                            @if let Some(until) = settings.previous_secret_expires_at {
+                                "The previous secret also signs until " (format::when(until)) ". "
+                            }
+                            "With a new secret: both sign Standard Webhooks deliveries this long (e.g. 24h)."
                         }
                     }
                 }
@@ -414,6 +445,14 @@ fn settings_change(current: &QueueSettings, form: &FormData) -> Map<String, Valu
         change.insert("secret".into(), Value::Null);
     } else if let Some(secret) = form.raw("secret").filter(|s| !s.is_empty()) {
         change.insert("secret".into(), json!(secret));
+        if let Some(rotate) = form.get("rotate").filter(|r| !r.is_empty()) {
+            change.insert("rotate".into(), json!(rotate));
+        }
+    }
+    if let Some(scheme) = form.get("signatureScheme")
+        && scheme != current.signature_scheme.as_str()
+    {
+        change.insert("signatureScheme".into(), json!(scheme));
     }
     for (field, _, _, shown) in policy_fields(current) {
         // A field the form did not send is left alone; one sent empty is reset.
@@ -568,5 +607,20 @@ mod tests {
         );
         let clear = form(&[("clearSecret", "1"), ("secret", "ignored")]);
         assert_eq!(settings_change(&settings(), &clear)["secret"], Value::Null);
+    }
+
+    #[test]
+    fn the_scheme_is_sent_when_changed_and_rotate_only_with_a_new_secret() {
+        let same = form(&[("signatureScheme", "hyper"), ("rotate", "24h")]);
+        assert!(settings_change(&settings(), &same).is_empty());
+        let rotated = form(&[
+            ("signatureScheme", "standard"),
+            ("secret", "whsec_x"),
+            ("rotate", "24h"),
+        ]);
+        assert_eq!(
+            Value::Object(settings_change(&settings(), &rotated)),
+            json!({"secret": "whsec_x", "rotate": "24h", "signatureScheme": "standard"})
+        );
     }
 }
