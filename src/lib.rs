@@ -84,6 +84,10 @@ impl Server {
         let options = config.store_options();
         let sealing = config.sealing();
         telemetry::handle();
+        telemetry::started(match config.database {
+            config::Database::Postgres(_) => "postgres",
+            _ => "sqlite",
+        });
         let (store, store_done) = Store::connect(options, sealing, model::now_millis(), |batch| {
             telemetry::writer_batch(
                 batch.ops,

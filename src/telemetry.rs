@@ -35,6 +35,7 @@ pub const DLQ_ALERT: &str = "hookq_dlq_alert";
 pub const BREAKER: &str = "hookq_breaker_state";
 pub const SCHEDULE_TICKS: &str = "hookq_schedule_ticks_total";
 pub const EVENTS: &str = "hookq_events_total";
+pub const BUILD_INFO: &str = "hookq_build_info";
 
 /// `hookq_breaker_state` values.
 pub const BREAKER_CLOSED: f64 = 0.0;
@@ -273,10 +274,33 @@ pub struct QueueFigures {
     pub paused: bool,
 }
 
-/// Set a queue's gauges (at scrape time). Queues beyond the label cap share `_other`, whose
-/// gauges then show the last of them.
+/// `hookq_build_info{version,backend} 1`, and the process-wide series at zero: what a
+/// dashboard joins on, present from the first scrape.
+pub fn started(backend: &'static str) {
+    gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "backend" => backend).set(1.0);
+    gauge!(IN_FLIGHT).set(0.0);
+}
+
+/// The status classes a failed attempt is counted under, all shown from the first scrape.
+const FAILURE_CLASSES: [&str; 3] = ["4xx", "5xx", "transport"];
+
+/// The reasons a job is dead-lettered for, all shown from the first scrape.
+const DEAD_LETTER_REASONS: [&str; 2] = ["max_attempts_reached", "expired"];
+
+/// Set a queue's gauges (at scrape time), and register its counters, so that every series
+/// of a queue exists (at 0) from the first scrape after it is created: a series that
+/// appears only with the first event breaks `rate()` and `absent()` alerts. Queues beyond
+/// the label cap share `_other`, whose gauges then show the last of them.
 pub fn queue_figures(queue: &QueueName, figures: &QueueFigures) {
+    // Looking a queue's handles up registers them: its enqueue and delivery series.
+    queue_metrics(queue);
     let label = queue_label(queue);
+    for class in FAILURE_CLASSES {
+        counter!(ATTEMPTS_FAILED, "queue" => label.clone(), "status_class" => class).increment(0);
+    }
+    for reason in DEAD_LETTER_REASONS {
+        counter!(JOBS_DEAD_LETTERED, "queue" => label.clone(), "reason" => reason).increment(0);
+    }
     let live = figures.ready + figures.scheduled + figures.blocked + figures.in_flight;
     gauge!(QUEUE_READY, "queue" => label.clone()).set(live as f64);
     gauge!(QUEUE_DEAD, "queue" => label.clone()).set(figures.dead as f64);

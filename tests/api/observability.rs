@@ -162,3 +162,35 @@ async fn a_deleted_queue_leaves_metrics_and_gives_its_label_back() {
     );
     assert!(text.contains(&ready_series("a10")));
 }
+
+/// A queue's series exist at 0 from the first scrape after it is created, before anything
+/// happens to it (a series that appears only with its first event breaks `rate()` and
+/// `absent()` alerts), and the build is named with its backend.
+#[tokio::test]
+async fn a_quiet_queues_series_exist_at_zero_from_the_first_scrape() {
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("quiet", "http://127.0.0.1:9/hook", None)
+        .await;
+    let text = app.get("/metrics").await.text();
+    for expected in [
+        "hookq_jobs_enqueued_total{queue=\"quiet\"} 0",
+        "hookq_jobs_delivered_total{queue=\"quiet\"} 0",
+        "hookq_delivery_attempts_failed_total{queue=\"quiet\",status_class=\"5xx\"} 0",
+        "hookq_delivery_attempts_failed_total{queue=\"quiet\",status_class=\"transport\"} 0",
+        "hookq_jobs_dead_lettered_total{queue=\"quiet\",reason=\"max_attempts_reached\"} 0",
+        "hookq_jobs_dead_lettered_total{queue=\"quiet\",reason=\"expired\"} 0",
+        "hookq_queue_ready_jobs{queue=\"quiet\"} 0",
+    ] {
+        assert!(text.contains(expected), "missing {expected} in:\n{text}");
+    }
+    let backend = if crate::helpers::suite_on_postgres() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    let build = format!(
+        "hookq_build_info{{version=\"{}\",backend=\"{backend}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(text.contains(&build), "missing {build} in:\n{text}");
+}
