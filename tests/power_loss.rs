@@ -165,20 +165,15 @@ async fn worker(answered: u64) -> (String, Arc<AtomicU64>) {
     (url, calls)
 }
 
-/// The ids of every job row the database holds, read after a cut.
-fn job_ids(db: &Path) -> HashSet<String> {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("open the database after the cut");
-    let mut statement = conn.prepare("SELECT id FROM jobs").expect("prepare");
-    statement
-        .query_map([], |row| row.get::<_, Vec<u8>>(0))
-        .expect("query")
-        .map(|id| {
-            uuid::Uuid::from_slice(&id.expect("row"))
-                .expect("a UUID")
-                .to_string()
-        })
+/// The ids of every job row the database holds, read (read-only) after a cut.
+async fn job_ids(db: &Path) -> HashSet<String> {
+    hookq::store::testing::Inspector::open_read_only(db)
+        .expect("open the database after the cut")
+        .job_ids()
+        .await
+        .expect("read the job ids")
+        .iter()
+        .map(ToString::to_string)
         .collect()
 }
 
@@ -256,7 +251,7 @@ async fn acknowledged_after_a_failed_fsync_survive_a_cut(meets: Meets) {
     );
     server.kill().await;
     disk.power_cut(Tear::None).expect("cut");
-    let kept = job_ids(&database(&disk));
+    let kept = job_ids(&database(&disk)).await;
     let lost: Vec<&String> = acknowledged.difference(&kept).collect();
     assert!(
         lost.is_empty(),

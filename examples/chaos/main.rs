@@ -493,7 +493,7 @@ async fn main() -> anyhow::Result<()> {
         // completion (or their claim) was not yet synced, so they will be delivered again.
         let mut forgotten = 0;
         if let Some(disk) = &power {
-            match disk.cut(&bin, rng.below(u64::MAX)) {
+            match disk.cut(&bin, rng.below(u64::MAX)).await {
                 Ok(cut) => {
                     let delivered = worker.deliveries.lock().unwrap();
                     forgotten = cut

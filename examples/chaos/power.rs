@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use forgetfs::{ScratchMount, Tear};
-use rusqlite::{Connection, OpenFlags};
 
 /// The disk of a power-loss run.
 pub struct PowerDisk {
@@ -57,7 +56,7 @@ impl PowerDisk {
 
     /// Lose power (the server must be dead already), tearing unsynced pages by `seed`;
     /// then `hookq check` the database and read which jobs it still holds.
-    pub fn cut(&self, bin: &Path, seed: u64) -> anyhow::Result<AfterCut> {
+    pub async fn cut(&self, bin: &Path, seed: u64) -> anyhow::Result<AfterCut> {
         let report = self
             .mount
             .power_cut(Tear::Random { seed })
@@ -77,26 +76,12 @@ impl PowerDisk {
                 String::from_utf8_lossy(&checked.stderr)
             );
         }
-        Ok(AfterCut {
-            pending: job_ids(&db)?,
-            report,
-        })
+        let pending = hookq::store::testing::Inspector::open_read_only(&db)?
+            .job_ids()
+            .await?
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        Ok(AfterCut { pending, report })
     }
-}
-
-/// The ids (as the worker sees them) of every job row in the database.
-fn job_ids(db: &Path) -> anyhow::Result<HashSet<String>> {
-    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .with_context(|| format!("cannot open {}", db.display()))?;
-    let mut statement = conn.prepare("SELECT id FROM jobs")?;
-    let ids = statement
-        .query_map([], |row| row.get::<_, Vec<u8>>(0))?
-        .map(|id| {
-            let id = id?;
-            Ok(uuid::Uuid::from_slice(&id)
-                .context("a job id is not a UUID")?
-                .to_string())
-        })
-        .collect::<anyhow::Result<HashSet<String>>>()?;
-    Ok(ids)
 }

@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
+
 use crate::model::{JobId, QueueName, UnixMillis};
 
 /// While held, the store commits nothing: writes wait (and enqueues past the bound are
@@ -78,6 +80,17 @@ impl Inspector {
         Ok(Self::Sqlite(conn))
     }
 
+    /// Open the SQLite file at `path` read-only: looking leaves the files exactly as they
+    /// were (a read-write connection checkpoints the WAL when it closes), as a harness that
+    /// inspects a disk before restarting the server on it needs.
+    pub fn open_read_only(path: &Path) -> anyhow::Result<Self> {
+        let conn = rusqlite::Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        Ok(Self::Sqlite(conn))
+    }
+
     /// Open the database `options` name, whichever the backend.
     pub async fn connect(options: &super::StoreOptions) -> anyhow::Result<Self> {
         match options {
@@ -144,6 +157,26 @@ impl Inspector {
             &[queue],
         )
         .await
+    }
+
+    /// The id of every live job (waiting, in flight, or dead-lettered and not yet removed).
+    pub async fn job_ids(&self) -> anyhow::Result<std::collections::HashSet<JobId>> {
+        const SQL: &str = "SELECT id FROM jobs";
+        Ok(match self {
+            Self::Sqlite(conn) => conn
+                .prepare(SQL)?
+                .query_map([], |row| row.get::<_, Vec<u8>>(0))?
+                .map(|id| JobId::from_slice(&id?).context("a job id is not 16 bytes"))
+                .collect::<anyhow::Result<_>>()?,
+            Self::Postgres(pool) => pool
+                .get()
+                .await?
+                .query(SQL, &[])
+                .await?
+                .iter()
+                .map(|row| JobId::from_bytes(row.get::<_, uuid::Uuid>(0).into_bytes()))
+                .collect(),
+        })
     }
 
     /// How many dead letters are in `state` (`pending`, `replaying`, …).
