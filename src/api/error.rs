@@ -78,7 +78,9 @@ impl From<StoreError> for ApiError {
             StoreError::JobNotFound => Self::job_not_found(),
             StoreError::ScheduleNotFound => Self::NotFound("schedule not found".into()),
             StoreError::JobConflict(msg) => Self::Conflict(msg.into()),
-            StoreError::BatchKeyReused => Self::Conflict(StoreError::BatchKeyReused.to_string()),
+            reused @ (StoreError::BatchKeyReused | StoreError::IdempotencyKeyReused) => {
+                Self::Conflict(reused.to_string())
+            }
             limit @ StoreError::LimitReached { .. } => Self::Unprocessable(limit.to_string()),
             StoreError::StorageFull => Self::InsufficientStorage,
             StoreError::Overloaded => Self::TooManyRequests {

@@ -67,12 +67,17 @@ pub struct StaleLease {
 }
 
 /// An idempotency key's claim by a new job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyClaim {
     /// The key is this job's now.
     Claimed,
-    /// The key stands for an earlier job still.
-    Taken(JobId),
+    /// The key stands for an earlier job still: its id, and its
+    /// [`fingerprint`](crate::store::records::fingerprint) (`None` for a key recorded
+    /// before fingerprints were kept).
+    Taken {
+        first: JobId,
+        fingerprint: Option<Vec<u8>>,
+    },
 }
 
 /// One transaction's primitives: every area's, which is what a decision takes. Every
@@ -316,13 +321,15 @@ pub trait DeadLetterRows {
 
 /// Idempotency and batch keys.
 pub trait KeyRows {
-    /// Claim `key` of `queue` for job `id`, unless it stands for an earlier job still.
-    /// `QueueNotFound` if the queue is gone (where the backend can tell here).
+    /// Claim `key` of `queue` for job `id` (whose fingerprint is `fingerprint`), unless it
+    /// stands for an earlier job still. `QueueNotFound` if the queue is gone (where the
+    /// backend can tell here).
     async fn claim_idempotency_key(
         &self,
         queue: &QueueName,
         key: &IdempotencyKey,
         id: JobId,
+        fingerprint: &[u8; 32],
         created_at: UnixMillis,
     ) -> StoreResult<KeyClaim>;
     /// Claim batch key `key` of `queue` for the batch of `ids`; `Some` (the batch it stands

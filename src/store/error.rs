@@ -24,6 +24,13 @@ pub enum StoreError {
          them): nothing was stored; use a new key for a new batch"
     )]
     BatchKeyReused,
+    /// A job's `Idempotency-Key` stands for another job (another payload, priority or
+    /// ordering key): nothing was written. Stripe's rule: a retry must repeat its request.
+    #[error(
+        "this Idempotency-Key was used for a different job (another payload, priority or \
+         ordering key): nothing was stored; use a new key for a new job"
+    )]
+    IdempotencyKeyReused,
     /// A creation past one of the server's [`Caps`](super::Caps): nothing was written.
     #[error(
         "limit reached: there are {cap} {what} already (the most {setting} allows); delete one first, or raise the setting"

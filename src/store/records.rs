@@ -246,7 +246,7 @@ impl Default for Caps {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchKey {
     pub key: IdempotencyKey,
-    /// What makes two batches "the same": see [`BatchKey::fingerprint`].
+    /// What makes two batches "the same": see [`fingerprint`].
     pub fingerprint: [u8; 32],
     /// When the key is recorded (the batch's enqueue time).
     pub created_at: UnixMillis,
@@ -256,35 +256,36 @@ impl BatchKey {
     pub fn new(key: IdempotencyKey, jobs: &[NewJob], created_at: UnixMillis) -> Self {
         Self {
             key,
-            fingerprint: Self::fingerprint(jobs),
+            fingerprint: fingerprint(jobs),
             created_at,
         }
     }
+}
 
-    /// SHA-256 over what a producer's retry of a batch repeats exactly: each job's canonical
-    /// payload, priority and ordering key, in order (each field length-prefixed, so no two
-    /// batches share an encoding). Not the delay: `delay=30s` is a different instant on
-    /// every retry.
-    pub fn fingerprint(jobs: &[NewJob]) -> [u8; 32] {
-        use sha2::{Digest, Sha256};
-        let mut hash = Sha256::new();
-        hash.update((jobs.len() as u64).to_be_bytes());
-        for job in jobs {
-            let payload = job.payload.as_bytes();
-            hash.update((payload.len() as u64).to_be_bytes());
-            hash.update(payload);
-            hash.update(job.priority.to_be_bytes());
-            match &job.ordering_key {
-                Some(key) => {
-                    hash.update([1]);
-                    hash.update((key.len() as u64).to_be_bytes());
-                    hash.update(key.as_bytes());
-                }
-                None => hash.update([0]),
+/// What makes two enqueues under one `Idempotency-Key` "the same": SHA-256 over what a
+/// producer's retry repeats exactly, each job's canonical payload (the bytes its delivery
+/// carries: spacing is gone, key order stays), priority and ordering key, in order (each field length-prefixed, so no two lists of jobs share an encoding).
+/// Not the delay: `delay=30s` is a different instant on every retry. A single job's is the
+/// fingerprint of a list of one.
+pub fn fingerprint(jobs: &[NewJob]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update((jobs.len() as u64).to_be_bytes());
+    for job in jobs {
+        let payload = job.payload.as_bytes();
+        hash.update((payload.len() as u64).to_be_bytes());
+        hash.update(payload);
+        hash.update(job.priority.to_be_bytes());
+        match &job.ordering_key {
+            Some(key) => {
+                hash.update([1]);
+                hash.update((key.len() as u64).to_be_bytes());
+                hash.update(key.as_bytes());
             }
+            None => hash.update([0]),
         }
-        hash.finalize().into()
     }
+    hash.finalize().into()
 }
 
 /// A batch key found recorded (and not expired): what the batch it stands for was.

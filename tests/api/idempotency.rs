@@ -1,5 +1,6 @@
 //! Idempotent enqueues: the same `Idempotency-Key` on the same queue, within
-//! `HOOKQ_IDEMPOTENCY_TTL`, stores one job and answers every repeat with its id.
+//! `HOOKQ_IDEMPOTENCY_TTL`, stores one job and answers every repeat of it with its id; the
+//! key reused for a different job is refused.
 
 use axum::http::Method;
 use hookq::store::testing::{Inspector, Stored};
@@ -28,12 +29,12 @@ async fn a_repeated_key_answers_with_the_first_job_and_stores_nothing_even_after
     let first = enqueue_keyed(&app, "q", "order-42", 1).await.expect(201);
     assert!(first.get("duplicate").is_none(), "{first}");
     let id = first["id"].as_str().unwrap().to_owned();
-    let again = enqueue_keyed(&app, "q", "order-42", 2).await.expect(200);
+    let again = enqueue_keyed(&app, "q", "order-42", 1).await.expect(200);
     assert_eq!(again, json!({"ok": true, "id": id, "duplicate": true}));
     // Delivered, and still a duplicate.
     receiver.wait_for(1).await;
     app.wait_until_gone("q", &id).await;
-    let later = enqueue_keyed(&app, "q", "order-42", 3).await.expect(200);
+    let later = enqueue_keyed(&app, "q", "order-42", 1).await.expect(200);
     assert_eq!(later["id"], id.as_str());
     // Another queue, or another key, is another job.
     let elsewhere = enqueue_keyed(&app, "other", "order-42", 4)
@@ -54,7 +55,7 @@ async fn concurrent_enqueues_with_one_key_store_one_job() {
     let app = spawn_app(|c| c.dispatch = false).await;
     app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
         .await;
-    let sent = (0..20).map(|n| enqueue_keyed(&app, "q", "same", n));
+    let sent = (0..20).map(|_| enqueue_keyed(&app, "q", "same", 7));
     let answers = futures_util::future::join_all(sent).await;
     let created: Vec<_> = answers.iter().filter(|a| a.status == 201).collect();
     assert_eq!(created.len(), 1, "exactly one enqueue stored a job");
@@ -68,6 +69,48 @@ async fn concurrent_enqueues_with_one_key_store_one_job() {
         }
     }
     assert_eq!(app.list("q", "READY").await.len(), 1);
+}
+
+/// Stripe's rule: a repeat must be the same request. The same job (its payload as it would
+/// be delivered, whatever the spacing; its priority and ordering key; the delay may differ)
+/// is a duplicate; anything else under the key is `409` and stores nothing.
+#[tokio::test]
+async fn a_key_reused_for_a_different_job_is_409_and_stores_nothing() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    let keyed = |path: &str, body: &str| {
+        app.request(Method::POST, path)
+            .header("content-type", "application/json")
+            .header("Idempotency-Key", "order-7")
+            .body(body.to_owned())
+    };
+    let first = app
+        .send(keyed("/queue/q?priority=5", r#"{"a":1,"b":[1,2]}"#))
+        .await
+        .expect(201);
+    let id = first["id"].clone();
+    let same = app
+        .send(keyed(
+            "/queue/q?priority=5&delay=10s",
+            r#"{ "a": 1, "b": [ 1, 2 ] }"#,
+        ))
+        .await
+        .expect(200);
+    assert_eq!(same, json!({"ok": true, "id": id, "duplicate": true}));
+    for (path, body) in [
+        ("/queue/q?priority=5", r#"{"a":2,"b":[1,2]}"#),
+        ("/queue/q?priority=5", r#"{"b":[1,2],"a":1}"#),
+        ("/queue/q", r#"{"a":1,"b":[1,2]}"#),
+        ("/queue/q?priority=5&orderingKey=k", r#"{"a":1,"b":[1,2]}"#),
+    ] {
+        let refused = app.send(keyed(path, body)).await.expect_error(409);
+        assert!(
+            refused.contains("Idempotency-Key was used for a different job"),
+            "{path} {body}: {refused}"
+        );
+    }
+    assert_eq!(app.list("q", "READY").await.len(), 1, "nothing more stored");
 }
 
 #[tokio::test]

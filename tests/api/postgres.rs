@@ -511,9 +511,10 @@ async fn postgres_an_idempotency_key_stands_for_one_job_across_nodes() {
     let nodes = [node(&db).await, node(&db).await];
     nodes[0].create_queue(queue_named("q")).await.unwrap();
     let t0 = now_millis();
+    // Ten tries of one job (the same payload), each with an id of its own.
     let tries: Vec<NewJob> = (0..10)
-        .map(|n| {
-            let mut j = job(n, t0);
+        .map(|_| {
+            let mut j = job(7, t0);
             j.idempotency = Some(IdempotencyKey {
                 key: "order-7".into(),
                 valid_since: t0 - 60_000,

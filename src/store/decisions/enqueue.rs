@@ -4,20 +4,27 @@
 use crate::model::JobId;
 use crate::model::QueueName;
 use crate::store::dialect::{KeyClaim, Tx};
-use crate::store::error::StoreResult;
-use crate::store::records::{BatchEnqueued, BatchKey, Enqueued, NewJob};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{BatchEnqueued, BatchKey, Enqueued, NewJob, fingerprint};
 
-/// Store `job` unless its idempotency key still stands for a job of `queue`. The key is
-/// claimed before the job is stored, in the same transaction: of two enqueues with one key
-/// at once, the second waits for the first's key (PostgreSQL's row lock; SQLite's single
-/// writer) and then answers with its job.
+/// Store `job` unless its idempotency key still stands for a job of `queue`: the same job
+/// again (same fingerprint) is a duplicate answered with the first job's id, another job
+/// under the key is refused. The key is claimed before the job is stored, in the same
+/// transaction: of two enqueues with one key at once, the second waits for the first's key
+/// (PostgreSQL's row lock; SQLite's single writer) and then answers.
 pub async fn enqueue(tx: &impl Tx, queue: &QueueName, job: &NewJob) -> StoreResult<Enqueued> {
-    if let Some(key) = &job.idempotency
-        && let KeyClaim::Taken(first) = tx
-            .claim_idempotency_key(queue, key, job.id, job.created_at)
-            .await?
-    {
-        return Ok(Enqueued::Duplicate(first));
+    if let Some(key) = &job.idempotency {
+        let mine = fingerprint(std::slice::from_ref(job));
+        let claim = tx
+            .claim_idempotency_key(queue, key, job.id, &mine, job.created_at)
+            .await?;
+        if let KeyClaim::Taken { first, fingerprint } = claim {
+            // A key recorded before fingerprints were kept answers as it always did.
+            if fingerprint.is_some_and(|theirs| theirs != mine) {
+                return Err(StoreError::IdempotencyKeyReused);
+            }
+            return Ok(Enqueued::Duplicate(first));
+        }
     }
     tx.insert_jobs(queue, std::slice::from_ref(job)).await?;
     Ok(Enqueued::Stored)

@@ -20,14 +20,16 @@ impl KeyRows for PgTx<'_> {
         queue: &QueueName,
         key: &IdempotencyKey,
         id: JobId,
+        fingerprint: &[u8; 32],
         created_at: UnixMillis,
     ) -> StoreResult<KeyClaim> {
         let claimed = prepared::query_opt(
             self.tx,
-            "INSERT INTO idempotency_keys (queue, key, job_id, created_at)
-                 SELECT name, $2::text, $3::uuid, $4::bigint FROM queues WHERE name = $1
+            "INSERT INTO idempotency_keys (queue, key, job_id, created_at, fingerprint)
+                 SELECT name, $2::text, $3::uuid, $4::bigint, $6::bytea FROM queues WHERE name = $1
                  ON CONFLICT (queue, key) DO UPDATE
-                     SET job_id = excluded.job_id, created_at = excluded.created_at
+                     SET job_id = excluded.job_id, created_at = excluded.created_at,
+                         fingerprint = excluded.fingerprint
                      WHERE idempotency_keys.created_at < $5
                  RETURNING job_id",
             &[
@@ -36,6 +38,7 @@ impl KeyRows for PgTx<'_> {
                 &uuid(id),
                 &created_at,
                 &key.valid_since,
+                &&fingerprint[..],
             ],
         )
         .await?;
@@ -44,12 +47,15 @@ impl KeyRows for PgTx<'_> {
         }
         let first = prepared::query_opt(
             self.tx,
-            "SELECT job_id FROM idempotency_keys WHERE queue = $1 AND key = $2",
+            "SELECT job_id, fingerprint FROM idempotency_keys WHERE queue = $1 AND key = $2",
             &[&queue.as_str(), &key.key],
         )
         .await?;
         match first {
-            Some(row) => Ok(KeyClaim::Taken(job_id(row.get(0)))),
+            Some(row) => Ok(KeyClaim::Taken {
+                first: job_id(row.get(0)),
+                fingerprint: row.get(1),
+            }),
             None => Err(StoreError::QueueNotFound),
         }
     }

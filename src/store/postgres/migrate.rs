@@ -52,6 +52,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "signature schemes",
         sql: include_str!("../../../migrations/postgres/0006_signature_schemes.sql"),
     },
+    Migration {
+        version: 7,
+        name: "idempotency fingerprints",
+        sql: include_str!("../../../migrations/postgres/0007_idempotency_fingerprints.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

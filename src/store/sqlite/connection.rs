@@ -55,6 +55,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0011_signature_schemes",
         include_str!("../../../migrations/0011_signature_schemes.sql"),
     ),
+    (
+        "0012_idempotency_fingerprints",
+        include_str!("../../../migrations/0012_idempotency_fingerprints.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

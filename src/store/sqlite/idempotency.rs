@@ -15,14 +15,14 @@ pub fn find(
     conn: &Connection,
     queue: &QueueName,
     key: &IdempotencyKey,
-) -> StoreResult<Option<JobId>> {
+) -> StoreResult<Option<(JobId, Option<Vec<u8>>)>> {
     Ok(conn
         .prepare_cached(
-            "SELECT job_id FROM idempotency_keys
+            "SELECT job_id, fingerprint FROM idempotency_keys
              WHERE queue = ?1 AND key = ?2 AND created_at >= ?3",
         )?
         .query_row(params![queue.as_str(), key.key, key.valid_since], |row| {
-            id_from_row(row, 0)
+            Ok((id_from_row(row, 0)?, row.get(1)?))
         })
         .optional()?)
 }
@@ -34,16 +34,24 @@ pub fn record(
     queue: &QueueName,
     key: &IdempotencyKey,
     job: JobId,
+    fingerprint: &[u8; 32],
     now: UnixMillis,
 ) -> StoreResult<()> {
     let recorded = conn
         .prepare_cached(
-            "INSERT INTO idempotency_keys(queue, key, job_id, created_at)
-             SELECT name, ?2, ?3, ?4 FROM queues WHERE name = ?1
+            "INSERT INTO idempotency_keys(queue, key, job_id, created_at, fingerprint)
+             SELECT name, ?2, ?3, ?4, ?5 FROM queues WHERE name = ?1
              ON CONFLICT(queue, key) DO UPDATE SET job_id = excluded.job_id,
-                                                   created_at = excluded.created_at",
+                                                   created_at = excluded.created_at,
+                                                   fingerprint = excluded.fingerprint",
         )?
-        .execute(params![queue.as_str(), key.key, &job.as_bytes()[..], now])?;
+        .execute(params![
+            queue.as_str(),
+            key.key,
+            &job.as_bytes()[..],
+            now,
+            &fingerprint[..]
+        ])?;
     if recorded == 0 {
         return Err(StoreError::QueueNotFound);
     }
@@ -112,13 +120,14 @@ impl KeyRows for SqliteTx<'_> {
         queue: &QueueName,
         key: &IdempotencyKey,
         id: JobId,
+        fingerprint: &[u8; 32],
         created_at: UnixMillis,
     ) -> StoreResult<KeyClaim> {
         // One writer: the look and the record cannot be split by another enqueue.
-        if let Some(first) = find(self.0, queue, key)? {
-            return Ok(KeyClaim::Taken(first));
+        if let Some((first, fingerprint)) = find(self.0, queue, key)? {
+            return Ok(KeyClaim::Taken { first, fingerprint });
         }
-        record(self.0, queue, key, id, created_at)?;
+        record(self.0, queue, key, id, fingerprint, created_at)?;
         Ok(KeyClaim::Claimed)
     }
 
