@@ -713,6 +713,47 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
         plan.contains("jobs_in_flight") && !plan.contains("Seq Scan"),
         "the in-flight count reads its own index:\n{plan}"
     );
+    // The statements a claim round runs are prepared once per connection, and after a few
+    // runs PostgreSQL keeps one plan for every parameter value (a generic plan, blind to
+    // `LIMIT $3`). That plan, too, must read the indexes: a claim written `id IN (…)` got a
+    // sequential scan of every job here, on every claim.
+    client
+        .batch_execute("SET plan_cache_mode = force_generic_plan")
+        .await
+        .unwrap();
+    let hot = [
+        ("next_due", postgres::jobs::hot::next_due(), "text", "'q'"),
+        (
+            "promote_due",
+            postgres::jobs::hot::promote_due(),
+            "text, bigint, bigint",
+            "'q', 1000000, 100",
+        ),
+        (
+            "claim",
+            postgres::jobs::hot::claim(),
+            "text, bigint, bigint, uuid",
+            "'q', 1000000, 16, gen_random_uuid()",
+        ),
+    ];
+    for (name, sql, types, args) in hot {
+        client
+            .batch_execute(&format!("PREPARE {name} ({types}) AS {sql}"))
+            .await
+            .unwrap();
+        let plan: Vec<String> = client
+            .query(&format!("EXPLAIN EXECUTE {name}({args})"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(
+            !plan.contains("Seq Scan"),
+            "{name}'s generic plan reads indexes only:\n{plan}"
+        );
+    }
     drop(client);
     close([store], db).await;
 }

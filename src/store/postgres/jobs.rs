@@ -306,28 +306,75 @@ fn earliest_of(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMilli
 }
 
 /// When `queue` next has a job due: a ready job's time (it is due already), else the
-/// earliest scheduled one's (through `jobs_scheduled`, ordered by due time).
+/// earliest scheduled one's (through `jobs_scheduled`, ordered by due time). The ready
+/// job is read in `jobs_ready`'s own order: without the `ORDER BY`, the plan PostgreSQL
+/// caches for the statement after a few runs is a sequential scan of `jobs` that stops at
+/// the first ready row, which under a backlog reads past every job in flight first.
 pub async fn next_due(
     client: &impl GenericClient,
     queue: &QueueName,
 ) -> StoreResult<Option<UnixMillis>> {
+    let statement = client.prepare_cached(hot::next_due()).await?;
     Ok(client
-        .query_one(
-            sql_once!(
-                "SELECT coalesce(
-                     (SELECT run_at FROM jobs WHERE queue = $1 AND status = {READY} LIMIT 1),
-                     (SELECT min(run_at) FROM jobs WHERE queue = $1 AND status = {SCHEDULED}))"
-            ),
-            &[&queue.as_str()],
-        )
+        .query_one(&statement, &[&queue.as_str()])
         .await?
         .get(0))
+}
+
+/// The statements every claim round runs, by name, so that the plan test can check the
+/// plans PostgreSQL caches for them (`postgres_the_claim_reads_only_the_ready_index…` in
+/// `tests/api/postgres.rs`).
+pub mod hot {
+    use crate::sql_once;
+    use crate::store::status::codes::{IN_FLIGHT, READY, SCHEDULED};
+
+    /// `$1` queue: when it next has a job due (see [`super::next_due`]).
+    pub fn next_due() -> &'static str {
+        sql_once!(
+            "SELECT coalesce(
+                 (SELECT run_at FROM jobs WHERE queue = $1 AND status = {READY}
+                  ORDER BY priority DESC, run_at, id LIMIT 1),
+                 (SELECT min(run_at) FROM jobs WHERE queue = $1 AND status = {SCHEDULED}))"
+        )
+    }
+
+    /// `$1` queue, `$2` now, `$3` at most: make its scheduled jobs that fell due ready.
+    pub fn promote_due() -> &'static str {
+        sql_once!(
+            "UPDATE jobs SET status = {READY}
+             WHERE id = ANY(ARRAY(SELECT id FROM jobs
+                                  WHERE queue = $1 AND status = {SCHEDULED} AND run_at <= $2
+                                  ORDER BY run_at LIMIT $3
+                                  FOR UPDATE SKIP LOCKED))"
+        )
+    }
+
+    /// `$1` queue, `$2` lease end, `$3` at most, `$4` node: lease its next ready jobs.
+    pub fn claim() -> &'static str {
+        sql_once!(
+            "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = $2,
+                             leased_by = $4
+             WHERE id = ANY(ARRAY(SELECT id FROM jobs
+                                  WHERE queue = $1 AND status = {READY}
+                                    AND NOT (SELECT paused FROM queues WHERE name = $1)
+                                  ORDER BY priority DESC, run_at, id LIMIT $3
+                                  FOR UPDATE SKIP LOCKED))
+             RETURNING id, payload, attempts, created_at, leased_until, ordering_key,
+                       schedule, schedule_tick"
+        )
+    }
 }
 
 /// Lease up to `limit` due jobs of `queue` to `node`: higher priority first, then the
 /// longest due, then the oldest. Scheduled jobs that fell due are promoted first.
 /// The queue's `paused` flag is read in the claim itself: a claim round that began before
 /// a pause (on this node or another) takes nothing once the pause is committed.
+///
+/// Both updates name their rows as `id = ANY(ARRAY(…))`, not `id IN (…)`: the plan
+/// PostgreSQL caches for a prepared statement does not know `LIMIT $3`, and for `IN` it
+/// costs the sub-select at a tenth of the queue and picks a hash semi-join over a
+/// sequential scan of every job, each claim reading the whole table. An array of ids is
+/// always found through the primary key (checked by the plan test in `tests/api/postgres.rs`).
 pub async fn claim(
     tx: &Transaction<'_>,
     queue: &QueueName,
@@ -338,30 +385,14 @@ pub async fn claim(
 ) -> StoreResult<Vec<ClaimedJob>> {
     prepared::execute(
         tx,
-        sql_once!(
-            "UPDATE jobs SET status = {READY}
-             WHERE id IN (SELECT id FROM jobs
-                          WHERE queue = $1 AND status = {SCHEDULED} AND run_at <= $2
-                          ORDER BY run_at LIMIT $3
-                          FOR UPDATE SKIP LOCKED)"
-        ),
+        hot::promote_due(),
         &[&queue.as_str(), &now, &PROMOTE_BATCH],
     )
     .await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = prepared::query(
         tx,
-        sql_once!(
-            "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = $2,
-                             leased_by = $4
-             WHERE id IN (SELECT id FROM jobs
-                          WHERE queue = $1 AND status = {READY}
-                            AND NOT (SELECT paused FROM queues WHERE name = $1)
-                          ORDER BY priority DESC, run_at, id LIMIT $3
-                          FOR UPDATE SKIP LOCKED)
-             RETURNING id, payload, attempts, created_at, leased_until, ordering_key,
-                       schedule, schedule_tick"
-        ),
+        hot::claim(),
         &[&queue.as_str(), &leased_until, &limit, &node],
     )
     .await?;
