@@ -87,6 +87,20 @@ pub fn handle() -> &'static PrometheusHandle {
     })
 }
 
+/// The standard `process_*` series every Prometheus client exports (CPU seconds, resident
+/// and virtual memory, open and maximum file descriptors, threads, start time), read from
+/// `/proc` at each scrape by the `metrics-process` crate, so that the usual process
+/// dashboards and alerts work unchanged. Described once, on first use.
+fn process_metrics() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(|| {
+        handle();
+        let collector = metrics_process::Collector::default();
+        collector.describe();
+        collector
+    })
+}
+
 /// How often recorded histogram samples are folded into their buckets.
 pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -153,6 +167,7 @@ fn forget_queues(live: impl Fn(&str) -> bool) {
 /// does not name (deleted ones, here or on another node), whose labels are released too.
 pub fn render(live: impl Fn(&str) -> bool) -> String {
     forget_queues(&live);
+    process_metrics().collect();
     let text = handle().render();
     let mut kept = String::with_capacity(text.len());
     for line in text.lines() {

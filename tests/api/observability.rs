@@ -193,4 +193,24 @@ async fn a_quiet_queues_series_exist_at_zero_from_the_first_scrape() {
         env!("CARGO_PKG_VERSION")
     );
     assert!(text.contains(&build), "missing {build} in:\n{text}");
+    // The standard process series, with this process's figures.
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("missing {name} in:\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(value("process_resident_memory_bytes") > 1_000_000.0);
+    assert!(value("process_virtual_memory_bytes") > 1_000_000.0);
+    assert!(value("process_open_fds") >= 3.0);
+    assert!(value("process_max_fds") >= value("process_open_fds"));
+    assert!(value("process_threads") >= 1.0);
+    assert!(value("process_cpu_seconds_total") >= 0.0);
+    let started = value("process_start_time_seconds");
+    let now = hookq::model::now_millis() as f64 / 1000.0;
+    assert!(
+        started > now - 3600.0 && started <= now + 1.0,
+        "start time {started}, now {now}"
+    );
 }
