@@ -39,12 +39,14 @@ pub mod json;
 pub mod maintenance;
 pub mod model;
 pub mod origin_guard;
+pub mod otel;
 pub mod policy;
 pub mod redact;
 pub mod scheduler;
 pub mod signing;
 pub mod store;
 pub mod telemetry;
+pub mod trace_context;
 pub mod ui;
 
 /// `X-HYPER-SIGNATURE` signing and verification: the `hookq-signature` crate, which Rust

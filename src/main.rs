@@ -6,7 +6,9 @@ use std::io::IsTerminal;
 use anyhow::Context;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 use hookq::Server;
 use hookq::cli::{Cli, Command};
@@ -30,7 +32,9 @@ fn main() -> std::process::ExitCode {
         }
     };
     init_tracing("info");
-    match serve(args) {
+    let served = serve(args);
+    hookq::otel::shutdown();
+    match served {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -86,19 +90,30 @@ async fn wait_for_signal() {
 }
 
 /// `HOOKQ_LOG` sets the filter (default: `info` serving, `warn` for operator commands);
-/// `HOOKQ_LOG_FORMAT=json` logs JSON lines.
+/// `HOOKQ_LOG_FORMAT=json` logs JSON lines. With `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans
+/// are exported over OTLP too ([`hookq::otel`]).
 fn init_tracing(default: &str) {
     let filter = EnvFilter::try_from_env("HOOKQ_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let json = std::env::var("HOOKQ_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     // Colours only for a person at a terminal: log files and journals get plain text.
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_ansi(colour)
         .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
+    let logs = if json {
+        logs.json().with_filter(filter).boxed()
     } else {
-        builder.init();
+        logs.with_filter(filter).boxed()
+    };
+    let (export, export_error) = match hookq::otel::layer_from_env() {
+        Ok(layer) => (layer, None),
+        Err(err) => (None, Some(err)),
+    };
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(export)
+        .init();
+    if let Some(err) = export_error {
+        tracing::error!("OpenTelemetry export off: {err:#}");
     }
 }

@@ -17,7 +17,7 @@ use super::extract::{EnqueueOptions, KnownQueue};
 use crate::json;
 use crate::model::JobId;
 use crate::store::{BatchEnqueued, BatchKey, NewJob};
-use crate::telemetry;
+use crate::{otel, telemetry};
 
 /// The most jobs one batch may hold.
 pub const MAX_BATCH_JOBS: usize = 1000;
@@ -97,8 +97,11 @@ async fn enqueue_batch(
             items.len()
         )));
     }
+    let ids: Vec<JobId> = items.iter().map(|_| JobId::new()).collect();
+    // Held to the end of the request: the span's duration is the enqueue's.
+    let (_span, trace) = otel::enqueue(&queue.name, &ids, options.trace);
     let mut jobs = Vec::with_capacity(items.len());
-    for (index, item) in items.iter().enumerate() {
+    for ((index, item), id) in items.iter().enumerate().zip(&ids) {
         let raw = item.get().as_bytes();
         if raw.len() > config.max_job_bytes {
             return Err(ApiError::PayloadTooLarge(format!(
@@ -114,7 +117,7 @@ async fn enqueue_batch(
             )));
         }
         jobs.push(NewJob {
-            id: JobId::new(),
+            id: *id,
             payload,
             created_at: options.now,
             not_before: options.not_before,
@@ -122,9 +125,9 @@ async fn enqueue_batch(
             idempotency: None,
             priority: options.priority,
             ordering_key: options.ordering_key.clone(),
+            trace: trace.clone(),
         });
     }
-    let ids: Vec<JobId> = jobs.iter().map(|job| job.id).collect();
     let due_at = jobs.iter().map(NewJob::due_at).min().unwrap_or(options.now);
     let key = options
         .idempotency

@@ -9,6 +9,7 @@
 //! - **413** / **408**: a body larger than the route's limit / not received in time;
 //! - **422**: the request was read, but a value in it is invalid or missing.
 
+use crate::trace_context::{TRACEPARENT, TRACESTATE, TraceContext};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -207,6 +208,9 @@ pub struct EnqueueOptions {
     /// −100…100: among a queue's due jobs, higher first.
     pub priority: i32,
     pub ordering_key: Option<String>,
+    /// The producer's W3C `traceparent` / `tracestate`, when valid (an invalid one is
+    /// ignored, as the Trace Context specification asks).
+    pub trace: Option<TraceContext>,
 }
 
 /// The longest `Idempotency-Key` accepted, in characters.
@@ -333,12 +337,15 @@ impl FromRequestParts<AppState> for EnqueueOptions {
         if let Some(key) = &ordering_key {
             check_ordering_key(key)?;
         }
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        let trace = header(TRACEPARENT).and_then(|tp| TraceContext::parse(tp, header(TRACESTATE)));
         Ok(Self {
             now,
             not_before,
             idempotency,
             priority,
             ordering_key,
+            trace,
         })
     }
 }

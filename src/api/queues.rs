@@ -19,7 +19,7 @@ use super::settings::{
 use crate::dispatch::guard::AddressPolicy;
 use crate::model::{JobId, Secret, SignatureScheme, Target, now_millis};
 use crate::store::{Enqueued, NewJob, Queue};
-use crate::telemetry;
+use crate::{otel, telemetry};
 
 /// Queue definitions are small; this bounds what a client can make us read.
 pub(super) const MAX_QUEUE_BODY: usize = 16 * 1024;
@@ -275,14 +275,18 @@ async fn enqueue(
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
     let name = queue.name.clone();
     tracing::Span::current().record("queue", name.as_str());
+    let id = JobId::new();
+    // Held to the end of the request: the span's duration is the enqueue's.
+    let (_span, trace) = otel::enqueue(&name, &[id], options.trace);
     let job = NewJob {
-        id: JobId::new(),
+        id,
         payload,
         created_at: options.now,
         not_before: options.not_before,
         idempotency: options.idempotency,
         priority: options.priority,
         ordering_key: options.ordering_key,
+        trace,
     };
     let id = job.id;
     let due_at = job.due_at();
@@ -294,7 +298,7 @@ async fn enqueue(
         Some(pool)
             if due_at <= options.now && job.idempotency.is_none() && job.ordering_key.is_none() =>
         {
-            pool.try_handoff(&queue, id, &job.payload, options.now)
+            pool.try_handoff(&queue, &job, options.now)
         }
         _ => None,
     };

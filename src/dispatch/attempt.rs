@@ -13,7 +13,7 @@ use super::webhook::{AttemptResult, Outgoing};
 use crate::event::Event;
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::{ClaimedJob, Delivery, Failure, Outcome, Queue};
-use crate::telemetry;
+use crate::{otel, telemetry};
 
 /// One job's attempt, from POST to recorded outcome. Owns its delivery slot.
 pub(super) struct Attempt {
@@ -28,6 +28,7 @@ impl Attempt {
         let lease = job.lease();
         let keyed = job.ordering_key.is_some();
         let timeout = self.pool.timeout_of(&queue);
+        let (span, trace) = otel::attempt(&queue.name, &job);
         let result = self
             .pool
             .inner()
@@ -39,11 +40,27 @@ impl Attempt {
                     attempt: job.attempt,
                     payload: job.payload,
                     schedule: job.schedule.as_ref(),
+                    trace: trace.as_ref(),
                 },
                 timeout,
                 now_millis(),
             )
             .await;
+        if span.is_some() {
+            let (status, latency_ms, error) = match &result {
+                AttemptResult::Delivered { status, latency_ms } => {
+                    (Some(*status), *latency_ms, None)
+                }
+                AttemptResult::Failed {
+                    status,
+                    latency_ms,
+                    error,
+                    ..
+                } => (*status, *latency_ms, Some(error.as_str())),
+            };
+            otel::attempted(span.as_ref(), status, latency_ms, error);
+        }
+        drop(span);
         // The worker is done with us: its slot can serve the next job while the outcome
         // commits (the lease fences a late outcome, so this is safe).
         drop(self.slot.take());

@@ -12,6 +12,7 @@ use super::breaker::Permit;
 use super::pool::{DeliveryPool, Slot};
 use super::wakeups::Wakeups;
 use crate::model::{QueueName, UnixMillis, now_millis};
+use crate::otel;
 use crate::store::{Claimed, Store, StoreError};
 
 /// The most free slots the claim loop waits for before claiming again under load.
@@ -177,6 +178,7 @@ impl Claimer {
             let want = slots.len();
             let leased_until = self.pool.lease_until(now, &queue);
             let limits = self.pool.shared_limits_of(&queue);
+            let span = otel::claim(&name);
             let Claimed {
                 jobs: claimed,
                 held_back_until,
@@ -195,6 +197,8 @@ impl Claimer {
                     continue;
                 }
             };
+            otel::claimed(span.as_ref(), &claimed);
+            drop(span);
             let got = claimed.len();
             if queue.policy.rate.is_some() {
                 self.pool.rates().give_back(&name, want - got);

@@ -24,10 +24,9 @@ use super::attempt::Attempt;
 use super::rate::RateLimits;
 use super::{Activity, Breakers, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
 use crate::events::Events;
-use crate::json::CanonicalJson;
-use crate::model::{JobId, QueueName, UnixMillis};
+use crate::model::{QueueName, UnixMillis};
 use crate::policy::Defaults;
-use crate::store::{AfterCommit, ClaimedJob, Queue, SharedLimits, Store};
+use crate::store::{AfterCommit, ClaimedJob, NewJob, Queue, SharedLimits, Store};
 use crate::telemetry;
 
 /// The delivery pool, cheap to clone.
@@ -254,15 +253,13 @@ impl DeliveryPool {
         })
     }
 
-    /// A direct hand-off for job `id` of `queue`, about to be enqueued at `now` with `payload`:
-    /// only when no job of any queue waits to be claimed (the job must not overtake older
+    /// A direct hand-off for `job` of `queue`, about to be enqueued at `now`: only when no job of any queue waits to be claimed (the job must not overtake older
     /// ones, nor take a slot the dispatcher owes another queue's backlog), the queue's
     /// breaker is closed and a slot is free. `None`: enqueue it the normal way.
     pub fn try_handoff(
         &self,
         queue: &Arc<Queue>,
-        id: JobId,
-        payload: &CanonicalJson,
+        job: &NewJob,
         now: UnixMillis,
     ) -> Option<Handoff> {
         let inner = &self.inner;
@@ -290,13 +287,14 @@ impl DeliveryPool {
         }
         let leased_until = self.lease_until(now, queue);
         let job = ClaimedJob {
-            id,
-            payload: payload.clone(),
+            id: job.id,
+            payload: job.payload.clone(),
             attempt: 1,
             created_at: now,
             leased_until,
             ordering_key: None,
             schedule: None,
+            trace: job.trace.clone(),
         };
         let pool = self.clone();
         let queue = queue.clone();
@@ -357,7 +355,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::dispatch::Egress;
-    use crate::model::{Target, now_millis};
+    use crate::model::{JobId, Target, now_millis};
     use crate::store::Sealing;
     use crate::store::StoreOptions;
     use crate::store::sqlite::Synchronous;
@@ -425,7 +423,8 @@ mod tests {
 
     fn handoff(f: &Fixture, now: UnixMillis) -> Option<Handoff> {
         let payload = crate::json::canonicalize(b"{}").expect("JSON");
-        f.pool.try_handoff(&f.queue, JobId::new(), &payload, now)
+        let job = NewJob::now(JobId::new(), payload, now);
+        f.pool.try_handoff(&f.queue, &job, now)
     }
 
     #[tokio::test]
@@ -509,11 +508,8 @@ mod tests {
         let mut paused = (*f.queue).clone();
         paused.paused = true;
         let payload = crate::json::canonicalize(b"{}").expect("JSON");
-        assert!(
-            f.pool
-                .try_handoff(&Arc::new(paused), JobId::new(), &payload, 100)
-                .is_none()
-        );
+        let job = NewJob::now(JobId::new(), payload, 100);
+        assert!(f.pool.try_handoff(&Arc::new(paused), &job, 100).is_none());
         assert_eq!(f.pool.free(), 2, "no slot was taken");
     }
 

@@ -12,6 +12,7 @@ use crate::json::CanonicalJson;
 use crate::model::{JobId, UnixMillis};
 use crate::signing::{self, SigningKeys};
 use crate::store::{Queue, ScheduleTick};
+use crate::trace_context::{TRACEPARENT, TRACESTATE, TraceContext};
 
 /// The most of a worker's response body kept as the error text.
 pub const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -30,6 +31,8 @@ pub struct Outgoing<'a> {
     pub attempt: u32,
     pub payload: CanonicalJson,
     pub schedule: Option<&'a ScheduleTick>,
+    /// The trace this attempt continues: sent as `traceparent` (and `tracestate`).
+    pub trace: Option<&'a TraceContext>,
 }
 
 /// What one attempt ended in.
@@ -110,6 +113,7 @@ impl WebhookClient {
             attempt,
             payload,
             schedule,
+            trace,
         } = job;
         if let Err(error) = self.check_target(queue).await {
             return AttemptResult::Failed {
@@ -132,6 +136,12 @@ impl WebhookClient {
             request = request
                 .header(SCHEDULE_HEADER, tick.schedule.as_str())
                 .header(SCHEDULE_TICK_HEADER, tick.tick.to_string());
+        }
+        if let Some(trace) = trace {
+            request = request.header(TRACEPARENT, trace.traceparent());
+            if let Some(state) = &trace.state {
+                request = request.header(TRACESTATE, state.as_str());
+            }
         }
         let keys = queue.secret.as_ref().map(|current| SigningKeys {
             current,

@@ -8,6 +8,7 @@ use crate::cron::CronSpec;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, ScheduleName, Secret, SignatureScheme, Target, UnixMillis};
 use crate::policy::{QueueChange, QueuePolicy, Rate};
+use crate::trace_context::TraceContext;
 
 /// A queue as the dispatcher needs it.
 #[derive(Debug, Clone)]
@@ -138,6 +139,8 @@ pub struct NewJob {
     pub priority: i32,
     /// Jobs of a queue with the same key are delivered one at a time, in enqueue order.
     pub ordering_key: Option<String>,
+    /// The trace its deliveries continue (W3C Trace Context), if any.
+    pub trace: Option<TraceContext>,
 }
 
 /// Which tick of which schedule of its queue stored a job. Its deliveries say so in the
@@ -328,6 +331,7 @@ impl NewJob {
             idempotency: None,
             priority: 0,
             ordering_key: None,
+            trace: None,
         }
     }
 
@@ -449,6 +453,8 @@ pub struct ClaimedJob {
     /// Its ordering key: the key's next job waits for this one's outcome.
     pub ordering_key: Option<String>,
     pub schedule: Option<ScheduleTick>,
+    /// The trace its enqueue belonged to: each attempt is a child of it.
+    pub trace: Option<TraceContext>,
 }
 
 impl ClaimedJob {

@@ -30,6 +30,7 @@ mod openapi;
 mod operator_cli;
 mod ordering;
 mod origin;
+mod otel;
 mod overload;
 mod postgres;
 mod postgres_admin;

@@ -35,6 +35,7 @@ use crate::store::records::{
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
+use crate::trace_context::TraceContext;
 
 /// Statements prepared once per connection (deadpool's statement cache) and reused: the
 /// per-job statements would otherwise be parsed and planned on every call.
@@ -104,7 +105,7 @@ pub(super) async fn insert(
 ) -> StoreResult<()> {
     let insert: &str = sql_once!(
         "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
-                           not_before, ttl_from, priority, ordering_key)
+                           not_before, ttl_from, priority, ordering_key, traceparent, tracestate)
          SELECT $1::uuid, name,
                 CASE WHEN $8::text IS NOT NULL AND (
                          $9::boolean
@@ -112,12 +113,14 @@ pub(super) async fn insert(
                      THEN {BLOCKED}
                      WHEN $4::bigint > $5::bigint THEN {SCHEDULED}
                      ELSE {READY} END,
-                $3::text, 0, $4, $5, $6::bigint, $6, $7::integer, $8
+                $3::text, 0, $4, $5, $6::bigint, $6, $7::integer, $8, $10::text, $11::text
          FROM queues WHERE name = $2"
     );
     let (id, due_at) = (uuid(job.id), job.due_at());
     let (name, payload) = (queue.as_str(), job.payload.as_str());
-    let params = |blocked: &'static bool| insert_args(&id, &name, &payload, job, &due_at, blocked);
+    let trace = TraceContext::columns(job.trace.as_ref());
+    let params =
+        |blocked: &'static bool| insert_args(&id, &name, &payload, job, &due_at, blocked, &trace);
     let inserted = if let Some(key) = &job.ordering_key {
         lock_key(tx, queue.as_str(), key).await?;
         tx.batch_execute("SAVEPOINT head").await?;
@@ -141,7 +144,7 @@ pub(super) async fn insert(
     Ok(())
 }
 
-/// The parameters of the insert, `$1`…`$9`: `blocked` forces the job behind its key.
+/// The parameters of the insert, `$1`…`$11`: `blocked` forces the job behind its key.
 fn insert_args<'a>(
     id: &'a Uuid,
     queue: &'a &'a str,
@@ -149,7 +152,8 @@ fn insert_args<'a>(
     job: &'a NewJob,
     due_at: &'a UnixMillis,
     blocked: &'a bool,
-) -> [&'a (dyn ToSql + Sync); 9] {
+    (traceparent, tracestate): &'a (Option<String>, Option<&'a str>),
+) -> [&'a (dyn ToSql + Sync); 11] {
     [
         id,
         queue,
@@ -160,6 +164,8 @@ fn insert_args<'a>(
         &job.priority,
         &job.ordering_key,
         blocked,
+        traceparent,
+        tracestate,
     ]
 }
 
@@ -199,6 +205,8 @@ pub(super) async fn insert_unkeyed(
     let mut not_befores = Vec::with_capacity(rows.len());
     let mut priorities = Vec::with_capacity(rows.len());
     let mut leases = Vec::with_capacity(rows.len());
+    let mut traceparents = Vec::with_capacity(rows.len());
+    let mut tracestates = Vec::with_capacity(rows.len());
     for row in rows {
         debug_assert!(
             row.job.ordering_key.is_none(),
@@ -218,23 +226,28 @@ pub(super) async fn insert_unkeyed(
         not_befores.push(if leased { None } else { row.job.not_before });
         priorities.push(row.job.priority);
         leases.push(row.leased_until);
+        let (traceparent, tracestate) = TraceContext::columns(row.job.trace.as_ref());
+        traceparents.push(traceparent);
+        tracestates.push(tracestate);
     }
     let stored = prepared::query(
         tx,
         sql_once!(
             "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
-                               not_before, ttl_from, priority, leased_until, leased_by)
+                               not_before, ttl_from, priority, leased_until, leased_by,
+                               traceparent, tracestate)
              SELECT j.id, q.name,
                     CASE WHEN j.leased_until IS NOT NULL THEN {IN_FLIGHT}
                          WHEN j.run_at > j.created_at THEN {SCHEDULED}
                          ELSE {READY} END,
                     j.payload, CASE WHEN j.leased_until IS NOT NULL THEN 1 ELSE 0 END,
                     j.run_at, j.created_at, j.not_before, j.not_before, j.priority,
-                    j.leased_until, CASE WHEN j.leased_until IS NOT NULL THEN $8::uuid END
+                    j.leased_until, CASE WHEN j.leased_until IS NOT NULL THEN $8::uuid END,
+                    j.traceparent, j.tracestate
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
-                         $6::bigint[], $7::integer[], $9::bigint[])
+                         $6::bigint[], $7::integer[], $9::bigint[], $10::text[], $11::text[])
                   WITH ORDINALITY AS j(id, queue, payload, run_at, created_at, not_before,
-                                       priority, leased_until, n)
+                                       priority, leased_until, traceparent, tracestate, n)
              JOIN queues q ON q.name = j.queue
              ORDER BY j.n
              RETURNING id"
@@ -249,6 +262,8 @@ pub(super) async fn insert_unkeyed(
             &priorities,
             &node,
             &leases,
+            &traceparents,
+            &tracestates,
         ],
     )
     .await?;
@@ -360,7 +375,7 @@ pub mod hot {
                                   ORDER BY priority DESC, run_at, id LIMIT $3
                                   FOR UPDATE SKIP LOCKED))
              RETURNING id, payload, attempts, created_at, leased_until, ordering_key,
-                       schedule, schedule_tick"
+                       schedule, schedule_tick, traceparent, tracestate"
         )
     }
 }
@@ -406,6 +421,7 @@ pub async fn claim(
             leased_until: row.get(4),
             ordering_key: row.get(5),
             schedule: ScheduleTick::from_columns(row.get(6), row.get(7)),
+            trace: TraceContext::from_columns(row.get(8), row.get(9)),
         })
         .collect();
     claimed.sort_by_key(|job| job.id);

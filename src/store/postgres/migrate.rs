@@ -57,6 +57,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "idempotency fingerprints",
         sql: include_str!("../../../migrations/postgres/0007_idempotency_fingerprints.sql"),
     },
+    Migration {
+        version: 8,
+        name: "trace context",
+        sql: include_str!("../../../migrations/postgres/0008_trace_context.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

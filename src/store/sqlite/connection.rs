@@ -59,6 +59,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0012_idempotency_fingerprints",
         include_str!("../../../migrations/0012_idempotency_fingerprints.sql"),
     ),
+    (
+        "0013_trace_context",
+        include_str!("../../../migrations/0013_trace_context.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

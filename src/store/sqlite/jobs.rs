@@ -18,6 +18,7 @@ use crate::store::records::{
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
+use crate::trace_context::TraceContext;
 
 fn status_from_code(code: i64) -> rusqlite::Result<JobStatus> {
     JobStatus::from_code(code).ok_or(rusqlite::Error::IntegralValueOutOfRange(2, code))
@@ -57,8 +58,9 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
         ($key:expr) => {
             sql_once!(
                 "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
-                                  not_before, ttl_from, priority, ordering_key)
-                 SELECT ?1, name, {status}, ?3, 0, ?4, ?5, ?6, ?6, ?7, ?8
+                                  not_before, ttl_from, priority, ordering_key,
+                                  traceparent, tracestate)
+                 SELECT ?1, name, {status}, ?3, 0, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10
                  FROM queues WHERE name = ?2 AND {ROOM}",
                 status = entry_status("?2", $key, "?4", "?5"),
             )
@@ -68,6 +70,7 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
         Some(_) => insert_sql!(Some("?8")),
         None => insert_sql!(None),
     };
+    let (traceparent, tracestate) = TraceContext::columns(job.trace.as_ref());
     let inserted = conn.prepare_cached(sql)?.execute(params![
         &job.id.as_bytes()[..],
         queue.as_str(),
@@ -77,6 +80,8 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
         job.not_before,
         job.priority,
         job.ordering_key,
+        traceparent,
+        tracestate,
     ])?;
     if inserted == 0 {
         return Err(missing_or_full(conn, queue)?);
@@ -112,11 +117,13 @@ pub fn insert_leased(
     leased_until: UnixMillis,
 ) -> StoreResult<()> {
     debug_assert!(job.ordering_key.is_none(), "a keyed job waits for its turn");
+    let (traceparent, tracestate) = TraceContext::columns(job.trace.as_ref());
     let inserted = conn
         .prepare_cached(sql_once!(
             "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
-                              leased_until, priority)
-             SELECT ?1, name, 1, ?3, 1, ?4, ?4, ?5, ?6 FROM queues WHERE name = ?2 AND {ROOM}"
+                              leased_until, priority, traceparent, tracestate)
+             SELECT ?1, name, 1, ?3, 1, ?4, ?4, ?5, ?6, ?7, ?8
+             FROM queues WHERE name = ?2 AND {ROOM}"
         ))?
         .execute(params![
             &job.id.as_bytes()[..],
@@ -125,6 +132,8 @@ pub fn insert_leased(
             job.created_at,
             leased_until,
             job.priority,
+            traceparent,
+            tracestate,
         ])?;
     if inserted == 0 {
         return Err(missing_or_full(conn, queue)?);
@@ -185,7 +194,8 @@ pub fn claim(
              SELECT rowid FROM jobs
              WHERE queue = ?1 AND status = {READY}
              ORDER BY priority DESC, run_at LIMIT ?3)
-         RETURNING id, payload, attempts, created_at, leased_until, ordering_key, schedule_tick"
+         RETURNING id, payload, attempts, created_at, leased_until, ordering_key, schedule_tick,
+                   traceparent, tracestate"
     ))?;
     let mut ticks = Vec::new();
     let rows = stmt.query_map(params![queue.as_str(), leased_until, limit as i64], |row| {
@@ -201,6 +211,7 @@ pub fn claim(
             leased_until: row.get(4)?,
             ordering_key: row.get(5)?,
             schedule: None,
+            trace: TraceContext::from_columns(row.get(7)?, row.get(8)?),
         })
     })?;
     let mut claimed = rows.collect::<Result<Vec<_>, _>>()?;
