@@ -79,14 +79,17 @@ pub fn with_ui(api: Router, config: &Config) -> Router {
 }
 
 fn router(state: UiState) -> Router {
-    use pages::{dashboard, dead_letters, job, keys, login, queue};
+    use pages::{dashboard, dead_letters, job, keys, login, queue, queue_settings};
     let pages = Router::new()
         .route("/", get(dashboard::page))
         .route("/_queues", get(dashboard::rows))
         .route("/queues", post(dashboard::create_queue))
         .route("/queue/{name}", get(queue::page))
         .route("/queue/{name}/_stats", get(queue::stats))
-        .route("/queue/{name}/settings", post(queue::save_settings))
+        .route(
+            "/queue/{name}/settings",
+            post(queue_settings::save_settings),
+        )
         .route("/queue/{name}/pause", post(queue::pause))
         .route("/queue/{name}/resume", post(queue::resume))
         .route("/queue/{name}/enqueue", post(queue::enqueue))
@@ -172,7 +175,24 @@ impl Ctx {
 
     /// A whole page, with the session's pending message.
     pub fn page(&self, title: &str, section: Section, content: Markup) -> Response {
-        let flash = self.ui.sessions.take_flash(&self.current.token);
+        let flash = self.take_flash();
+        self.page_with(title, section, flash, content)
+    }
+
+    /// The session's pending message, once: for a page that draws a form's answer beside
+    /// the form, then passes it on to [`Ctx::page_with`].
+    pub fn take_flash(&self) -> Option<Flash> {
+        self.ui.sessions.take_flash(&self.current.token)
+    }
+
+    /// A whole page with `flash` (atop it, unless it belongs to one of its forms).
+    pub fn page_with(
+        &self,
+        title: &str,
+        section: Section,
+        flash: Option<Flash>,
+        content: Markup,
+    ) -> Response {
         Html(layout::page(title, section, Some((&self.current, flash)), content).into_string())
             .into_response()
     }
@@ -231,6 +251,11 @@ impl FormData {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Every field as sent, in order.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
     }
 
     /// Every value of `name` (checkboxes).

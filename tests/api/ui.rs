@@ -830,3 +830,94 @@ async fn the_ui_sets_the_signature_scheme_and_rotates_the_secret() {
     let page = visitor.get("/ui/queue/q").await;
     assert!(page.body.contains("The previous secret also signs until"));
 }
+
+/// A refused form comes back as typed, its answer beside its button (where the browser is
+/// sent back to), and the settings form names every invalid field, each beside its input.
+#[tokio::test]
+async fn a_refused_form_comes_back_as_typed_with_every_invalid_field_named() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    let mut visitor = UiVisitor::new(&app);
+    visitor.get("/ui/queue/q").await;
+    let before = app.get("/queue/q/_settings").await.json();
+
+    let saved = visitor
+        .submit(
+            "/ui/queue/q/settings",
+            &[
+                ("concurrency", "0"),
+                ("timeout", "soon"),
+                ("maxAttempts", "7"),
+                ("keepDelivered", "1h"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.location(), "/ui/queue/q#settings-result");
+    let page = visitor.follow(saved).await.body;
+    let result = page.find(r#"id="settings-result""#).expect("the answer");
+    let button = page.find(r#"id="save-settings""#).unwrap();
+    assert!(result > button, "the answer is under the Save button");
+    assert!(
+        !page[..button].contains("class=\"flash"),
+        "and not atop the page"
+    );
+    assert!(
+        page.contains("Nothing was saved: 2 settings are invalid."),
+        "{page}"
+    );
+    for said in [
+        "concurrency must be 1 to 10000",
+        "timeout: `soon` is not a duration",
+    ] {
+        assert_eq!(
+            page.matches(said).count(),
+            2,
+            "{said}: in the list and by the field"
+        );
+    }
+    assert!(page.contains(r##"href="#set-concurrency""##));
+    assert!(page.contains(r#"id="error-timeout""#));
+    assert!(page.contains(r#"aria-invalid="true""#));
+    for typed in [
+        r#"value="0""#,
+        r#"value="soon""#,
+        r#"value="7""#,
+        r#"value="1h""#,
+    ] {
+        assert!(page.contains(typed), "{typed} is shown as typed");
+    }
+    assert_eq!(
+        app.get("/queue/q/_settings").await.json(),
+        before,
+        "nothing was saved, the valid fields neither"
+    );
+    // Shown once: the next visit shows the stored settings.
+    let again = visitor.get("/ui/queue/q").await.body;
+    assert!(!again.contains(r#"value="soon""#) && !again.contains("settings-result"));
+
+    // A job the API refuses: its reason beside the Enqueue button, the job as typed.
+    let typed = "{\"to\": \"ada\", oops}";
+    let refused = visitor
+        .submit(
+            "/ui/queue/q/enqueue",
+            &[("payload", typed), ("delay", "5s"), ("orderingKey", "k1")],
+        )
+        .await;
+    assert_eq!(refused.location(), "/ui/queue/q#enqueue-result");
+    let page = visitor.follow(refused).await.body;
+    let result = page.find(r#"id="enqueue-result""#).expect("the answer");
+    assert!(result > page.find(r#"id="enqueue""#).unwrap());
+    assert!(page[result..].contains("flash error"));
+    assert!(
+        page.contains("{&quot;to&quot;: &quot;ada&quot;, oops}"),
+        "the job as typed: {page}"
+    );
+    assert!(page.contains(r#"value="5s""#) && page.contains(r#"value="k1""#));
+    assert!(
+        app.get("/queue/q?status=READY").await.json()["jobs"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

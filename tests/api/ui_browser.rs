@@ -198,3 +198,83 @@ async fn assert_fits_a_phone(browser: &Browser) {
         browser.current_path().await
     );
 }
+
+/// Whether the element `css` lies wholly inside the viewport.
+async fn in_view(browser: &Browser, css: &str) -> bool {
+    browser.wait_for(css).await;
+    let inside = browser
+        .client()
+        .execute(
+            "const r = document.querySelector(arguments[0]).getBoundingClientRect();\
+             return r.top >= 0 && r.bottom <= window.innerHeight;",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap();
+    inside.as_bool().unwrap_or(false)
+}
+
+/// The value of the form field `css`, as the browser holds it.
+async fn value_of(browser: &Browser, css: &str) -> String {
+    browser.wait_for(css).await;
+    let value = browser
+        .client()
+        .execute(
+            "return document.querySelector(arguments[0]).value;",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap();
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+/// Issue 27, defect 1: the answer to "Enqueue" and "Save settings" is in view, beside the
+/// button, what was typed is still there, and every invalid setting is named.
+#[tokio::test]
+async fn ui_browser_a_forms_answer_is_in_view_and_keeps_what_was_typed() {
+    let Some(browser) = Browser::start("ui_browser_form_answers").await else {
+        return;
+    };
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    browser.goto(&app.url("/ui/queue/q")).await;
+
+    let typed = r#"{"to": "ada", oops}"#;
+    browser.fill("#payload", typed).await;
+    browser.fill("#delay", "5s").await;
+    browser.click("#enqueue").await;
+    browser.wait_for("#enqueue-result .flash.error").await;
+    assert!(
+        in_view(&browser, "#enqueue-result").await,
+        "the refusal is in view"
+    );
+    assert_eq!(value_of(&browser, "#payload").await, typed);
+    assert_eq!(value_of(&browser, "#delay").await, "5s");
+
+    browser.fill("#set-concurrency", "0").await;
+    browser.fill("#set-timeout", "soon").await;
+    browser.click("#save-settings").await;
+    browser.wait_for("#settings-result .flash.error").await;
+    assert!(
+        in_view(&browser, "#settings-result").await,
+        "the refusal is in view"
+    );
+    let said = browser.text_of("#settings-result").await;
+    assert!(said.contains("2 settings are invalid"), "{said}");
+    assert!(said.contains("concurrency must be 1 to 10000"), "{said}");
+    assert!(said.contains("`soon` is not a duration"), "{said}");
+    assert_eq!(value_of(&browser, "#set-concurrency").await, "0");
+    assert_eq!(value_of(&browser, "#set-timeout").await, "soon");
+
+    browser.fill("#set-concurrency", "3").await;
+    browser.fill("#set-timeout", "20s").await;
+    browser.click("#save-settings").await;
+    browser.wait_for("#settings-result .flash.notice").await;
+    assert!(in_view(&browser, "#settings-result").await);
+    assert_eq!(app.get("/queue/q/_settings").await.json()["concurrency"], 3);
+
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}

@@ -76,7 +76,7 @@ pub async fn page(ctx: Ctx) -> UiResult {
                         label for="new-signature-scheme" { "Signature scheme" }
                         select id="new-signature-scheme" name="signatureScheme"
                             aria-describedby="new-signature-scheme-hint" {
-                            @for (value, text) in super::queue::SCHEMES {
+                            @for (value, text) in super::queue_settings::SCHEMES {
                                 option value=(value) { (text) }
                             }
                         }
