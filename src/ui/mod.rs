@@ -86,6 +86,7 @@ fn router(state: UiState) -> Router {
         .route("/queues", post(dashboard::create_queue))
         .route("/queue/{name}", get(queue::page))
         .route("/queue/{name}/_stats", get(queue::stats))
+        .route("/queue/{name}/_jobs", get(queue::jobs))
         .route(
             "/queue/{name}/settings",
             post(queue_settings::save_settings),

@@ -298,6 +298,7 @@ async fn every_response_carries_a_strict_csp_and_no_inline_code() {
         "/ui/_queues".to_owned(),
         "/ui/queue/q".to_owned(),
         "/ui/queue/q/_stats".to_owned(),
+        "/ui/queue/q/_jobs?status=READY".to_owned(),
         format!("/ui/queue/q/job/{id}"),
         "/ui/dlq".to_owned(),
         "/ui/dlq/_stats".to_owned(),
@@ -920,4 +921,63 @@ async fn a_refused_form_comes_back_as_typed_with_every_invalid_field_named() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// Every element a keyboard can reach in `fragment` (links, buttons, fields but hidden ones)
+/// carries an id: htmx gives focus back, after a swap, only to the new element of the id the
+/// focused one had.
+fn focusable_without_id(fragment: &str) -> Vec<String> {
+    let mut missing = Vec::new();
+    for tag in ["<a ", "<button", "<input", "<select", "<textarea"] {
+        for part in fragment.split(tag).skip(1) {
+            let element = &part[..part.find('>').unwrap_or(part.len())];
+            if element.contains(r#"type="hidden""#) {
+                continue;
+            }
+            if !element.trim_start().starts_with("id=") && !element.contains(" id=") {
+                missing.push(format!("{tag}{element}>"));
+            }
+        }
+    }
+    missing
+}
+
+/// Issue 27, defect 2: what a live refresh replaces can keep focus (every focusable element
+/// in it has an id), and a queue's list of jobs is one of the live parts.
+#[tokio::test]
+async fn every_live_part_can_keep_focus_and_the_job_list_is_live() {
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let dead = app.enqueue_ok("q", &json!({ "n": 1 })).await;
+    app.wait_until_error("q", &dead).await;
+    app.call(reqwest::Method::POST, "/queue/q/_pause", None)
+        .await
+        .expect(200);
+    let ready = app.enqueue_ok("q", &json!({ "n": 2 })).await;
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get("/ui/queue/q").await.body;
+    assert!(
+        page.contains(r#"hx-get="/ui/queue/q/_jobs?status=READY""#),
+        "the job list refreshes itself"
+    );
+    for path in [
+        "/ui/_queues".to_owned(),
+        "/ui/dlq/_stats".to_owned(),
+        "/ui/queue/q/_stats".to_owned(),
+        "/ui/queue/q/_jobs?status=READY".to_owned(),
+        "/ui/queue/q/_jobs?status=ERROR".to_owned(),
+        format!("/ui/queue/q/job/{ready}/_details"),
+        format!("/ui/queue/q/job/{dead}/_details"),
+    ] {
+        let fragment = visitor.get(&path).await.body;
+        assert_eq!(
+            focusable_without_id(&fragment),
+            Vec::<String>::new(),
+            "{path}"
+        );
+    }
+    let jobs = visitor.get("/ui/queue/q/_jobs?status=READY").await.body;
+    assert!(jobs.starts_with(r#"<section id="queue-jobs""#), "{jobs}");
+    assert!(jobs.contains(&format!(r#"id="job-link-{ready}""#)));
 }

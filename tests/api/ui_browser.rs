@@ -278,3 +278,78 @@ async fn ui_browser_a_forms_answer_is_in_view_and_keeps_what_was_typed() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }
+
+/// Focuses `css`, waits for the live refresh to replace `refreshed` (marked first, so a
+/// fresh one has no mark), and asserts focus and scroll position are where they were.
+async fn assert_refresh_keeps_focus(browser: &Browser, css: &str, refreshed: &str) {
+    let client = browser.client();
+    let before = client
+        .execute(
+            "document.querySelector(arguments[0]).focus();\
+             document.querySelector(arguments[1]).dataset.seen = 'yes';\
+             return [document.activeElement.id, window.scrollY];",
+            vec![json!(css), json!(refreshed)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(before[0], json!(css.trim_start_matches('#')), "focused");
+    browser
+        .wait_for(&format!("{refreshed}:not([data-seen])"))
+        .await;
+    let after = client
+        .execute(
+            "return [document.activeElement.id, window.scrollY];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        after,
+        before,
+        "{} after the refresh of {refreshed}: focus and scroll stay",
+        browser.current_path().await
+    );
+}
+
+/// Issue 27, defect 2: the live refresh never moves focus nor scrolls (dashboard, dead
+/// letters, a queue's jobs), and a queue's list of jobs refreshes with its figures.
+#[tokio::test]
+async fn ui_browser_the_live_refresh_keeps_focus_and_scroll() {
+    let Some(browser) = Browser::start("ui_browser_live_refresh").await else {
+        return;
+    };
+    // Short, so the pages scroll.
+    browser.client().set_window_size(900, 420).await.unwrap();
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    for name in ["alpha", "beta", "gamma"] {
+        app.create_queue_ok(name, &receiver.url, None).await;
+    }
+    let dead = app.enqueue_ok("alpha", &json!({ "n": 1 })).await;
+    app.wait_until_error("alpha", &dead).await;
+    app.call(reqwest::Method::POST, "/queue/beta/_pause", None)
+        .await
+        .expect(200);
+
+    browser.goto(&app.url("/ui")).await;
+    browser.wait_for("#queue-link-gamma").await;
+    assert_refresh_keeps_focus(&browser, "#queue-link-gamma", "#queue-rows").await;
+
+    browser.goto(&app.url("/ui/dlq")).await;
+    browser.wait_for("#top-queue-alpha").await;
+    assert_refresh_keeps_focus(&browser, "#top-queue-alpha", "#dlq-stats").await;
+
+    // A paused queue's empty list fills as jobs come, without a reload.
+    browser.goto(&app.url("/ui/queue/beta")).await;
+    browser.wait_for("#no-jobs").await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(app.enqueue_ok("beta", &json!({ "n": n })).await);
+    }
+    browser.wait_for(&format!("#job-link-{}", ids[2])).await;
+    assert_refresh_keeps_focus(&browser, &format!("#job-link-{}", ids[0]), "#queue-jobs").await;
+
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}

@@ -157,7 +157,9 @@ fn queue_row(line: &QueueLine) -> Markup {
     let name = &settings.name;
     html! {
         tr id={ "queue-" (name) } {
-            th scope="row" { a href={ "/ui/queue/" (name) } { (name) } }
+            // An id, so that focus on it survives the live refresh (htmx focuses the new
+            // element of the same id).
+            th scope="row" { a id={ "queue-link-" (name) } href={ "/ui/queue/" (name) } { (name) } }
             td class="wide mono" { (format::host_of(&settings.target)) }
             td class="num ready" { (stats.ready) }
             td class="num" { (stats.scheduled + stats.blocked) }

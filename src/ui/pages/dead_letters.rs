@@ -133,7 +133,8 @@ async fn stats_panel(api: &ApiClient) -> ApiAnswer<Markup> {
                     "Most pending: "
                     @for (i, q) in stats.top_failing_queues.iter().enumerate() {
                         @if i > 0 { ", " }
-                        a href={ "/ui/dlq?queue=" (q.key) } { (q.key) } " (" (q.count) ")"
+                        // An id keeps focus on the link across the live refresh.
+                        a id={ "top-queue-" (q.key) } href={ "/ui/dlq?queue=" (q.key) } { (q.key) } " (" (q.count) ")"
                     }
                 }
             }

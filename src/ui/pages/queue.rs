@@ -48,17 +48,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let settings: QueueSettings = api.get(&format!("/queue/{name}/_settings")).await?;
     let schedules: ScheduleList = api.get(&format!("/queue/{name}/_schedules")).await?;
     let stats = stats_panel(api, &name).await?;
-    let status = match query.status.as_deref() {
-        Some("ERROR") => "ERROR",
-        Some("DELIVERED") => "DELIVERED",
-        _ => "READY",
-    };
-    let mut jobs_path = format!("/queue/{name}?status={status}&limit={PAGE}");
-    if let Some(cursor) = &query.cursor {
-        jobs_path.push_str("&cursor=");
-        jobs_path.extend(url::form_urlencoded::byte_serialize(cursor.as_bytes()));
-    }
-    let jobs: JobList = api.get(&jobs_path).await?;
+    let jobs = jobs_panel(api, &name, &query).await?;
     let csrf = csrf_field(&ctx.current);
     // A form's answer goes beside that form; any other message atop the page.
     let flash = ctx.take_flash();
@@ -93,11 +83,43 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
             }
         }
         (enqueue_form(&ctx, &name, answer_of(ENQUEUE_FORM)))
-        (jobs_section(&name, status, query.cursor.is_some(), &jobs))
+        (jobs)
         (schedules_section(&schedules))
         (settings_form(&ctx, &name, &settings, answer_of(SETTINGS_FORM)))
     };
     Ok(ctx.page_with(&format!("Queue {name}"), Section::Queues, flash, content))
+}
+
+/// `GET /ui/queue/{name}/_jobs?status=…&cursor=…`: the list of jobs alone, for the live
+/// refresh.
+pub async fn jobs(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQuery>) -> UiResult {
+    let name = queue_name(&name)?;
+    Ok(fragment(jobs_panel(ctx.api(), &name, &query).await?))
+}
+
+/// The jobs of one status, one page of them, refreshing itself like the figures above it.
+async fn jobs_panel(api: &ApiClient, name: &QueueName, query: &JobsQuery) -> ApiAnswer<Markup> {
+    let status = match query.status.as_deref() {
+        Some("ERROR") => "ERROR",
+        Some("DELIVERED") => "DELIVERED",
+        _ => "READY",
+    };
+    let mut page_query = format!("status={status}");
+    if let Some(cursor) = &query.cursor {
+        page_query.push_str("&cursor=");
+        page_query.extend(url::form_urlencoded::byte_serialize(cursor.as_bytes()));
+    }
+    let jobs: JobList = api
+        .get(&format!("/queue/{name}?{page_query}&limit={PAGE}"))
+        .await?;
+    let refresh = format!("{}/_jobs?{page_query}", queue_url(name));
+    Ok(jobs_section(
+        name,
+        status,
+        query.cursor.is_some(),
+        &jobs,
+        &refresh,
+    ))
 }
 
 /// `GET /ui/queue/{name}/_stats`: the figures panel alone, for the live refresh.
@@ -181,22 +203,31 @@ fn enqueue_form(ctx: &Ctx, name: &QueueName, answer: Option<&Flash>) -> Markup {
     }
 }
 
-fn jobs_section(name: &QueueName, status: &str, paged: bool, jobs: &JobList) -> Markup {
+/// The list of jobs. Every link in it has an id: the refresh replaces the section, and htmx
+/// gives focus back to the new element of the id the focused one had.
+fn jobs_section(
+    name: &QueueName,
+    status: &str,
+    paged: bool,
+    jobs: &JobList,
+    refresh: &str,
+) -> Markup {
     let tab = |label: &str| {
         let href = format!("{}?status={label}#jobs-title", queue_url(name));
         html! {
             @if label == status {
-                a href=(href) aria-current="page" { (label) }
+                a id={ "tab-" (label) } href=(href) aria-current="page" { (label) }
             } @else {
-                a href=(href) { (label) }
+                a id={ "tab-" (label) } href=(href) { (label) }
             }
         }
     };
     let job_link = |job: &JobView| {
-        html! { a class="mono" href={ (queue_url(name)) "/job/" (job.id) } { (job.id) } }
+        html! { a id={ "job-link-" (job.id) } class="mono" href={ (queue_url(name)) "/job/" (job.id) } { (job.id) } }
     };
     html! {
-        section aria-labelledby="jobs-title" {
+        section id="queue-jobs" aria-labelledby="jobs-title"
+            hx-get=(refresh) hx-trigger=(REFRESH) hx-swap="outerHTML" {
             h2 id="jobs-title" { "Jobs" }
             nav class="tabs" aria-label="Jobs by status" { (tab("READY")) (tab("ERROR")) (tab("DELIVERED")) }
             @if jobs.jobs.is_empty() {
@@ -252,7 +283,7 @@ fn jobs_section(name: &QueueName, status: &str, paged: bool, jobs: &JobList) -> 
                 }
             }
             p class="pager" {
-                @if paged { a href={ (queue_url(name)) "?status=" (status) "#jobs-title" } { "First page" } " " }
+                @if paged { a id="first-page" href={ (queue_url(name)) "?status=" (status) "#jobs-title" } { "First page" } " " }
                 @if let Some(next) = &jobs.next {
                     a id="next-page" href={ (queue_url(name)) "?status=" (status) "&cursor=" (next) "#jobs-title" } { "Next page" }
                 }
