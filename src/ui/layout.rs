@@ -50,6 +50,7 @@ pub fn page(
                 link rel="icon" href="data:,";
                 link rel="stylesheet" href=(assets::url("hookq.css"));
                 script src=(assets::url("htmx.min.js")) defer {}
+                script src=(assets::url("hookq.js")) defer {}
             }
             body {
                 a class="skip" href="#main" { "Skip to content" }

@@ -565,7 +565,17 @@ async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
         assert!(page.body.contains(&format!(r#"value="{id}""#)));
     }
     assert!(page.body.contains(r#"id="dlq-pending">4<"#));
-    assert!(page.body.contains("hx-confirm"), "bulk actions ask first");
+    assert!(
+        page.body
+            .contains(r#"data-confirm="Replay {n} dead letters{delay}?"#),
+        "bulk actions ask first, saying how many"
+    );
+    assert!(
+        page.body
+            .contains("Replay all 4 pending dead letters of q{delay}?"),
+        "{}",
+        page.body
+    );
 
     let back = "/ui/dlq?queue=q&status=pending";
     let none = visitor

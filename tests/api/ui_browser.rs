@@ -153,7 +153,7 @@ async fn ui_browser_an_operator_delivers_a_job_and_replays_a_dead_letter() {
     browser.click(&format!("#select-{dead}")).await;
     browser.click("#replay").await;
     let question = browser.accept_confirm().await;
-    assert!(question.contains("selected dead letters"), "{question}");
+    assert!(question.starts_with("Replay 1 dead letter?"), "{question}");
     let flash = browser.text_of(".flash.notice").await;
     assert!(flash.contains("Replayed 1 of 1."), "{flash}");
     browser
@@ -348,6 +348,93 @@ async fn ui_browser_the_live_refresh_keeps_focus_and_scroll() {
     }
     browser.wait_for(&format!("#job-link-{}", ids[2])).await;
     assert_refresh_keeps_focus(&browser, &format!("#job-link-{}", ids[0]), "#queue-jobs").await;
+
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
+
+/// Issue 27, defect 5: every confirmation says what will happen to how many; actions on a
+/// selection are off while nothing is selected; a retry asks too.
+#[tokio::test]
+async fn ui_browser_confirmations_say_what_happens_to_how_many() {
+    let Some(browser) = Browser::start("ui_browser_confirmations").await else {
+        return;
+    };
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut dead = Vec::new();
+    for n in 0..4 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+        dead.push(id);
+    }
+
+    // A retry asks, naming the job.
+    browser
+        .goto(&app.url(&format!("/ui/queue/q/job/{}", dead[3])))
+        .await;
+    browser.click("#retry-job").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with(&format!("Retry job {}?", dead[3])),
+        "{question}"
+    );
+    assert_eq!(
+        browser.text_of(".flash.notice").await,
+        "Job back on its queue."
+    );
+    app.wait_until_error("q", &dead[3]).await;
+
+    // Nothing selected: the actions on the selection are off, and the page says why.
+    browser.goto(&app.url("/ui/dlq?queue=q")).await;
+    browser.wait_for(&format!("#select-{}", dead[0])).await;
+    for action in ["#replay", "#acknowledge", "#delete"] {
+        let button = browser.wait_for(action).await;
+        assert!(!button.is_enabled().await.unwrap(), "{action} is off");
+    }
+    assert!(
+        browser
+            .text_of("#selection")
+            .await
+            .starts_with("Nothing selected")
+    );
+
+    // Two selected: the question counts them.
+    browser.click(&format!("#select-{}", dead[0])).await;
+    browser.click(&format!("#select-{}", dead[1])).await;
+    assert_eq!(browser.text_of("#selection").await, "2 selected.");
+    browser.click("#acknowledge").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Acknowledge 2 dead letters?"),
+        "{question}"
+    );
+    let said = browser.text_of(".flash.notice").await;
+    assert!(said.contains("Acknowledged 2 of 2 selected."), "{said}");
+
+    // One selected, with a delay: said too.
+    browser.click(&format!("#select-{}", dead[2])).await;
+    browser.fill("#delay", "5m").await;
+    browser.click("#delete").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Delete 1 dead letter for good?"),
+        "{question}"
+    );
+    browser.text_of(".flash.notice").await;
+
+    // Every pending letter of the queue: how many, and when.
+    browser.fill("#delay", "5m").await;
+    browser.click("#replay-queue").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Replay all 1 pending dead letter of q after 5m?"),
+        "{question}"
+    );
+    let said = browser.text_of(".flash.notice").await;
+    assert!(said.contains("Replayed 1 of 1."), "{said}");
 
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");

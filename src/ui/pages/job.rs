@@ -252,14 +252,15 @@ fn live_part(
                 div class="actions" {
                     @match job.status {
                         JobStatusName::Ready if !job.in_flight => {
-                            form method="post" action={ (url) "/cancel" } hx-post={ (url) "/cancel" }
-                                hx-confirm="Cancel this job? It will not be delivered." {
+                            form method="post" action={ (url) "/cancel" }
+                                data-confirm={ "Cancel job " (id) "? It leaves the queue and will not be delivered." } {
                                 (csrf)
                                 button type="submit" id="cancel-job" class="danger" { "Cancel job" }
                             }
                         },
                         JobStatusName::Error => {
-                            form method="post" action={ (url) "/retry" } {
+                            form method="post" action={ (url) "/retry" }
+                                data-confirm={ "Retry job " (id) "? It goes back to READY and is delivered again; its attempts count from 0." } {
                                 (csrf)
                                 button type="submit" id="retry-job" { "Retry (back to READY)" }
                             }

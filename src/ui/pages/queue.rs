@@ -47,7 +47,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let api = ctx.api();
     let settings: QueueSettings = api.get(&format!("/queue/{name}/_settings")).await?;
     let schedules: ScheduleList = api.get(&format!("/queue/{name}/_schedules")).await?;
-    let stats = stats_panel(api, &name).await?;
+    let stats: QueueStats = api.get(&format!("/queue/{name}/_stats")).await?;
     let jobs = jobs_panel(api, &name, &query).await?;
     let csrf = csrf_field(&ctx.current);
     // A form's answer goes beside that form; any other message atop the page.
@@ -59,7 +59,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     };
     let content = html! {
         h1 { "Queue " (name) }
-        (stats)
+        (stats_panel(&name, &stats))
         section aria-labelledby="actions-title" {
             h2 id="actions-title" { "Actions" }
             div class="actions" {
@@ -75,8 +75,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
                     }
                 }
                 form method="post" action={ (queue_url(&name)) "/delete" }
-                    hx-post={ (queue_url(&name)) "/delete" }
-                    hx-confirm={ "Delete queue " (name) " with all its jobs and dead letters?" } {
+                    data-confirm=(delete_question(&name, &stats)) {
                     (csrf)
                     button type="submit" id="delete-queue" class="danger" { "Delete queue" }
                 }
@@ -125,16 +124,33 @@ async fn jobs_panel(api: &ApiClient, name: &QueueName, query: &JobsQuery) -> Api
 /// `GET /ui/queue/{name}/_stats`: the figures panel alone, for the live refresh.
 pub async fn stats(ctx: Ctx, Path(name): Path<String>) -> UiResult {
     let name = queue_name(&name)?;
-    Ok(fragment(stats_panel(ctx.api(), &name).await?))
+    let stats: QueueStats = ctx.api().get(&format!("/queue/{name}/_stats")).await?;
+    Ok(fragment(stats_panel(&name, &stats)))
 }
 
-async fn stats_panel(api: &ApiClient, name: &QueueName) -> ApiAnswer<Markup> {
-    let stats: QueueStats = api.get(&format!("/queue/{name}/_stats")).await?;
+/// What deleting the queue asks: what goes with it, counted when the page was drawn.
+fn delete_question(name: &QueueName, stats: &QueueStats) -> String {
+    let plural = |n: u64, one: &str, many: &str| {
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    let waiting = stats.ready + stats.scheduled + stats.blocked + stats.in_flight;
+    format!(
+        "Delete queue {name} for good, with its {} and {}? This cannot be undone.",
+        plural(waiting, "waiting job", "waiting jobs"),
+        plural(stats.dead, "dead letter", "dead letters"),
+    )
+}
+
+fn stats_panel(name: &QueueName, stats: &QueueStats) -> Markup {
     let oldest = match stats.oldest_ready_age_ms {
         Some(ms) => format::age(u64::try_from(ms).unwrap_or(0)),
         None => "–".to_owned(),
     };
-    Ok(html! {
+    html! {
         section id="queue-stats" aria-labelledby="figures-title"
             hx-get={ (queue_url(name)) "/_stats" } hx-trigger=(REFRESH) hx-swap="outerHTML" {
             h2 id="figures-title" { "Now" }
@@ -154,7 +170,7 @@ async fn stats_panel(api: &ApiClient, name: &QueueName) -> ApiAnswer<Markup> {
             p class="muted" { "Last hour, a bar a minute (delivered green, failed red):" }
             (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed))
         }
-    })
+    }
 }
 
 /// The name of the enqueue form in a [`FormOutcome`].
