@@ -991,3 +991,91 @@ async fn every_live_part_can_keep_focus_and_the_job_list_is_live() {
     assert!(jobs.starts_with(r#"<section id="queue-jobs""#), "{jobs}");
     assert!(jobs.contains(&format!(r#"id="job-link-{ready}""#)));
 }
+
+/// Issue 27, defect 4: an open breaker is explained on its queue's page (why, the next
+/// probe, how it closes), and due jobs that a paused queue or an open breaker holds read as
+/// held, not as "8m ago".
+#[tokio::test]
+async fn an_open_breaker_is_explained_and_held_jobs_read_as_held() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "upstream down")).await;
+    let app = spawn_app(|c| {
+        c.delivery.breaker_threshold = 1;
+        c.delivery.breaker_cooldown = std::time::Duration::from_secs(600);
+        c.delivery.defaults.max_attempts = 5;
+        c.delivery.defaults.backoff = vec![std::time::Duration::from_millis(10)];
+    })
+    .await;
+    app.create_queue_ok("fragile", &receiver.url, None).await;
+    let held = app.enqueue_ok("fragile", &json!({ "n": 1 })).await;
+    receiver.wait_for(1).await;
+    let stats = eventually("the breaker to open", || async {
+        let stats = app.get("/queue/fragile/_stats").await.json();
+        (stats["breaker"] == "open").then_some(stats)
+    })
+    .await;
+    assert!(stats["breakerProbeAt"].as_i64().is_some(), "{stats}");
+    assert_eq!(stats["breakerThreshold"], 1);
+    // The job is due again 10 ms after its failure, and waits for the probe.
+    app.wait_for_job("fragile", &held, "the job to be due", |r| {
+        r.json()["nextAttemptAt"].as_i64().unwrap_or(i64::MAX) <= now_ms()
+    })
+    .await;
+
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get("/ui/queue/fragile").await.body;
+    let detail = &page[page.find(r#"id="breaker-detail""#).expect("explained")..];
+    assert!(detail.contains("failed 1 attempt in a row"), "{detail}");
+    assert!(detail.contains("Next probe <time"), "{detail}");
+    assert!(detail.contains("no call to close it by hand"), "{detail}");
+    let list = visitor
+        .get("/ui/queue/fragile/_jobs?status=READY")
+        .await
+        .body;
+    assert!(
+        list.contains("breaker open, next probe <time"),
+        "held, not overdue: {list}"
+    );
+    assert!(list.contains("last: HTTP 500: upstream down"), "{list}");
+    assert!(!list.contains(" ago<"), "{list}");
+    let job = visitor
+        .get(&format!("/ui/queue/fragile/job/{held}"))
+        .await
+        .body;
+    assert!(job.contains("breaker open, next probe"), "{job}");
+    let dashboard = visitor.get("/ui/_queues").await.body;
+    assert!(dashboard.contains("probe <time"), "{dashboard}");
+
+    // A paused queue's due jobs are held too.
+    app.create_queue_ok("resting", &receiver.url, None).await;
+    app.call(reqwest::Method::POST, "/queue/resting/_pause", None)
+        .await
+        .expect(200);
+    let waiting = app.enqueue_ok("resting", &json!({ "n": 2 })).await;
+    app.wait_for_job("resting", &waiting, "the job to be due", |r| {
+        r.json()["nextAttemptAt"].as_i64().unwrap_or(i64::MAX) < now_ms()
+    })
+    .await;
+    let list = visitor
+        .get("/ui/queue/resting/_jobs?status=READY")
+        .await
+        .body;
+    assert!(list.contains("the queue is paused"), "{list}");
+    assert!(!list.contains(" ago<"), "{list}");
+    let job = visitor
+        .get(&format!("/ui/queue/resting/job/{waiting}"))
+        .await
+        .body;
+    assert!(job.contains("the queue is paused"), "{job}");
+    let closed = visitor.get("/ui/queue/resting").await.body;
+    assert!(
+        !closed.contains("breaker-detail"),
+        "a closed breaker needs no words"
+    );
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -168,7 +168,12 @@ fn queue_row(line: &QueueLine) -> Markup {
             td class="num delivered" { (stats.delivered_last_minute) }
             td class="num" { (stats.failed_last_minute) }
             td class="wide" { (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed)) }
-            td { (breaker(&stats.breaker)) }
+            td {
+                (breaker(&stats.breaker))
+                @if let Some(probe) = stats.breaker_probe_at {
+                    br; span class="muted" { "probe " (format::when(probe)) }
+                }
+            }
             td { (pause_state(stats.paused)) }
         }
     }

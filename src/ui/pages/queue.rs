@@ -13,9 +13,10 @@ use crate::api::openapi::{IdBody, OkBody};
 use crate::api::queue_stats::QueueStats;
 use crate::api::schedules::ScheduleList;
 use crate::api::settings::QueueSettings;
-use crate::model::QueueName;
+use crate::dispatch::breaker::MAX_COOLDOWN;
+use crate::model::{QueueName, now_millis};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
-use crate::ui::layout::{Section, csrf_field, figures, form_result};
+use crate::ui::layout::{Section, Tone, badge, csrf_field, figures, form_result};
 use crate::ui::session::{Flash, FormOutcome};
 use crate::ui::{Ctx, FormData, UiError, UiResult, chart, format, fragment};
 
@@ -48,7 +49,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let settings: QueueSettings = api.get(&format!("/queue/{name}/_settings")).await?;
     let schedules: ScheduleList = api.get(&format!("/queue/{name}/_schedules")).await?;
     let stats: QueueStats = api.get(&format!("/queue/{name}/_stats")).await?;
-    let jobs = jobs_panel(api, &name, &query).await?;
+    let jobs = jobs_panel(api, &name, &query, Hold::of(&stats)).await?;
     let csrf = csrf_field(&ctx.current);
     // A form's answer goes beside that form; any other message atop the page.
     let flash = ctx.take_flash();
@@ -93,11 +94,20 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
 /// refresh.
 pub async fn jobs(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQuery>) -> UiResult {
     let name = queue_name(&name)?;
-    Ok(fragment(jobs_panel(ctx.api(), &name, &query).await?))
+    let stats: QueueStats = ctx.api().get(&format!("/queue/{name}/_stats")).await?;
+    Ok(fragment(
+        jobs_panel(ctx.api(), &name, &query, Hold::of(&stats)).await?,
+    ))
 }
 
 /// The jobs of one status, one page of them, refreshing itself like the figures above it.
-async fn jobs_panel(api: &ApiClient, name: &QueueName, query: &JobsQuery) -> ApiAnswer<Markup> {
+/// `hold`: what keeps the queue's due jobs from being delivered now, if anything.
+async fn jobs_panel(
+    api: &ApiClient,
+    name: &QueueName,
+    query: &JobsQuery,
+    hold: Hold,
+) -> ApiAnswer<Markup> {
     let status = match query.status.as_deref() {
         Some("ERROR") => "ERROR",
         Some("DELIVERED") => "DELIVERED",
@@ -114,6 +124,7 @@ async fn jobs_panel(api: &ApiClient, name: &QueueName, query: &JobsQuery) -> Api
     let refresh = format!("{}/_jobs?{page_query}", queue_url(name));
     Ok(jobs_section(
         name,
+        hold,
         status,
         query.cursor.is_some(),
         &jobs,
@@ -126,6 +137,101 @@ pub async fn stats(ctx: Ctx, Path(name): Path<String>) -> UiResult {
     let name = queue_name(&name)?;
     let stats: QueueStats = ctx.api().get(&format!("/queue/{name}/_stats")).await?;
     Ok(fragment(stats_panel(&name, &stats)))
+}
+
+/// What keeps a queue's due jobs from being delivered now: they are held, not overdue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// Nothing: a due job goes out as soon as a delivery slot is free.
+    None,
+    /// The queue is paused.
+    Paused,
+    /// The circuit breaker is open (until `probe_at`) or half-open (`probe_at` is `None`).
+    Breaker { probe_at: Option<i64> },
+}
+
+impl Hold {
+    pub fn of(stats: &QueueStats) -> Self {
+        if stats.paused {
+            Self::Paused
+        } else if stats.breaker != "closed" {
+            Self::Breaker {
+                probe_at: stats.breaker_probe_at,
+            }
+        } else {
+            Self::None
+        }
+    }
+
+    /// A READY job's next attempt at `at`: when it is due but held, why and until when,
+    /// instead of a time in the past that reads as overdue.
+    pub fn next_attempt(self, at: i64) -> Markup {
+        let due = at <= now_millis();
+        html! {
+            @match (due, self) {
+                (true, Self::Paused) => {
+                    span class="held" { (badge("held", Tone::Warn)) " the queue is paused" }
+                },
+                (true, Self::Breaker { probe_at: Some(probe) }) => {
+                    span class="held" { (badge("held", Tone::Warn)) " breaker open, next probe " (format::when(probe)) }
+                },
+                (true, Self::Breaker { probe_at: None }) => {
+                    span class="held" { (badge("held", Tone::Warn)) " breaker half-open, waiting for its probe" }
+                },
+                (false, Self::Paused) => { (format::when(at)) " (if resumed by then)" },
+                _ => { (format::when(at)) },
+            }
+        }
+    }
+}
+
+/// A job's last failed answer, in short: `HTTP 500: body…`, or the transport error.
+fn last_answer(job: &JobView) -> Option<String> {
+    let error = job
+        .error
+        .as_deref()
+        .map(|e| format::shorten(e.lines().next().unwrap_or(""), 60));
+    match (job.last_status, error) {
+        (Some(status), Some(error)) if !error.is_empty() => Some(format!("HTTP {status}: {error}")),
+        (Some(status), _) => Some(format!("HTTP {status}")),
+        (None, Some(error)) => Some(error),
+        (None, None) => None,
+    }
+}
+
+/// An open or half-open breaker, explained: why deliveries rest, when the next probe goes,
+/// and how it closes. Nothing while it is closed.
+fn breaker_detail(stats: &QueueStats) -> Markup {
+    let failures = match stats.breaker_threshold {
+        1 => "1 attempt".to_owned(),
+        n => format!("{n} attempts"),
+    };
+    let longest_rest = u64::try_from(MAX_COOLDOWN.as_millis()).unwrap_or(u64::MAX);
+    html! {
+        @if stats.breaker != "closed" {
+            div id="breaker-detail" class="breaker-detail" {
+                h3 { "Circuit breaker " (breaker(&stats.breaker)) }
+                p {
+                    "Deliveries to this queue's target are resting: it failed " (failures)
+                    " in a row. Its jobs wait READY, their attempts untouched (their last answers are in the list of jobs below)."
+                }
+                @if let Some(probe) = stats.breaker_probe_at {
+                    p id="breaker-probe" {
+                        "Next probe " (format::when(probe)) ": one job is sent. Delivered, it closes the breaker and deliveries resume; "
+                        "refused, the breaker rests twice as long (" (format::age(longest_rest)) " at most)."
+                    }
+                } @else {
+                    p id="breaker-probe" {
+                        "A probe job is out or about to go: delivered, it closes the breaker; refused, the breaker opens again for twice as long."
+                    }
+                }
+                p class="muted" {
+                    "It closes by itself when a probe is delivered: the API has no call to close it by hand. "
+                    "Fixing the target, or pointing the queue at a working one in the settings below, lets the next probe through."
+                }
+            }
+        }
+    }
 }
 
 /// What deleting the queue asks: what goes with it, counted when the page was drawn.
@@ -162,11 +268,15 @@ fn stats_panel(name: &QueueName, stats: &QueueStats) -> Markup {
                 ("Dead", html! { span id="count-dead" { (stats.dead) } }),
                 ("Delivered, last min", html! { span id="count-delivered" { (stats.delivered_last_minute) } }),
                 ("Failed, last min", html! { (stats.failed_last_minute) }),
-                ("Oldest ready", html! { (oldest) }),
+                ("Oldest ready", html! {
+                    (oldest)
+                    @if stats.oldest_ready_age_ms.is_some() && Hold::of(stats) != Hold::None { " (held)" }
+                }),
                 ("Concurrency", html! { (stats.concurrency.effective) " / " (stats.concurrency.limit) }),
                 ("Breaker", breaker(&stats.breaker)),
                 ("State", pause_state(stats.paused)),
             ]))
+            (breaker_detail(stats))
             p class="muted" { "Last hour, a bar a minute (delivered green, failed red):" }
             (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed))
         }
@@ -223,6 +333,7 @@ fn enqueue_form(ctx: &Ctx, name: &QueueName, answer: Option<&Flash>) -> Markup {
 /// gives focus back to the new element of the id the focused one had.
 fn jobs_section(
     name: &QueueName,
+    hold: Hold,
     status: &str,
     paged: bool,
     jobs: &JobList,
@@ -287,7 +398,10 @@ fn jobs_section(
                                             td { (format::when(job.created_at)) }
                                             td {
                                                 @if job.in_flight { "in flight" }
-                                                @else if let Some(at) = job.next_attempt_at { (format::when(at)) }
+                                                @else if let Some(at) = job.next_attempt_at { (hold.next_attempt(at)) }
+                                                @if let Some(answer) = last_answer(job) {
+                                                    br; span class="muted" { "last: " (answer) }
+                                                }
                                             }
                                         },
                                     }
