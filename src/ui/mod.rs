@@ -228,6 +228,10 @@ pub fn fragment(markup: Markup) -> Response {
     Html(markup.into_string()).into_response()
 }
 
+/// The most of what was typed into a refused form that its session keeps, to show it again
+/// (it stays in memory until the next page): a larger job is not kept.
+const MAX_TYPED_BYTES: usize = 256 * 1024;
+
 /// The form fields of a state-changing request, read (and CSRF-checked) by [`guard`].
 #[derive(Clone, Debug, Default)]
 pub struct FormData(Vec<(String, String)>);
@@ -254,9 +258,22 @@ impl FormData {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Every field as sent, in order.
-    pub fn pairs(&self) -> &[(String, String)] {
-        &self.0
+    /// What was typed, to show again after a refusal: every field but the CSRF token and
+    /// `unshown` (secrets are never written into a page), up to [`MAX_TYPED_BYTES`] in all.
+    pub fn typed(&self, unshown: &[&str]) -> Vec<(String, String)> {
+        let mut kept = Vec::new();
+        let mut bytes = 0;
+        for (field, value) in &self.0 {
+            if field == "csrf" || unshown.contains(&field.as_str()) {
+                continue;
+            }
+            let size = field.len() + value.len();
+            if bytes + size <= MAX_TYPED_BYTES {
+                bytes += size;
+                kept.push((field.clone(), value.clone()));
+            }
+        }
+        kept
     }
 
     /// Every value of `name` (checkboxes).
@@ -327,4 +344,29 @@ async fn not_found(OriginalUri(uri): OriginalUri) -> Response {
     }
     let message = format!("Nothing at {}.", uri.path());
     error_page(StatusCode::NOT_FOUND, &message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_was_typed_is_kept_without_token_secrets_or_too_much() {
+        let huge = "x".repeat(MAX_TYPED_BYTES);
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs([
+                ("csrf", "token"),
+                ("name", "q"),
+                ("secret", "hidden"),
+                ("payload", huge.as_str()),
+                ("delay", "5s"),
+            ])
+            .finish();
+        let typed = FormData::parse(body.as_bytes()).typed(&["secret"]);
+        assert_eq!(
+            typed,
+            [("name".into(), "q".into()), ("delay".into(), "5s".into())],
+            "the payload past the bound is left out, the small fields kept"
+        );
+    }
 }

@@ -925,6 +925,27 @@ async fn a_refused_form_comes_back_as_typed_with_every_invalid_field_named() {
         "the job as typed: {page}"
     );
     assert!(page.contains(r#"value="5s""#) && page.contains(r#"value="k1""#));
+    // The dashboard's new-queue form too (the secret is never written back).
+    let refused = visitor
+        .submit(
+            "/ui/queues",
+            &[
+                ("name", "Not A Name"),
+                ("target", "http://127.0.0.1:9/other"),
+                ("secret", "typed-secret-0123"),
+                ("signatureScheme", "both"),
+            ],
+        )
+        .await;
+    assert_eq!(refused.location(), "/ui#new-queue-result");
+    let page = visitor.follow(refused).await.body;
+    let result = page.find(r#"id="new-queue-result""#).expect("the answer");
+    assert!(result > page.find(r#"id="create-queue""#).unwrap());
+    assert!(page[result..].contains("its name is invalid"), "{page}");
+    assert!(page.contains(r#"value="Not A Name""#));
+    assert!(page.contains(r#"value="http://127.0.0.1:9/other""#));
+    assert!(page.contains(r#"<option value="both" selected>"#));
+    assert!(!page.contains("typed-secret-0123"));
     assert!(
         app.get("/queue/q?status=READY").await.json()["jobs"]
             .as_array()

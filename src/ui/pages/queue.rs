@@ -522,15 +522,14 @@ pub async fn enqueue(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiRe
         Err(refused) => {
             let typed = FormOutcome {
                 form: ENQUEUE_FORM,
-                typed: form
-                    .pairs()
-                    .iter()
-                    .filter(|(field, _)| field != "csrf")
-                    .cloned()
-                    .collect(),
+                typed: form.typed(&[]),
                 invalid: Vec::new(),
             };
-            ctx.done(Flash::error(refused.message).beside(typed), &back)
+            let mut said = refused.message;
+            if typed.typed("payload").is_none() {
+                said.push_str(" (The job is too large to keep here: paste it again.)");
+            }
+            ctx.done(Flash::error(said).beside(typed), &back)
         }
     })
 }

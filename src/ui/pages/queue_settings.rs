@@ -235,7 +235,7 @@ pub async fn save_settings(ctx: Ctx, Path(name): Path<String>, form: FormData) -
     }
     let typed = FormOutcome {
         form: SETTINGS_FORM,
-        typed: typed_values(&form),
+        typed: form.typed(&["secret"]),
         invalid: invalid_fields(&change),
     };
     if !typed.invalid.is_empty() {
@@ -261,16 +261,6 @@ pub async fn save_settings(ctx: Ctx, Path(name): Path<String>, form: FormData) -
         }
     };
     Ok(ctx.done(said, &back))
-}
-
-/// What the form sent, to show again as typed: every field but the token and the secret
-/// (a secret is never written into a page).
-fn typed_values(form: &FormData) -> Vec<(String, String)> {
-    form.pairs()
-        .iter()
-        .filter(|(field, _)| field != "csrf" && field != "secret")
-        .cloned()
-        .collect()
 }
 
 /// The PATCH body: each field sent whose value differs from the one shown. An emptied policy
