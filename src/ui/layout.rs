@@ -71,7 +71,7 @@ pub fn page(
                 main id="main" {
                     // A form's answer is drawn beside the form (see `form_result`).
                     @if let Some(flash) = session.and_then(|(_, flash)| flash).filter(|flash| flash.form.is_none()) {
-                        (flash_box(&flash, None))
+                        (flash_box(&flash))
                     }
                     (content)
                 }
@@ -80,12 +80,12 @@ pub fn page(
     }
 }
 
-/// A message box; `id`: to link or scroll to it.
-fn flash_box(flash: &Flash, id: Option<&str>) -> Markup {
+/// A message box: a notice is a status, an error an alert.
+fn flash_box(flash: &Flash) -> Markup {
     html! {
         @match flash.kind {
-            FlashKind::Notice => div id=[id] class="flash notice" role="status" { (flash.text) },
-            FlashKind::Error => div id=[id] class="flash error" role="alert" { (flash.text) },
+            FlashKind::Notice => div class="flash notice" role="status" { (flash.text) },
+            FlashKind::Error => div class="flash error" role="alert" { (flash.text) },
         }
     }
 }
@@ -103,7 +103,7 @@ pub fn form_result(id: &str, flash: Option<&Flash>, field_id: impl Fn(&str) -> S
         .map_or(&[][..], |f| f.invalid.as_slice());
     html! {
         div id=(id) class="form-result" {
-            (flash_box(flash, None))
+            (flash_box(flash))
             @if !invalid.is_empty() {
                 ul class="invalid-fields" {
                     @for field in invalid {
