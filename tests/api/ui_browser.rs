@@ -235,6 +235,7 @@ async fn ui_browser_a_forms_answer_is_in_view_and_keeps_what_was_typed() {
     let Some(browser) = Browser::start("ui_browser_form_answers").await else {
         return;
     };
+    let (shots, _temp) = screenshot_dir();
     let app = spawn_app(|c| c.dispatch = false).await;
     app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
         .await;
@@ -266,6 +267,9 @@ async fn ui_browser_a_forms_answer_is_in_view_and_keeps_what_was_typed() {
     assert!(said.contains("`soon` is not a duration"), "{said}");
     assert_eq!(value_of(&browser, "#set-concurrency").await, "0");
     assert_eq!(value_of(&browser, "#set-timeout").await, "soon");
+    browser
+        .screenshot(&shots.join("settings-refused.png"))
+        .await;
 
     browser.fill("#set-concurrency", "3").await;
     browser.fill("#set-timeout", "20s").await;
@@ -448,6 +452,8 @@ async fn ui_browser_an_open_breaker_is_explained_and_its_jobs_held() {
     let Some(browser) = Browser::start("ui_browser_breaker").await else {
         return;
     };
+    let (shots, _temp) = screenshot_dir();
+    browser.client().set_window_size(1100, 1500).await.unwrap();
     let receiver = TestReceiver::always(Reply::with_body(500, "upstream down")).await;
     let app = spawn_app(|c| {
         c.delivery.breaker_threshold = 1;
@@ -474,6 +480,7 @@ async fn ui_browser_an_open_breaker_is_explained_and_its_jobs_held() {
         .text_of(&format!("#queue-jobs tr:has(#job-link-{held}) .held"))
         .await;
     assert!(row.contains("breaker open, next probe in"), "{row}");
+    browser.screenshot(&shots.join("breaker.png")).await;
     assert_fits_a_phone(&browser).await;
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
