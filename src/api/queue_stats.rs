@@ -52,6 +52,14 @@ pub struct QueueStats {
     /// The circuit breaker: `closed`, `open` or `half-open`.
     #[schema(example = "closed")]
     pub breaker: String,
+    /// While the breaker is `open`: when it lets its next probe through (unix ms); `null`
+    /// otherwise.
+    #[serde(default)]
+    pub breaker_probe_at: Option<UnixMillis>,
+    /// Consecutive failed attempts that open the breaker (`HOOKQ_BREAKER_THRESHOLD`; 0:
+    /// breakers are off).
+    #[serde(default)]
+    pub breaker_threshold: u32,
     pub paused: bool,
 }
 
@@ -149,13 +157,15 @@ pub async fn record_metrics(state: &AppState) -> ApiResult<()> {
 
 fn stats_of(state: &AppState, queue: &Queue, counts: QueueCounts, now: UnixMillis) -> QueueStats {
     let limit = queue.policy.concurrency(&state.config.delivery.defaults);
-    let (last_minute, breaker, effective) = match &state.pool {
+    let (last_minute, breaker, probe_at, threshold, effective) = match &state.pool {
         Some(pool) => (
             pool.activity().last_minute(&queue.name, now),
             pool.breakers().state(&queue.name),
+            pool.breakers().probe_at(&queue.name),
+            pool.breakers().threshold(),
             u32::try_from(pool.concurrency_of(queue)).unwrap_or(limit),
         ),
-        None => (LastMinute::default(), BreakerState::Closed, limit),
+        None => (LastMinute::default(), BreakerState::Closed, None, 0, limit),
     };
     QueueStats {
         ok: true,
@@ -170,6 +180,8 @@ fn stats_of(state: &AppState, queue: &Queue, counts: QueueCounts, now: UnixMilli
         last_hour: LastHourView::default(),
         concurrency: ConcurrencyView { limit, effective },
         breaker: breaker.as_str().to_owned(),
+        breaker_probe_at: probe_at,
+        breaker_threshold: threshold,
         paused: queue.paused,
     }
 }

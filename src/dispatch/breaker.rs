@@ -135,6 +135,15 @@ impl Breakers {
         }
     }
 
+    /// When `queue`'s open breaker lets its next probe through; `None` unless it is open.
+    /// Changes nothing.
+    pub fn probe_at(&self, queue: &QueueName) -> Option<UnixMillis> {
+        match self.states.lock().get(queue) {
+            Some(State::Open { until, .. }) => Some(*until),
+            _ => None,
+        }
+    }
+
     /// A claimed probe found no job to send: hand the probe back.
     pub fn probe_unused(&self, queue: &QueueName) {
         if let Some(State::HalfOpen { probing, .. }) = self.states.lock().get_mut(queue) {
@@ -262,8 +271,10 @@ mod tests {
     #[test]
     fn a_breaker_opened_elsewhere_rests_here_until_then_and_only_extends() {
         let b = Breakers::new(3, Duration::from_secs(10));
+        assert_eq!(b.probe_at(&q()), None);
         b.opened_elsewhere(&q(), 60_000, 1_000);
         assert_eq!(b.state(&q()), BreakerState::Open);
+        assert_eq!(b.probe_at(&q()), Some(60_000));
         assert_eq!(b.permit(&q(), 2_000), Permit::Wait(60_000));
         // An earlier end changes nothing; a later one extends the rest.
         b.opened_elsewhere(&q(), 30_000, 2_000);

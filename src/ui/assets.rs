@@ -1,5 +1,5 @@
-//! The UI's static files, compiled into the binary: htmx 2.0.11 (0BSD, `htmx.LICENSE`) and
-//! the stylesheet. Served under `/ui/assets/`, named with a content hash so browsers may
+//! The UI's static files, compiled into the binary: htmx 2.0.11 (0BSD, `htmx.LICENSE`), the
+//! UI's own script (`hookq.js`: confirmations with counts, selections) and the stylesheet. Served under `/ui/assets/`, named with a content hash so browsers may
 //! cache them for a year and still never run an old copy after an upgrade.
 
 use std::sync::LazyLock;
@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 const HTMX: &[u8] = include_bytes!("assets/htmx.min.js");
+const SCRIPT: &[u8] = include_bytes!("assets/hookq.js");
 const STYLESHEET: &[u8] = include_bytes!("assets/hookq.css");
 
 struct Asset {
@@ -21,9 +22,10 @@ struct Asset {
     hashed: String,
 }
 
-static ASSETS: LazyLock<[Asset; 2]> = LazyLock::new(|| {
+static ASSETS: LazyLock<[Asset; 3]> = LazyLock::new(|| {
     [
         asset("htmx.min.js", "text/javascript; charset=utf-8", HTMX),
+        asset("hookq.js", "text/javascript; charset=utf-8", SCRIPT),
         asset("hookq.css", "text/css; charset=utf-8", STYLESHEET),
     ]
 });
@@ -76,5 +78,8 @@ mod tests {
         assert!(htmx.starts_with("/ui/assets/htmx.min.") && htmx.ends_with(".js"));
         assert_eq!(htmx.len(), "/ui/assets/htmx.min..js".len() + 10);
         assert!(url("hookq.css").ends_with(".css"));
+        assert!(
+            url("hookq.js").starts_with("/ui/assets/hookq.") && url("hookq.js").ends_with(".js")
+        );
     }
 }

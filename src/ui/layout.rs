@@ -50,6 +50,7 @@ pub fn page(
                 link rel="icon" href="data:,";
                 link rel="stylesheet" href=(assets::url("hookq.css"));
                 script src=(assets::url("htmx.min.js")) defer {}
+                script src=(assets::url("hookq.js")) defer {}
             }
             body {
                 a class="skip" href="#main" { "Skip to content" }
@@ -68,13 +69,46 @@ pub fn page(
                     }
                 }
                 main id="main" {
-                    @if let Some((_, Some(flash))) = session {
-                        @match flash.kind {
-                            FlashKind::Notice => div class="flash notice" role="status" { (flash.text) },
-                            FlashKind::Error => div class="flash error" role="alert" { (flash.text) },
-                        }
+                    // A form's answer is drawn beside the form (see `form_result`).
+                    @if let Some(flash) = session.and_then(|(_, flash)| flash).filter(|flash| flash.form.is_none()) {
+                        (flash_box(&flash))
                     }
                     (content)
+                }
+            }
+        }
+    }
+}
+
+/// A message box: a notice is a status, an error an alert.
+fn flash_box(flash: &Flash) -> Markup {
+    html! {
+        @match flash.kind {
+            FlashKind::Notice => div class="flash notice" role="status" { (flash.text) },
+            FlashKind::Error => div class="flash error" role="alert" { (flash.text) },
+        }
+    }
+}
+
+/// A form's answer, drawn right under its button (`id`: where the action sends the browser
+/// back to, `…#id`, so the message is in view): the message, then every invalid field as a
+/// link to it (`field_id` names the input of a field).
+pub fn form_result(id: &str, flash: Option<&Flash>, field_id: impl Fn(&str) -> String) -> Markup {
+    let Some(flash) = flash else {
+        return html! {};
+    };
+    let invalid = flash
+        .form
+        .as_ref()
+        .map_or(&[][..], |f| f.invalid.as_slice());
+    html! {
+        div id=(id) class="form-result" {
+            (flash_box(flash))
+            @if !invalid.is_empty() {
+                ul class="invalid-fields" {
+                    @for field in invalid {
+                        li { a href={ "#" (field_id(&field.field)) } { (field.message) } }
+                    }
                 }
             }
         }

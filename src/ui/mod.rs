@@ -79,14 +79,18 @@ pub fn with_ui(api: Router, config: &Config) -> Router {
 }
 
 fn router(state: UiState) -> Router {
-    use pages::{dashboard, dead_letters, job, keys, login, queue};
+    use pages::{dashboard, dead_letters, job, keys, login, queue, queue_settings};
     let pages = Router::new()
         .route("/", get(dashboard::page))
         .route("/_queues", get(dashboard::rows))
         .route("/queues", post(dashboard::create_queue))
         .route("/queue/{name}", get(queue::page))
         .route("/queue/{name}/_stats", get(queue::stats))
-        .route("/queue/{name}/settings", post(queue::save_settings))
+        .route("/queue/{name}/_jobs", get(queue::jobs))
+        .route(
+            "/queue/{name}/settings",
+            post(queue_settings::save_settings),
+        )
         .route("/queue/{name}/pause", post(queue::pause))
         .route("/queue/{name}/resume", post(queue::resume))
         .route("/queue/{name}/enqueue", post(queue::enqueue))
@@ -172,7 +176,24 @@ impl Ctx {
 
     /// A whole page, with the session's pending message.
     pub fn page(&self, title: &str, section: Section, content: Markup) -> Response {
-        let flash = self.ui.sessions.take_flash(&self.current.token);
+        let flash = self.take_flash();
+        self.page_with(title, section, flash, content)
+    }
+
+    /// The session's pending message, once: for a page that draws a form's answer beside
+    /// the form, then passes it on to [`Ctx::page_with`].
+    pub fn take_flash(&self) -> Option<Flash> {
+        self.ui.sessions.take_flash(&self.current.token)
+    }
+
+    /// A whole page with `flash` (atop it, unless it belongs to one of its forms).
+    pub fn page_with(
+        &self,
+        title: &str,
+        section: Section,
+        flash: Option<Flash>,
+        content: Markup,
+    ) -> Response {
         Html(layout::page(title, section, Some((&self.current, flash)), content).into_string())
             .into_response()
     }
@@ -207,6 +228,10 @@ pub fn fragment(markup: Markup) -> Response {
     Html(markup.into_string()).into_response()
 }
 
+/// The most of what was typed into a refused form that its session keeps, to show it again
+/// (it stays in memory until the next page): a larger job is not kept.
+const MAX_TYPED_BYTES: usize = 256 * 1024;
+
 /// The form fields of a state-changing request, read (and CSRF-checked) by [`guard`].
 #[derive(Clone, Debug, Default)]
 pub struct FormData(Vec<(String, String)>);
@@ -231,6 +256,24 @@ impl FormData {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// What was typed, to show again after a refusal: every field but the CSRF token and
+    /// `unshown` (secrets are never written into a page), up to [`MAX_TYPED_BYTES`] in all.
+    pub fn typed(&self, unshown: &[&str]) -> Vec<(String, String)> {
+        let mut kept = Vec::new();
+        let mut bytes = 0;
+        for (field, value) in &self.0 {
+            if field == "csrf" || unshown.contains(&field.as_str()) {
+                continue;
+            }
+            let size = field.len() + value.len();
+            if bytes + size <= MAX_TYPED_BYTES {
+                bytes += size;
+                kept.push((field.clone(), value.clone()));
+            }
+        }
+        kept
     }
 
     /// Every value of `name` (checkboxes).
@@ -301,4 +344,29 @@ async fn not_found(OriginalUri(uri): OriginalUri) -> Response {
     }
     let message = format!("Nothing at {}.", uri.path());
     error_page(StatusCode::NOT_FOUND, &message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_was_typed_is_kept_without_token_secrets_or_too_much() {
+        let huge = "x".repeat(MAX_TYPED_BYTES);
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs([
+                ("csrf", "token"),
+                ("name", "q"),
+                ("secret", "hidden"),
+                ("payload", huge.as_str()),
+                ("delay", "5s"),
+            ])
+            .finish();
+        let typed = FormData::parse(body.as_bytes()).typed(&["secret"]);
+        assert_eq!(
+            typed,
+            [("name".into(), "q".into()), ("delay".into(), "5s".into())],
+            "the payload past the bound is left out, the small fields kept"
+        );
+    }
 }

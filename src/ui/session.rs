@@ -47,11 +47,55 @@ pub struct Current {
     pub csrf: String,
 }
 
-/// A one-time message shown on the next page the session sees.
+/// A one-time message shown on the next page the session sees: atop the page, or beside
+/// the form it answers when it carries a [`FormOutcome`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Flash {
     pub kind: FlashKind,
     pub text: String,
+    pub form: Option<FormOutcome>,
+}
+
+/// A form's answer, drawn beside its button: which form, the values as typed (to show them
+/// again rather than the stored ones), and every field found invalid with why.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FormOutcome {
+    pub form: &'static str,
+    pub typed: Vec<(String, String)>,
+    pub invalid: Vec<InvalidField>,
+}
+
+/// One field a form sent that cannot be taken, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidField {
+    pub field: String,
+    pub message: String,
+}
+
+impl FormOutcome {
+    /// The answer of `form`, keeping nothing typed (after a success).
+    pub fn of(form: &'static str) -> Self {
+        Self {
+            form,
+            ..Self::default()
+        }
+    }
+
+    /// What was typed into `field`, if this outcome kept it.
+    pub fn typed(&self, field: &str) -> Option<&str> {
+        self.typed
+            .iter()
+            .find(|(name, _)| name == field)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Why `field` was refused, if it was.
+    pub fn invalid(&self, field: &str) -> Option<&str> {
+        self.invalid
+            .iter()
+            .find(|invalid| invalid.field == field)
+            .map(|invalid| invalid.message.as_str())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +109,7 @@ impl Flash {
         Self {
             kind: FlashKind::Notice,
             text: text.into(),
+            form: None,
         }
     }
 
@@ -72,6 +117,15 @@ impl Flash {
         Self {
             kind: FlashKind::Error,
             text: text.into(),
+            form: None,
+        }
+    }
+
+    /// This message, shown beside its form instead of atop the page.
+    pub fn beside(self, outcome: FormOutcome) -> Self {
+        Self {
+            form: Some(outcome),
+            ..self
         }
     }
 }

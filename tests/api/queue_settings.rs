@@ -421,6 +421,8 @@ async fn queue_stats_count_jobs_by_state_and_the_last_minutes_attempts() {
             "lastHour": "checked",
             "concurrency": {"limit": 5, "effective": 5},
             "breaker": "closed",
+            "breakerProbeAt": null,
+            "breakerThreshold": 0,
             "paused": true,
         })
     );

@@ -298,6 +298,7 @@ async fn every_response_carries_a_strict_csp_and_no_inline_code() {
         "/ui/_queues".to_owned(),
         "/ui/queue/q".to_owned(),
         "/ui/queue/q/_stats".to_owned(),
+        "/ui/queue/q/_jobs?status=READY".to_owned(),
         format!("/ui/queue/q/job/{id}"),
         "/ui/dlq".to_owned(),
         "/ui/dlq/_stats".to_owned(),
@@ -564,7 +565,17 @@ async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
         assert!(page.body.contains(&format!(r#"value="{id}""#)));
     }
     assert!(page.body.contains(r#"id="dlq-pending">4<"#));
-    assert!(page.body.contains("hx-confirm"), "bulk actions ask first");
+    assert!(
+        page.body
+            .contains(r#"data-confirm="Replay {n} dead letters{delay}?"#),
+        "bulk actions ask first, saying how many"
+    );
+    assert!(
+        page.body
+            .contains("Replay all 4 pending dead letters of q{delay}?"),
+        "{}",
+        page.body
+    );
 
     let back = "/ui/dlq?queue=q&status=pending";
     let none = visitor
@@ -829,4 +840,263 @@ async fn the_ui_sets_the_signature_scheme_and_rotates_the_secret() {
     assert!(shown["previousSecretExpiresAt"].is_i64(), "{shown}");
     let page = visitor.get("/ui/queue/q").await;
     assert!(page.body.contains("The previous secret also signs until"));
+}
+
+/// A refused form comes back as typed, its answer beside its button (where the browser is
+/// sent back to), and the settings form names every invalid field, each beside its input.
+#[tokio::test]
+async fn a_refused_form_comes_back_as_typed_with_every_invalid_field_named() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    let mut visitor = UiVisitor::new(&app);
+    visitor.get("/ui/queue/q").await;
+    let before = app.get("/queue/q/_settings").await.json();
+
+    let saved = visitor
+        .submit(
+            "/ui/queue/q/settings",
+            &[
+                ("concurrency", "0"),
+                ("timeout", "soon"),
+                ("maxAttempts", "7"),
+                ("keepDelivered", "1h"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.location(), "/ui/queue/q#settings-result");
+    let page = visitor.follow(saved).await.body;
+    let result = page.find(r#"id="settings-result""#).expect("the answer");
+    let button = page.find(r#"id="save-settings""#).unwrap();
+    assert!(result > button, "the answer is under the Save button");
+    assert!(
+        !page[..button].contains("class=\"flash"),
+        "and not atop the page"
+    );
+    assert!(
+        page.contains("Nothing was saved: 2 settings are invalid."),
+        "{page}"
+    );
+    for said in [
+        "concurrency must be 1 to 10000",
+        "timeout: `soon` is not a duration",
+    ] {
+        assert_eq!(
+            page.matches(said).count(),
+            2,
+            "{said}: in the list and by the field"
+        );
+    }
+    assert!(page.contains(r##"href="#set-concurrency""##));
+    assert!(page.contains(r#"id="error-timeout""#));
+    assert!(page.contains(r#"aria-invalid="true""#));
+    for typed in [
+        r#"value="0""#,
+        r#"value="soon""#,
+        r#"value="7""#,
+        r#"value="1h""#,
+    ] {
+        assert!(page.contains(typed), "{typed} is shown as typed");
+    }
+    assert_eq!(
+        app.get("/queue/q/_settings").await.json(),
+        before,
+        "nothing was saved, the valid fields neither"
+    );
+    // Shown once: the next visit shows the stored settings.
+    let again = visitor.get("/ui/queue/q").await.body;
+    assert!(!again.contains(r#"value="soon""#) && !again.contains("settings-result"));
+
+    // A job the API refuses: its reason beside the Enqueue button, the job as typed.
+    let typed = "{\"to\": \"ada\", oops}";
+    let refused = visitor
+        .submit(
+            "/ui/queue/q/enqueue",
+            &[("payload", typed), ("delay", "5s"), ("orderingKey", "k1")],
+        )
+        .await;
+    assert_eq!(refused.location(), "/ui/queue/q#enqueue-result");
+    let page = visitor.follow(refused).await.body;
+    let result = page.find(r#"id="enqueue-result""#).expect("the answer");
+    assert!(result > page.find(r#"id="enqueue""#).unwrap());
+    assert!(page[result..].contains("flash error"));
+    assert!(
+        page.contains("{&quot;to&quot;: &quot;ada&quot;, oops}"),
+        "the job as typed: {page}"
+    );
+    assert!(page.contains(r#"value="5s""#) && page.contains(r#"value="k1""#));
+    // The dashboard's new-queue form too (the secret is never written back).
+    let refused = visitor
+        .submit(
+            "/ui/queues",
+            &[
+                ("name", "Not A Name"),
+                ("target", "http://127.0.0.1:9/other"),
+                ("secret", "typed-secret-0123"),
+                ("signatureScheme", "both"),
+            ],
+        )
+        .await;
+    assert_eq!(refused.location(), "/ui#new-queue-result");
+    let page = visitor.follow(refused).await.body;
+    let result = page.find(r#"id="new-queue-result""#).expect("the answer");
+    assert!(result > page.find(r#"id="create-queue""#).unwrap());
+    assert!(page[result..].contains("its name is invalid"), "{page}");
+    assert!(page.contains(r#"value="Not A Name""#));
+    assert!(page.contains(r#"value="http://127.0.0.1:9/other""#));
+    assert!(page.contains(r#"<option value="both" selected>"#));
+    assert!(!page.contains("typed-secret-0123"));
+    assert!(
+        app.get("/queue/q?status=READY").await.json()["jobs"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Every element a keyboard can reach in `fragment` (links, buttons, fields but hidden ones)
+/// carries an id: htmx gives focus back, after a swap, only to the new element of the id the
+/// focused one had.
+fn focusable_without_id(fragment: &str) -> Vec<String> {
+    let mut missing = Vec::new();
+    for tag in ["<a ", "<button", "<input", "<select", "<textarea"] {
+        for part in fragment.split(tag).skip(1) {
+            let element = &part[..part.find('>').unwrap_or(part.len())];
+            if element.contains(r#"type="hidden""#) {
+                continue;
+            }
+            if !element.trim_start().starts_with("id=") && !element.contains(" id=") {
+                missing.push(format!("{tag}{element}>"));
+            }
+        }
+    }
+    missing
+}
+
+/// Issue 27, defect 2: what a live refresh replaces can keep focus (every focusable element
+/// in it has an id), and a queue's list of jobs is one of the live parts.
+#[tokio::test]
+async fn every_live_part_can_keep_focus_and_the_job_list_is_live() {
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let dead = app.enqueue_ok("q", &json!({ "n": 1 })).await;
+    app.wait_until_error("q", &dead).await;
+    app.call(reqwest::Method::POST, "/queue/q/_pause", None)
+        .await
+        .expect(200);
+    let ready = app.enqueue_ok("q", &json!({ "n": 2 })).await;
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get("/ui/queue/q").await.body;
+    assert!(
+        page.contains(r#"hx-get="/ui/queue/q/_jobs?status=READY""#),
+        "the job list refreshes itself"
+    );
+    for path in [
+        "/ui/_queues".to_owned(),
+        "/ui/dlq/_stats".to_owned(),
+        "/ui/queue/q/_stats".to_owned(),
+        "/ui/queue/q/_jobs?status=READY".to_owned(),
+        "/ui/queue/q/_jobs?status=ERROR".to_owned(),
+        format!("/ui/queue/q/job/{ready}/_details"),
+        format!("/ui/queue/q/job/{dead}/_details"),
+    ] {
+        let fragment = visitor.get(&path).await.body;
+        assert_eq!(
+            focusable_without_id(&fragment),
+            Vec::<String>::new(),
+            "{path}"
+        );
+    }
+    let jobs = visitor.get("/ui/queue/q/_jobs?status=READY").await.body;
+    assert!(jobs.starts_with(r#"<section id="queue-jobs""#), "{jobs}");
+    assert!(jobs.contains(&format!(r#"id="job-link-{ready}""#)));
+}
+
+/// Issue 27, defect 4: an open breaker is explained on its queue's page (why, the next
+/// probe, how it closes), and due jobs that a paused queue or an open breaker holds read as
+/// held, not as "8m ago".
+#[tokio::test]
+async fn an_open_breaker_is_explained_and_held_jobs_read_as_held() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "upstream down")).await;
+    let app = spawn_app(|c| {
+        c.delivery.breaker_threshold = 1;
+        c.delivery.breaker_cooldown = std::time::Duration::from_secs(600);
+        c.delivery.defaults.max_attempts = 5;
+        c.delivery.defaults.backoff = vec![std::time::Duration::from_millis(10)];
+    })
+    .await;
+    app.create_queue_ok("fragile", &receiver.url, None).await;
+    let held = app.enqueue_ok("fragile", &json!({ "n": 1 })).await;
+    receiver.wait_for(1).await;
+    let stats = eventually("the breaker to open", || async {
+        let stats = app.get("/queue/fragile/_stats").await.json();
+        (stats["breaker"] == "open").then_some(stats)
+    })
+    .await;
+    assert!(stats["breakerProbeAt"].as_i64().is_some(), "{stats}");
+    assert_eq!(stats["breakerThreshold"], 1);
+    // The job is due again 10 ms after its failure, and waits for the probe.
+    app.wait_for_job("fragile", &held, "the job to be due", |r| {
+        r.json()["nextAttemptAt"].as_i64().unwrap_or(i64::MAX) <= now_ms()
+    })
+    .await;
+
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get("/ui/queue/fragile").await.body;
+    let detail = &page[page.find(r#"id="breaker-detail""#).expect("explained")..];
+    assert!(detail.contains("failed 1 attempt in a row"), "{detail}");
+    assert!(detail.contains("Next probe <time"), "{detail}");
+    assert!(detail.contains("no call to close it by hand"), "{detail}");
+    let list = visitor
+        .get("/ui/queue/fragile/_jobs?status=READY")
+        .await
+        .body;
+    assert!(
+        list.contains("breaker open, next probe <time"),
+        "held, not overdue: {list}"
+    );
+    assert!(list.contains("last: HTTP 500: upstream down"), "{list}");
+    assert!(!list.contains(" ago<"), "{list}");
+    let job = visitor
+        .get(&format!("/ui/queue/fragile/job/{held}"))
+        .await
+        .body;
+    assert!(job.contains("breaker open, next probe"), "{job}");
+    let dashboard = visitor.get("/ui/_queues").await.body;
+    assert!(dashboard.contains("probe <time"), "{dashboard}");
+
+    // A paused queue's due jobs are held too.
+    app.create_queue_ok("resting", &receiver.url, None).await;
+    app.call(reqwest::Method::POST, "/queue/resting/_pause", None)
+        .await
+        .expect(200);
+    let waiting = app.enqueue_ok("resting", &json!({ "n": 2 })).await;
+    app.wait_for_job("resting", &waiting, "the job to be due", |r| {
+        r.json()["nextAttemptAt"].as_i64().unwrap_or(i64::MAX) < now_ms()
+    })
+    .await;
+    let list = visitor
+        .get("/ui/queue/resting/_jobs?status=READY")
+        .await
+        .body;
+    assert!(list.contains("the queue is paused"), "{list}");
+    assert!(!list.contains(" ago<"), "{list}");
+    let job = visitor
+        .get(&format!("/ui/queue/resting/job/{waiting}"))
+        .await
+        .body;
+    assert!(job.contains("the queue is paused"), "{job}");
+    let closed = visitor.get("/ui/queue/resting").await.body;
+    assert!(
+        !closed.contains("breaker-detail"),
+        "a closed breaker needs no words"
+    );
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }

@@ -153,7 +153,7 @@ async fn ui_browser_an_operator_delivers_a_job_and_replays_a_dead_letter() {
     browser.click(&format!("#select-{dead}")).await;
     browser.click("#replay").await;
     let question = browser.accept_confirm().await;
-    assert!(question.contains("selected dead letters"), "{question}");
+    assert!(question.starts_with("Replay 1 dead letter?"), "{question}");
     let flash = browser.text_of(".flash.notice").await;
     assert!(flash.contains("Replayed 1 of 1."), "{flash}");
     browser
@@ -197,4 +197,292 @@ async fn assert_fits_a_phone(browser: &Browser) {
         "{} is {overflow} px wider than a phone's screen",
         browser.current_path().await
     );
+}
+
+/// Whether the element `css` lies wholly inside the viewport.
+async fn in_view(browser: &Browser, css: &str) -> bool {
+    browser.wait_for(css).await;
+    let inside = browser
+        .client()
+        .execute(
+            "const r = document.querySelector(arguments[0]).getBoundingClientRect();\
+             return r.top >= 0 && r.bottom <= window.innerHeight;",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap();
+    inside.as_bool().unwrap_or(false)
+}
+
+/// The value of the form field `css`, as the browser holds it.
+async fn value_of(browser: &Browser, css: &str) -> String {
+    browser.wait_for(css).await;
+    let value = browser
+        .client()
+        .execute(
+            "return document.querySelector(arguments[0]).value;",
+            vec![json!(css)],
+        )
+        .await
+        .unwrap();
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+/// Issue 27, defect 1: the answer to "Enqueue" and "Save settings" is in view, beside the
+/// button, what was typed is still there, and every invalid setting is named.
+#[tokio::test]
+async fn ui_browser_a_forms_answer_is_in_view_and_keeps_what_was_typed() {
+    let Some(browser) = Browser::start("ui_browser_form_answers").await else {
+        return;
+    };
+    let (shots, _temp) = screenshot_dir();
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    browser.goto(&app.url("/ui/queue/q")).await;
+
+    let typed = r#"{"to": "ada", oops}"#;
+    browser.fill("#payload", typed).await;
+    browser.fill("#delay", "5s").await;
+    browser.click("#enqueue").await;
+    browser.wait_for("#enqueue-result .flash.error").await;
+    assert!(
+        in_view(&browser, "#enqueue-result").await,
+        "the refusal is in view"
+    );
+    assert_eq!(value_of(&browser, "#payload").await, typed);
+    assert_eq!(value_of(&browser, "#delay").await, "5s");
+
+    browser.fill("#set-concurrency", "0").await;
+    browser.fill("#set-timeout", "soon").await;
+    browser.click("#save-settings").await;
+    browser.wait_for("#settings-result .flash.error").await;
+    assert!(
+        in_view(&browser, "#settings-result").await,
+        "the refusal is in view"
+    );
+    let said = browser.text_of("#settings-result").await;
+    assert!(said.contains("2 settings are invalid"), "{said}");
+    assert!(said.contains("concurrency must be 1 to 10000"), "{said}");
+    assert!(said.contains("`soon` is not a duration"), "{said}");
+    assert_eq!(value_of(&browser, "#set-concurrency").await, "0");
+    assert_eq!(value_of(&browser, "#set-timeout").await, "soon");
+    browser
+        .screenshot(&shots.join("settings-refused.png"))
+        .await;
+
+    browser.fill("#set-concurrency", "3").await;
+    browser.fill("#set-timeout", "20s").await;
+    browser.click("#save-settings").await;
+    browser.wait_for("#settings-result .flash.notice").await;
+    assert!(in_view(&browser, "#settings-result").await);
+    assert_eq!(app.get("/queue/q/_settings").await.json()["concurrency"], 3);
+
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
+
+/// Focuses `css`, waits for the live refresh to replace `refreshed` (marked first, so a
+/// fresh one has no mark), and asserts focus and scroll position are where they were.
+async fn assert_refresh_keeps_focus(browser: &Browser, css: &str, refreshed: &str) {
+    let client = browser.client();
+    let before = client
+        .execute(
+            "document.querySelector(arguments[0]).focus();\
+             document.querySelector(arguments[1]).dataset.seen = 'yes';\
+             return [document.activeElement.id, window.scrollY];",
+            vec![json!(css), json!(refreshed)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(before[0], json!(css.trim_start_matches('#')), "focused");
+    browser
+        .wait_for(&format!("{refreshed}:not([data-seen])"))
+        .await;
+    let after = client
+        .execute(
+            "return [document.activeElement.id, window.scrollY];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        after,
+        before,
+        "{} after the refresh of {refreshed}: focus and scroll stay",
+        browser.current_path().await
+    );
+}
+
+/// Issue 27, defect 2: the live refresh never moves focus nor scrolls (dashboard, dead
+/// letters, a queue's jobs), and a queue's list of jobs refreshes with its figures.
+#[tokio::test]
+async fn ui_browser_the_live_refresh_keeps_focus_and_scroll() {
+    let Some(browser) = Browser::start("ui_browser_live_refresh").await else {
+        return;
+    };
+    // Short, so the pages scroll.
+    browser.client().set_window_size(900, 420).await.unwrap();
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    for name in ["alpha", "beta", "gamma"] {
+        app.create_queue_ok(name, &receiver.url, None).await;
+    }
+    let dead = app.enqueue_ok("alpha", &json!({ "n": 1 })).await;
+    app.wait_until_error("alpha", &dead).await;
+    app.call(reqwest::Method::POST, "/queue/beta/_pause", None)
+        .await
+        .expect(200);
+
+    browser.goto(&app.url("/ui")).await;
+    browser.wait_for("#queue-link-gamma").await;
+    assert_refresh_keeps_focus(&browser, "#queue-link-gamma", "#queue-rows").await;
+
+    browser.goto(&app.url("/ui/dlq")).await;
+    browser.wait_for("#top-queue-alpha").await;
+    assert_refresh_keeps_focus(&browser, "#top-queue-alpha", "#dlq-stats").await;
+
+    // A paused queue's empty list fills as jobs come, without a reload.
+    browser.goto(&app.url("/ui/queue/beta")).await;
+    browser.wait_for("#no-jobs").await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(app.enqueue_ok("beta", &json!({ "n": n })).await);
+    }
+    browser.wait_for(&format!("#job-link-{}", ids[2])).await;
+    assert_refresh_keeps_focus(&browser, &format!("#job-link-{}", ids[0]), "#queue-jobs").await;
+
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
+
+/// Issue 27, defect 5: every confirmation says what will happen to how many; actions on a
+/// selection are off while nothing is selected; a retry asks too.
+#[tokio::test]
+async fn ui_browser_confirmations_say_what_happens_to_how_many() {
+    let Some(browser) = Browser::start("ui_browser_confirmations").await else {
+        return;
+    };
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut dead = Vec::new();
+    for n in 0..4 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+        dead.push(id);
+    }
+
+    // A retry asks, naming the job.
+    browser
+        .goto(&app.url(&format!("/ui/queue/q/job/{}", dead[3])))
+        .await;
+    browser.click("#retry-job").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with(&format!("Retry job {}?", dead[3])),
+        "{question}"
+    );
+    assert_eq!(
+        browser.text_of(".flash.notice").await,
+        "Job back on its queue."
+    );
+    app.wait_until_error("q", &dead[3]).await;
+
+    // Nothing selected: the actions on the selection are off, and the page says why.
+    browser.goto(&app.url("/ui/dlq?queue=q")).await;
+    browser.wait_for(&format!("#select-{}", dead[0])).await;
+    for action in ["#replay", "#acknowledge", "#delete"] {
+        let button = browser.wait_for(action).await;
+        assert!(!button.is_enabled().await.unwrap(), "{action} is off");
+    }
+    assert!(
+        browser
+            .text_of("#selection")
+            .await
+            .starts_with("Nothing selected")
+    );
+
+    // Two selected: the question counts them.
+    browser.click(&format!("#select-{}", dead[0])).await;
+    browser.click(&format!("#select-{}", dead[1])).await;
+    assert_eq!(browser.text_of("#selection").await, "2 selected.");
+    browser.click("#acknowledge").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Acknowledge 2 dead letters?"),
+        "{question}"
+    );
+    let said = browser.text_of(".flash.notice").await;
+    assert!(said.contains("Acknowledged 2 of 2 selected."), "{said}");
+
+    // One selected, with a delay: said too.
+    browser.click(&format!("#select-{}", dead[2])).await;
+    browser.fill("#delay", "5m").await;
+    browser.click("#delete").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Delete 1 dead letter for good?"),
+        "{question}"
+    );
+    browser.text_of(".flash.notice").await;
+
+    // Every pending letter of the queue: how many, and when.
+    browser.fill("#delay", "5m").await;
+    browser.click("#replay-queue").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Replay all 1 pending dead letter of q after 5m?"),
+        "{question}"
+    );
+    let said = browser.text_of(".flash.notice").await;
+    assert!(said.contains("Replayed 1 of 1."), "{said}");
+
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
+
+/// Issue 27, defect 4, in the browser: an open breaker explained on its queue's page, its
+/// due job held (not "ago"), the page fitting a phone, no console error.
+#[tokio::test]
+async fn ui_browser_an_open_breaker_is_explained_and_its_jobs_held() {
+    let Some(browser) = Browser::start("ui_browser_breaker").await else {
+        return;
+    };
+    let (shots, _temp) = screenshot_dir();
+    browser.client().set_window_size(1100, 1500).await.unwrap();
+    let receiver = TestReceiver::always(Reply::with_body(500, "upstream down")).await;
+    let app = spawn_app(|c| {
+        c.delivery.breaker_threshold = 1;
+        c.delivery.breaker_cooldown = std::time::Duration::from_secs(600);
+        c.delivery.defaults.max_attempts = 5;
+        c.delivery.defaults.backoff = vec![std::time::Duration::from_millis(10)];
+    })
+    .await;
+    app.create_queue_ok("fragile", &receiver.url, None).await;
+    let held = app.enqueue_ok("fragile", &json!({ "n": 1 })).await;
+    receiver.wait_for(1).await;
+    eventually("the breaker to open", || async {
+        let stats = app.get("/queue/fragile/_stats").await.json();
+        (stats["breaker"] == "open").then_some(())
+    })
+    .await;
+
+    browser.goto(&app.url("/ui/queue/fragile")).await;
+    let detail = browser.text_of("#breaker-detail").await;
+    assert!(detail.contains("failed 1 attempt in a row"), "{detail}");
+    assert!(detail.contains("Next probe in "), "{detail}");
+    // Due 10 ms after its failure, the job reads as held (at the latest after a refresh).
+    let row = browser
+        .text_of(&format!("#queue-jobs tr:has(#job-link-{held}) .held"))
+        .await;
+    assert!(row.contains("breaker open, next probe in"), "{row}");
+    browser.screenshot(&shots.join("breaker.png")).await;
+    assert_fits_a_phone(&browser).await;
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
 }

@@ -10,8 +10,8 @@ use crate::api::queues::QueueList;
 use crate::api::settings::QueueSettings;
 use crate::model::QueueName;
 use crate::ui::api_client::{ApiAnswer, ApiClient};
-use crate::ui::layout::{Section, Tone, badge, csrf_field};
-use crate::ui::session::Flash;
+use crate::ui::layout::{Section, Tone, badge, csrf_field, form_result};
+use crate::ui::session::{Flash, FormOutcome, InvalidField};
 use crate::ui::{Ctx, FormData, UiResult, chart, format, fragment};
 
 /// How often the live parts of the pages refresh.
@@ -26,6 +26,12 @@ struct QueueLine {
 /// `GET /ui`.
 pub async fn page(ctx: Ctx) -> UiResult {
     let rows = queue_rows(ctx.api()).await?;
+    // The new-queue form's answer goes beside it; any other message atop the page.
+    let flash = ctx.take_flash();
+    let answer = flash
+        .as_ref()
+        .filter(|f| f.form.as_ref().is_some_and(|o| o.form == NEW_QUEUE_FORM));
+    let typed = |field: &str| answer.and_then(|f| f.form.as_ref()?.typed(field));
     let content = html! {
         h1 { "Queues" }
         section aria-labelledby="queues-title" {
@@ -59,13 +65,14 @@ pub async fn page(ctx: Ctx) -> UiResult {
                     div class="field" {
                         label for="new-name" { "Name" }
                         input type="text" id="new-name" name="name" required maxlength="100"
-                            pattern="[a-z0-9~_\\-]+" aria-describedby="new-name-hint";
+                            pattern="[a-z0-9~_\\-]+" aria-describedby="new-name-hint"
+                            value=[typed("name")];
                         div class="hint" id="new-name-hint" { "a–z, 0–9, ~ _ -" }
                     }
                     div class="field" {
                         label for="new-target" { "Target URL" }
                         input type="url" id="new-target" name="target" required
-                            placeholder="https://worker.example/jobs";
+                            placeholder="https://worker.example/jobs" value=[typed("target")];
                     }
                     div class="field" {
                         label for="new-secret" { "Signing secret (optional)" }
@@ -76,8 +83,8 @@ pub async fn page(ctx: Ctx) -> UiResult {
                         label for="new-signature-scheme" { "Signature scheme" }
                         select id="new-signature-scheme" name="signatureScheme"
                             aria-describedby="new-signature-scheme-hint" {
-                            @for (value, text) in super::queue::SCHEMES {
-                                option value=(value) { (text) }
+                            @for (value, text) in super::queue_settings::SCHEMES {
+                                option value=(value) selected[typed("signatureScheme") == Some(value)] { (text) }
                             }
                         }
                         div class="hint" id="new-signature-scheme-hint" {
@@ -86,10 +93,11 @@ pub async fn page(ctx: Ctx) -> UiResult {
                     }
                 }
                 button type="submit" id="create-queue" { "Create queue" }
+                (form_result(NEW_QUEUE_RESULT_ID, answer, new_queue_field_id))
             }
         }
     };
-    Ok(ctx.page("Queues", Section::Queues, content))
+    Ok(ctx.page_with("Queues", Section::Queues, flash, content))
 }
 
 /// `GET /ui/_queues`: the table body alone, for the live refresh.
@@ -97,11 +105,37 @@ pub async fn rows(ctx: Ctx) -> UiResult {
     Ok(fragment(queue_rows(ctx.api()).await?))
 }
 
-/// `POST /ui/queues`: create a queue (`PUT /queue/{name}`).
+/// The name of the new-queue form in a [`FormOutcome`].
+const NEW_QUEUE_FORM: &str = "new-queue";
+
+/// Where the new-queue form's answer is drawn, and where a refusal sends the browser back to.
+const NEW_QUEUE_RESULT_ID: &str = "new-queue-result";
+
+fn new_queue_field_id(field: &str) -> String {
+    match field {
+        "signatureScheme" => "new-signature-scheme".to_owned(),
+        other => format!("new-{other}"),
+    }
+}
+
+/// `POST /ui/queues`: create a queue (`PUT /queue/{name}`). Refused, the form comes back as
+/// typed (but the secret), the reason beside its button.
 pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
+    let back = format!("/ui#{NEW_QUEUE_RESULT_ID}");
     let name = match QueueName::parse(form.get("name").unwrap_or_default()) {
         Ok(name) => name,
-        Err(invalid) => return Ok(ctx.done(Flash::error(invalid.0), "/ui")),
+        Err(invalid) => {
+            let outcome = FormOutcome {
+                form: NEW_QUEUE_FORM,
+                typed: form.typed(&["secret"]),
+                invalid: vec![InvalidField {
+                    field: "name".into(),
+                    message: invalid.0,
+                }],
+            };
+            let said = Flash::error("The queue was not created: its name is invalid.");
+            return Ok(ctx.done(said.beside(outcome), &back));
+        }
     };
     let mut body = json!({ "target": form.get("target").unwrap_or_default() });
     if let Some(secret) = form.get("secret") {
@@ -119,7 +153,15 @@ pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
             Flash::notice(format!("Queue {name} created.")),
             &format!("/ui/queue/{name}"),
         ),
-        Err(refused) => ctx.refused(&refused, "/ui"),
+        Err(refused) => {
+            let outcome = FormOutcome {
+                form: NEW_QUEUE_FORM,
+                typed: form.typed(&["secret"]),
+                invalid: Vec::new(),
+            };
+            let said = format!("The queue was not created: {}", refused.message);
+            ctx.done(Flash::error(said).beside(outcome), &back)
+        }
     })
 }
 
@@ -157,7 +199,9 @@ fn queue_row(line: &QueueLine) -> Markup {
     let name = &settings.name;
     html! {
         tr id={ "queue-" (name) } {
-            th scope="row" { a href={ "/ui/queue/" (name) } { (name) } }
+            // An id, so that focus on it survives the live refresh (htmx focuses the new
+            // element of the same id).
+            th scope="row" { a id={ "queue-link-" (name) } href={ "/ui/queue/" (name) } { (name) } }
             td class="wide mono" { (format::host_of(&settings.target)) }
             td class="num ready" { (stats.ready) }
             td class="num" { (stats.scheduled + stats.blocked) }
@@ -166,7 +210,12 @@ fn queue_row(line: &QueueLine) -> Markup {
             td class="num delivered" { (stats.delivered_last_minute) }
             td class="num" { (stats.failed_last_minute) }
             td class="wide" { (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed)) }
-            td { (breaker(&stats.breaker)) }
+            td {
+                (breaker(&stats.breaker))
+                @if let Some(probe) = stats.breaker_probe_at {
+                    br; span class="muted" { "probe " (format::when(probe)) }
+                }
+            }
             td { (pause_state(stats.paused)) }
         }
     }

@@ -133,7 +133,8 @@ async fn stats_panel(api: &ApiClient) -> ApiAnswer<Markup> {
                     "Most pending: "
                     @for (i, q) in stats.top_failing_queues.iter().enumerate() {
                         @if i > 0 { ", " }
-                        a href={ "/ui/dlq?queue=" (q.key) } { (q.key) } " (" (q.count) ")"
+                        // An id keeps focus on the link across the live refresh.
+                        a id={ "top-queue-" (q.key) } href={ "/ui/dlq?queue=" (q.key) } { (q.key) } " (" (q.count) ")"
                     }
                 }
             }
@@ -158,8 +159,8 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
             @if letters.messages.is_empty() {
                 p class="muted" id="no-letters" { "None." }
             } @else {
-                form method="post" action="/ui/dlq/action" hx-post="/ui/dlq/action"
-                    hx-confirm="Apply this action to the selected dead letters?" {
+                // Each button asks its own question, with the count (`hookq.js`).
+                form method="post" action="/ui/dlq/action" data-selection {
                     (csrf_field(&ctx.current))
                     input type="hidden" name="back" value=(here);
                     div class="table-wrap" {
@@ -198,16 +199,32 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
                             label for="delay" { "Replay delay (e.g. 30s, 5m, 1h)" }
                             input type="text" id="delay" name="delay" placeholder="0s" inputmode="text";
                         }
-                        button type="submit" name="action" value="replay" id="replay" { "Replay selected" }
-                        button type="submit" name="action" value="acknowledge" id="acknowledge" class="secondary" { "Acknowledge selected" }
-                        button type="submit" name="action" value="delete" id="delete" class="danger" { "Delete selected" }
+                        button type="submit" name="action" value="replay" id="replay" data-needs-selection
+                            data-confirm-one="Replay 1 dead letter{delay}? It goes back to its queue as a READY job and is delivered again."
+                            data-confirm="Replay {n} dead letters{delay}? They go back to their queues as READY jobs and are delivered again." {
+                            "Replay selected"
+                        }
+                        button type="submit" name="action" value="acknowledge" id="acknowledge" class="secondary" data-needs-selection
+                            data-confirm-one="Acknowledge 1 dead letter? It stays listed as acknowledged and is not delivered again."
+                            data-confirm="Acknowledge {n} dead letters? They stay listed as acknowledged and are not delivered again." {
+                            "Acknowledge selected"
+                        }
+                        button type="submit" name="action" value="delete" id="delete" class="danger" data-needs-selection
+                            data-confirm-one="Delete 1 dead letter for good? Its job and its history are removed; this cannot be undone."
+                            data-confirm="Delete {n} dead letters for good? Their jobs and their history are removed; this cannot be undone." {
+                            "Delete selected"
+                        }
                         @if let Some(queue) = filter.queue.as_ref().filter(|_| filter.status == "pending") {
                             input type="hidden" name="queue" value=(queue);
-                            button type="submit" name="action" value="replay-queue" id="replay-queue" class="secondary" {
+                            button type="submit" name="action" value="replay-queue" id="replay-queue" class="secondary"
+                                data-confirm=(replay_all_question(queue, letters.total_count)) {
                                 "Replay every pending letter of " (queue)
                             }
                         }
                     }
+                    p class="hint" id="selection" data-selected-count
+                        data-none="Nothing selected: tick the letters to act on."
+                        data-some="{n} selected." {}
                 }
             }
             p class="pager" {
@@ -218,6 +235,20 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
             }
         }
     }
+}
+
+/// What "replay every pending letter" of `queue` asks, with how many (as this page counted
+/// them); `{delay}` is filled in by `hookq.js`.
+fn replay_all_question(queue: &QueueName, pending: u64) -> String {
+    let letters = if pending == 1 {
+        "1 pending dead letter".to_owned()
+    } else {
+        format!("{pending} pending dead letters")
+    };
+    format!(
+        "Replay all {letters} of {queue}{{delay}}? They go back to {queue} as READY jobs and \
+         are delivered again."
+    )
 }
 
 fn state_badge(state: &str) -> Markup {

@@ -12,10 +12,11 @@ use axum::response::IntoResponse;
 use maud::{Markup, html};
 
 use super::dashboard::REFRESH;
-use super::queue::{queue_name, queue_url};
+use super::queue::{Hold, queue_name, queue_url};
 use crate::api::jobs::{JobStatusName, JobView};
 use crate::api::openapi::IdBody;
-use crate::model::{JobId, QueueName};
+use crate::api::queue_stats::QueueStats;
+use crate::model::{JobId, QueueName, now_millis};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, figures};
 use crate::ui::session::{Current, Flash};
@@ -43,10 +44,11 @@ fn job_url(queue: &QueueName, id: &JobId) -> String {
 pub async fn page(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResult {
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
     let job = fetch(ctx.api(), &name, &id).await?;
+    let hold = hold_of(ctx.api(), &name, job.as_ref()).await?;
     let content = html! {
         p { a href=(queue_url(&name)) { "← Queue " (name) } }
         h1 { "Job " span class="mono" { (id) } }
-        (live_part(job.as_ref(), Gone::Unknown, &ctx.current, &name, &id))
+        (live_part(job.as_ref(), hold, Gone::Unknown, &ctx.current, &name, &id))
         @if let Some(job) = &job {
             (payload_section(job, &name, &id))
         }
@@ -64,6 +66,7 @@ pub async fn details(
 ) -> UiResult {
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
     let job = fetch(ctx.api(), &name, &id).await?;
+    let hold = hold_of(ctx.api(), &name, job.as_ref()).await?;
     let gone = if seen.was.as_deref() == Some(WAS_IN_FLIGHT) {
         Gone::AfterFlight
     } else {
@@ -71,6 +74,7 @@ pub async fn details(
     };
     Ok(fragment(live_part(
         job.as_ref(),
+        hold,
         gone,
         &ctx.current,
         &name,
@@ -123,6 +127,21 @@ async fn fetch(api: &ApiClient, queue: &QueueName, id: &JobId) -> UiResult<Optio
     }
 }
 
+/// What holds a READY job that is due but waits (a paused queue, an open breaker): asked of
+/// the queue's figures only for such a job.
+async fn hold_of(api: &ApiClient, queue: &QueueName, job: Option<&JobView>) -> UiResult<Hold> {
+    let due_and_waiting = job.is_some_and(|job| {
+        job.status == JobStatusName::Ready
+            && !job.in_flight
+            && job.next_attempt_at.is_some_and(|at| at <= now_millis())
+    });
+    if !due_and_waiting {
+        return Ok(Hold::None);
+    }
+    let stats: QueueStats = api.get(&format!("/queue/{queue}/_stats")).await?;
+    Ok(Hold::of(&stats))
+}
+
 /// The attempts counter, which a retry of a dead letter starts again from 0 while the
 /// failed attempts before it stay in the history: said so when the two disagree.
 fn attempts(job: &JobView) -> Markup {
@@ -160,6 +179,7 @@ fn payload_section(job: &JobView, queue: &QueueName, id: &JobId) -> Markup {
 /// while the job is still READY.
 fn live_part(
     job: Option<&JobView>,
+    hold: Hold,
     gone: Gone,
     current: &Current,
     queue: &QueueName,
@@ -205,7 +225,7 @@ fn live_part(
         ("Created", format::when(job.created_at)),
     ];
     if let Some(at) = job.next_attempt_at.filter(|_| !job.in_flight) {
-        facts.push(("Next attempt", format::when(at)));
+        facts.push(("Next attempt", hold.next_attempt(at)));
     }
     if let Some(at) = job.run_at {
         facts.push(("Asked to run at", format::when(at)));
@@ -252,14 +272,15 @@ fn live_part(
                 div class="actions" {
                     @match job.status {
                         JobStatusName::Ready if !job.in_flight => {
-                            form method="post" action={ (url) "/cancel" } hx-post={ (url) "/cancel" }
-                                hx-confirm="Cancel this job? It will not be delivered." {
+                            form method="post" action={ (url) "/cancel" }
+                                data-confirm={ "Cancel job " (id) "? It leaves the queue and will not be delivered." } {
                                 (csrf)
                                 button type="submit" id="cancel-job" class="danger" { "Cancel job" }
                             }
                         },
                         JobStatusName::Error => {
-                            form method="post" action={ (url) "/retry" } {
+                            form method="post" action={ (url) "/retry" }
+                                data-confirm={ "Retry job " (id) "? It goes back to READY and is delivered again; its attempts count from 0." } {
                                 (csrf)
                                 button type="submit" id="retry-job" { "Retry (back to READY)" }
                             }

@@ -6,3 +6,4 @@ pub mod job;
 pub mod keys;
 pub mod login;
 pub mod queue;
+pub mod queue_settings;

@@ -1,22 +1,23 @@
 //! A queue's page: live figures and chart, pause/resume and delete, a form to enqueue a
 //! test job, its jobs by status (READY, ERROR, DELIVERED) page by page, its schedules, and
-//! its settings (target, secret, policy) to edit.
+//! its settings form ([`super::queue_settings`]).
 
 use axum::extract::{Path, Query};
 use maud::{Markup, html};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
 
 use super::dashboard::{REFRESH, breaker, pause_state};
+use super::queue_settings::{SETTINGS_FORM, settings_form};
 use crate::api::jobs::{JobList, JobView};
 use crate::api::openapi::{IdBody, OkBody};
 use crate::api::queue_stats::QueueStats;
 use crate::api::schedules::ScheduleList;
 use crate::api::settings::QueueSettings;
-use crate::model::QueueName;
+use crate::dispatch::breaker::MAX_COOLDOWN;
+use crate::model::{QueueName, now_millis};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
-use crate::ui::layout::{Section, csrf_field, figures};
-use crate::ui::session::Flash;
+use crate::ui::layout::{Section, Tone, badge, csrf_field, figures, form_result};
+use crate::ui::session::{Flash, FormOutcome};
 use crate::ui::{Ctx, FormData, UiError, UiResult, chart, format, fragment};
 
 /// Jobs per page.
@@ -46,23 +47,20 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let name = queue_name(&name)?;
     let api = ctx.api();
     let settings: QueueSettings = api.get(&format!("/queue/{name}/_settings")).await?;
-    let status = match query.status.as_deref() {
-        Some("ERROR") => "ERROR",
-        Some("DELIVERED") => "DELIVERED",
-        _ => "READY",
-    };
-    let mut jobs_path = format!("/queue/{name}?status={status}&limit={PAGE}");
-    if let Some(cursor) = &query.cursor {
-        jobs_path.push_str("&cursor=");
-        jobs_path.extend(url::form_urlencoded::byte_serialize(cursor.as_bytes()));
-    }
-    let jobs: JobList = api.get(&jobs_path).await?;
     let schedules: ScheduleList = api.get(&format!("/queue/{name}/_schedules")).await?;
-    let stats = stats_panel(api, &name).await?;
+    let stats: QueueStats = api.get(&format!("/queue/{name}/_stats")).await?;
+    let jobs = jobs_panel(api, &name, &query, Hold::of(&stats)).await?;
     let csrf = csrf_field(&ctx.current);
+    // A form's answer goes beside that form; any other message atop the page.
+    let flash = ctx.take_flash();
+    let answer_of = |form: &str| {
+        flash
+            .as_ref()
+            .filter(|f| f.form.as_ref().is_some_and(|o| o.form == form))
+    };
     let content = html! {
         h1 { "Queue " (name) }
-        (stats)
+        (stats_panel(&name, &stats))
         section aria-labelledby="actions-title" {
             h2 id="actions-title" { "Actions" }
             div class="actions" {
@@ -78,34 +76,187 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
                     }
                 }
                 form method="post" action={ (queue_url(&name)) "/delete" }
-                    hx-post={ (queue_url(&name)) "/delete" }
-                    hx-confirm={ "Delete queue " (name) " with all its jobs and dead letters?" } {
+                    data-confirm=(delete_question(&name, &stats)) {
                     (csrf)
                     button type="submit" id="delete-queue" class="danger" { "Delete queue" }
                 }
             }
         }
-        (enqueue_form(&ctx, &name))
-        (jobs_section(&name, status, query.cursor.is_some(), &jobs))
+        (enqueue_form(&ctx, &name, answer_of(ENQUEUE_FORM)))
+        (jobs)
         (schedules_section(&schedules))
-        (settings_form(&ctx, &name, &settings))
+        (settings_form(&ctx, &name, &settings, answer_of(SETTINGS_FORM)))
     };
-    Ok(ctx.page(&format!("Queue {name}"), Section::Queues, content))
+    Ok(ctx.page_with(&format!("Queue {name}"), Section::Queues, flash, content))
+}
+
+/// `GET /ui/queue/{name}/_jobs?status=…&cursor=…`: the list of jobs alone, for the live
+/// refresh.
+pub async fn jobs(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQuery>) -> UiResult {
+    let name = queue_name(&name)?;
+    let stats: QueueStats = ctx.api().get(&format!("/queue/{name}/_stats")).await?;
+    Ok(fragment(
+        jobs_panel(ctx.api(), &name, &query, Hold::of(&stats)).await?,
+    ))
+}
+
+/// The jobs of one status, one page of them, refreshing itself like the figures above it.
+/// `hold`: what keeps the queue's due jobs from being delivered now, if anything.
+async fn jobs_panel(
+    api: &ApiClient,
+    name: &QueueName,
+    query: &JobsQuery,
+    hold: Hold,
+) -> ApiAnswer<Markup> {
+    let status = match query.status.as_deref() {
+        Some("ERROR") => "ERROR",
+        Some("DELIVERED") => "DELIVERED",
+        _ => "READY",
+    };
+    let mut page_query = format!("status={status}");
+    if let Some(cursor) = &query.cursor {
+        page_query.push_str("&cursor=");
+        page_query.extend(url::form_urlencoded::byte_serialize(cursor.as_bytes()));
+    }
+    let jobs: JobList = api
+        .get(&format!("/queue/{name}?{page_query}&limit={PAGE}"))
+        .await?;
+    let refresh = format!("{}/_jobs?{page_query}", queue_url(name));
+    Ok(jobs_section(
+        name,
+        hold,
+        status,
+        query.cursor.is_some(),
+        &jobs,
+        &refresh,
+    ))
 }
 
 /// `GET /ui/queue/{name}/_stats`: the figures panel alone, for the live refresh.
 pub async fn stats(ctx: Ctx, Path(name): Path<String>) -> UiResult {
     let name = queue_name(&name)?;
-    Ok(fragment(stats_panel(ctx.api(), &name).await?))
+    let stats: QueueStats = ctx.api().get(&format!("/queue/{name}/_stats")).await?;
+    Ok(fragment(stats_panel(&name, &stats)))
 }
 
-async fn stats_panel(api: &ApiClient, name: &QueueName) -> ApiAnswer<Markup> {
-    let stats: QueueStats = api.get(&format!("/queue/{name}/_stats")).await?;
+/// What keeps a queue's due jobs from being delivered now: they are held, not overdue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// Nothing: a due job goes out as soon as a delivery slot is free.
+    None,
+    /// The queue is paused.
+    Paused,
+    /// The circuit breaker is open (until `probe_at`) or half-open (`probe_at` is `None`).
+    Breaker { probe_at: Option<i64> },
+}
+
+impl Hold {
+    pub fn of(stats: &QueueStats) -> Self {
+        if stats.paused {
+            Self::Paused
+        } else if stats.breaker != "closed" {
+            Self::Breaker {
+                probe_at: stats.breaker_probe_at,
+            }
+        } else {
+            Self::None
+        }
+    }
+
+    /// A READY job's next attempt at `at`: when it is due but held, why and until when,
+    /// instead of a time in the past that reads as overdue.
+    pub fn next_attempt(self, at: i64) -> Markup {
+        let due = at <= now_millis();
+        html! {
+            @match (due, self) {
+                (true, Self::Paused) => {
+                    span class="held" { (badge("held", Tone::Warn)) " the queue is paused" }
+                },
+                (true, Self::Breaker { probe_at: Some(probe) }) => {
+                    span class="held" { (badge("held", Tone::Warn)) " breaker open, next probe " (format::when(probe)) }
+                },
+                (true, Self::Breaker { probe_at: None }) => {
+                    span class="held" { (badge("held", Tone::Warn)) " breaker half-open, waiting for its probe" }
+                },
+                (false, Self::Paused) => { (format::when(at)) " (if resumed by then)" },
+                _ => { (format::when(at)) },
+            }
+        }
+    }
+}
+
+/// A job's last failed answer, in short: `HTTP 500: body…`, or the transport error.
+fn last_answer(job: &JobView) -> Option<String> {
+    let error = job
+        .error
+        .as_deref()
+        .map(|e| format::shorten(e.lines().next().unwrap_or(""), 60));
+    match (job.last_status, error) {
+        (Some(status), Some(error)) if !error.is_empty() => Some(format!("HTTP {status}: {error}")),
+        (Some(status), _) => Some(format!("HTTP {status}")),
+        (None, Some(error)) => Some(error),
+        (None, None) => None,
+    }
+}
+
+/// An open or half-open breaker, explained: why deliveries rest, when the next probe goes,
+/// and how it closes. Nothing while it is closed.
+fn breaker_detail(stats: &QueueStats) -> Markup {
+    let failures = match stats.breaker_threshold {
+        1 => "1 attempt".to_owned(),
+        n => format!("{n} attempts"),
+    };
+    let longest_rest = u64::try_from(MAX_COOLDOWN.as_millis()).unwrap_or(u64::MAX);
+    html! {
+        @if stats.breaker != "closed" {
+            div id="breaker-detail" class="breaker-detail" {
+                h3 { "Circuit breaker " (breaker(&stats.breaker)) }
+                p {
+                    "Deliveries to this queue's target are resting: it failed " (failures)
+                    " in a row. Its jobs wait READY, their attempts untouched (their last answers are in the list of jobs below)."
+                }
+                @if let Some(probe) = stats.breaker_probe_at {
+                    p id="breaker-probe" {
+                        "Next probe " (format::when(probe)) ": one job is sent. Delivered, it closes the breaker and deliveries resume; "
+                        "refused, the breaker rests twice as long (" (format::age(longest_rest)) " at most)."
+                    }
+                } @else {
+                    p id="breaker-probe" {
+                        "A probe job is out or about to go: delivered, it closes the breaker; refused, the breaker opens again for twice as long."
+                    }
+                }
+                p class="muted" {
+                    "It closes by itself when a probe is delivered: the API has no call to close it by hand. "
+                    "Fixing the target, or pointing the queue at a working one in the settings below, lets the next probe through."
+                }
+            }
+        }
+    }
+}
+
+/// What deleting the queue asks: what goes with it, counted when the page was drawn.
+fn delete_question(name: &QueueName, stats: &QueueStats) -> String {
+    let plural = |n: u64, one: &str, many: &str| {
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    let waiting = stats.ready + stats.scheduled + stats.blocked + stats.in_flight;
+    format!(
+        "Delete queue {name} for good, with its {} and {}? This cannot be undone.",
+        plural(waiting, "waiting job", "waiting jobs"),
+        plural(stats.dead, "dead letter", "dead letters"),
+    )
+}
+
+fn stats_panel(name: &QueueName, stats: &QueueStats) -> Markup {
     let oldest = match stats.oldest_ready_age_ms {
         Some(ms) => format::age(u64::try_from(ms).unwrap_or(0)),
         None => "–".to_owned(),
     };
-    Ok(html! {
+    html! {
         section id="queue-stats" aria-labelledby="figures-title"
             hx-get={ (queue_url(name)) "/_stats" } hx-trigger=(REFRESH) hx-swap="outerHTML" {
             h2 id="figures-title" { "Now" }
@@ -117,18 +268,32 @@ async fn stats_panel(api: &ApiClient, name: &QueueName) -> ApiAnswer<Markup> {
                 ("Dead", html! { span id="count-dead" { (stats.dead) } }),
                 ("Delivered, last min", html! { span id="count-delivered" { (stats.delivered_last_minute) } }),
                 ("Failed, last min", html! { (stats.failed_last_minute) }),
-                ("Oldest ready", html! { (oldest) }),
+                ("Oldest ready", html! {
+                    (oldest)
+                    @if stats.oldest_ready_age_ms.is_some() && Hold::of(stats) != Hold::None { " (held)" }
+                }),
                 ("Concurrency", html! { (stats.concurrency.effective) " / " (stats.concurrency.limit) }),
                 ("Breaker", breaker(&stats.breaker)),
                 ("State", pause_state(stats.paused)),
             ]))
+            (breaker_detail(stats))
             p class="muted" { "Last hour, a bar a minute (delivered green, failed red):" }
             (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed))
         }
-    })
+    }
 }
 
-fn enqueue_form(ctx: &Ctx, name: &QueueName) -> Markup {
+/// The name of the enqueue form in a [`FormOutcome`].
+const ENQUEUE_FORM: &str = "enqueue";
+
+/// Where the enqueue form's answer is drawn, and where a refusal sends the browser back to.
+const ENQUEUE_RESULT_ID: &str = "enqueue-result";
+
+/// The enqueue form. `answer`: a refused enqueue's reason, drawn beside the button, with
+/// what was typed back in the fields.
+fn enqueue_form(ctx: &Ctx, name: &QueueName, answer: Option<&Flash>) -> Markup {
+    let outcome = answer.and_then(|flash| flash.form.as_ref());
+    let typed = |field: &str| outcome.and_then(|o| o.typed(field));
     html! {
         section aria-labelledby="enqueue-title" {
             h2 id="enqueue-title" { "Enqueue a test job" }
@@ -137,45 +302,59 @@ fn enqueue_form(ctx: &Ctx, name: &QueueName) -> Markup {
                 div class="field" {
                     label for="payload" { "Job (a JSON object)" }
                     textarea id="payload" name="payload" required spellcheck="false" {
-                        "{\"test\": true}"
+                        (typed("payload").unwrap_or("{\"test\": true}"))
                     }
                 }
                 div class="fields" {
                     div class="field" {
                         label for="delay" { "Delay (optional)" }
-                        input type="text" id="delay" name="delay" placeholder="30s";
+                        input type="text" id="delay" name="delay" placeholder="30s"
+                            value=[typed("delay")];
                     }
                     div class="field" {
                         label for="priority" { "Priority (optional)" }
-                        input type="number" id="priority" name="priority" min="-100" max="100";
+                        input type="number" id="priority" name="priority" min="-100" max="100"
+                            value=[typed("priority")];
                     }
                     div class="field" {
                         label for="ordering-key" { "Ordering key (optional)" }
-                        input type="text" id="ordering-key" name="orderingKey" maxlength="200";
+                        input type="text" id="ordering-key" name="orderingKey" maxlength="200"
+                            value=[typed("orderingKey")];
                     }
                 }
                 button type="submit" id="enqueue" { "Enqueue" }
+                (form_result(ENQUEUE_RESULT_ID, answer, str::to_owned))
             }
         }
     }
 }
 
-fn jobs_section(name: &QueueName, status: &str, paged: bool, jobs: &JobList) -> Markup {
+/// The list of jobs. Every link in it has an id: the refresh replaces the section, and htmx
+/// gives focus back to the new element of the id the focused one had.
+fn jobs_section(
+    name: &QueueName,
+    hold: Hold,
+    status: &str,
+    paged: bool,
+    jobs: &JobList,
+    refresh: &str,
+) -> Markup {
     let tab = |label: &str| {
         let href = format!("{}?status={label}#jobs-title", queue_url(name));
         html! {
             @if label == status {
-                a href=(href) aria-current="page" { (label) }
+                a id={ "tab-" (label) } href=(href) aria-current="page" { (label) }
             } @else {
-                a href=(href) { (label) }
+                a id={ "tab-" (label) } href=(href) { (label) }
             }
         }
     };
     let job_link = |job: &JobView| {
-        html! { a class="mono" href={ (queue_url(name)) "/job/" (job.id) } { (job.id) } }
+        html! { a id={ "job-link-" (job.id) } class="mono" href={ (queue_url(name)) "/job/" (job.id) } { (job.id) } }
     };
     html! {
-        section aria-labelledby="jobs-title" {
+        section id="queue-jobs" aria-labelledby="jobs-title"
+            hx-get=(refresh) hx-trigger=(REFRESH) hx-swap="outerHTML" {
             h2 id="jobs-title" { "Jobs" }
             nav class="tabs" aria-label="Jobs by status" { (tab("READY")) (tab("ERROR")) (tab("DELIVERED")) }
             @if jobs.jobs.is_empty() {
@@ -219,7 +398,10 @@ fn jobs_section(name: &QueueName, status: &str, paged: bool, jobs: &JobList) -> 
                                             td { (format::when(job.created_at)) }
                                             td {
                                                 @if job.in_flight { "in flight" }
-                                                @else if let Some(at) = job.next_attempt_at { (format::when(at)) }
+                                                @else if let Some(at) = job.next_attempt_at { (hold.next_attempt(at)) }
+                                                @if let Some(answer) = last_answer(job) {
+                                                    br; span class="muted" { "last: " (answer) }
+                                                }
                                             }
                                         },
                                     }
@@ -231,7 +413,7 @@ fn jobs_section(name: &QueueName, status: &str, paged: bool, jobs: &JobList) -> 
                 }
             }
             p class="pager" {
-                @if paged { a href={ (queue_url(name)) "?status=" (status) "#jobs-title" } { "First page" } " " }
+                @if paged { a id="first-page" href={ (queue_url(name)) "?status=" (status) "#jobs-title" } { "First page" } " " }
                 @if let Some(next) = &jobs.next {
                     a id="next-page" href={ (queue_url(name)) "?status=" (status) "&cursor=" (next) "#jobs-title" } { "Next page" }
                 }
@@ -270,216 +452,6 @@ fn schedules_section(schedules: &ScheduleList) -> Markup {
             }
         }
     }
-}
-
-/// The policy fields of the settings form: API field, label, hint, current value as shown.
-fn policy_fields(
-    settings: &QueueSettings,
-) -> [(&'static str, &'static str, &'static str, String); 8] {
-    let opt = |v: Option<String>| v.unwrap_or_default();
-    [
-        (
-            "maxAttempts",
-            "Max attempts",
-            "1–100",
-            settings.max_attempts.to_string(),
-        ),
-        (
-            "backoff",
-            "Backoff",
-            "delays before retry n, comma-separated; the last repeats",
-            settings.backoff.join(", "),
-        ),
-        (
-            "timeout",
-            "Timeout",
-            "one attempt's limit, 100ms–15m",
-            settings.timeout.clone(),
-        ),
-        (
-            "concurrency",
-            "Concurrency",
-            "deliveries in flight at once",
-            settings.concurrency.to_string(),
-        ),
-        (
-            "ratePerSecond",
-            "Rate per second",
-            "empty: no limit",
-            opt(settings.rate_per_second.map(|r| r.to_string())),
-        ),
-        (
-            "burst",
-            "Burst",
-            "starts at once, with a rate",
-            opt(settings.burst.map(|b| b.to_string())),
-        ),
-        (
-            "maxQueued",
-            "Max queued",
-            "READY jobs; empty: no cap",
-            opt(settings.max_queued.map(|m| m.to_string())),
-        ),
-        (
-            "keepDelivered",
-            "Keep delivered",
-            "how long the delivery log keeps jobs; 0s: off",
-            settings.keep_delivered.clone(),
-        ),
-    ]
-}
-
-/// The signature schemes the settings form offers, as the API names them.
-pub(super) const SCHEMES: [(&str, &str); 3] = [
-    ("hyper", "hyper (X-HYPER-SIGNATURE)"),
-    ("standard", "Standard Webhooks"),
-    ("both", "both"),
-];
-
-fn settings_form(ctx: &Ctx, name: &QueueName, settings: &QueueSettings) -> Markup {
-    html! {
-        section aria-labelledby="settings-title" {
-            h2 id="settings-title" { "Settings" }
-            form method="post" action={ (queue_url(name)) "/settings" } {
-                (csrf_field(&ctx.current))
-                div class="fields" {
-                    div class="field" {
-                        label for="target" { "Target URL" }
-                        input type="url" id="target" name="target" required value=(settings.target);
-                    }
-                    div class="field" {
-                        label for="secret" { "New signing secret" }
-                        input type="password" id="secret" name="secret" maxlength="100"
-                            autocomplete="new-password" aria-describedby="secret-hint";
-                        div class="hint" id="secret-hint" {
-                            @if settings.has_secret { "Deliveries are signed. Empty: keep the secret." }
-                            @else { "Deliveries are not signed. Set one to sign them." }
-                        }
-                    }
-                    @if settings.has_secret {
-                        div class="field" {
-                            label for="clear-secret" {
-                                input type="checkbox" id="clear-secret" name="clearSecret" value="1";
-                                " Remove the secret (stop signing)"
-                            }
-                        }
-                    }
-                    div class="field" {
-                        label for="signature-scheme" { "Signature scheme" }
-                        select id="signature-scheme" name="signatureScheme"
-                            aria-describedby="signature-scheme-hint" {
-                            @for (value, text) in SCHEMES {
-                                option value=(value)
-                                    selected[settings.signature_scheme.as_str() == value] { (text) }
-                            }
-                        }
-                        div class="hint" id="signature-scheme-hint" {
-                            "Standard Webhooks needs a secret of the form whsec_<base64>."
-                        }
-                    }
-                    div class="field" {
-                        label for="rotate" { "Keep the previous secret for" }
-                        input type="text" id="rotate" name="rotate" placeholder="24h"
-                            aria-describedby="rotate-hint";
-                        div class="hint" id="rotate-hint" {
-                            @if let Some(until) = settings.previous_secret_expires_at {
-                                "The previous secret also signs until " (format::when(until)) ". "
-                            }
-                            "With a new secret: both sign Standard Webhooks deliveries this long (e.g. 24h)."
-                        }
-                    }
-                }
-                div class="fields" {
-                    @for (field, label, hint, value) in policy_fields(settings) {
-                        @let own = settings.overrides.iter().any(|o| o == field);
-                        div class="field" {
-                            label for={ "set-" (field) } { (label) }
-                            input type="text" id={ "set-" (field) } name=(field) value=(value)
-                                aria-describedby={ "hint-" (field) };
-                            div class="hint" id={ "hint-" (field) } {
-                                (hint) @if own { " · this queue's own" } @else { " · server default" }
-                            }
-                        }
-                    }
-                }
-                p class="hint" { "Empty a field to follow the server's default again." }
-                button type="submit" id="save-settings" { "Save settings" }
-            }
-        }
-    }
-}
-
-/// `POST /ui/queue/{name}/settings`: send what changed as one `PATCH /queue/{name}`.
-pub async fn save_settings(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiResult {
-    let name = queue_name(&name)?;
-    let back = format!("{}#settings-title", queue_url(&name));
-    let current: QueueSettings = ctx.api().get(&format!("/queue/{name}/_settings")).await?;
-    let change = settings_change(&current, &form);
-    if change.is_empty() {
-        return Ok(ctx.done(Flash::notice("Nothing to change."), &back));
-    }
-    let saved: ApiAnswer<OkBody> = ctx
-        .api()
-        .patch(
-            &format!("/queue/{name}"),
-            Value::Object(change).to_string().into_bytes(),
-        )
-        .await;
-    Ok(match saved {
-        Ok(_) => ctx.done(Flash::notice("Settings saved."), &back),
-        Err(refused) => ctx.refused(&refused, &back),
-    })
-}
-
-/// The PATCH body: each field sent whose value differs from the one shown. An emptied policy
-/// field is `null` (back to the server's default); numbers go as numbers, so the API checks
-/// every value itself.
-fn settings_change(current: &QueueSettings, form: &FormData) -> Map<String, Value> {
-    let mut change = Map::new();
-    if let Some(target) = form.get("target")
-        && target != current.target
-    {
-        change.insert("target".into(), json!(target));
-    }
-    if form.get("clearSecret").is_some() {
-        change.insert("secret".into(), Value::Null);
-    } else if let Some(secret) = form.raw("secret").filter(|s| !s.is_empty()) {
-        change.insert("secret".into(), json!(secret));
-        if let Some(rotate) = form.get("rotate").filter(|r| !r.is_empty()) {
-            change.insert("rotate".into(), json!(rotate));
-        }
-    }
-    if let Some(scheme) = form.get("signatureScheme")
-        && scheme != current.signature_scheme.as_str()
-    {
-        change.insert("signatureScheme".into(), json!(scheme));
-    }
-    for (field, _, _, shown) in policy_fields(current) {
-        // A field the form did not send is left alone; one sent empty is reset.
-        let Some(given) = form.raw(field).map(str::trim) else {
-            continue;
-        };
-        if given == shown {
-            continue;
-        }
-        let value = if given.is_empty() {
-            Value::Null
-        } else if field == "backoff" {
-            json!(
-                given
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .collect::<Vec<_>>()
-            )
-        } else {
-            serde_json::from_str::<serde_json::Number>(given)
-                .map(Value::Number)
-                .unwrap_or_else(|_| json!(given))
-        };
-        change.insert(field.into(), value);
-    }
-    change
 }
 
 /// `POST /ui/queue/{name}/pause`.
@@ -524,7 +496,7 @@ pub async fn delete(ctx: Ctx, Path(name): Path<String>) -> UiResult {
 /// new job's page.
 pub async fn enqueue(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiResult {
     let name = queue_name(&name)?;
-    let back = format!("{}#enqueue-title", queue_url(&name));
+    let back = format!("{}#{ENQUEUE_RESULT_ID}", queue_url(&name));
     let query = {
         let mut query = url::form_urlencoded::Serializer::new(String::new());
         for option in ["delay", "priority", "orderingKey"] {
@@ -546,81 +518,18 @@ pub async fn enqueue(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiRe
             Flash::notice(format!("Enqueued job {}.", job.id)),
             &format!("{}/job/{}", queue_url(&name), job.id),
         ),
-        Err(refused) => ctx.refused(&refused, &back),
+        // Refused: back to the form, the API's reason beside its button, as typed.
+        Err(refused) => {
+            let typed = FormOutcome {
+                form: ENQUEUE_FORM,
+                typed: form.typed(&[]),
+                invalid: Vec::new(),
+            };
+            let mut said = refused.message;
+            if typed.typed("payload").is_none() {
+                said.push_str(" (The job is too large to keep here: paste it again.)");
+            }
+            ctx.done(Flash::error(said).beside(typed), &back)
+        }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings() -> QueueSettings {
-        serde_json::from_value(json!({
-            "ok": true, "name": "q", "target": "http://127.0.0.1:9/x", "hasSecret": true,
-            "maxAttempts": 5, "backoff": ["1s", "5s"], "timeout": "30s", "concurrency": 10,
-            "ratePerSecond": null, "burst": null, "maxQueued": null, "keepDelivered": "0s",
-            "paused": false, "overrides": []
-        }))
-        .unwrap()
-    }
-
-    fn form(pairs: &[(&str, &str)]) -> FormData {
-        let body = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(pairs)
-            .finish();
-        FormData::parse(body.as_bytes())
-    }
-
-    #[test]
-    fn only_changed_fields_are_sent_and_emptied_ones_reset() {
-        let unchanged = form(&[
-            ("target", "http://127.0.0.1:9/x"),
-            ("secret", ""),
-            ("maxAttempts", "5"),
-            ("backoff", "1s, 5s"),
-            ("timeout", "30s"),
-            ("concurrency", "10"),
-            ("ratePerSecond", ""),
-            ("burst", ""),
-            ("maxQueued", ""),
-            ("keepDelivered", "0s"),
-        ]);
-        assert!(settings_change(&settings(), &unchanged).is_empty());
-        let changed = form(&[
-            ("target", "http://127.0.0.1:9/y"),
-            ("secret", "s3cret"),
-            ("maxAttempts", ""),
-            ("backoff", "1s,2s, 3s"),
-            ("timeout", "30s"),
-            ("concurrency", "ten"),
-            ("ratePerSecond", "2.5"),
-            ("keepDelivered", "1h"),
-        ]);
-        let change = Value::Object(settings_change(&settings(), &changed));
-        assert_eq!(
-            change,
-            json!({
-                "target": "http://127.0.0.1:9/y", "secret": "s3cret", "maxAttempts": null,
-                "backoff": ["1s", "2s", "3s"], "concurrency": "ten", "ratePerSecond": 2.5,
-                "keepDelivered": "1h"
-            })
-        );
-        let clear = form(&[("clearSecret", "1"), ("secret", "ignored")]);
-        assert_eq!(settings_change(&settings(), &clear)["secret"], Value::Null);
-    }
-
-    #[test]
-    fn the_scheme_is_sent_when_changed_and_rotate_only_with_a_new_secret() {
-        let same = form(&[("signatureScheme", "hyper"), ("rotate", "24h")]);
-        assert!(settings_change(&settings(), &same).is_empty());
-        let rotated = form(&[
-            ("signatureScheme", "standard"),
-            ("secret", "whsec_x"),
-            ("rotate", "24h"),
-        ]);
-        assert_eq!(
-            Value::Object(settings_change(&settings(), &rotated)),
-            json!({"secret": "whsec_x", "rotate": "24h", "signatureScheme": "standard"})
-        );
-    }
 }

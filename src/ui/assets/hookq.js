@@ -1,0 +1,57 @@
+// hookq admin UI: confirmations that say what will happen to how many, and actions on a
+// selection that cannot be sent empty. A file of its own (the CSP allows no inline script);
+// without it every page still works, with no confirmation and the server saying when
+// nothing was selected.
+"use strict";
+
+// The checked letters of a form.
+function selectedCount(form) {
+  return form.querySelectorAll('input[name="ids"]:checked').length;
+}
+
+// The question a button (or form) asks: `data-confirm`, or `data-confirm-one` for a single
+// selected item; `{n}` is the number selected, `{delay}` the form's delay as " after 5m".
+function question(asking, form) {
+  const n = selectedCount(form);
+  const template =
+    n === 1 && asking.dataset.confirmOne ? asking.dataset.confirmOne : asking.dataset.confirm;
+  const delayField = form.querySelector('input[name="delay"]');
+  const delay = delayField ? delayField.value.trim() : "";
+  return template
+    .replaceAll("{n}", String(n))
+    .replaceAll("{delay}", delay ? " after " + delay : "");
+}
+
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  const button = event.submitter;
+  const asking = button && button.dataset.confirm ? button : form.dataset.confirm ? form : null;
+  if (asking && !window.confirm(question(asking, form))) {
+    event.preventDefault();
+  }
+});
+
+// Buttons that act on the selection are disabled while nothing is selected, and the
+// form's `[data-selected-count]` says how many are.
+function showSelection(form) {
+  const n = selectedCount(form);
+  for (const button of form.querySelectorAll("button[data-needs-selection]")) {
+    button.disabled = n === 0;
+  }
+  for (const said of form.querySelectorAll("[data-selected-count]")) {
+    said.textContent = n === 0 ? said.dataset.none : said.dataset.some.replace("{n}", String(n));
+  }
+}
+
+document.addEventListener("change", (event) => {
+  const form = event.target.form;
+  if (form && form.hasAttribute("data-selection")) {
+    showSelection(form);
+  }
+});
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const form of document.querySelectorAll("form[data-selection]")) {
+    showSelection(form);
+  }
+});
