@@ -104,6 +104,7 @@ fn router(state: UiState) -> Router {
         .route("/dlq/_stats", get(dead_letters::stats))
         .route("/dlq/action", post(dead_letters::act))
         .route("/keys", get(keys::page))
+        .route("/keys/create", post(keys::create))
         .route("/keys/revoke", post(keys::revoke))
         .route("/logout", post(login::logout))
         .route_layer(middleware::from_fn_with_state(

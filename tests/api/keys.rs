@@ -521,3 +521,78 @@ async fn the_ui_lists_keys_as_text_and_revokes_one() {
     assert!(page.body.contains("revoked"), "{}", page.body);
     as_key(&app, &key).get("/queue").await.expect_error(401);
 }
+
+/// The keys page creates a key and shows it once, beside its form: the key works, and the
+/// next visit shows it no more. A refused key keeps what was typed and says why.
+#[tokio::test]
+async fn the_ui_creates_a_key_and_shows_it_once() {
+    use crate::ui::{ADMIN_KEY, UiVisitor};
+    let app = spawn_app(|config| {
+        with_key(config);
+        config.admin_key = Some(ApiKey::new(ADMIN_KEY.into()));
+    })
+    .await;
+    let mut visitor = UiVisitor::logged_in(&app, ADMIN_KEY).await;
+    let page = visitor.get("/ui/keys").await;
+    assert!(
+        page.body.contains(r#"action="/ui/keys/create""#),
+        "{}",
+        page.body
+    );
+    let done = visitor
+        .submit(
+            "/ui/keys/create",
+            &[
+                ("name", "billing reader"),
+                ("role", "reader"),
+                ("queues", "billing-*, audit"),
+            ],
+        )
+        .await;
+    assert!(
+        done.location().ends_with("#new-key-result"),
+        "{}",
+        done.location()
+    );
+    let page = visitor.follow(done).await;
+    let shown = page
+        .body
+        .split("it is not shown again: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no key shown in {}", page.body));
+    let key: String = shown
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    assert!(key.starts_with("hq_") && key.len() == 67, "{key}");
+    let listed = as_key(&app, ADMIN_KEY).get("/admin/keys").await.expect(200);
+    let entry = &listed["keys"][0];
+    assert_eq!(entry["name"], "billing reader");
+    assert_eq!(entry["role"], "reader");
+    assert_eq!(entry["queues"], json!(["billing-*", "audit"]));
+    // The key is live: a reader sees the queues it covers.
+    as_key(&app, &key).get("/queue").await.expect(200);
+    let again = visitor.get("/ui/keys").await;
+    assert!(!again.body.contains(&key), "shown once only");
+    // A producer key needs queues: refused, what was typed kept.
+    let refused = visitor
+        .submit(
+            "/ui/keys/create",
+            &[("name", "sender"), ("role", "producer"), ("queues", "")],
+        )
+        .await;
+    let page = visitor.follow(refused).await;
+    assert!(
+        page.body.contains("The key was not created"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(r#"value="sender""#), "{}", page.body);
+    assert_eq!(
+        as_key(&app, ADMIN_KEY).get("/admin/keys").await.expect(200)["keys"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

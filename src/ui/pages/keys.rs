@@ -1,24 +1,35 @@
-//! The scoped API keys: a table of every key (name, role, queues, created, revoked, id) and a
-//! revoke button per live key, through `/admin/keys`. Keys are created with the CLI or the
-//! API, where the new key can be shown once to whoever asked for it.
+//! The scoped API keys: a table of every key (name, role, queues, created, revoked, id), a
+//! revoke button per live key, and a form that creates one, all through `/admin/keys`. A
+//! created key is shown once, beside the form, in the answer to the request that made it.
 
 use maud::html;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::api::keys::KeyList;
-use crate::ui::layout::{Section, Tone, badge, csrf_field};
-use crate::ui::session::Flash;
+use crate::access::Role;
+use crate::api::keys::{CreatedKey, KeyList};
+use crate::ui::layout::{Section, Tone, badge, csrf_field, form_result};
+use crate::ui::session::{Flash, FormOutcome};
 use crate::ui::{Ctx, FormData, UiResult, format};
+
+/// The name of the new-key form in a [`FormOutcome`].
+const NEW_KEY_FORM: &str = "new-key";
+/// Where the new-key form's answer is drawn (and the page scrolled to).
+const NEW_KEY_RESULT_ID: &str = "new-key-result";
 
 /// `GET /ui/keys`.
 pub async fn page(ctx: Ctx) -> UiResult {
     let list: KeyList = ctx.api().get("/admin/keys").await?;
+    let flash = ctx.take_flash();
+    let answer = flash
+        .as_ref()
+        .filter(|f| f.form.as_ref().is_some_and(|o| o.form == NEW_KEY_FORM));
+    let typed = |field: &str| answer.and_then(|f| f.form.as_ref()?.typed(field));
     let content = html! {
         h1 { "API keys" }
         p {
-            "Scoped keys: each has a role and a set of queues (docs/security.md). Create one "
-            "with " code { "hookq key create" } " or " code { "POST /admin/keys" } "; the key "
-            "is shown only then."
+            "Scoped keys: each has a role and a set of queues (docs/security.md). A key is "
+            "shown once, when it is created (here, with " code { "hookq key create" } " or "
+            code { "POST /admin/keys" } "): copy it then."
         }
         @if list.keys.is_empty() {
             p { "No keys yet." }
@@ -48,7 +59,10 @@ pub async fn page(ctx: Ctx) -> UiResult {
                                     form method="post" action="/ui/keys/revoke" {
                                         (csrf_field(&ctx.current))
                                         input type="hidden" name="id" value=(key.id);
-                                        button type="submit" class="danger" { "Revoke" }
+                                        button type="submit" class="danger"
+                                            data-confirm={ "Revoke key " (key.name) "? Requests with it are refused at once; this cannot be undone." } {
+                                            "Revoke"
+                                        }
                                     }
                                 }
                             }
@@ -57,8 +71,93 @@ pub async fn page(ctx: Ctx) -> UiResult {
                 }
             }
         }
+        section aria-labelledby="new-key" {
+            h2 id="new-key" { "New key" }
+            form method="post" action="/ui/keys/create" {
+                (csrf_field(&ctx.current))
+                div class="fields" {
+                    div class="field" {
+                        label for="new-key-name" { "Name" }
+                        input type="text" id="new-key-name" name="name" required maxlength="100"
+                            placeholder="billing-service" value=[typed("name")];
+                    }
+                    div class="field" {
+                        label for="new-key-role" { "Role" }
+                        select id="new-key-role" name="role" aria-describedby="new-key-role-hint" {
+                            @for role in Role::ALL {
+                                option value=(role.as_str())
+                                    selected[typed("role") == Some(role.as_str())] { (role.as_str()) }
+                            }
+                        }
+                        div class="hint" id="new-key-role-hint" {
+                            "producer: enqueue; consumer: lease and acknowledge; reader: read; "
+                            "admin: everything"
+                        }
+                    }
+                    div class="field" {
+                        label for="new-key-queues" { "Queues" }
+                        input type="text" id="new-key-queues" name="queues" maxlength="4000"
+                            placeholder="emails, billing-*" aria-describedby="new-key-queues-hint"
+                            value=[typed("queues")];
+                        div class="hint" id="new-key-queues-hint" {
+                            "names or prefix* patterns, comma-separated; * for every queue; "
+                            "none for an admin key"
+                        }
+                    }
+                }
+                button type="submit" id="create-key" { "Create key" }
+                (form_result(NEW_KEY_RESULT_ID, answer, new_key_field_id))
+            }
+        }
     };
-    Ok(ctx.page("API keys", Section::Keys, content))
+    Ok(ctx.page_with("API keys", Section::Keys, flash, content))
+}
+
+/// The id of the new-key form's input for API field `field`.
+fn new_key_field_id(field: &str) -> String {
+    format!("new-key-{field}")
+}
+
+/// `POST /ui/keys/create`: create a key through the admin API and show it once, beside the
+/// form (in the flash of this one answer: it is never stored anywhere else).
+pub async fn create(ctx: Ctx, form: FormData) -> UiResult {
+    let back = format!("/ui/keys#{NEW_KEY_RESULT_ID}");
+    let name = form.get("name").unwrap_or_default().trim().to_owned();
+    let role = form.get("role").unwrap_or_default().to_owned();
+    let queues: Vec<String> = form
+        .get("queues")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let mut body = json!({ "name": name, "role": role });
+    if !queues.is_empty() {
+        body["queues"] = json!(queues);
+    }
+    let created: Result<CreatedKey, _> = ctx
+        .api()
+        .post("/admin/keys", Some(body.to_string().into_bytes()))
+        .await;
+    Ok(match created {
+        Ok(created) => {
+            let said = Flash::notice(format!(
+                "Key {name} created ({role}). Copy it now, it is not shown again: {}",
+                created.key
+            ));
+            ctx.done(said.beside(FormOutcome::of(NEW_KEY_FORM)), &back)
+        }
+        Err(refused) => {
+            let outcome = FormOutcome {
+                form: NEW_KEY_FORM,
+                typed: form.typed(&[]),
+                invalid: Vec::new(),
+            };
+            let said = format!("The key was not created: {}", refused.message);
+            ctx.done(Flash::error(said).beside(outcome), &back)
+        }
+    })
 }
 
 /// `POST /ui/keys/revoke`: revoke the key `id`, through the admin API.
