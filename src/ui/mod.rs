@@ -79,7 +79,7 @@ pub fn with_ui(api: Router, config: &Config) -> Router {
 }
 
 fn router(state: UiState) -> Router {
-    use pages::{dashboard, dead_letters, job, keys, login, queue, queue_settings};
+    use pages::{dashboard, dead_letters, job, keys, login, queue, queue_settings, schedules};
     let pages = Router::new()
         .route("/", get(dashboard::page))
         .route("/_queues", get(dashboard::rows))
@@ -95,6 +95,19 @@ fn router(state: UiState) -> Router {
         .route("/queue/{name}/resume", post(queue::resume))
         .route("/queue/{name}/enqueue", post(queue::enqueue))
         .route("/queue/{name}/delete", post(queue::delete))
+        .route("/queue/{name}/schedules", post(schedules::save))
+        .route(
+            "/queue/{name}/schedules/{schedule}/pause",
+            post(schedules::pause),
+        )
+        .route(
+            "/queue/{name}/schedules/{schedule}/resume",
+            post(schedules::resume),
+        )
+        .route(
+            "/queue/{name}/schedules/{schedule}/delete",
+            post(schedules::delete),
+        )
         .route("/queue/{name}/job/{id}", get(job::page))
         .route("/queue/{name}/job/{id}/_details", get(job::details))
         .route("/queue/{name}/job/{id}/payload.json", get(job::raw_payload))

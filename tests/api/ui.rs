@@ -1100,3 +1100,124 @@ fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+/// Schedules are managed on their queue's page: added, edited (the Edit link fills the form
+/// with the schedule's values), paused, resumed and deleted, each through the API; a refused
+/// schedule keeps what was typed and changes nothing.
+#[tokio::test]
+async fn the_queue_page_adds_edits_pauses_and_deletes_schedules() {
+    let app = keyed_app().await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    let mut visitor = UiVisitor::logged_in(&app, ADMIN_KEY).await;
+    let page = visitor.get("/ui/queue/q").await;
+    assert!(page.body.contains("Add a schedule"), "{}", page.body);
+    let saved = visitor
+        .submit(
+            "/ui/queue/q/schedules",
+            &[
+                ("name", "nightly"),
+                ("cron", "0 3 * * *"),
+                ("timezone", "Europe/Paris"),
+                ("priority", "5"),
+                ("orderingKey", ""),
+                ("job", r#"{"report": "daily"}"#),
+            ],
+        )
+        .await;
+    assert!(
+        saved.location().ends_with("#schedule-result"),
+        "{}",
+        saved.location()
+    );
+    let page = visitor.follow(saved).await;
+    assert!(
+        page.body.contains("Schedule nightly saved."),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(r#"id="edit-schedule-nightly""#));
+    let stored = app.get("/queue/q/_schedules/nightly").await.expect(200);
+    assert_eq!(stored["cron"], "0 3 * * *");
+    assert_eq!(stored["timezone"], "Europe/Paris");
+    assert_eq!(stored["priority"], 5);
+    assert_eq!(stored["job"], json!({"report": "daily"}));
+
+    // Edit: the form comes filled with the schedule; a new expression replaces the old.
+    let editing = visitor.get("/ui/queue/q?edit=nightly").await;
+    assert!(
+        editing.body.contains("Edit schedule nightly"),
+        "{}",
+        editing.body
+    );
+    assert!(
+        editing.body.contains(r#"value="0 3 * * *""#),
+        "{}",
+        editing.body
+    );
+    assert!(editing.body.contains(r#"value="Europe/Paris""#));
+    let edited = visitor
+        .submit(
+            "/ui/queue/q/schedules",
+            &[
+                ("name", "nightly"),
+                ("cron", "30 4 * * *"),
+                ("timezone", "Europe/Paris"),
+                ("priority", "5"),
+                ("job", r#"{"report": "daily"}"#),
+            ],
+        )
+        .await;
+    visitor.follow(edited).await;
+    let stored = app.get("/queue/q/_schedules/nightly").await.expect(200);
+    assert_eq!(stored["cron"], "30 4 * * *");
+
+    // A refused expression: said beside the form, what was typed kept, nothing changed.
+    let refused = visitor
+        .submit(
+            "/ui/queue/q/schedules",
+            &[
+                ("name", "nightly"),
+                ("cron", "99 4 * * *"),
+                ("timezone", "Europe/Paris"),
+                ("job", r#"{"report": "daily"}"#),
+            ],
+        )
+        .await;
+    let page = visitor.follow(refused).await;
+    assert!(
+        page.body.contains("The schedule was not saved"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(r#"value="99 4 * * *""#), "{}", page.body);
+    let stored = app.get("/queue/q/_schedules/nightly").await.expect(200);
+    assert_eq!(stored["cron"], "30 4 * * *");
+
+    // Pause, resume, delete.
+    let paused = visitor
+        .submit("/ui/queue/q/schedules/nightly/pause", &[])
+        .await;
+    assert!(visitor.follow(paused).await.body.contains("paused"));
+    let stored = app.get("/queue/q/_schedules/nightly").await.expect(200);
+    assert_eq!(stored["paused"], true);
+    let resumed = visitor
+        .submit("/ui/queue/q/schedules/nightly/resume", &[])
+        .await;
+    visitor.follow(resumed).await;
+    let stored = app.get("/queue/q/_schedules/nightly").await.expect(200);
+    assert_eq!(stored["paused"], false);
+    let deleted = visitor
+        .submit("/ui/queue/q/schedules/nightly/delete", &[])
+        .await;
+    assert!(
+        visitor
+            .follow(deleted)
+            .await
+            .body
+            .contains("Schedule nightly deleted.")
+    );
+    app.get("/queue/q/_schedules/nightly")
+        .await
+        .expect_error(404);
+}

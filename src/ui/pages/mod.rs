@@ -7,3 +7,4 @@ pub mod keys;
 pub mod login;
 pub mod queue;
 pub mod queue_settings;
+pub mod schedules;

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use super::dashboard::{REFRESH, breaker, pause_state};
 use super::queue_settings::{SETTINGS_FORM, settings_form};
+use super::schedules::{self, SCHEDULE_FORM};
 use crate::api::jobs::{JobList, JobView};
 use crate::api::openapi::{IdBody, OkBody};
 use crate::api::queue_stats::QueueStats;
@@ -27,6 +28,8 @@ const PAGE: usize = 25;
 pub struct JobsQuery {
     status: Option<String>,
     cursor: Option<String>,
+    /// The schedule whose values fill the schedule form.
+    edit: Option<String>,
 }
 
 /// A queue name from a UI path: 404 unless it is a valid name (so it can go into an API
@@ -84,7 +87,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
         }
         (enqueue_form(&ctx, &name, answer_of(ENQUEUE_FORM)))
         (jobs)
-        (schedules_section(&schedules))
+        (schedules::section(&ctx, &name, &schedules, query.edit.as_deref(), answer_of(SCHEDULE_FORM)))
         (settings_form(&ctx, &name, &settings, answer_of(SETTINGS_FORM)))
     };
     Ok(ctx.page_with(&format!("Queue {name}"), Section::Queues, flash, content))
@@ -416,38 +419,6 @@ fn jobs_section(
                 @if paged { a id="first-page" href={ (queue_url(name)) "?status=" (status) "#jobs-title" } { "First page" } " " }
                 @if let Some(next) = &jobs.next {
                     a id="next-page" href={ (queue_url(name)) "?status=" (status) "&cursor=" (next) "#jobs-title" } { "Next page" }
-                }
-            }
-        }
-    }
-}
-
-fn schedules_section(schedules: &ScheduleList) -> Markup {
-    html! {
-        section aria-labelledby="schedules-title" {
-            h2 id="schedules-title" { "Schedules" }
-            @if schedules.schedules.is_empty() {
-                p class="muted" { "None. Create them with PUT /queue/{name}/_schedules/{schedule} or hookq schedule set." }
-            } @else {
-                div class="table-wrap" {
-                    table {
-                        thead { tr {
-                            th scope="col" { "Name" } th scope="col" { "Cron" } th scope="col" { "Time zone" }
-                            th scope="col" { "Next run" } th scope="col" { "Last run" } th scope="col" { "State" }
-                        } }
-                        tbody {
-                            @for s in &schedules.schedules {
-                                tr {
-                                    td { (s.name) }
-                                    td class="mono" { (s.cron) }
-                                    td { (s.timezone) }
-                                    td { @if let Some(at) = s.next_run_at { (format::when(at)) } @else { "–" } }
-                                    td { @if let Some(at) = s.last_run_at { (format::when(at)) } @else { "–" } }
-                                    td { (pause_state(s.paused)) }
-                                }
-                            }
-                        }
-                    }
                 }
             }
         }
