@@ -49,7 +49,8 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         (
             "POST",
             "/queue/{name}/_schedules/{schedule}/_pause"
-            | "/queue/{name}/_schedules/{schedule}/_resume",
+            | "/queue/{name}/_schedules/{schedule}/_resume"
+            | "/queue/{name}/_schedules/{schedule}/_run",
         ) => Admin,
         // jobs
         ("GET", "/queue/{name}/{id}") => Queue(JOB_STATUS),

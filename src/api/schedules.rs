@@ -17,11 +17,12 @@ use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{
     KnownQueue, NewSchedulePath, SchedulePath, check_ordering_key, check_priority,
 };
-use super::openapi::OkBody;
+use super::openapi::{IdBody, OkBody};
 use crate::cron::{CronSpec, DEFAULT_TIMEZONE};
 use crate::json::{self, CanonicalJson};
 use crate::model::now_millis;
 use crate::store::{NewSchedule, Saved, Schedule};
+use crate::telemetry;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -29,6 +30,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(put_schedule, get_schedule, delete_schedule))
         .routes(routes!(pause_schedule))
         .routes(routes!(resume_schedule))
+        .routes(routes!(run_schedule))
 }
 
 /// Room for a schedule's own fields beside its job in a request body.
@@ -338,6 +340,42 @@ async fn resume_schedule(
     path: SchedulePath,
 ) -> ApiResult<Json<OkBody>> {
     set_paused(&state, path, false).await
+}
+
+/// Run a schedule once now, by hand: its job is enqueued as a tick's would be (same job,
+/// priority and ordering key; `X-Hookq-Schedule-Tick` is now), a paused schedule too. Its
+/// next tick does not move; `lastRunAt` and `lastJobId` name this run.
+#[utoipa::path(
+    post,
+    path = "/queue/{name}/_schedules/{schedule}/_run",
+    tag = "schedules",
+    params(
+        ("name" = String, Path, description = "Queue name"),
+        ("schedule" = String, Path, description = "Schedule name"),
+    ),
+    responses(
+        (status = 201, description = "Its job is stored; the id is a UUIDv7", body = IdBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue, or no such schedule in it", body = ApiErrorBody),
+        (status = 429, description = "The queue holds its `maxQueued` jobs (\"queue full\"): nothing stored", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn run_schedule(
+    State(state): State<AppState>,
+    SchedulePath { queue, name }: SchedulePath,
+) -> ApiResult<(StatusCode, Json<IdBody>)> {
+    let now = now_millis();
+    let id = state
+        .store
+        .run_schedule_now(queue.name.clone(), name, now)
+        .await?;
+    if state.config.dispatch {
+        state.wakeups.mark_due(&queue.name, now);
+    }
+    telemetry::job_enqueued(&queue.name);
+    Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }
 
 async fn set_paused(

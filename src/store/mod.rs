@@ -785,6 +785,22 @@ impl Store {
         })
     }
 
+    /// Fire schedule `name` of `queue` once now, by hand: its job is stored as a tick's would
+    /// be, the schedule's next tick unchanged (see `decisions::schedules::run_now`).
+    pub async fn run_schedule_now(
+        &self,
+        queue: QueueName,
+        name: ScheduleName,
+        now: UnixMillis,
+    ) -> StoreResult<JobId> {
+        let announce = queue.clone();
+        let id = in_write!(self, Durability::Durable, |tx| {
+            decisions::schedules::run_now(tx, &queue, &name, now).await
+        })?;
+        self.cluster().announce_due(&announce);
+        Ok(id)
+    }
+
     /// Fire the ticks due at `now` of up to `limit` schedules: each stores its job and moves
     /// its schedule on in one commit, so a tick stores at most one job, across restarts and
     /// crashes. Missed ticks fire once (the latest). See `SchedulerRound`.

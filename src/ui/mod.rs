@@ -97,6 +97,10 @@ fn router(state: UiState) -> Router {
         .route("/queue/{name}/delete", post(queue::delete))
         .route("/queue/{name}/schedules", post(schedules::save))
         .route(
+            "/queue/{name}/schedules/{schedule}/run",
+            post(schedules::run),
+        )
+        .route(
             "/queue/{name}/schedules/{schedule}/pause",
             post(schedules::pause),
         )

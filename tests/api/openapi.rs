@@ -41,6 +41,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/queue/{name}/_schedules/{schedule}"),
     ("POST", "/queue/{name}/_schedules/{schedule}/_pause"),
     ("POST", "/queue/{name}/_schedules/{schedule}/_resume"),
+    ("POST", "/queue/{name}/_schedules/{schedule}/_run"),
     ("GET", "/admin/dlq"),
     ("GET", "/admin/dlq/stats"),
     ("POST", "/admin/dlq/replay"),

@@ -741,3 +741,47 @@ async fn queues_and_schedules_past_the_servers_caps_are_refused_and_changes_stil
     app.delete_queue("b").await.expect(200);
     app.create_queue_ok("c", target, None).await;
 }
+
+/// `_run` fires a schedule once, by hand, paused or not: its job goes out as a tick's would
+/// (the schedule's job, priority and headers), it is the schedule's last run, and the next
+/// tick does not move.
+#[tokio::test]
+async fn running_a_schedule_now_enqueues_its_job_and_leaves_its_next_tick() {
+    let worker = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("q", &worker.url, None).await;
+    let path = "/queue/q/_schedules/monthly";
+    app.put_schedule("q", "monthly", &schedule_body("0 0 1 * *"))
+        .await
+        .expect(201);
+    app.call(reqwest::Method::POST, &format!("{path}/_pause"), None)
+        .await
+        .expect(200);
+    let before = app.get(path).await.expect(200);
+    let ran = app
+        .call(reqwest::Method::POST, &format!("{path}/_run"), None)
+        .await
+        .expect(201);
+    let id = ran["id"].as_str().unwrap().to_owned();
+    let delivered = worker.wait_for(1).await;
+    assert_eq!(delivered[0].job_id(), id);
+    assert_eq!(delivered[0].header("x-hookq-schedule"), Some("monthly"));
+    let body: Value = serde_json::from_str(delivered[0].body_text()).unwrap();
+    assert_eq!(body, before["job"]);
+    let after = app.get(path).await.expect(200);
+    assert_eq!(after["lastJobId"], id.as_str());
+    assert!(after["lastRunAt"].is_i64());
+    assert_eq!(
+        after["nextRunAt"], before["nextRunAt"],
+        "the next tick stays"
+    );
+    assert_eq!(after["paused"], true);
+    for unknown in [
+        "/queue/q/_schedules/nope/_run",
+        "/queue/nope/_schedules/monthly/_run",
+    ] {
+        app.call(reqwest::Method::POST, unknown, None)
+            .await
+            .expect_error(404);
+    }
+}

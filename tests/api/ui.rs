@@ -1194,6 +1194,21 @@ async fn the_queue_page_adds_edits_pauses_and_deletes_schedules() {
     let stored = app.get("/queue/q/_schedules/nightly").await.expect(200);
     assert_eq!(stored["cron"], "30 4 * * *");
 
+    // Run now: the job is enqueued, the next tick stays.
+    let next = stored["nextRunAt"].clone();
+    let ran = visitor
+        .submit("/ui/queue/q/schedules/nightly/run", &[])
+        .await;
+    let page = visitor.follow(ran).await;
+    assert!(
+        page.body.contains("Schedule nightly ran now"),
+        "{}",
+        page.body
+    );
+    let stored = app.get("/queue/q/_schedules/nightly").await.expect(200);
+    assert!(stored["lastJobId"].is_string(), "{stored}");
+    assert_eq!(stored["nextRunAt"], next);
+
     // Pause, resume, delete.
     let paused = visitor
         .submit("/ui/queue/q/schedules/nightly/pause", &[])

@@ -128,6 +128,35 @@ pub async fn put(
 /// Pause a schedule (it has no next tick), or resume it: its next tick is the first after
 /// `now`, so the ticks it missed while paused are not made up. Pausing a paused schedule or
 /// resuming an active one changes nothing. Returns the schedule as it becomes.
+/// Fire `queue`'s schedule `name` once, by hand, at `now` (a paused schedule too): its job
+/// is stored like a tick's (with the schedule's priority and ordering key, carrying tick
+/// `now`) and is the schedule's last run; the next tick does not move. `QueueFull` when the
+/// queue holds its `maxQueued` jobs.
+pub async fn run_now(
+    tx: &impl Tx,
+    queue: &QueueName,
+    name: &ScheduleName,
+    now: UnixMillis,
+) -> StoreResult<JobId> {
+    let schedule = tx
+        .schedule_for_update(queue, name)
+        .await?
+        .ok_or(StoreError::ScheduleNotFound)?;
+    let job = NewJob {
+        priority: schedule.priority,
+        ordering_key: schedule.ordering_key.clone(),
+        ..NewJob::now(JobId::new(), schedule.payload.clone(), now)
+    };
+    tx.insert_jobs(queue, std::slice::from_ref(&job)).await?;
+    let by = ScheduleTick {
+        schedule: name.clone(),
+        tick: now,
+    };
+    tx.mark_schedule_tick(job.id, &by).await?;
+    tx.record_run(queue, name, now, job.id).await?;
+    Ok(job.id)
+}
+
 pub async fn pause(
     tx: &impl Tx,
     queue: &QueueName,

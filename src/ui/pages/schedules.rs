@@ -1,6 +1,6 @@
-//! A queue's schedules on its page: the table, with pause or resume and delete for each
-//! schedule, and a form that creates or replaces one (filled with a schedule's values by its
-//! Edit link), all through `/queue/{name}/_schedules`.
+//! A queue's schedules on its page: the table, with run now, pause or resume and delete for
+//! each schedule, and a form that creates or replaces one (filled with a schedule's values by
+//! its Edit link), all through `/queue/{name}/_schedules`.
 
 use axum::extract::Path;
 use maud::{Markup, html};
@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::dashboard::pause_state;
 use super::queue::{queue_name, queue_url};
-use crate::api::openapi::OkBody;
+use crate::api::openapi::{IdBody, OkBody};
 use crate::api::schedules::{ScheduleList, ScheduleView};
 use crate::model::{QueueName, ScheduleName};
 use crate::ui::api_client::ApiAnswer;
@@ -124,6 +124,13 @@ fn row(ctx: &Ctx, base: &str, s: &ScheduleView) -> Markup {
             td {
                 div class="actions" {
                     a id={ "edit-schedule-" (s.name) } href={ (base) "?edit=" (s.name) "#schedule-form" } { "Edit" }
+                    form method="post" action={ (at) "/run" } {
+                        (csrf_field(&ctx.current))
+                        button type="submit" id={ "run-schedule-" (s.name) } class="secondary"
+                            data-confirm={ "Run schedule " (s.name) " now? Its job is enqueued once more; its next tick stays." } {
+                            "Run now"
+                        }
+                    }
                     @if s.paused {
                         form method="post" action={ (at) "/resume" } {
                             (csrf_field(&ctx.current))
@@ -236,6 +243,30 @@ pub async fn save(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiResul
             format!("The schedule was not saved: {}", answer.message),
             None,
         ),
+    })
+}
+
+/// `POST /ui/queue/{name}/schedules/{schedule}/run`: `_run`, then the new job's page.
+pub async fn run(ctx: Ctx, Path((name, schedule)): Path<(String, String)>) -> UiResult {
+    let name = queue_name(&name)?;
+    let schedule = schedule_name(&schedule)?;
+    let ran: ApiAnswer<IdBody> = ctx
+        .api()
+        .post(
+            &format!("/queue/{name}/_schedules/{}/_run", schedule.as_str()),
+            None,
+        )
+        .await;
+    Ok(match ran {
+        Ok(job) => ctx.done(
+            Flash::notice(format!(
+                "Schedule {} ran now: job {} enqueued.",
+                schedule.as_str(),
+                job.id
+            )),
+            &format!("{}/job/{}", queue_url(&name), job.id),
+        ),
+        Err(refused) => ctx.refused(&refused, &format!("{}#schedules-title", queue_url(&name))),
     })
 }
 
