@@ -244,6 +244,14 @@ pub enum Database {
 }
 
 impl Database {
+    /// The backend's name, as `hookq_build_info` and the UI's footer say it.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Database::Sqlite(_) => "sqlite",
+            Database::Postgres(_) => "postgres",
+        }
+    }
+
     /// What a `--db` value names: a `postgres://` or `postgresql://` URL, else a SQLite file.
     pub fn named(db: &Path) -> Self {
         match db.to_str() {

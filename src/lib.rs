@@ -86,10 +86,7 @@ impl Server {
         let options = config.store_options();
         let sealing = config.sealing();
         telemetry::handle();
-        telemetry::started(match config.database {
-            config::Database::Postgres(_) => "postgres",
-            _ => "sqlite",
-        });
+        telemetry::started(config.database.backend());
         let (store, store_done) = Store::connect(options, sealing, model::now_millis(), |batch| {
             telemetry::writer_batch(
                 batch.ops,

@@ -27,6 +27,7 @@ pub fn page(
     title: &str,
     section: Section,
     session: Option<(&Current, Option<Flash>)>,
+    about: Option<&str>,
     content: Markup,
 ) -> Markup {
     let nav_link = |href: &str, label: &str, this: Section| {
@@ -74,6 +75,11 @@ pub fn page(
                         (flash_box(&flash))
                     }
                     (content)
+                }
+                // The version and backend, for a logged-in operator only (a login page
+                // tells a stranger nothing about the build).
+                @if let Some(about) = about {
+                    footer { p class="muted" { (about) } }
                 }
             }
         }

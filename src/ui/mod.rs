@@ -70,6 +70,11 @@ pub fn with_ui(api: Router, config: &Config) -> Router {
             .max_job_bytes
             .saturating_mul(3)
             .saturating_add(64 * 1024),
+        about: format!(
+            "hookq {} · {}",
+            env!("CARGO_PKG_VERSION"),
+            config.database.backend()
+        ),
     }));
     Router::new()
         .nest("/ui", router(state))
@@ -148,6 +153,8 @@ pub struct UiShared {
     admin_key: Option<ApiKey>,
     /// The largest form body read (a test job's payload, URL-encoded).
     form_limit: usize,
+    /// The footer's line for a logged-in operator: version and backend.
+    about: String,
 }
 
 impl std::ops::Deref for UiState {
@@ -212,7 +219,8 @@ impl Ctx {
         flash: Option<Flash>,
         content: Markup,
     ) -> Response {
-        Html(layout::page(title, section, Some((&self.current, flash)), content).into_string())
+        let session = Some((&self.current, flash));
+        Html(layout::page(title, section, session, Some(&self.ui.about), content).into_string())
             .into_response()
     }
 
@@ -349,7 +357,7 @@ fn error_page(status: StatusCode, message: &str) -> Response {
     };
     (
         status,
-        Html(layout::page(title, Section::None, None, content).into_string()),
+        Html(layout::page(title, Section::None, None, None, content).into_string()),
     )
         .into_response()
 }

@@ -1236,3 +1236,38 @@ async fn the_queue_page_adds_edits_pauses_and_deletes_schedules() {
         .await
         .expect_error(404);
 }
+
+/// A logged-in operator sees the version and the backend in every page's footer; the login
+/// page tells a stranger nothing about the build. The stylesheet follows the system's dark
+/// setting.
+#[tokio::test]
+async fn the_footer_names_the_build_to_operators_and_the_colours_follow_the_system() {
+    let app = keyed_app().await;
+    let backend = if crate::helpers::suite_on_postgres() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    let about = format!("hookq {} · {backend}", env!("CARGO_PKG_VERSION"));
+    let mut stranger = UiVisitor::new(&app);
+    let login = stranger.get("/ui/login").await;
+    assert!(!login.body.contains(&about), "{}", login.body);
+    assert!(!login.body.contains("<footer"), "{}", login.body);
+    let mut visitor = UiVisitor::logged_in(&app, ADMIN_KEY).await;
+    for path in ["/ui", "/ui/dlq", "/ui/keys"] {
+        let page = visitor.get(path).await;
+        assert!(page.body.contains(&about), "{path}: {}", page.body);
+    }
+    let page = visitor.get("/ui").await;
+    let stylesheet = page
+        .body
+        .split(r#"<link rel="stylesheet" href=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a stylesheet link")
+        .to_owned();
+    let css = visitor.get(&stylesheet).await;
+    assert_eq!(css.status, 200);
+    assert!(css.body.contains("@media (prefers-color-scheme: dark)"));
+    assert!(css.body.contains("color-scheme: dark"));
+}

@@ -121,7 +121,7 @@ fn login_page(ui: &UiState, next: &str, error: Option<&str>, status: StatusCode)
     };
     (
         status,
-        Html(layout::page("Log in", Section::None, None, content).into_string()),
+        Html(layout::page("Log in", Section::None, None, None, content).into_string()),
     )
         .into_response()
 }
