@@ -1271,3 +1271,63 @@ async fn the_footer_names_the_build_to_operators_and_the_colours_follow_the_syst
     assert!(css.body.contains("@media (prefers-color-scheme: dark)"));
     assert!(css.body.contains("color-scheme: dark"));
 }
+
+/// A dead letter's page edits and resends it: the edited payload goes out as a new job of
+/// the queue (the dead job's priority kept) and the dead letter is acknowledged; a payload
+/// the API refuses comes back as typed and the dead letter stays pending.
+#[tokio::test]
+async fn a_dead_letter_is_edited_and_resent_as_a_new_job() {
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::scripted(vec![Reply::status(500)], Reply::ok()).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let created = app
+        .send(
+            app.request(reqwest::Method::POST, "/queue/q?priority=7")
+                .header("content-type", "application/json")
+                .body(r#"{"to":"ada@exmaple.com"}"#),
+        )
+        .await
+        .expect(201);
+    let dead = created["id"].as_str().unwrap().to_owned();
+    app.wait_until_error("q", &dead).await;
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get(&format!("/ui/queue/q/job/{dead}")).await;
+    assert!(page.body.contains("Edit and resend"), "{}", page.body);
+    assert!(
+        page.body.contains("exmaple.com"),
+        "the payload, ready to edit"
+    );
+
+    // Refused: kept as typed, nothing sent, the dead letter still pending.
+    let resend = format!("/ui/queue/q/job/{dead}/resend");
+    let refused = visitor.submit(&resend, &[("payload", "[1, 2")]).await;
+    assert!(
+        refused.location().ends_with("#resend-result"),
+        "{}",
+        refused.location()
+    );
+    let page = visitor.follow(refused).await;
+    assert!(page.body.contains("Not sent"), "{}", page.body);
+    assert!(page.body.contains("[1, 2</textarea>"), "{}", page.body);
+    assert_eq!(
+        app.get(&format!("/queue/q/{dead}")).await.expect(200)["status"],
+        "ERROR"
+    );
+
+    let sent = visitor
+        .submit(&resend, &[("payload", r#"{"to":"ada@example.com"}"#)])
+        .await;
+    let page = visitor.follow(sent).await;
+    assert!(page.body.contains("Sent as job"), "{}", page.body);
+    assert!(page.body.contains("acknowledged"), "{}", page.body);
+    let delivered = receiver.wait_for(2).await;
+    assert_eq!(delivered[1].body_text(), r#"{"to":"ada@example.com"}"#);
+    let new_id = delivered[1].job_id().to_owned();
+    assert_ne!(new_id, dead);
+    let acknowledged = app
+        .get("/admin/dlq?queue=q&status=acknowledged")
+        .await
+        .expect(200);
+    let acknowledged = acknowledged.to_string();
+    assert!(acknowledged.contains(&dead), "{acknowledged}");
+}

@@ -1,7 +1,8 @@
 //! A job's page: its status (refreshed until it is delivered or dead), the payload
 //! pretty-printed as text (cut at [`SHOWN_PAYLOAD_BYTES`], the whole of it a link away),
 //! every failed attempt with status, latency and error body, and the actions its status
-//! allows (cancel a READY job, retry an ERROR one).
+//! allows (cancel a READY job, retry an ERROR one, or edit and resend it: a new job, the
+//! dead letter acknowledged).
 //!
 //! The live part (`#job-live`: status, actions, attempts) is one element, and the refresh
 //! answers that element alone, swapped whole: the payload is drawn once with the page.
@@ -10,6 +11,7 @@ use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use maud::{Markup, html};
+use serde_json::{Value, json};
 
 use super::dashboard::REFRESH;
 use super::queue::{Hold, queue_name, queue_url};
@@ -18,9 +20,9 @@ use crate::api::openapi::IdBody;
 use crate::api::queue_stats::QueueStats;
 use crate::model::{JobId, QueueName, now_millis};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
-use crate::ui::layout::{Section, Tone, badge, csrf_field, figures};
-use crate::ui::session::{Current, Flash};
-use crate::ui::{Ctx, UiError, UiResult, format, fragment};
+use crate::ui::layout::{Section, Tone, badge, csrf_field, figures, form_result};
+use crate::ui::session::{Current, Flash, FormOutcome};
+use crate::ui::{Ctx, FormData, UiError, UiResult, format, fragment};
 
 fn job_id(raw: &str) -> UiResult<JobId> {
     JobId::parse(raw).map_err(|_| no_such_job())
@@ -45,15 +47,137 @@ pub async fn page(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResul
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
     let job = fetch(ctx.api(), &name, &id).await?;
     let hold = hold_of(ctx.api(), &name, job.as_ref()).await?;
+    // The resend form's answer goes beside it; any other message atop the page.
+    let flash = ctx.take_flash();
+    let answer = flash
+        .as_ref()
+        .filter(|f| f.form.as_ref().is_some_and(|o| o.form == RESEND_FORM));
     let content = html! {
         p { a href=(queue_url(&name)) { "← Queue " (name) } }
         h1 { "Job " span class="mono" { (id) } }
         (live_part(job.as_ref(), hold, Gone::Unknown, &ctx.current, &name, &id))
         @if let Some(job) = &job {
             (payload_section(job, &name, &id))
+            @if job.status == JobStatusName::Error {
+                (resend_section(&ctx.current, job, &name, &id, answer))
+            }
         }
     };
-    Ok(ctx.page(&format!("Job {id}"), Section::Queues, content))
+    Ok(ctx.page_with(&format!("Job {id}"), Section::Queues, flash, content))
+}
+
+/// The name of the edit-and-resend form in a [`FormOutcome`].
+const RESEND_FORM: &str = "resend";
+/// Where the edit-and-resend form's answer is drawn (and the page scrolled to).
+const RESEND_RESULT_ID: &str = "resend-result";
+
+/// Edit and resend a dead letter: its payload in a box to change, sent as a new job of the
+/// queue (with the dead job's priority and ordering key), the dead letter then acknowledged.
+fn resend_section(
+    current: &Current,
+    job: &JobView,
+    queue: &QueueName,
+    id: &JobId,
+    answer: Option<&Flash>,
+) -> Markup {
+    let typed = answer.and_then(|f| f.form.as_ref()?.typed("payload"));
+    let payload = typed
+        .map(str::to_owned)
+        .unwrap_or_else(|| format::pretty_json(job.job.get(), usize::MAX).text);
+    html! {
+        section aria-labelledby="resend-title" {
+            h2 id="resend-title" { "Edit and resend" }
+            p class="muted" {
+                "Sends this payload, as edited, as a new job of " (queue)
+                " (same priority and ordering key), then acknowledges this dead letter."
+            }
+            form method="post" action={ (job_url(queue, id)) "/resend" }
+                data-confirm={ "Send the edited payload as a new job and acknowledge dead letter " (id) "?" } {
+                (csrf_field(current))
+                div class="field" {
+                    label for="resend-payload" { "Payload (JSON object)" }
+                    textarea id="resend-payload" name="payload" rows="8" required { (payload) }
+                }
+                button type="submit" id="resend-job" { "Send as a new job" }
+                (form_result(RESEND_RESULT_ID, answer, |_| "resend-payload".to_owned()))
+            }
+        }
+    }
+}
+
+/// `POST /ui/queue/{name}/job/{id}/resend`: enqueue the edited payload as a new job (with the
+/// dead job's priority and ordering key), then acknowledge the dead letter; the new job's
+/// page. A refused payload comes back as typed, and the dead letter stays pending.
+pub async fn resend(
+    ctx: Ctx,
+    Path((name, id)): Path<(String, String)>,
+    form: FormData,
+) -> UiResult {
+    let (name, id) = (queue_name(&name)?, job_id(&id)?);
+    let back = format!("{}#{RESEND_RESULT_ID}", job_url(&name, &id));
+    let Some(dead) = fetch(ctx.api(), &name, &id).await? else {
+        return Err(no_such_job());
+    };
+    let refused = |ctx: &Ctx, why: String| {
+        let outcome = FormOutcome {
+            form: RESEND_FORM,
+            typed: form.typed(&[]),
+            invalid: Vec::new(),
+        };
+        ctx.done(Flash::error(why).beside(outcome), &back)
+    };
+    if dead.status != JobStatusName::Error {
+        return Ok(refused(
+            &ctx,
+            "Only a dead letter (ERROR) can be resent.".into(),
+        ));
+    }
+    let query = {
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        if dead.priority != 0 {
+            query.append_pair("priority", &dead.priority.to_string());
+        }
+        if let Some(key) = &dead.ordering_key {
+            query.append_pair("orderingKey", key);
+        }
+        query.finish()
+    };
+    let path = if query.is_empty() {
+        format!("/queue/{name}")
+    } else {
+        format!("/queue/{name}?{query}")
+    };
+    let payload = form.raw("payload").unwrap_or_default().as_bytes().to_vec();
+    let sent: IdBody = match ctx.api().post(&path, Some(payload)).await {
+        Ok(sent) => sent,
+        Err(answer) => {
+            return Ok(refused(
+                &ctx,
+                format!(
+                    "Not sent, the dead letter stays pending: {}",
+                    answer.message
+                ),
+            ));
+        }
+    };
+    let acknowledged: ApiAnswer<Value> = ctx
+        .api()
+        .post(
+            "/admin/dlq/acknowledge",
+            Some(json!({ "ids": [id.to_string()] }).to_string().into_bytes()),
+        )
+        .await;
+    let said = match acknowledged {
+        Ok(_) => Flash::notice(format!(
+            "Sent as job {}; dead letter {id} acknowledged.",
+            sent.id
+        )),
+        Err(answer) => Flash::error(format!(
+            "Sent as job {}, but dead letter {id} was not acknowledged: {}",
+            sent.id, answer.message
+        )),
+    };
+    Ok(ctx.done(said, &format!("{}/job/{}", queue_url(&name), sent.id)))
 }
 
 /// `GET /ui/queue/{name}/job/{id}/_details`: the live part alone, the element the page's
