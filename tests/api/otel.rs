@@ -51,7 +51,17 @@ async fn without_export_a_producers_trace_context_reaches_the_worker_as_it_came(
     // An invalid traceparent is ignored (the Trace Context rule), never refused.
     enqueue(Some("00-not-a-trace-01"), 2).await.expect(201);
     enqueue(None, 3).await.expect(201);
-    let received = receiver.wait_for(3).await;
+    // A batch's jobs all continue the trace its request carried.
+    let batch = format!("[{},{}]", payload(4), payload(5));
+    app.send(
+        app.request(Method::POST, "/queue/q/_batch")
+            .header("content-type", "application/json")
+            .header("traceparent", traceparent())
+            .body(batch),
+    )
+    .await
+    .expect(201);
+    let received = receiver.wait_for(5).await;
     let by_n = |n: usize| {
         let body = payload(n).to_string();
         received
@@ -61,6 +71,10 @@ async fn without_export_a_producers_trace_context_reaches_the_worker_as_it_came(
     };
     assert_eq!(by_n(1).header("traceparent"), Some(traceparent().as_str()));
     assert_eq!(by_n(1).header("tracestate"), Some(TRACESTATE));
+    for n in [4, 5] {
+        assert_eq!(by_n(n).header("traceparent"), Some(traceparent().as_str()));
+        assert_eq!(by_n(n).header("tracestate"), None, "the batch sent none");
+    }
     for n in [2, 3] {
         assert_eq!(by_n(n).header("traceparent"), None, "job {n}");
         assert_eq!(by_n(n).header("tracestate"), None, "job {n}");

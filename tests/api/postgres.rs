@@ -651,6 +651,13 @@ async fn postgres_outcomes_are_fenced_by_the_lease_and_stale_leases_recovered_by
     close([a, b], db).await;
 }
 
+/// What `explain` (an `EXPLAIN …` statement) answers, one plan line a line.
+pub async fn plan_of(client: &deadpool_postgres::Object, explain: &str) -> String {
+    let rows = client.query(explain, &[]).await.unwrap();
+    let lines: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
+    lines.join("\n")
+}
+
 #[tokio::test]
 async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
     let Some(db) = TestDatabase::create("postgres_claim_plan").await else {
@@ -674,18 +681,12 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
         )
         .await
         .unwrap();
-    let plan: Vec<String> = client
-        .query(
-            "EXPLAIN SELECT id FROM jobs WHERE queue = 'q' AND status = 0
-             ORDER BY priority DESC, run_at, id LIMIT 16 FOR UPDATE SKIP LOCKED",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    let plan = plan.join("\n");
+    let plan = plan_of(
+        &client,
+        "EXPLAIN SELECT id FROM jobs WHERE queue = 'q' AND status = 0
+         ORDER BY priority DESC, run_at, id LIMIT 16 FOR UPDATE SKIP LOCKED",
+    )
+    .await;
     assert!(plan.contains("LockRows"), "{plan}");
     assert!(
         plan.contains("jobs_ready"),
@@ -698,17 +699,11 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
     println!("claim plan on 100 000 jobs:\n{plan}");
     // A queue with its own concurrency counts its jobs in flight at each claim: on the
     // in-flight index, not over the backlog.
-    let plan: Vec<String> = client
-        .query(
-            "EXPLAIN SELECT count(*) FROM jobs WHERE queue = 'q' AND status = 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    let plan = plan.join("\n");
+    let plan = plan_of(
+        &client,
+        "EXPLAIN SELECT count(*) FROM jobs WHERE queue = 'q' AND status = 1",
+    )
+    .await;
     assert!(
         plan.contains("jobs_in_flight") && !plan.contains("Seq Scan"),
         "the in-flight count reads its own index:\n{plan}"
@@ -741,14 +736,7 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
             .batch_execute(&format!("PREPARE {name} ({types}) AS {sql}"))
             .await
             .unwrap();
-        let plan: Vec<String> = client
-            .query(&format!("EXPLAIN EXECUTE {name}({args})"), &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        let plan = plan.join("\n");
+        let plan = plan_of(&client, &format!("EXPLAIN EXECUTE {name}({args})")).await;
         assert!(
             !plan.contains("Seq Scan"),
             "{name}'s generic plan reads indexes only:\n{plan}"

@@ -20,7 +20,7 @@ use hookq::store::{
 };
 use serde_json::json;
 
-use crate::postgres::{TestDatabase, close, count, failure, job, node, queue_named};
+use crate::postgres::{TestDatabase, close, count, failure, job, node, plan_of, queue_named};
 
 fn q(name: &str) -> QueueName {
     QueueName::parse(name).unwrap()
@@ -1711,14 +1711,7 @@ async fn postgres_admin_listings_and_sweeps_read_their_indexes() {
             "schedules_due",
         ),
     ] {
-        let plan: Vec<String> = client
-            .query(&format!("EXPLAIN {sql}"), &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        let plan = plan.join("\n");
+        let plan = plan_of(&client, &format!("EXPLAIN {sql}")).await;
         assert!(
             plan.contains(&format!("using {index} on")) || plan.contains(&format!("on {index}")),
             "{name} reads {index}:\n{plan}"
