@@ -62,6 +62,12 @@ pub fn page(
                             (nav_link("/ui", "Queues", Section::Queues))
                             (nav_link("/ui/dlq", "Dead letters", Section::DeadLetters))
                             (nav_link("/ui/keys", "API keys", Section::Keys))
+                            form method="get" action="/ui/find" role="search" class="find" {
+                                label for="find-job" class="visually-hidden" { "Find a job by id" }
+                                input type="search" id="find-job" name="id" placeholder="Job id"
+                                    maxlength="36" autocomplete="off";
+                                button type="submit" id="find" class="secondary" { "Find" }
+                            }
                             form method="post" action="/ui/logout" {
                                 (csrf_field(current))
                                 button type="submit" id="logout" { "Log out" }

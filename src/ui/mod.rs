@@ -123,6 +123,7 @@ fn router(state: UiState) -> Router {
         .route("/queue/{name}/job/{id}/cancel", post(job::cancel))
         .route("/queue/{name}/job/{id}/retry", post(job::retry))
         .route("/queue/{name}/job/{id}/resend", post(job::resend))
+        .route("/find", get(job::find))
         .route("/dlq", get(dead_letters::page))
         .route("/dlq/_stats", get(dead_letters::stats))
         .route("/dlq/action", post(dead_letters::act))

@@ -1331,3 +1331,40 @@ async fn a_dead_letter_is_edited_and_resent_as_a_new_job() {
     let acknowledged = acknowledged.to_string();
     assert!(acknowledged.contains(&dead), "{acknowledged}");
 }
+
+/// The header's search finds a job by id in whichever queue holds it, and says so when none
+/// does or when the text is no job id.
+#[tokio::test]
+async fn a_job_is_found_by_its_id_from_any_page() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    for queue in ["alpha", "beta"] {
+        app.create_queue_ok(queue, "http://127.0.0.1:9/hook", None)
+            .await;
+    }
+    let id = app.enqueue_ok("beta", &json!({ "find": "me" })).await;
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get("/ui/dlq").await;
+    assert!(page.body.contains(r#"action="/ui/find""#), "{}", page.body);
+    let found = visitor.get(&format!("/ui/find?id={id}")).await;
+    assert_eq!(found.location(), format!("/ui/queue/beta/job/{id}"));
+    let page = visitor.follow(found).await;
+    assert!(
+        page.body.contains(&format!("Job {id} is in queue beta.")),
+        "{}",
+        page.body
+    );
+    let unknown = "0193c2b4-0000-7000-8000-000000000000";
+    let missing = visitor.get(&format!("/ui/find?id={unknown}")).await;
+    assert_eq!(missing.location(), "/ui");
+    assert!(
+        visitor
+            .follow(missing)
+            .await
+            .body
+            .contains("No queue holds job")
+    );
+    let nonsense = visitor.get("/ui/find?id=%3Cb%3Ehello").await;
+    let page = visitor.follow(nonsense).await;
+    assert!(page.body.contains("is not a job id"), "{}", page.body);
+    assert!(!page.body.contains("<b>hello"), "shown as text");
+}

@@ -10,6 +10,7 @@
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use futures_util::future::join_all;
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
@@ -18,6 +19,7 @@ use super::queue::{Hold, queue_name, queue_url};
 use crate::api::jobs::{JobStatusName, JobView};
 use crate::api::openapi::IdBody;
 use crate::api::queue_stats::QueueStats;
+use crate::api::queues::QueueList;
 use crate::model::{JobId, QueueName, now_millis};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, figures, form_result};
@@ -64,6 +66,53 @@ pub async fn page(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResul
         }
     };
     Ok(ctx.page_with(&format!("Job {id}"), Section::Queues, flash, content))
+}
+
+/// How many queues are asked about a job at once by [`find`].
+const FIND_FAN_OUT: usize = 16;
+
+/// `GET /ui/find?id=…`: the job's page, whichever queue holds it (READY, ERROR, or kept
+/// DELIVERED), found by asking each queue through the API; a page that says so when none
+/// does.
+pub async fn find(ctx: Ctx, Query(query): Query<FindQuery>) -> UiResult {
+    let raw = query.id.unwrap_or_default();
+    let Ok(id) = JobId::parse(raw.trim()) else {
+        return Ok(ctx.done(
+            Flash::error(format!("{raw:?} is not a job id (a UUID).")),
+            "/ui",
+        ));
+    };
+    let api = ctx.api();
+    let queues: QueueList = api.get("/queue").await?;
+    let names: Vec<QueueName> = queues
+        .queues
+        .iter()
+        .filter_map(|name| QueueName::parse(name).ok())
+        .collect();
+    for chunk in names.chunks(FIND_FAN_OUT) {
+        let asked = chunk.iter().map(|name| async move {
+            let held = fetch(api, name, &id).await.ok().flatten().is_some();
+            held.then_some(name)
+        });
+        if let Some(name) = join_all(asked).await.into_iter().flatten().next() {
+            return Ok(ctx.done(
+                Flash::notice(format!("Job {id} is in queue {name}.")),
+                &job_url(name, &id),
+            ));
+        }
+    }
+    Ok(ctx.done(
+        Flash::error(format!(
+            "No queue holds job {id} now: it was delivered (by a queue that does not keep \
+             delivered jobs), cancelled, or removed with its dead letter."
+        )),
+        "/ui",
+    ))
+}
+
+#[derive(serde::Deserialize)]
+pub struct FindQuery {
+    id: Option<String>,
 }
 
 /// The name of the edit-and-resend form in a [`FormOutcome`].
