@@ -1,6 +1,7 @@
 //! `GET /queue/{name}/_stats`: where a queue's jobs stand (due, scheduled, in flight, dead),
 //! what its attempts ended in over the last minute and, minute by minute, the last hour, and
-//! how its deliveries are throttled (concurrency, breaker, pause).
+//! how its deliveries are throttled (concurrency, breaker, pause). `GET /admin/queues/stats`:
+//! the same figures of every queue at once (the UI's dashboard reads it once per refresh).
 
 use std::time::Duration;
 
@@ -15,13 +16,18 @@ use super::AppState;
 use super::error::{ApiErrorBody, ApiResult};
 use super::extract::KnownQueue;
 use crate::dispatch::{BreakerState, LastMinute};
-use crate::model::{UnixMillis, now_millis};
+use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::ActivityFigures;
 use crate::store::{Queue, QueueCounts, StoreError};
 use crate::telemetry::{self, QueueFigures};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(queue_stats))
+}
+
+/// The routes behind the admin key.
+pub fn admin_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(all_queue_stats))
 }
 
 /// A queue's figures. `ready`, `scheduled`, `blocked` and `inFlight` together are the hyper
@@ -83,6 +89,56 @@ pub struct ConcurrencyView {
     pub effective: u32,
 }
 
+/// Every queue's figures, in name order.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AllQueueStats {
+    pub ok: bool,
+    pub queues: Vec<NamedQueueStats>,
+}
+
+/// One queue's name, target and `_stats` figures.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NamedQueueStats {
+    pub name: String,
+    /// Where its jobs are delivered (the whole URL, as `_settings` gives it).
+    pub target: String,
+    /// What `GET /queue/{name}/_stats` answers.
+    pub stats: QueueStats,
+}
+
+/// Every queue's figures at once: what `_stats` answers for each, with its target.
+#[utoipa::path(
+    get,
+    path = "/admin/queues/stats",
+    tag = "queues",
+    responses(
+        (status = 200, description = "Every queue's figures, in name order", body = AllQueueStats),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 403, description = "A scoped key without every queue in its scope", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQueueStats>> {
+    let now = now_millis();
+    let mut queues = Vec::new();
+    for (name, counts) in state.store.all_queue_counts(now).await? {
+        let queue = match state.store.queue(&name).await {
+            Ok(queue) => queue,
+            Err(StoreError::QueueNotFound) => continue, // deleted since
+            Err(err) => return Err(err.into()),
+        };
+        let mut stats = stats_of(&state, &queue, counts, now);
+        add_activity(&state, &mut stats, &queue.name, now).await?;
+        queues.push(NamedQueueStats {
+            name: queue.name.to_string(),
+            target: queue.target.as_str().to_owned(),
+            stats,
+        });
+    }
+    Ok(Json(AllQueueStats { ok: true, queues }))
+}
+
 /// A queue's figures: jobs by state, last minute's attempts, throttling.
 #[utoipa::path(
     get,
@@ -104,16 +160,27 @@ async fn queue_stats(
     let now = now_millis();
     let counts = state.store.queue_counts(queue.name.clone(), now).await?;
     let mut stats = stats_of(&state, &queue, counts, now);
+    add_activity(&state, &mut stats, &queue.name, now).await?;
+    Ok(Json(stats))
+}
+
+/// Fill in `stats`' attempts (last minute, last hour) from every node's activity: on a
+/// shared database, the same figures whichever node answers.
+async fn add_activity(
+    state: &AppState,
+    stats: &mut QueueStats,
+    queue: &QueueName,
+    now: UnixMillis,
+) -> ApiResult<()> {
     let mut activity = match &state.pool {
-        Some(pool) => pool.activity().figures(&queue.name, now),
+        Some(pool) => pool.activity().figures(queue, now),
         None => ActivityFigures::default(),
     };
-    // Every node's attempts (on a shared database): the same figures whichever node answers.
     activity.add(
         &state
             .store
             .cluster()
-            .activity_of_other_nodes(&queue.name, now)
+            .activity_of_other_nodes(queue, now)
             .await?,
     );
     stats.delivered_last_minute = activity.last_minute_delivered;
@@ -122,7 +189,7 @@ async fn queue_stats(
         delivered: activity.hour_delivered.to_vec(),
         failed: activity.hour_failed.to_vec(),
     };
-    Ok(Json(stats))
+    Ok(())
 }
 
 /// Set every queue's gauges for `/metrics`: the same figures as `_stats` (but the hour).

@@ -44,6 +44,7 @@ mod standard_webhooks;
 mod state_machine;
 mod ui;
 mod ui_browser;
+mod ui_dashboard;
 mod ui_job_page;
 
 /// Prints this binary's build, for `suite_on_postgres`: it runs the `api` binary of its own

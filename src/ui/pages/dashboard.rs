@@ -1,13 +1,10 @@
 //! The dashboard: every queue with its target host, counts, last-minute and last-hour
 //! activity, breaker and pause state (refreshed every 2 s), and a form to create a queue.
 
-use futures_util::future::join_all;
 use maud::{Markup, html};
 use serde_json::json;
 
-use crate::api::queue_stats::QueueStats;
-use crate::api::queues::QueueList;
-use crate::api::settings::QueueSettings;
+use crate::api::queue_stats::{AllQueueStats, NamedQueueStats};
 use crate::model::QueueName;
 use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, form_result};
@@ -16,12 +13,6 @@ use crate::ui::{Ctx, FormData, UiResult, chart, format, fragment};
 
 /// How often the live parts of the pages refresh.
 pub const REFRESH: &str = "every 2s";
-
-/// One queue's line.
-struct QueueLine {
-    settings: QueueSettings,
-    stats: QueueStats,
-}
 
 /// `GET /ui`.
 pub async fn page(ctx: Ctx) -> UiResult {
@@ -165,44 +156,34 @@ pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
     })
 }
 
-/// The `<tbody>` of the queues table, polling itself.
+/// The `<tbody>` of the queues table, polling itself: one API request for every queue
+/// (`GET /admin/queues/stats`), however many there are.
 async fn queue_rows(api: &ApiClient) -> ApiAnswer<Markup> {
-    let list: QueueList = api.get("/queue").await?;
-    let lines = join_all(list.queues.iter().map(|name| async move {
-        let (settings, stats) = (
-            format!("/queue/{name}/_settings"),
-            format!("/queue/{name}/_stats"),
-        );
-        match (
-            api.get::<QueueSettings>(&settings).await,
-            api.get::<QueueStats>(&stats).await,
-        ) {
-            (Ok(settings), Ok(stats)) => Some(QueueLine { settings, stats }),
-            _ => None, // deleted meanwhile
-        }
-    }))
-    .await;
+    let all: AllQueueStats = api.get("/admin/queues/stats").await?;
     Ok(html! {
         tbody id="queue-rows" hx-get="/ui/_queues" hx-trigger=(REFRESH) hx-swap="outerHTML" {
-            @if list.queues.is_empty() {
+            @if all.queues.is_empty() {
                 tr { td colspan="11" class="muted" { "No queues yet: create one below." } }
             }
-            @for line in lines.iter().flatten() {
+            @for line in &all.queues {
                 (queue_row(line))
             }
         }
     })
 }
 
-fn queue_row(line: &QueueLine) -> Markup {
-    let QueueLine { settings, stats } = line;
-    let name = &settings.name;
+fn queue_row(line: &NamedQueueStats) -> Markup {
+    let NamedQueueStats {
+        name,
+        target,
+        stats,
+    } = line;
     html! {
         tr id={ "queue-" (name) } {
             // An id, so that focus on it survives the live refresh (htmx focuses the new
             // element of the same id).
             th scope="row" { a id={ "queue-link-" (name) } href={ "/ui/queue/" (name) } { (name) } }
-            td class="wide mono" { (format::host_of(&settings.target)) }
+            td class="wide mono" { (format::host_of(target)) }
             td class="num ready" { (stats.ready) }
             td class="num" { (stats.scheduled + stats.blocked) }
             td class="num" { (stats.in_flight) }
