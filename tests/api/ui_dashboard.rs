@@ -68,3 +68,81 @@ async fn every_queues_figures_come_in_one_admin_request() {
     }
     assert_eq!(queues[1]["stats"]["ready"], 1);
 }
+
+/// Issue 27, defect 7: the dashboard shows whole targets (cut by the stylesheet, whole in
+/// `title`), the age of the oldest due job, dead counts linking to that queue's dead
+/// letters, and the queues needing attention first: open breaker, then dead letters, then
+/// paused, then the rest.
+#[tokio::test]
+async fn the_dashboard_shows_what_needs_attention_first_and_whole() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "upstream down")).await;
+    let app = spawn_app(|c| {
+        c.delivery.breaker_threshold = 2;
+        c.delivery.breaker_cooldown = Duration::from_secs(600);
+        c.delivery.defaults.max_attempts = 5;
+        c.delivery.defaults.backoff = vec![Duration::from_millis(10)];
+    })
+    .await;
+    let long_target = "http://127.0.0.1:9/hooks/tenants/acme-corporation/orders/created?v=2";
+    app.create_queue_ok("alpha", long_target, None).await;
+    app.create_queue_ok("bravo", &receiver.url, None).await;
+    app.call(reqwest::Method::POST, "/queue/bravo/_pause", None)
+        .await
+        .expect(200);
+    app.enqueue_ok("bravo", &serde_json::json!({ "n": 1 }))
+        .await;
+    // One attempt then dead: one failure does not open its breaker (threshold 2).
+    let body = serde_json::json!({ "target": receiver.url, "maxAttempts": 1 });
+    app.call(
+        reqwest::Method::PUT,
+        "/queue/charlie",
+        Some(body.to_string().as_bytes()),
+    )
+    .await
+    .expect(201);
+    let dead = app
+        .enqueue_ok("charlie", &serde_json::json!({ "n": 2 }))
+        .await;
+    app.wait_until_error("charlie", &dead).await;
+    app.create_queue_ok("delta", &receiver.url, None).await;
+    app.enqueue_ok("delta", &serde_json::json!({ "n": 3 }))
+        .await;
+    eventually("delta's breaker to open", || async {
+        let stats = app.get("/queue/delta/_stats").await.json();
+        (stats["breaker"] == "open").then_some(())
+    })
+    .await;
+
+    let mut visitor = UiVisitor::new(&app);
+    let rows = visitor.get("/ui/_queues").await.body;
+    let position = |name: &str| {
+        rows.find(&format!(r#"<tr id="queue-{name}""#))
+            .unwrap_or_else(|| panic!("{name} is listed: {rows}"))
+    };
+    let order = ["delta", "charlie", "bravo", "alpha"];
+    for pair in order.windows(2) {
+        assert!(
+            position(pair[0]) < position(pair[1]),
+            "{} before {}",
+            pair[0],
+            pair[1]
+        );
+    }
+    let whole = long_target.replace('&', "&amp;");
+    assert!(
+        rows.contains(&format!(r#"title="{whole}">{whole}</span>"#)),
+        "the whole target: {rows}"
+    );
+    assert!(
+        rows.contains(r#"id="dead-link-charlie" href="/ui/dlq?queue=charlie""#),
+        "the dead count links to the queue's dead letters: {rows}"
+    );
+    let bravo = &rows[position("bravo")..position("alpha")];
+    let oldest = &bravo[bravo
+        .find(r#"class="num oldest""#)
+        .expect("an oldest column")..];
+    assert!(
+        oldest.starts_with(r#"class="num oldest">"#) && oldest.as_bytes()[19].is_ascii_digit(),
+        "the paused queue's due job has an age: {bravo}"
+    );
+}

@@ -1,10 +1,12 @@
-//! The dashboard: every queue with its target host, counts, last-minute and last-hour
-//! activity, breaker and pause state (refreshed every 2 s), and a form to create a queue.
+//! The dashboard: every queue with its target, counts, the age of its oldest due job, its
+//! dead letters (a link to them), last-minute and last-hour activity, breaker and pause
+//! state, the queues needing attention first (refreshed every 2 s), and a form to create a
+//! queue.
 
 use maud::{Markup, html};
 use serde_json::json;
 
-use crate::api::queue_stats::{AllQueueStats, NamedQueueStats};
+use crate::api::queue_stats::{AllQueueStats, NamedQueueStats, QueueStats};
 use crate::model::QueueName;
 use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, form_result};
@@ -31,17 +33,20 @@ pub async fn page(ctx: Ctx) -> UiResult {
                 table {
                     thead {
                         tr {
+                            // On a phone the `wide` and `extra` columns are hidden, so that
+                            // the state and the breaker stay in view without scrolling.
                             th scope="col" { "Queue" }
                             th scope="col" class="wide" { "Target" }
-                            th scope="col" class="num" { "Ready" }
-                            th scope="col" class="num" { "Scheduled" }
-                            th scope="col" class="num" { "In flight" }
-                            th scope="col" class="num" { "Dead" }
-                            th scope="col" class="num" { "Delivered/min" }
-                            th scope="col" class="num" { "Failed/min" }
-                            th scope="col" class="wide" { "Last hour" }
-                            th scope="col" { "Breaker" }
                             th scope="col" { "State" }
+                            th scope="col" { "Breaker" }
+                            th scope="col" class="num" { "Ready" }
+                            th scope="col" class="num" { "Oldest ready" }
+                            th scope="col" class="num" { "Dead" }
+                            th scope="col" class="num extra" { "Scheduled" }
+                            th scope="col" class="num extra" { "In flight" }
+                            th scope="col" class="num extra" { "Delivered/min" }
+                            th scope="col" class="num extra" { "Failed/min" }
+                            th scope="col" class="wide" { "Last hour" }
                         }
                     }
                     (rows)
@@ -159,11 +164,13 @@ pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
 /// The `<tbody>` of the queues table, polling itself: one API request for every queue
 /// (`GET /admin/queues/stats`), however many there are.
 async fn queue_rows(api: &ApiClient) -> ApiAnswer<Markup> {
-    let all: AllQueueStats = api.get("/admin/queues/stats").await?;
+    let mut all: AllQueueStats = api.get("/admin/queues/stats").await?;
+    // Stable: within each level of attention, name order (the API's).
+    all.queues.sort_by_key(|line| attention(&line.stats));
     Ok(html! {
         tbody id="queue-rows" hx-get="/ui/_queues" hx-trigger=(REFRESH) hx-swap="outerHTML" {
             @if all.queues.is_empty() {
-                tr { td colspan="11" class="muted" { "No queues yet: create one below." } }
+                tr { td colspan="12" class="muted" { "No queues yet: create one below." } }
             }
             @for line in &all.queues {
                 (queue_row(line))
@@ -180,25 +187,52 @@ fn queue_row(line: &NamedQueueStats) -> Markup {
     } = line;
     html! {
         tr id={ "queue-" (name) } {
-            // An id, so that focus on it survives the live refresh (htmx focuses the new
+            // Ids, so that focus on a link survives the live refresh (htmx focuses the new
             // element of the same id).
             th scope="row" { a id={ "queue-link-" (name) } href={ "/ui/queue/" (name) } { (name) } }
-            td class="wide mono" { (format::host_of(target)) }
-            td class="num ready" { (stats.ready) }
-            td class="num" { (stats.scheduled + stats.blocked) }
-            td class="num" { (stats.in_flight) }
-            td class="num dead" { (stats.dead) }
-            td class="num delivered" { (stats.delivered_last_minute) }
-            td class="num" { (stats.failed_last_minute) }
-            td class="wide" { (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed)) }
-            td {
+            td class="wide" { span class="mono target" title=(target) { (target) } }
+            td class="state" { (pause_state(stats.paused)) }
+            td class="breaker" {
                 (breaker(&stats.breaker))
                 @if let Some(probe) = stats.breaker_probe_at {
                     br; span class="muted" { "probe " (format::when(probe)) }
                 }
             }
-            td { (pause_state(stats.paused)) }
+            td class="num ready" { (stats.ready) }
+            td class="num oldest" {
+                @match stats.oldest_ready_age_ms {
+                    Some(age) => (format::age(u64::try_from(age).unwrap_or(0))),
+                    None => span class="muted" { "–" },
+                }
+            }
+            td class="num dead" {
+                @if stats.dead > 0 {
+                    a id={ "dead-link-" (name) } href={ "/ui/dlq?queue=" (name) }
+                        title={ "the dead letters of " (name) } { (stats.dead) }
+                } @else {
+                    (stats.dead)
+                }
+            }
+            td class="num extra" { (stats.scheduled + stats.blocked) }
+            td class="num extra" { (stats.in_flight) }
+            td class="num extra delivered" { (stats.delivered_last_minute) }
+            td class="num extra" { (stats.failed_last_minute) }
+            td class="wide" { (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed)) }
         }
+    }
+}
+
+/// How soon a queue needs an operator, most urgent first: its breaker not closed (deliveries
+/// stopped), then dead letters pending, then paused, then the healthy rest.
+fn attention(stats: &QueueStats) -> u8 {
+    if stats.breaker != "closed" {
+        0
+    } else if stats.dead > 0 {
+        1
+    } else if stats.paused {
+        2
+    } else {
+        3
     }
 }
 
