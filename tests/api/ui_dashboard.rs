@@ -146,3 +146,39 @@ async fn the_dashboard_shows_what_needs_attention_first_and_whole() {
         "the paused queue's due job has an age: {bravo}"
     );
 }
+
+/// Issue 27, defect 6: every chart of the dashboard is drawn to one y-scale, labelled, so a
+/// queue with one attempt a minute does not look like one with hundreds.
+#[tokio::test]
+async fn the_dashboards_charts_share_one_labelled_scale() {
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("busy", &receiver.url, None).await;
+    app.create_queue_ok("quiet", &receiver.url, None).await;
+    for n in 0..4 {
+        app.enqueue_ok("busy", &serde_json::json!({ "n": n })).await;
+    }
+    app.enqueue_ok("quiet", &serde_json::json!({ "n": 9 }))
+        .await;
+    receiver.wait_for(5).await;
+    eventually("both queues' attempts counted", || async {
+        let all = app.get("/admin/queues/stats").await.json();
+        let counted = |i: usize| {
+            all["queues"][i]["stats"]["lastHour"]["delivered"]
+                .as_array()
+                .map_or(0, |m| m.iter().filter_map(|n| n.as_u64()).sum::<u64>())
+        };
+        (counted(0) == 4 && counted(1) == 1).then_some(())
+    })
+    .await;
+    let mut visitor = UiVisitor::new(&app);
+    let fragment = visitor.get("/ui/_queues").await.body;
+    let labels: Vec<&str> = fragment
+        .split(r#"<span class="y-top" aria-hidden="true">"#)
+        .skip(1)
+        .filter_map(|rest| rest.split('<').next())
+        .collect();
+    assert_eq!(labels.len(), 2, "{fragment}");
+    assert_eq!(labels[0], labels[1], "one scale: {labels:?}");
+    assert_ne!(labels[0], "1/min", "the busy queue's: {labels:?}");
+}

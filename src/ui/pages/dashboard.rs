@@ -44,9 +44,12 @@ pub async fn page(ctx: Ctx) -> UiResult {
                             th scope="col" class="num" { "Dead" }
                             th scope="col" class="num extra" { "Scheduled" }
                             th scope="col" class="num extra" { "In flight" }
-                            th scope="col" class="num extra" { "Delivered/min" }
-                            th scope="col" class="num extra" { "Failed/min" }
-                            th scope="col" class="wide" { "Last hour" }
+                            th scope="col" class="num extra" { "Delivered/" wbr; "min" }
+                            th scope="col" class="num extra" { "Failed/" wbr; "min" }
+                            th scope="col" class="wide" {
+                                "Last hour" br;
+                                span class="muted" { "one scale" }
+                            }
                         }
                     }
                     (rows)
@@ -167,19 +170,26 @@ async fn queue_rows(api: &ApiClient) -> ApiAnswer<Markup> {
     let mut all: AllQueueStats = api.get("/admin/queues/stats").await?;
     // Stable: within each level of attention, name order (the API's).
     all.queues.sort_by_key(|line| attention(&line.stats));
+    // One y-scale for every chart of the page, so that rows compare.
+    let scale = chart::shared_scale(all.queues.iter().map(|line| {
+        (
+            &line.stats.last_hour.delivered[..],
+            &line.stats.last_hour.failed[..],
+        )
+    }));
     Ok(html! {
         tbody id="queue-rows" hx-get="/ui/_queues" hx-trigger=(REFRESH) hx-swap="outerHTML" {
             @if all.queues.is_empty() {
                 tr { td colspan="12" class="muted" { "No queues yet: create one below." } }
             }
             @for line in &all.queues {
-                (queue_row(line))
+                (queue_row(line, scale))
             }
         }
     })
 }
 
-fn queue_row(line: &NamedQueueStats) -> Markup {
+fn queue_row(line: &NamedQueueStats, scale: u64) -> Markup {
     let NamedQueueStats {
         name,
         target,
@@ -217,7 +227,7 @@ fn queue_row(line: &NamedQueueStats) -> Markup {
             td class="num extra" { (stats.in_flight) }
             td class="num extra delivered" { (stats.delivered_last_minute) }
             td class="num extra" { (stats.failed_last_minute) }
-            td class="wide" { (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed)) }
+            td class="wide" { (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed, scale)) }
         }
     }
 }
