@@ -4,6 +4,7 @@
 #[path = "../build_identity.rs"]
 mod build_identity;
 
+mod activity_history;
 mod auth;
 mod bad_inputs;
 mod batch;
