@@ -3,6 +3,7 @@
 //! how its deliveries are throttled (concurrency, breaker, pause). `GET /admin/queues/stats`:
 //! the same figures of every queue at once (the UI's dashboard reads it once per refresh).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::Json;
@@ -17,7 +18,7 @@ use super::error::{ApiErrorBody, ApiResult};
 use super::extract::KnownQueue;
 use crate::dispatch::{BreakerState, LastMinute};
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::ActivityFigures;
+use crate::store::{ActivityFigures, ActivityMinute};
 use crate::store::{Queue, QueueCounts, StoreError};
 use crate::telemetry::{self, QueueFigures};
 
@@ -96,14 +97,53 @@ pub struct AllQueueStats {
     pub queues: Vec<NamedQueueStats>,
 }
 
-/// One queue's name, target and `_stats` figures.
+/// One queue's name, target and `_stats` figures, and its last day.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct NamedQueueStats {
     pub name: String,
     /// Where its jobs are delivered (the whole URL, as `_settings` gives it).
     pub target: String,
     /// What `GET /queue/{name}/_stats` answers.
     pub stats: QueueStats,
+    /// Attempts per hour over the last 24 hours, from the stored history (kept across
+    /// restarts; written once a minute, so the current minute is not in it yet).
+    pub last_day: LastDayView,
+}
+
+/// Attempts per hour over the last 24 hours, oldest first: entry 23 is the hour up to now.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct LastDayView {
+    /// Attempts delivered (2xx), per hour.
+    pub delivered: Vec<u64>,
+    /// Attempts failed, per hour.
+    pub failed: Vec<u64>,
+}
+
+/// Hours in [`LastDayView`].
+const DAY_HOURS: usize = 24;
+const HOUR_MS: i64 = 3_600_000;
+
+/// Every queue's stored minutes of the last day, added up per hour before `now`.
+fn last_day_by_queue(
+    minutes: Vec<ActivityMinute>,
+    now: UnixMillis,
+) -> HashMap<QueueName, LastDayView> {
+    let mut by_queue: HashMap<QueueName, LastDayView> = HashMap::new();
+    for minute in minutes {
+        let hours_ago =
+            usize::try_from((now - minute.minute).max(0) / HOUR_MS).unwrap_or(usize::MAX);
+        let Some(index) = (DAY_HOURS - 1).checked_sub(hours_ago) else {
+            continue; // a day old or more
+        };
+        let day = by_queue.entry(minute.queue).or_insert_with(|| LastDayView {
+            delivered: vec![0; DAY_HOURS],
+            failed: vec![0; DAY_HOURS],
+        });
+        day.delivered[index] += minute.delivered;
+        day.failed[index] += minute.failed;
+    }
+    by_queue
 }
 
 /// Every queue's figures at once: what `_stats` answers for each, with its target.
@@ -121,6 +161,7 @@ pub struct NamedQueueStats {
 )]
 async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQueueStats>> {
     let now = now_millis();
+    let mut last_day = last_day_by_queue(state.store.activity_last_day(now).await?, now);
     let mut queues = Vec::new();
     for (name, counts) in state.store.all_queue_counts(now).await? {
         let queue = match state.store.queue(&name).await {
@@ -134,6 +175,10 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
             name: queue.name.to_string(),
             target: queue.target.as_str().to_owned(),
             stats,
+            last_day: last_day.remove(&queue.name).unwrap_or_else(|| LastDayView {
+                delivered: vec![0; DAY_HOURS],
+                failed: vec![0; DAY_HOURS],
+            }),
         });
     }
     Ok(Json(AllQueueStats { ok: true, queues }))

@@ -33,24 +33,61 @@ fn at(series: &[u64], i: usize) -> u64 {
     series.get(i).copied().unwrap_or(0)
 }
 
-/// One bar per minute, oldest at the left: delivered attempts (green) with failed ones
-/// (red) stacked on top, scaled to `scale` attempts a minute (the page's
+/// What one bar of a chart stands for.
+#[derive(Clone, Copy)]
+pub struct Span {
+    /// The whole chart, for the text alternative: "last hour".
+    name: &'static str,
+    /// One bar: "minute".
+    bar: &'static str,
+    /// One bar, short, for the y-axis: "min" (`40/min`).
+    short: &'static str,
+    /// One bar, shorter, for the x-axis: "m" (`60m ago`).
+    ago: &'static str,
+}
+
+/// A bar a minute.
+pub const MINUTES: Span = Span {
+    name: "last hour",
+    bar: "minute",
+    short: "min",
+    ago: "m",
+};
+
+/// A bar an hour.
+pub const HOURS: Span = Span {
+    name: "last day",
+    bar: "hour",
+    short: "h",
+    ago: "h",
+};
+
+/// [`bars`] a minute over the last hour.
+pub fn last_hour(delivered: &[u64], failed: &[u64], scale: u64) -> Markup {
+    bars(delivered, failed, scale, MINUTES)
+}
+
+/// One bar per `span` period, oldest at the left: delivered attempts (green) with failed
+/// ones (red) stacked on top, scaled to `scale` attempts a period (the page's
 /// [`shared_scale`]); the top of the y-axis and the ends of the x-axis are labelled. The
 /// text alternative gives totals.
-pub fn last_hour(delivered: &[u64], failed: &[u64], scale: u64) -> Markup {
+pub fn bars(delivered: &[u64], failed: &[u64], scale: u64, span: Span) -> Markup {
     let minutes = delivered.len().max(failed.len()) as u64;
     let scale = scale.max(1);
     let total_delivered: u64 = delivered.iter().sum();
     let total_failed: u64 = failed.iter().sum();
     let label = format!(
-        "last hour: {total_delivered} delivered, {total_failed} failed; busiest minute {} \
-         (chart scale {scale} a minute)",
-        busiest(delivered, failed)
+        "{}: {total_delivered} delivered, {total_failed} failed; busiest {} {} \
+         (chart scale {scale} a {})",
+        span.name,
+        span.bar,
+        busiest(delivered, failed),
+        span.bar
     );
     let height = |n: u64| (n.min(scale) * HEIGHT).div_ceil(scale);
     html! {
         div class="chart-box" {
-            span class="y-top" aria-hidden="true" { (scale) "/min" }
+            span class="y-top" aria-hidden="true" { (scale) "/" (span.short) }
             svg class="chart" viewBox={ "0 0 " (minutes * BAR) " " (HEIGHT) } preserveAspectRatio="none"
                 role="img" aria-label=(label) {
                 title { (label) }
@@ -67,7 +104,10 @@ pub fn last_hour(delivered: &[u64], failed: &[u64], scale: u64) -> Markup {
                     }
                 }
             }
-            span class="x-axis" aria-hidden="true" { span { (minutes) "m ago" } span { "now" } }
+            span class="x-axis" aria-hidden="true" {
+                span { (minutes) (span.ago) " ago" }
+                span { "now" }
+            }
         }
     }
 }
@@ -89,6 +129,8 @@ mod tests {
         assert!(
             svg.contains(r#"aria-label="last hour: 15 delivered, 10 failed; busiest minute 20"#)
         );
+        let day = bars(&[0; 24], &[1; 24], 2, HOURS).into_string();
+        assert!(day.contains("2/h") && day.contains("24h ago"), "{day}");
         assert!(svg.contains(r#"<rect class="d" x="118" y="15" width="1" height="15">"#));
         assert!(svg.contains(r#"<rect class="f" x="118" y="0" width="1" height="15">"#));
         assert!(svg.contains(r#"<rect class="d" x="0" y="22" width="1" height="8">"#));

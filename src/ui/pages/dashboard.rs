@@ -3,7 +3,9 @@
 //! state, the queues needing attention first (refreshed every 2 s), and a form to create a
 //! queue.
 
+use axum::extract::Query;
 use maud::{Markup, html};
+use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::queue_stats::{AllQueueStats, NamedQueueStats, QueueStats};
@@ -17,8 +19,9 @@ use crate::ui::{Ctx, FormData, UiResult, chart, format, fragment};
 pub const REFRESH: &str = "every 2s";
 
 /// `GET /ui`.
-pub async fn page(ctx: Ctx) -> UiResult {
-    let rows = queue_rows(ctx.api()).await?;
+pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
+    let range = ChartRange::of(&query);
+    let rows = queue_rows(ctx.api(), range).await?;
     // The new-queue form's answer goes beside it; any other message atop the page.
     let flash = ctx.take_flash();
     let answer = flash
@@ -47,8 +50,13 @@ pub async fn page(ctx: Ctx) -> UiResult {
                             th scope="col" class="num extra" { "Delivered/" wbr; "min" }
                             th scope="col" class="num extra" { "Failed/" wbr; "min" }
                             th scope="col" class="wide" {
-                                "Last hour" br;
-                                span class="muted" { "one scale" }
+                                @if range == ChartRange::Hour {
+                                    "Last hour" br;
+                                    a id="range-day" href="/ui?range=day" { "last day" }
+                                } @else {
+                                    "Last day" br;
+                                    a id="range-hour" href="/ui" { "last hour" }
+                                }
                             }
                         }
                     }
@@ -100,8 +108,40 @@ pub async fn page(ctx: Ctx) -> UiResult {
 }
 
 /// `GET /ui/_queues`: the table body alone, for the live refresh.
-pub async fn rows(ctx: Ctx) -> UiResult {
-    Ok(fragment(queue_rows(ctx.api()).await?))
+pub async fn rows(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
+    Ok(fragment(
+        queue_rows(ctx.api(), ChartRange::of(&query)).await?,
+    ))
+}
+
+/// `?range=day`: the charts show the last day (from the store's history) instead of the
+/// last hour.
+#[derive(Deserialize, Default)]
+pub struct ChartQuery {
+    range: Option<String>,
+}
+
+/// The period the dashboard's charts cover.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ChartRange {
+    Hour,
+    Day,
+}
+
+impl ChartRange {
+    fn of(query: &ChartQuery) -> Self {
+        match query.range.as_deref() {
+            Some("day") => Self::Day,
+            _ => Self::Hour,
+        }
+    }
+
+    fn query(self) -> &'static str {
+        match self {
+            Self::Hour => "",
+            Self::Day => "?range=day",
+        }
+    }
 }
 
 /// The name of the new-queue form in a [`FormOutcome`].
@@ -166,34 +206,36 @@ pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
 
 /// The `<tbody>` of the queues table, polling itself: one API request for every queue
 /// (`GET /admin/queues/stats`), however many there are.
-async fn queue_rows(api: &ApiClient) -> ApiAnswer<Markup> {
+async fn queue_rows(api: &ApiClient, range: ChartRange) -> ApiAnswer<Markup> {
     let mut all: AllQueueStats = api.get("/admin/queues/stats").await?;
     // Stable: within each level of attention, name order (the API's).
     all.queues.sort_by_key(|line| attention(&line.stats));
     // One y-scale for every chart of the page, so that rows compare.
-    let scale = chart::shared_scale(all.queues.iter().map(|line| {
-        (
+    let scale = chart::shared_scale(all.queues.iter().map(|line| match range {
+        ChartRange::Hour => (
             &line.stats.last_hour.delivered[..],
             &line.stats.last_hour.failed[..],
-        )
+        ),
+        ChartRange::Day => (&line.last_day.delivered[..], &line.last_day.failed[..]),
     }));
     Ok(html! {
-        tbody id="queue-rows" hx-get="/ui/_queues" hx-trigger=(REFRESH) hx-swap="outerHTML" {
+        tbody id="queue-rows" hx-get={ "/ui/_queues" (range.query()) } hx-trigger=(REFRESH) hx-swap="outerHTML" {
             @if all.queues.is_empty() {
                 tr { td colspan="12" class="muted" { "No queues yet: create one below." } }
             }
             @for line in &all.queues {
-                (queue_row(line, scale))
+                (queue_row(line, range, scale))
             }
         }
     })
 }
 
-fn queue_row(line: &NamedQueueStats, scale: u64) -> Markup {
+fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
     let NamedQueueStats {
         name,
         target,
         stats,
+        last_day,
     } = line;
     html! {
         tr id={ "queue-" (name) } {
@@ -227,7 +269,12 @@ fn queue_row(line: &NamedQueueStats, scale: u64) -> Markup {
             td class="num extra" { (stats.in_flight) }
             td class="num extra delivered" { (stats.delivered_last_minute) }
             td class="num extra" { (stats.failed_last_minute) }
-            td class="wide" { (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed, scale)) }
+            td class="wide" {
+                @match range {
+                    ChartRange::Hour => (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed, scale)),
+                    ChartRange::Day => (chart::bars(&last_day.delivered, &last_day.failed, scale, chart::HOURS)),
+                }
+            }
         }
     }
 }
