@@ -174,8 +174,6 @@ impl Maintenance {
     /// shared database, the other nodes'), for the charts' day of history. Returns the rows
     /// offered (quiet queues are not stored).
     pub async fn record_activity(&self, now: UnixMillis) -> usize {
-        let minute = now - now.rem_euclid(MINUTE_MS) - MINUTE_MS;
-        let last_complete = ACTIVITY_MINUTES - 2;
         let mut rows = Vec::new();
         for queue in self.store.registry().all().iter() {
             let mut figures = match &self.pool {
@@ -194,12 +192,7 @@ impl Maintenance {
                     return 0;
                 }
             }
-            rows.push(ActivityMinute {
-                queue: queue.name.clone(),
-                minute,
-                delivered: figures.hour_delivered[last_complete],
-                failed: figures.hour_failed[last_complete],
-            });
+            rows.push(last_complete_minute(&queue.name, &figures, now));
         }
         let offered = rows.len();
         if let Err(err) = self.store.record_activity(rows, now).await {
@@ -425,4 +418,45 @@ fn update_alert(
         raised,
         message,
     });
+}
+
+/// `queue`'s attempts in the last minute complete at `now` (the one before the current
+/// minute, still counting), as the activity history stores it.
+fn last_complete_minute(
+    queue: &QueueName,
+    figures: &ActivityFigures,
+    now: UnixMillis,
+) -> ActivityMinute {
+    // The hour's last entry is the current minute; the one before it is complete.
+    let last_complete = ACTIVITY_MINUTES - 2;
+    ActivityMinute {
+        queue: queue.clone(),
+        minute: now - now.rem_euclid(MINUTE_MS) - MINUTE_MS,
+        delivered: figures.hour_delivered[last_complete],
+        failed: figures.hour_failed[last_complete],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_history_takes_the_minute_before_the_current_one() {
+        let mut figures = ActivityFigures::default();
+        figures.hour_delivered[ACTIVITY_MINUTES - 1] = 99; // the current minute: not yet
+        figures.hour_delivered[ACTIVITY_MINUTES - 2] = 7;
+        figures.hour_failed[ACTIVITY_MINUTES - 2] = 3;
+        let queue = QueueName::parse("q").expect("a valid name");
+        let now = 10 * MINUTE_MS + 42_000;
+        assert_eq!(
+            last_complete_minute(&queue, &figures, now),
+            ActivityMinute {
+                queue,
+                minute: 9 * MINUTE_MS,
+                delivered: 7,
+                failed: 3,
+            }
+        );
+    }
 }
