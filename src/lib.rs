@@ -167,6 +167,7 @@ impl Server {
                 defaults: config.delivery.defaults.clone(),
                 alerts: Arc::default(),
                 events: events.clone(),
+                pool: pool.clone(),
             }
             .run(background.clone()),
         );

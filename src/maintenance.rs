@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::dispatch::Wakeups;
+use crate::dispatch::{DeliveryPool, Wakeups};
 use crate::event::Event;
 use crate::events::Events;
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::policy::Defaults;
-use crate::store::Store;
+use crate::store::records::ACTIVITY_MINUTES;
+use crate::store::{ActivityFigures, ActivityMinute, Store};
 use crate::telemetry;
 
 const TTL_INTERVAL: Duration = Duration::from_secs(60);
@@ -26,6 +27,9 @@ const RETENTION_INTERVAL: Duration = Duration::from_secs(600);
 const DELIVERY_LOG_INTERVAL: Duration = Duration::from_secs(60);
 const ALERT_INTERVAL: Duration = Duration::from_secs(60);
 const OPTIMIZE_INTERVAL: Duration = Duration::from_secs(3600);
+/// The activity history is written once a minute.
+const ACTIVITY_INTERVAL: Duration = Duration::from_secs(60);
+const MINUTE_MS: UnixMillis = 60_000;
 /// Rows one sweep statement may touch, so the writer is never held long.
 pub const SWEEP_BATCH: usize = 1000;
 /// A pending dead letter older than this raises the `oldest_pending_stale` alert.
@@ -68,6 +72,9 @@ pub struct Maintenance {
     pub alerts: Arc<DlqAlerts>,
     /// Alerts raised and cleared, and dead letters the sweeps made, for the events target.
     pub events: Events,
+    /// This node's delivery pool, whose attempts the activity history records; `None`
+    /// when dispatch is off (the other nodes' attempts are still recorded).
+    pub pool: Option<DeliveryPool>,
 }
 
 /// The sweep a tick is for.
@@ -78,6 +85,7 @@ enum Sweep {
     DeliveryLog,
     Retention,
     Optimize,
+    Activity,
 }
 
 impl Maintenance {
@@ -108,6 +116,7 @@ impl Maintenance {
         let mut retention = every(RETENTION_INTERVAL, Duration::from_secs(17));
         let mut delivery_log = every(DELIVERY_LOG_INTERVAL, Duration::from_secs(23));
         let mut optimize = every(OPTIMIZE_INTERVAL, OPTIMIZE_INTERVAL);
+        let mut activity = every(ACTIVITY_INTERVAL, Duration::from_secs(29));
         loop {
             let sweep = tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -117,6 +126,7 @@ impl Maintenance {
                 _ = delivery_log.tick() => Sweep::DeliveryLog,
                 _ = retention.tick() => Sweep::Retention,
                 _ = optimize.tick() => Sweep::Optimize,
+                _ = activity.tick() => Sweep::Activity,
             };
             let now = now_millis();
             if !self.on_duty(now).await {
@@ -137,6 +147,9 @@ impl Maintenance {
                     self.purge_dead_letters(now).await;
                     self.purge_idempotency_keys(now).await;
                 }
+                Sweep::Activity => {
+                    self.record_activity(now).await;
+                }
                 Sweep::Optimize => {
                     if let Err(err) = self.store.maintain().await {
                         tracing::warn!(error = %err, "store upkeep failed");
@@ -155,6 +168,37 @@ impl Maintenance {
             .cluster()
             .on_duty("maintenance", now, self.duty_hold())
             .await
+    }
+
+    /// Record the last complete minute of every queue's attempts (this node's and, on a
+    /// shared database, the other nodes'), for the charts' day of history. Returns the rows
+    /// offered (quiet queues are not stored).
+    pub async fn record_activity(&self, now: UnixMillis) -> usize {
+        let mut rows = Vec::new();
+        for queue in self.store.registry().all().iter() {
+            let mut figures = match &self.pool {
+                Some(pool) => pool.activity().figures(&queue.name, now),
+                None => ActivityFigures::default(),
+            };
+            match self
+                .store
+                .cluster()
+                .activity_of_other_nodes(&queue.name, now)
+                .await
+            {
+                Ok(others) => figures.add(&others),
+                Err(err) => {
+                    tracing::warn!(error = %err, "activity history: reading other nodes failed");
+                    return 0;
+                }
+            }
+            rows.push(last_complete_minute(&queue.name, &figures, now));
+        }
+        let offered = rows.len();
+        if let Err(err) = self.store.record_activity(rows, now).await {
+            tracing::warn!(error = %err, "activity history: recording a minute failed");
+        }
+        offered
     }
 
     /// Expired leases back to READY (or dead-lettered). Returns how many were recovered.
@@ -374,4 +418,45 @@ fn update_alert(
         raised,
         message,
     });
+}
+
+/// `queue`'s attempts in the last minute complete at `now` (the one before the current
+/// minute, still counting), as the activity history stores it.
+fn last_complete_minute(
+    queue: &QueueName,
+    figures: &ActivityFigures,
+    now: UnixMillis,
+) -> ActivityMinute {
+    // The hour's last entry is the current minute; the one before it is complete.
+    let last_complete = ACTIVITY_MINUTES - 2;
+    ActivityMinute {
+        queue: queue.clone(),
+        minute: now - now.rem_euclid(MINUTE_MS) - MINUTE_MS,
+        delivered: figures.hour_delivered[last_complete],
+        failed: figures.hour_failed[last_complete],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_history_takes_the_minute_before_the_current_one() {
+        let mut figures = ActivityFigures::default();
+        figures.hour_delivered[ACTIVITY_MINUTES - 1] = 99; // the current minute: not yet
+        figures.hour_delivered[ACTIVITY_MINUTES - 2] = 7;
+        figures.hour_failed[ACTIVITY_MINUTES - 2] = 3;
+        let queue = QueueName::parse("q").expect("a valid name");
+        let now = 10 * MINUTE_MS + 42_000;
+        assert_eq!(
+            last_complete_minute(&queue, &figures, now),
+            ActivityMinute {
+                queue,
+                minute: 9 * MINUTE_MS,
+                delivered: 7,
+                failed: 3,
+            }
+        );
+    }
 }

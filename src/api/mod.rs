@@ -83,6 +83,7 @@ pub fn router(state: AppState) -> Router {
             auth::require_api_key,
         ));
     let admin = dlq::router()
+        .merge(queue_stats::admin_router())
         .merge(keys::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -39,6 +39,7 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         ("GET", "/queue/{name}/_settings") => Queue(READER),
         ("POST", "/queue/{name}/_pause" | "/queue/{name}/_resume") => Admin,
         ("GET", "/queue/{name}/_stats") => Queue(READER),
+        ("GET", "/admin/queues/stats") => AllQueues(READER),
         // batch
         ("POST", "/queue/{name}/_batch") => Queue(PRODUCER),
         // schedules

@@ -1,7 +1,9 @@
 //! `GET /queue/{name}/_stats`: where a queue's jobs stand (due, scheduled, in flight, dead),
 //! what its attempts ended in over the last minute and, minute by minute, the last hour, and
-//! how its deliveries are throttled (concurrency, breaker, pause).
+//! how its deliveries are throttled (concurrency, breaker, pause). `GET /admin/queues/stats`:
+//! the same figures of every queue at once (the UI's dashboard reads it once per refresh).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::Json;
@@ -15,13 +17,18 @@ use super::AppState;
 use super::error::{ApiErrorBody, ApiResult};
 use super::extract::KnownQueue;
 use crate::dispatch::{BreakerState, LastMinute};
-use crate::model::{UnixMillis, now_millis};
-use crate::store::ActivityFigures;
+use crate::model::{QueueName, UnixMillis, now_millis};
+use crate::store::{ActivityFigures, ActivityMinute};
 use crate::store::{Queue, QueueCounts, StoreError};
 use crate::telemetry::{self, QueueFigures};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(queue_stats))
+}
+
+/// The routes behind the admin key.
+pub fn admin_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(all_queue_stats))
 }
 
 /// A queue's figures. `ready`, `scheduled`, `blocked` and `inFlight` together are the hyper
@@ -83,6 +90,100 @@ pub struct ConcurrencyView {
     pub effective: u32,
 }
 
+/// Every queue's figures, in name order.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AllQueueStats {
+    pub ok: bool,
+    pub queues: Vec<NamedQueueStats>,
+}
+
+/// One queue's name, target and `_stats` figures, and its last day.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamedQueueStats {
+    pub name: String,
+    /// Where its jobs are delivered (the whole URL, as `_settings` gives it).
+    pub target: String,
+    /// What `GET /queue/{name}/_stats` answers.
+    pub stats: QueueStats,
+    /// Attempts per hour over the last 24 hours, from the stored history (kept across
+    /// restarts; written once a minute, so the current minute is not in it yet).
+    pub last_day: LastDayView,
+}
+
+/// Attempts per hour over the last 24 hours, oldest first: entry 23 is the hour up to now.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct LastDayView {
+    /// Attempts delivered (2xx), per hour.
+    pub delivered: Vec<u64>,
+    /// Attempts failed, per hour.
+    pub failed: Vec<u64>,
+}
+
+/// Hours in [`LastDayView`].
+const DAY_HOURS: usize = 24;
+const HOUR_MS: i64 = 3_600_000;
+
+/// Every queue's stored minutes of the last day, added up per hour before `now`.
+fn last_day_by_queue(
+    minutes: Vec<ActivityMinute>,
+    now: UnixMillis,
+) -> HashMap<QueueName, LastDayView> {
+    let mut by_queue: HashMap<QueueName, LastDayView> = HashMap::new();
+    for minute in minutes {
+        let hours_ago =
+            usize::try_from((now - minute.minute).max(0) / HOUR_MS).unwrap_or(usize::MAX);
+        let Some(index) = (DAY_HOURS - 1).checked_sub(hours_ago) else {
+            continue; // a day old or more
+        };
+        let day = by_queue.entry(minute.queue).or_insert_with(|| LastDayView {
+            delivered: vec![0; DAY_HOURS],
+            failed: vec![0; DAY_HOURS],
+        });
+        day.delivered[index] += minute.delivered;
+        day.failed[index] += minute.failed;
+    }
+    by_queue
+}
+
+/// Every queue's figures at once: what `_stats` answers for each, with its target.
+#[utoipa::path(
+    get,
+    path = "/admin/queues/stats",
+    tag = "queues",
+    responses(
+        (status = 200, description = "Every queue's figures, in name order", body = AllQueueStats),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 403, description = "A scoped key without every queue in its scope", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQueueStats>> {
+    let now = now_millis();
+    let mut last_day = last_day_by_queue(state.store.activity_last_day(now).await?, now);
+    let mut queues = Vec::new();
+    for (name, counts) in state.store.all_queue_counts(now).await? {
+        let queue = match state.store.queue(&name).await {
+            Ok(queue) => queue,
+            Err(StoreError::QueueNotFound) => continue, // deleted since
+            Err(err) => return Err(err.into()),
+        };
+        let mut stats = stats_of(&state, &queue, counts, now);
+        add_activity(&state, &mut stats, &queue.name, now).await?;
+        queues.push(NamedQueueStats {
+            name: queue.name.to_string(),
+            target: queue.target.as_str().to_owned(),
+            stats,
+            last_day: last_day.remove(&queue.name).unwrap_or_else(|| LastDayView {
+                delivered: vec![0; DAY_HOURS],
+                failed: vec![0; DAY_HOURS],
+            }),
+        });
+    }
+    Ok(Json(AllQueueStats { ok: true, queues }))
+}
+
 /// A queue's figures: jobs by state, last minute's attempts, throttling.
 #[utoipa::path(
     get,
@@ -104,16 +205,27 @@ async fn queue_stats(
     let now = now_millis();
     let counts = state.store.queue_counts(queue.name.clone(), now).await?;
     let mut stats = stats_of(&state, &queue, counts, now);
+    add_activity(&state, &mut stats, &queue.name, now).await?;
+    Ok(Json(stats))
+}
+
+/// Fill in `stats`' attempts (last minute, last hour) from every node's activity: on a
+/// shared database, the same figures whichever node answers.
+async fn add_activity(
+    state: &AppState,
+    stats: &mut QueueStats,
+    queue: &QueueName,
+    now: UnixMillis,
+) -> ApiResult<()> {
     let mut activity = match &state.pool {
-        Some(pool) => pool.activity().figures(&queue.name, now),
+        Some(pool) => pool.activity().figures(queue, now),
         None => ActivityFigures::default(),
     };
-    // Every node's attempts (on a shared database): the same figures whichever node answers.
     activity.add(
         &state
             .store
             .cluster()
-            .activity_of_other_nodes(&queue.name, now)
+            .activity_of_other_nodes(queue, now)
             .await?,
     );
     stats.delivered_last_minute = activity.last_minute_delivered;
@@ -122,7 +234,7 @@ async fn queue_stats(
         delivered: activity.hour_delivered.to_vec(),
         failed: activity.hour_failed.to_vec(),
     };
-    Ok(Json(stats))
+    Ok(())
 }
 
 /// Set every queue's gauges for `/metrics`: the same figures as `_stats` (but the hour).

@@ -19,9 +19,10 @@ use std::future::Future;
 
 use super::error::{StoreError, StoreResult};
 use super::records::{
-    AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery, DlqStats, Failure,
-    FailureReason, Filter, IdempotencyKey, JobRecord, Lease, NewJob, NewSchedule, OutboxEvent,
-    PageRequest, Position, QueueCounts, RecordedBatch, Schedule, ScheduleTick, Selection,
+    ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
+    DlqStats, Failure, FailureReason, Filter, IdempotencyKey, JobRecord, Lease, NewJob,
+    NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch, Schedule,
+    ScheduleTick, Selection,
 };
 use super::status::JobStatus;
 use crate::event::Event;
@@ -94,6 +95,7 @@ pub trait Tx:
     + KeyRows
     + OutboxRows
     + ScheduleRows
+    + ActivityRows
 {
 }
 
@@ -106,9 +108,21 @@ impl<
         + DeadLetterRows
         + KeyRows
         + OutboxRows
-        + ScheduleRows,
+        + ScheduleRows
+        + ActivityRows,
 > Tx for T
 {
+}
+
+/// `activity_minutes`: each queue's attempts per minute over the last day.
+pub trait ActivityRows {
+    /// Write each row, replacing what its queue's minute held (a queue deleted meanwhile is
+    /// skipped).
+    async fn put_activity_minutes(&self, rows: &[ActivityMinute]) -> StoreResult<()>;
+    /// Delete the minutes starting before `before`; how many went.
+    async fn purge_activity_before(&self, before: UnixMillis) -> StoreResult<usize>;
+    /// Every queue's minutes starting at or after `since`, by queue then minute.
+    async fn activity_minutes_since(&self, since: UnixMillis) -> StoreResult<Vec<ActivityMinute>>;
 }
 
 /// Savepoints: a part of a transaction that can fail alone.

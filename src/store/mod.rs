@@ -49,12 +49,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub use cluster::Cluster;
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    ActivityFigures, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed, ClaimedJob, CountOf,
-    DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats, Enqueued, Failure, FailureReason,
-    Filter, FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob, NewSchedule,
-    Outbox, OutboxEvent, Outcome, PageRequest, Position, PreviousSecret, Queue, QueueCounts,
-    ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound, Selection,
-    SharedLimits,
+    ActivityFigures, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed,
+    ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats, Enqueued,
+    Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease,
+    NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position, PreviousSecret,
+    Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound,
+    Selection, SharedLimits,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -403,6 +403,24 @@ impl Store {
             self.cluster().announce_due(&queue);
         }
         Ok(enqueued)
+    }
+
+    /// Record each queue's attempts of a minute (see `decisions::activity`) and forget the
+    /// minutes older than a day before `now`; how many were forgotten. Losing the last
+    /// moments to a power cut only loses a chart's minute.
+    pub async fn record_activity(
+        &self,
+        rows: Vec<ActivityMinute>,
+        now: UnixMillis,
+    ) -> StoreResult<usize> {
+        in_write!(self, Durability::Relaxed, |tx| {
+            decisions::activity::record(tx, &rows, now).await
+        })
+    }
+
+    /// Every queue's recorded attempts per minute over the day before `now`.
+    pub async fn activity_last_day(&self, now: UnixMillis) -> StoreResult<Vec<ActivityMinute>> {
+        in_snapshot!(self, |tx| decisions::activity::last_day(tx, now).await)
     }
 
     /// Delete up to `limit` idempotency keys recorded before `before` (expired ones).

@@ -996,3 +996,13 @@ pub struct SchedulerRound {
     /// The earliest tick of an active schedule, after this round.
     pub next_due: Option<UnixMillis>,
 }
+
+/// One queue's attempts in one minute, as `activity_minutes` keeps them for a day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActivityMinute {
+    pub queue: QueueName,
+    /// The minute's start (unix ms, a multiple of 60 000).
+    pub minute: UnixMillis,
+    pub delivered: u64,
+    pub failed: u64,
+}

@@ -1,4 +1,4 @@
-//! How the UI writes values for people: times, hosts, and JSON re-indented for reading
+//! How the UI writes values for people: times, and JSON re-indented for reading
 //! without being re-parsed (numbers and key order stay exactly as stored).
 
 use maud::{Markup, html};
@@ -12,18 +12,6 @@ pub fn when(millis: i64) -> Markup {
     let exact = time(millis);
     html! {
         time datetime=(exact) title=(exact) { (relative(millis)) }
-    }
-}
-
-/// The host (and port, if any) a target URL points at.
-pub fn host_of(target: &str) -> String {
-    match url::Url::parse(target) {
-        Ok(url) => match (url.host_str(), url.port()) {
-            (Some(host), Some(port)) => format!("{host}:{port}"),
-            (Some(host), None) => host.to_owned(),
-            _ => target.to_owned(),
-        },
-        Err(_) => target.to_owned(),
     }
 }
 
@@ -176,12 +164,5 @@ mod tests {
         let whole = pretty_json(&compact, 1 << 20);
         assert!(!whole.truncated);
         assert!(whole.text.ends_with('}'));
-    }
-
-    #[test]
-    fn hosts_keep_their_port() {
-        assert_eq!(host_of("https://worker.example/jobs"), "worker.example");
-        assert_eq!(host_of("http://127.0.0.1:8080/x"), "127.0.0.1:8080");
-        assert_eq!(host_of("not a url"), "not a url");
     }
 }

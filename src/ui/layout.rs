@@ -9,8 +9,9 @@ use super::session::{Current, Flash, FlashKind};
 
 /// htmx's settings: no `eval` (so no `hx-on`, `js:` or `hx-vars`), no scripts from swapped
 /// content, requests to this origin only, no inline indicator styles (the stylesheet has
-/// them), no history cache of pages holding job data.
-const HTMX_CONFIG: &str = r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false,"historyCacheSize":0,"selfRequestsOnly":true}"#;
+/// them), no history cache of pages holding job data; a request unanswered for 10 s counts
+/// as failed (so a hung server shows the live-status notice).
+const HTMX_CONFIG: &str = r#"{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false,"historyCacheSize":0,"selfRequestsOnly":true,"timeout":10000}"#;
 
 /// Which part of the UI a page belongs to (marked in the navigation).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -76,6 +77,13 @@ pub fn page(
                     }
                 }
                 main id="main" {
+                    // Shown by hookq.js while the live refresh gets no answer (or an error).
+                    @if session.is_some() {
+                        div id="live-status" class="live-status" role="alert" hidden {
+                            "The server is not answering: the figures on this page stopped "
+                            "updating. They update again as soon as it answers."
+                        }
+                    }
                     // A form's answer is drawn beside the form (see `form_result`).
                     @if let Some(flash) = session.and_then(|(_, flash)| flash).filter(|flash| flash.form.is_none()) {
                         (flash_box(&flash))

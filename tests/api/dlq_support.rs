@@ -228,6 +228,7 @@ impl StoreFixture {
                 keep_delivered: Duration::ZERO,
             },
             alerts: Default::default(),
+            pool: None,
             events: hookq::events::Events::off(),
         };
         Self {

@@ -129,6 +129,7 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         // dead letters
         (Method::GET, "/admin/dlq".into(), None, ALL_READ),
         (Method::GET, "/admin/dlq/stats".into(), None, ALL_READ),
+        (Method::GET, "/admin/queues/stats".into(), None, ALL_READ),
         (
             Method::POST,
             "/admin/dlq/replay".into(),

@@ -4,6 +4,7 @@
 #[path = "../build_identity.rs"]
 mod build_identity;
 
+mod activity_history;
 mod auth;
 mod bad_inputs;
 mod batch;
@@ -44,6 +45,7 @@ mod standard_webhooks;
 mod state_machine;
 mod ui;
 mod ui_browser;
+mod ui_dashboard;
 mod ui_job_page;
 
 /// Prints this binary's build, for `suite_on_postgres`: it runs the `api` binary of its own

@@ -26,6 +26,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("PATCH", "/queue/{name}"),
     ("GET", "/queue/{name}/_settings"),
     ("GET", "/queue/{name}/_stats"),
+    ("GET", "/admin/queues/stats"),
     ("POST", "/queue/{name}/_batch"),
     ("POST", "/queue/{name}/_pause"),
     ("POST", "/queue/{name}/_resume"),

@@ -486,3 +486,95 @@ async fn ui_browser_an_open_breaker_is_explained_and_its_jobs_held() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }
+
+/// Whether `#live-status`, the notice that the server stopped answering, is shown.
+async fn live_status_shown(browser: &Browser) -> bool {
+    let shown = browser
+        .client()
+        .execute(
+            "return !document.getElementById('live-status').hidden;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    shown.as_bool().unwrap_or(true)
+}
+
+/// Issue 27, defect 7: at a phone's width the dashboard keeps each queue's state and
+/// breaker in view with no sideways scrolling, long targets are cut with the whole URL in
+/// their title, and a notice says when the server stops answering the live refresh, gone
+/// once it answers again.
+#[tokio::test]
+async fn ui_browser_the_dashboard_fits_a_phone_and_says_when_the_server_stops_answering() {
+    let Some(browser) = Browser::start("ui_browser_dashboard").await else {
+        return;
+    };
+    let (shots, _temp) = screenshot_dir();
+    let app = spawn_app(|c| c.dispatch = false).await;
+    let long_target = "http://127.0.0.1:9/hooks/tenants/acme-corporation/orders/created";
+    for name in ["billing-invoices-eu", "emails", "orders"] {
+        app.create_queue_ok(name, long_target, None).await;
+    }
+    app.call(reqwest::Method::POST, "/queue/emails/_pause", None)
+        .await
+        .expect(200);
+
+    let client = browser.client();
+    client.set_window_size(390, 844).await.unwrap();
+    browser.goto(&app.url("/ui")).await;
+    browser.wait_for("#queue-link-billing-invoices-eu").await;
+    let fits = client
+        .execute(
+            "const wrap = document.querySelector('#queue-rows').closest('.table-wrap');\
+             const row = document.getElementById('queue-billing-invoices-eu');\
+             const right = (css) => row.querySelector(css).getBoundingClientRect().right;\
+             return [wrap.scrollWidth - wrap.clientWidth,\
+                     right('td.state') <= window.innerWidth,\
+                     right('td.breaker') <= window.innerWidth];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        fits,
+        json!([0, true, true]),
+        "no sideways scroll; state and breaker in view"
+    );
+    browser.screenshot(&shots.join("dashboard-phone.png")).await;
+
+    client.set_window_size(1100, 700).await.unwrap();
+    browser.goto(&app.url("/ui")).await;
+    let target = browser.wait_for("#queue-orders .target").await;
+    assert_eq!(
+        target.attr("title").await.unwrap().as_deref(),
+        Some(long_target)
+    );
+    let cut = client
+        .execute(
+            "const t = document.querySelector('#queue-orders .target');\
+             return t.scrollWidth > t.clientWidth;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(cut, json!(true), "a long target is cut (with an ellipsis)");
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+
+    // The queue's page refreshes; its queue gone, the refresh gets errors; back, answers.
+    browser.goto(&app.url("/ui/queue/orders")).await;
+    browser.wait_for("#queue-stats").await;
+    assert!(!live_status_shown(&browser).await, "hidden while answered");
+    app.delete_queue("orders").await.expect(200);
+    browser.wait_for("#live-status:not([hidden])").await;
+    app.create_queue_ok("orders", long_target, None).await;
+    browser.wait_for("#live-status[hidden]").await;
+
+    // The server stops: the dashboard says so.
+    browser.goto(&app.url("/ui")).await;
+    browser.wait_for("#queue-rows").await;
+    assert!(!live_status_shown(&browser).await);
+    let _dir = app.stop().await;
+    browser.wait_for("#live-status:not([hidden])").await;
+    browser.close().await;
+}

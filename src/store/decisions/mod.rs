@@ -11,6 +11,7 @@
 //!
 //! Nothing here knows SQL; nothing in `sqlite/` or `postgres/` decides.
 
+pub mod activity;
 pub mod dead_letters;
 pub mod enqueue;
 pub mod outcomes;

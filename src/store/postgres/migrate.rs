@@ -62,6 +62,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "trace context",
         sql: include_str!("../../../migrations/postgres/0008_trace_context.sql"),
     },
+    Migration {
+        version: 9,
+        name: "activity minutes",
+        sql: include_str!("../../../migrations/postgres/0009_activity_minutes.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -19,6 +19,7 @@
 //! on demand ([`PgStore::load_queue`]).
 
 pub mod activity;
+mod activity_minutes;
 mod api_keys;
 pub(crate) mod completer;
 pub mod connect;

@@ -63,6 +63,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0013_trace_context",
         include_str!("../../../migrations/0013_trace_context.sql"),
     ),
+    (
+        "0014_activity_minutes",
+        include_str!("../../../migrations/0014_activity_minutes.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

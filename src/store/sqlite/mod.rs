@@ -10,6 +10,7 @@
 //! Nothing outside `store` sees any of this: the rest of the server talks to
 //! [`Store`](super::Store).
 
+mod activity_minutes;
 mod api_keys;
 #[cfg(any(test, feature = "testing"))]
 pub mod ceiling;

@@ -1,5 +1,5 @@
-// hookq admin UI: confirmations that say what will happen to how many, and actions on a
-// selection that cannot be sent empty. A file of its own (the CSP allows no inline script);
+// hookq admin UI: confirmations that say what will happen to how many, actions on a
+// selection that cannot be sent empty, and a notice while the live refresh gets no answer. A file of its own (the CSP allows no inline script);
 // without it every page still works, with no confirmation and the server saying when
 // nothing was selected.
 "use strict";
@@ -53,5 +53,25 @@ document.addEventListener("change", (event) => {
 document.addEventListener("DOMContentLoaded", () => {
   for (const form of document.querySelectorAll("form[data-selection]")) {
     showSelection(form);
+  }
+});
+
+// The live refresh's health: the page's `#live-status` notice shows while the server does
+// not answer (down, hung past htmx's timeout, or answering with an error) and goes away
+// as soon as a refresh succeeds again.
+function showLiveStatus(failing) {
+  const notice = document.getElementById("live-status");
+  if (notice) {
+    notice.hidden = !failing;
+  }
+}
+
+for (const failure of ["htmx:sendError", "htmx:responseError", "htmx:timeout"]) {
+  document.addEventListener(failure, () => showLiveStatus(true));
+}
+
+document.addEventListener("htmx:afterRequest", (event) => {
+  if (event.detail.successful) {
+    showLiveStatus(false);
   }
 });

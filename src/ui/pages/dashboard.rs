@@ -1,13 +1,14 @@
-//! The dashboard: every queue with its target host, counts, last-minute and last-hour
-//! activity, breaker and pause state (refreshed every 2 s), and a form to create a queue.
+//! The dashboard: every queue with its target, counts, the age of its oldest due job, its
+//! dead letters (a link to them), last-minute and last-hour activity, breaker and pause
+//! state, the queues needing attention first (refreshed every 2 s), and a form to create a
+//! queue.
 
-use futures_util::future::join_all;
+use axum::extract::Query;
 use maud::{Markup, html};
+use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::queue_stats::QueueStats;
-use crate::api::queues::QueueList;
-use crate::api::settings::QueueSettings;
+use crate::api::queue_stats::{AllQueueStats, NamedQueueStats, QueueStats};
 use crate::model::QueueName;
 use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, form_result};
@@ -17,15 +18,10 @@ use crate::ui::{Ctx, FormData, UiResult, chart, format, fragment};
 /// How often the live parts of the pages refresh.
 pub const REFRESH: &str = "every 2s";
 
-/// One queue's line.
-struct QueueLine {
-    settings: QueueSettings,
-    stats: QueueStats,
-}
-
 /// `GET /ui`.
-pub async fn page(ctx: Ctx) -> UiResult {
-    let rows = queue_rows(ctx.api()).await?;
+pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
+    let range = ChartRange::of(&query);
+    let rows = queue_rows(ctx.api(), range).await?;
     // The new-queue form's answer goes beside it; any other message atop the page.
     let flash = ctx.take_flash();
     let answer = flash
@@ -40,17 +36,28 @@ pub async fn page(ctx: Ctx) -> UiResult {
                 table {
                     thead {
                         tr {
+                            // On a phone the `wide` and `extra` columns are hidden, so that
+                            // the state and the breaker stay in view without scrolling.
                             th scope="col" { "Queue" }
                             th scope="col" class="wide" { "Target" }
-                            th scope="col" class="num" { "Ready" }
-                            th scope="col" class="num" { "Scheduled" }
-                            th scope="col" class="num" { "In flight" }
-                            th scope="col" class="num" { "Dead" }
-                            th scope="col" class="num" { "Delivered/min" }
-                            th scope="col" class="num" { "Failed/min" }
-                            th scope="col" class="wide" { "Last hour" }
-                            th scope="col" { "Breaker" }
                             th scope="col" { "State" }
+                            th scope="col" { "Breaker" }
+                            th scope="col" class="num" { "Ready" }
+                            th scope="col" class="num" { "Oldest ready" }
+                            th scope="col" class="num" { "Dead" }
+                            th scope="col" class="num extra" { "Scheduled" }
+                            th scope="col" class="num extra" { "In flight" }
+                            th scope="col" class="num extra" { "Delivered/" wbr; "min" }
+                            th scope="col" class="num extra" { "Failed/" wbr; "min" }
+                            th scope="col" class="wide" {
+                                @if range == ChartRange::Hour {
+                                    "Last hour" br;
+                                    a id="range-day" href="/ui?range=day" { "last day" }
+                                } @else {
+                                    "Last day" br;
+                                    a id="range-hour" href="/ui" { "last hour" }
+                                }
+                            }
                         }
                     }
                     (rows)
@@ -101,8 +108,40 @@ pub async fn page(ctx: Ctx) -> UiResult {
 }
 
 /// `GET /ui/_queues`: the table body alone, for the live refresh.
-pub async fn rows(ctx: Ctx) -> UiResult {
-    Ok(fragment(queue_rows(ctx.api()).await?))
+pub async fn rows(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
+    Ok(fragment(
+        queue_rows(ctx.api(), ChartRange::of(&query)).await?,
+    ))
+}
+
+/// `?range=day`: the charts show the last day (from the store's history) instead of the
+/// last hour.
+#[derive(Deserialize, Default)]
+pub struct ChartQuery {
+    range: Option<String>,
+}
+
+/// The period the dashboard's charts cover.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ChartRange {
+    Hour,
+    Day,
+}
+
+impl ChartRange {
+    fn of(query: &ChartQuery) -> Self {
+        match query.range.as_deref() {
+            Some("day") => Self::Day,
+            _ => Self::Hour,
+        }
+    }
+
+    fn query(self) -> &'static str {
+        match self {
+            Self::Hour => "",
+            Self::Day => "?range=day",
+        }
+    }
 }
 
 /// The name of the new-queue form in a [`FormOutcome`].
@@ -165,59 +204,92 @@ pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
     })
 }
 
-/// The `<tbody>` of the queues table, polling itself.
-async fn queue_rows(api: &ApiClient) -> ApiAnswer<Markup> {
-    let list: QueueList = api.get("/queue").await?;
-    let lines = join_all(list.queues.iter().map(|name| async move {
-        let (settings, stats) = (
-            format!("/queue/{name}/_settings"),
-            format!("/queue/{name}/_stats"),
-        );
-        match (
-            api.get::<QueueSettings>(&settings).await,
-            api.get::<QueueStats>(&stats).await,
-        ) {
-            (Ok(settings), Ok(stats)) => Some(QueueLine { settings, stats }),
-            _ => None, // deleted meanwhile
-        }
-    }))
-    .await;
+/// The `<tbody>` of the queues table, polling itself: one API request for every queue
+/// (`GET /admin/queues/stats`), however many there are.
+async fn queue_rows(api: &ApiClient, range: ChartRange) -> ApiAnswer<Markup> {
+    let mut all: AllQueueStats = api.get("/admin/queues/stats").await?;
+    // Stable: within each level of attention, name order (the API's).
+    all.queues.sort_by_key(|line| attention(&line.stats));
+    // One y-scale for every chart of the page, so that rows compare.
+    let scale = chart::shared_scale(all.queues.iter().map(|line| match range {
+        ChartRange::Hour => (
+            &line.stats.last_hour.delivered[..],
+            &line.stats.last_hour.failed[..],
+        ),
+        ChartRange::Day => (&line.last_day.delivered[..], &line.last_day.failed[..]),
+    }));
     Ok(html! {
-        tbody id="queue-rows" hx-get="/ui/_queues" hx-trigger=(REFRESH) hx-swap="outerHTML" {
-            @if list.queues.is_empty() {
-                tr { td colspan="11" class="muted" { "No queues yet: create one below." } }
+        tbody id="queue-rows" hx-get={ "/ui/_queues" (range.query()) } hx-trigger=(REFRESH) hx-swap="outerHTML" {
+            @if all.queues.is_empty() {
+                tr { td colspan="12" class="muted" { "No queues yet: create one below." } }
             }
-            @for line in lines.iter().flatten() {
-                (queue_row(line))
+            @for line in &all.queues {
+                (queue_row(line, range, scale))
             }
         }
     })
 }
 
-fn queue_row(line: &QueueLine) -> Markup {
-    let QueueLine { settings, stats } = line;
-    let name = &settings.name;
+fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
+    let NamedQueueStats {
+        name,
+        target,
+        stats,
+        last_day,
+    } = line;
     html! {
         tr id={ "queue-" (name) } {
-            // An id, so that focus on it survives the live refresh (htmx focuses the new
+            // Ids, so that focus on a link survives the live refresh (htmx focuses the new
             // element of the same id).
             th scope="row" { a id={ "queue-link-" (name) } href={ "/ui/queue/" (name) } { (name) } }
-            td class="wide mono" { (format::host_of(&settings.target)) }
-            td class="num ready" { (stats.ready) }
-            td class="num" { (stats.scheduled + stats.blocked) }
-            td class="num" { (stats.in_flight) }
-            td class="num dead" { (stats.dead) }
-            td class="num delivered" { (stats.delivered_last_minute) }
-            td class="num" { (stats.failed_last_minute) }
-            td class="wide" { (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed)) }
-            td {
+            td class="wide" { span class="mono target" title=(target) { (target) } }
+            td class="state" { (pause_state(stats.paused)) }
+            td class="breaker" {
                 (breaker(&stats.breaker))
                 @if let Some(probe) = stats.breaker_probe_at {
                     br; span class="muted" { "probe " (format::when(probe)) }
                 }
             }
-            td { (pause_state(stats.paused)) }
+            td class="num ready" { (stats.ready) }
+            td class="num oldest" {
+                @match stats.oldest_ready_age_ms {
+                    Some(age) => (format::age(u64::try_from(age).unwrap_or(0))),
+                    None => span class="muted" { "–" },
+                }
+            }
+            td class="num dead" {
+                @if stats.dead > 0 {
+                    a id={ "dead-link-" (name) } href={ "/ui/dlq?queue=" (name) }
+                        title={ "the dead letters of " (name) } { (stats.dead) }
+                } @else {
+                    (stats.dead)
+                }
+            }
+            td class="num extra" { (stats.scheduled + stats.blocked) }
+            td class="num extra" { (stats.in_flight) }
+            td class="num extra delivered" { (stats.delivered_last_minute) }
+            td class="num extra" { (stats.failed_last_minute) }
+            td class="wide" {
+                @match range {
+                    ChartRange::Hour => (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed, scale)),
+                    ChartRange::Day => (chart::bars(&last_day.delivered, &last_day.failed, scale, chart::HOURS)),
+                }
+            }
         }
+    }
+}
+
+/// How soon a queue needs an operator, most urgent first: its breaker not closed (deliveries
+/// stopped), then dead letters pending, then paused, then the healthy rest.
+fn attention(stats: &QueueStats) -> u8 {
+    if stats.breaker != "closed" {
+        0
+    } else if stats.dead > 0 {
+        1
+    } else if stats.paused {
+        2
+    } else {
+        3
     }
 }
 

@@ -281,7 +281,8 @@ fn stats_panel(name: &QueueName, stats: &QueueStats) -> Markup {
             ]))
             (breaker_detail(stats))
             p class="muted" { "Last hour, a bar a minute (delivered green, failed red):" }
-            (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed))
+            @let (delivered, failed) = (&stats.last_hour.delivered[..], &stats.last_hour.failed[..]);
+            (chart::last_hour(delivered, failed, chart::shared_scale([(delivered, failed)])))
         }
     }
 }

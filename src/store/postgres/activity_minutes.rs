@@ -1,0 +1,64 @@
+//! SQL for the `activity_minutes` table on PostgreSQL: each queue's attempts per minute over
+//! the last day, as on SQLite. What is written when, and how long it is kept, is in
+//! `store::decisions::activity`.
+
+use super::tx::PgTx;
+use crate::model::{QueueName, UnixMillis};
+use crate::store::dialect::ActivityRows;
+use crate::store::error::StoreResult;
+use crate::store::records::ActivityMinute;
+
+impl ActivityRows for PgTx<'_> {
+    async fn put_activity_minutes(&self, rows: &[ActivityMinute]) -> StoreResult<()> {
+        let queues: Vec<&str> = rows.iter().map(|r| r.queue.as_str()).collect();
+        let minutes: Vec<i64> = rows.iter().map(|r| r.minute).collect();
+        let delivered: Vec<i64> = rows.iter().map(|r| stored(r.delivered)).collect();
+        let failed: Vec<i64> = rows.iter().map(|r| stored(r.failed)).collect();
+        // One statement for every row; the join skips a queue deleted meanwhile.
+        self.tx
+            .execute(
+                "INSERT INTO activity_minutes (queue, minute, delivered, failed)
+                 SELECT q.name, f.minute, f.delivered, f.failed
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
+                     AS f(queue, minute, delivered, failed)
+                 JOIN queues q ON q.name = f.queue
+                 ON CONFLICT (queue, minute) DO UPDATE SET
+                     delivered = EXCLUDED.delivered, failed = EXCLUDED.failed",
+                &[&queues, &minutes, &delivered, &failed],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn purge_activity_before(&self, before: UnixMillis) -> StoreResult<usize> {
+        let gone = self
+            .tx
+            .execute("DELETE FROM activity_minutes WHERE minute < $1", &[&before])
+            .await?;
+        Ok(usize::try_from(gone).unwrap_or(usize::MAX))
+    }
+
+    async fn activity_minutes_since(&self, since: UnixMillis) -> StoreResult<Vec<ActivityMinute>> {
+        let rows = self
+            .tx
+            .query(
+                "SELECT queue, minute, delivered, failed FROM activity_minutes
+                 WHERE minute >= $1 ORDER BY queue, minute",
+                &[&since],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| ActivityMinute {
+                queue: QueueName::from_stored(row.get(0)),
+                minute: row.get(1),
+                delivered: u64::try_from(row.get::<_, i64>(2)).unwrap_or(0),
+                failed: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
+            })
+            .collect())
+    }
+}
+
+fn stored(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}

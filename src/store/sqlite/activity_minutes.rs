@@ -1,0 +1,58 @@
+//! SQL for the `activity_minutes` table: each queue's attempts per minute over the last
+//! day. What is written when, and how long it is kept, is in `store::decisions::activity`.
+
+use rusqlite::params;
+
+use super::tx::SqliteTx;
+use crate::model::{QueueName, UnixMillis};
+use crate::store::dialect::ActivityRows;
+use crate::store::error::StoreResult;
+use crate::store::records::ActivityMinute;
+
+impl ActivityRows for SqliteTx<'_> {
+    async fn put_activity_minutes(&self, rows: &[ActivityMinute]) -> StoreResult<()> {
+        // Through `queues`, so a queue deleted since its figures were taken is skipped.
+        let mut put = self.0.prepare_cached(
+            "INSERT INTO activity_minutes (queue, minute, delivered, failed)
+             SELECT name, ?2, ?3, ?4 FROM queues WHERE name = ?1
+             ON CONFLICT (queue, minute) DO UPDATE SET
+                 delivered = excluded.delivered, failed = excluded.failed",
+        )?;
+        for row in rows {
+            put.execute(params![
+                row.queue.as_str(),
+                row.minute,
+                stored(row.delivered),
+                stored(row.failed),
+            ])?;
+        }
+        Ok(())
+    }
+
+    async fn purge_activity_before(&self, before: UnixMillis) -> StoreResult<usize> {
+        Ok(self
+            .0
+            .prepare_cached("DELETE FROM activity_minutes WHERE minute < ?1")?
+            .execute([before])?)
+    }
+
+    async fn activity_minutes_since(&self, since: UnixMillis) -> StoreResult<Vec<ActivityMinute>> {
+        let mut stmt = self.0.prepare_cached(
+            "SELECT queue, minute, delivered, failed FROM activity_minutes
+             WHERE minute >= ?1 ORDER BY queue, minute",
+        )?;
+        let rows = stmt.query_map([since], |row| {
+            Ok(ActivityMinute {
+                queue: QueueName::from_stored(row.get(0)?),
+                minute: row.get(1)?,
+                delivered: u64::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
+                failed: u64::try_from(row.get::<_, i64>(3)?).unwrap_or(0),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn stored(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,131 @@
+//! The activity history in the store (`activity_minutes`), on every backend: each queue's
+//! attempts per minute, recorded and read back, quiet minutes not written, a day kept and
+//! older minutes forgotten, kept across a restart, a deleted queue's minutes gone with it.
+
+use hookq::model::QueueName;
+use hookq::store::ActivityMinute;
+
+use crate::helpers::*;
+
+const MINUTE: i64 = 60_000;
+const DAY: i64 = 24 * 60 * MINUTE;
+
+fn row(queue: &str, minute: i64, delivered: u64, failed: u64) -> ActivityMinute {
+    ActivityMinute {
+        queue: QueueName::parse(queue).expect("a valid queue name"),
+        minute,
+        delivered,
+        failed,
+    }
+}
+
+#[tokio::test]
+async fn activity_minutes_are_kept_for_a_day_and_go_with_their_queue() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("alpha", "http://127.0.0.1:9/a", None)
+        .await;
+    app.create_queue_ok("beta", "http://127.0.0.1:9/b", None)
+        .await;
+    let store = app.store();
+    let now = 1_000 * DAY + 30_000;
+    let this_minute = now - now.rem_euclid(MINUTE);
+
+    // Recorded two minutes ago, a day and a minute before this minute: kept then.
+    let kept = store
+        .record_activity(
+            vec![row("alpha", this_minute - DAY - MINUTE, 9, 9)],
+            now - 2 * MINUTE,
+        )
+        .await
+        .unwrap();
+    assert_eq!(kept, 0);
+    let forgotten = store
+        .record_activity(
+            vec![
+                // Taken mid-minute: stored at the minute's start.
+                row("alpha", this_minute - MINUTE + 1_234, 5, 1),
+                row("beta", this_minute - MINUTE, 0, 0), // quiet: not written
+                row("gone", this_minute - MINUTE, 3, 3), // no such queue: skipped
+            ],
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(forgotten, 1, "now older than a day: forgotten");
+    // Written again (the duty node moved, the minute grew): replaced, not added.
+    store
+        .record_activity(vec![row("alpha", this_minute - MINUTE, 7, 2)], now)
+        .await
+        .unwrap();
+    store
+        .record_activity(vec![row("beta", this_minute - 2 * MINUTE, 0, 4)], now)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.activity_last_day(now).await.unwrap(),
+        vec![
+            row("alpha", this_minute - MINUTE, 7, 2),
+            row("beta", this_minute - 2 * MINUTE, 0, 4),
+        ]
+    );
+
+    // Kept across a restart.
+    let app = app.restart(|c| c.dispatch = false).await;
+    let store = app.store();
+    assert_eq!(store.activity_last_day(now).await.unwrap().len(), 2);
+
+    app.delete_queue("beta").await.expect(200);
+    assert_eq!(
+        store.activity_last_day(now).await.unwrap(),
+        vec![row("alpha", this_minute - MINUTE, 7, 2)],
+        "a deleted queue's minutes go with it"
+    );
+}
+
+/// Issue 27, defect 6: the dashboard's "last day" charts come from the stored history, so
+/// they outlive a restart, all drawn to one scale (`/h`), and the bulk figures carry it.
+#[tokio::test]
+async fn the_dashboards_last_day_comes_from_the_store_and_survives_a_restart() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("alpha", "http://127.0.0.1:9/a", None)
+        .await;
+    app.create_queue_ok("beta", "http://127.0.0.1:9/b", None)
+        .await;
+    let now = hookq::model::now_millis();
+    let this_minute = now - now.rem_euclid(MINUTE);
+    app.store()
+        .record_activity(
+            vec![
+                row("alpha", this_minute - MINUTE, 5, 2),
+                row("beta", this_minute - 3 * 60 * MINUTE, 1, 0),
+            ],
+            now,
+        )
+        .await
+        .unwrap();
+    let app = app.restart(|c| c.dispatch = false).await;
+
+    let all = app.get("/admin/queues/stats").await.expect(200);
+    let alpha = &all["queues"][0]["lastDay"];
+    assert_eq!(alpha["delivered"].as_array().map(Vec::len), Some(24));
+    assert_eq!(alpha["delivered"][23], 5, "{alpha}");
+    assert_eq!(alpha["failed"][23], 2, "{alpha}");
+    let beta = &all["queues"][1]["lastDay"];
+    assert_eq!(beta["delivered"][20], 1, "three hours ago: {beta}");
+
+    let mut visitor = crate::ui::UiVisitor::new(&app);
+    let page = visitor.get("/ui?range=day").await.body;
+    assert!(page.contains(r#"hx-get="/ui/_queues?range=day""#), "{page}");
+    assert!(page.contains(r#"id="range-hour" href="/ui""#), "{page}");
+    let rows = visitor.get("/ui/_queues?range=day").await.body;
+    assert_eq!(
+        rows.matches(r#"<span class="y-top" aria-hidden="true">7/h</span>"#)
+            .count(),
+        2,
+        "one scale, the busiest hour of all: {rows}"
+    );
+    assert!(rows.contains("24h ago"), "{rows}");
+    assert!(rows.contains("last day: 5 delivered, 2 failed"), "{rows}");
+    let hour = visitor.get("/ui").await.body;
+    assert!(hour.contains(r#"id="range-day" href="/ui?range=day""#));
+}
