@@ -164,6 +164,7 @@ async fn postgres_schema_is_applied_once_and_then_left_alone() {
     assert_eq!(
         table_names(&pool).await,
         [
+            "activity_minutes",
             "api_keys",
             "batch_keys",
             "cluster_leases",
