@@ -105,6 +105,16 @@ pub enum FlashKind {
 }
 
 impl Flash {
+    /// `flash` if it is the answer of form `form` (to draw beside that form), else `None`.
+    pub fn answer_to<'a>(flash: Option<&'a Flash>, form: &str) -> Option<&'a Flash> {
+        flash.filter(|f| f.form.as_ref().is_some_and(|o| o.form == form))
+    }
+
+    /// What was typed into `field` of the form this message answers, if it was kept.
+    pub fn typed(&self, field: &str) -> Option<&str> {
+        self.form.as_ref()?.typed(field)
+    }
+
     pub fn notice(text: impl Into<String>) -> Self {
         Self {
             kind: FlashKind::Notice,

@@ -24,10 +24,8 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
     let rows = queue_rows(ctx.api(), range).await?;
     // The new-queue form's answer goes beside it; any other message atop the page.
     let flash = ctx.take_flash();
-    let answer = flash
-        .as_ref()
-        .filter(|f| f.form.as_ref().is_some_and(|o| o.form == NEW_QUEUE_FORM));
-    let typed = |field: &str| answer.and_then(|f| f.form.as_ref()?.typed(field));
+    let answer = Flash::answer_to(flash.as_ref(), NEW_QUEUE_FORM);
+    let typed = |field: &str| answer.and_then(|f| f.typed(field));
     let content = html! {
         h1 { "Queues" }
         section aria-labelledby="queues-title" {

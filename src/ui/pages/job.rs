@@ -51,9 +51,7 @@ pub async fn page(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResul
     let hold = hold_of(ctx.api(), &name, job.as_ref()).await?;
     // The resend form's answer goes beside it; any other message atop the page.
     let flash = ctx.take_flash();
-    let answer = flash
-        .as_ref()
-        .filter(|f| f.form.as_ref().is_some_and(|o| o.form == RESEND_FORM));
+    let answer = Flash::answer_to(flash.as_ref(), RESEND_FORM);
     let content = html! {
         p { a href=(queue_url(&name)) { "← Queue " (name) } }
         h1 { "Job " span class="mono" { (id) } }
@@ -129,7 +127,7 @@ fn resend_section(
     id: &JobId,
     answer: Option<&Flash>,
 ) -> Markup {
-    let typed = answer.and_then(|f| f.form.as_ref()?.typed("payload"));
+    let typed = answer.and_then(|f| f.typed("payload"));
     let payload = typed
         .map(str::to_owned)
         .unwrap_or_else(|| format::pretty_json(job.job.get(), usize::MAX).text);

@@ -20,10 +20,8 @@ const NEW_KEY_RESULT_ID: &str = "new-key-result";
 pub async fn page(ctx: Ctx) -> UiResult {
     let list: KeyList = ctx.api().get("/admin/keys").await?;
     let flash = ctx.take_flash();
-    let answer = flash
-        .as_ref()
-        .filter(|f| f.form.as_ref().is_some_and(|o| o.form == NEW_KEY_FORM));
-    let typed = |field: &str| answer.and_then(|f| f.form.as_ref()?.typed(field));
+    let answer = Flash::answer_to(flash.as_ref(), NEW_KEY_FORM);
+    let typed = |field: &str| answer.and_then(|f| f.typed(field));
     let content = html! {
         h1 { "API keys" }
         p {

@@ -56,11 +56,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let csrf = csrf_field(&ctx.current);
     // A form's answer goes beside that form; any other message atop the page.
     let flash = ctx.take_flash();
-    let answer_of = |form: &str| {
-        flash
-            .as_ref()
-            .filter(|f| f.form.as_ref().is_some_and(|o| o.form == form))
-    };
+    let answer_of = |form: &str| Flash::answer_to(flash.as_ref(), form);
     let content = html! {
         h1 { "Queue " (name) }
         (stats_panel(&name, &stats))

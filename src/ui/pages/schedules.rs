@@ -31,7 +31,7 @@ pub fn section(
     answer: Option<&Flash>,
 ) -> Markup {
     let edited = editing.and_then(|e| schedules.schedules.iter().find(|s| s.name == e));
-    let typed = |field: &str| answer.and_then(|f| f.form.as_ref()?.typed(field));
+    let typed = |field: &str| answer.and_then(|f| f.typed(field));
     let value = |field: &str, stored: Option<String>| -> Option<String> {
         typed(field).map(str::to_owned).or(stored)
     };
