@@ -5,7 +5,7 @@
 use hookq::config::ApiKey;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::helpers::*;
@@ -1013,12 +1013,12 @@ async fn every_live_part_can_keep_focus_and_the_job_list_is_live() {
     assert!(jobs.contains(&format!(r#"id="job-link-{ready}""#)));
 }
 
-/// Issue 27, defect 4: an open breaker is explained on its queue's page (why, the next
-/// probe, how it closes), and due jobs that a paused queue or an open breaker holds read as
-/// held, not as "8m ago".
-#[tokio::test]
-async fn an_open_breaker_is_explained_and_held_jobs_read_as_held() {
-    let receiver = TestReceiver::always(Reply::with_body(500, "upstream down")).await;
+/// A server whose queue `fragile` sits behind an open breaker (its worker answers 500 and
+/// one failure opens the breaker for 10 minutes), with one job held behind it: the server,
+/// the worker (keep it alive), the job's id, and the queue's `_stats` once the breaker is
+/// open. Shared by the HTTP and the browser tests of defect 4.
+pub async fn a_queue_behind_an_open_breaker() -> (TestApp, TestReceiver, String, Value) {
+    let worker = TestReceiver::always(Reply::with_body(500, "upstream down")).await;
     let app = spawn_app(|c| {
         c.delivery.breaker_threshold = 1;
         c.delivery.breaker_cooldown = std::time::Duration::from_secs(600);
@@ -1026,14 +1026,23 @@ async fn an_open_breaker_is_explained_and_held_jobs_read_as_held() {
         c.delivery.defaults.backoff = vec![std::time::Duration::from_millis(10)];
     })
     .await;
-    app.create_queue_ok("fragile", &receiver.url, None).await;
+    app.create_queue_ok("fragile", &worker.url, None).await;
     let held = app.enqueue_ok("fragile", &json!({ "n": 1 })).await;
-    receiver.wait_for(1).await;
+    worker.wait_for(1).await;
     let stats = eventually("the breaker to open", || async {
         let stats = app.get("/queue/fragile/_stats").await.json();
         (stats["breaker"] == "open").then_some(stats)
     })
     .await;
+    (app, worker, held, stats)
+}
+
+/// Issue 27, defect 4: an open breaker is explained on its queue's page (why, the next
+/// probe, how it closes), and due jobs that a paused queue or an open breaker holds read as
+/// held, not as "8m ago".
+#[tokio::test]
+async fn an_open_breaker_is_explained_and_held_jobs_read_as_held() {
+    let (app, worker, held, stats) = a_queue_behind_an_open_breaker().await;
     assert!(stats["breakerProbeAt"].as_i64().is_some(), "{stats}");
     assert_eq!(stats["breakerThreshold"], 1);
     // The job is due again 10 ms after its failure, and waits for the probe.
@@ -1067,7 +1076,7 @@ async fn an_open_breaker_is_explained_and_held_jobs_read_as_held() {
     assert!(dashboard.contains("probe <time"), "{dashboard}");
 
     // A paused queue's due jobs are held too.
-    app.create_queue_ok("resting", &receiver.url, None).await;
+    app.create_queue_ok("resting", &worker.url, None).await;
     app.call(reqwest::Method::POST, "/queue/resting/_pause", None)
         .await
         .expect(200);

@@ -454,22 +454,7 @@ async fn ui_browser_an_open_breaker_is_explained_and_its_jobs_held() {
     };
     let (shots, _temp) = screenshot_dir();
     browser.client().set_window_size(1100, 1500).await.unwrap();
-    let receiver = TestReceiver::always(Reply::with_body(500, "upstream down")).await;
-    let app = spawn_app(|c| {
-        c.delivery.breaker_threshold = 1;
-        c.delivery.breaker_cooldown = std::time::Duration::from_secs(600);
-        c.delivery.defaults.max_attempts = 5;
-        c.delivery.defaults.backoff = vec![std::time::Duration::from_millis(10)];
-    })
-    .await;
-    app.create_queue_ok("fragile", &receiver.url, None).await;
-    let held = app.enqueue_ok("fragile", &json!({ "n": 1 })).await;
-    receiver.wait_for(1).await;
-    eventually("the breaker to open", || async {
-        let stats = app.get("/queue/fragile/_stats").await.json();
-        (stats["breaker"] == "open").then_some(())
-    })
-    .await;
+    let (app, _worker, held, _) = crate::ui::a_queue_behind_an_open_breaker().await;
 
     browser.goto(&app.url("/ui/queue/fragile")).await;
     let detail = browser.text_of("#breaker-detail").await;
