@@ -102,11 +102,11 @@ mod tests {
 
     use tokio::sync::{mpsc, oneshot};
 
+    /// A group as the committers formed it, and what releases its commit.
+    type Formed = (Vec<u32>, oneshot::Sender<()>);
+
     /// Groups as the committers formed them, each group's commit held until released.
-    fn recording_groups() -> (
-        Groups<u32>,
-        mpsc::UnboundedReceiver<(Vec<u32>, oneshot::Sender<()>)>,
-    ) {
+    fn recording_groups() -> (Groups<u32>, mpsc::UnboundedReceiver<Formed>) {
         let (seen, groups_seen) = mpsc::unbounded_channel();
         let groups = Groups::start(move |group: Vec<u32>| {
             let seen = seen.clone();
