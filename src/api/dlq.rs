@@ -19,7 +19,8 @@ use super::extract::{ApiJson, ApiQuery, DeadLetterId, flag, page_size, queue_nam
 use crate::maintenance::REPEAT_FAILURE_REPLAYS;
 use crate::model::{JobId, QueueName, now_millis};
 use crate::store::{
-    DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, PageRequest, Selection,
+    DeadLetter, DeadLetterPage, DlqState, DlqStats, ErrorGroup, ErrorGroupCount, FailureReason,
+    Filter, PageRequest, Selection,
 };
 
 pub const DEFAULT_PAGE: usize = 50;
@@ -35,6 +36,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, delete_for_queue))
         .routes(routes!(stats))
+        .routes(routes!(groups))
         .routes(routes!(replay))
         .routes(routes!(acknowledge))
         .routes(routes!(delete_one))
@@ -416,6 +418,10 @@ pub struct SelectionBody {
     queue: Option<String>,
     #[serde(default)]
     all: bool,
+    /// With `queue`: the pending dead letters of this group (as `GET /admin/dlq/groups`
+    /// lists it).
+    #[serde(default)]
+    group: Option<GroupKey>,
     /// Replay only: put the jobs back this many seconds from now (at most 7 days).
     #[serde(default)]
     #[schema(maximum = 604800)]
@@ -425,7 +431,7 @@ pub struct SelectionBody {
 impl SelectionBody {
     fn selection(&self) -> ApiResult<Selection> {
         match (&self.ids, &self.queue, self.all) {
-            (Some(ids), None, false) => {
+            (Some(ids), None, false) if self.group.is_none() => {
                 if ids.is_empty() || ids.len() > MAX_IDS {
                     return Err(ApiError::Unprocessable(format!(
                         "ids must list 1 to {MAX_IDS} dead-letter ids"
@@ -443,25 +449,164 @@ impl SelectionBody {
                 parsed.dedup();
                 Ok(Selection::Ids(parsed))
             }
-            (None, Some(queue), true) => Ok(Selection::Queue(
+            (None, Some(queue), true) if self.group.is_none() => Ok(Selection::Queue(
                 QueueName::parse(queue).map_err(|e| ApiError::Unprocessable(e.0))?,
             )),
+            (None, Some(queue), false) if self.group.is_some() => {
+                let group = self.group.as_ref().ok_or(ApiError::Unprocessable(
+                    "give the group as {\"status\":…,\"error\":\"…\"}".into(),
+                ))?;
+                Ok(Selection::Group(ErrorGroup {
+                    queue: QueueName::parse(queue).map_err(|e| ApiError::Unprocessable(e.0))?,
+                    status: group.status,
+                    line: group.error.clone(),
+                }))
+            }
             (None, Some(_), false) => Err(ApiError::Unprocessable(
-                "to act on a whole queue, say so: {\"queue\":\"…\",\"all\":true}".into(),
+                "to act on a whole queue, say so: {\"queue\":\"…\",\"all\":true}; on one \
+                 group of its errors: {\"queue\":\"…\",\"group\":{\"status\":…,\"error\":\"…\"}}"
+                    .into(),
             )),
             _ => Err(ApiError::Unprocessable(
-                "give either \"ids\": [...] or \"queue\" with \"all\": true".into(),
+                "give either \"ids\": [...], or \"queue\" with \"all\": true or with \"group\""
+                    .into(),
             )),
         }
     }
 }
 
-/// 404 when `selection` names a whole queue that does not exist.
+/// 404 when `selection` names a queue that does not exist.
 async fn require_known_queue(state: &AppState, selection: &Selection) -> ApiResult<()> {
-    if let Selection::Queue(queue) = selection {
-        state.store.queue(queue).await?;
+    match selection {
+        Selection::Queue(queue) | Selection::Group(ErrorGroup { queue, .. }) => {
+            state.store.queue(queue).await?;
+        }
+        Selection::Ids(_) => {}
     }
     Ok(())
+}
+
+/// A group of dead letters that failed the same way, as `GET /admin/dlq/groups` names it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GroupKey {
+    /// The last HTTP status; `null` for transport errors.
+    pub status: Option<u16>,
+    /// The first line of the last error (at most 200 characters).
+    pub error: String,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct GroupsParams {
+    /// The queue whose pending dead letters are grouped.
+    queue: Option<String>,
+    /// The most groups listed, largest first: default 20, larger values are capped at 100.
+    #[param(value_type = Option<u64>, minimum = 1)]
+    limit: Option<String>,
+}
+
+/// The groups one listing shows: by default, and at most.
+const DEFAULT_GROUPS: usize = 20;
+const MAX_GROUPS: usize = 100;
+
+/// A queue's pending dead letters, grouped by how they failed.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorGroups {
+    pub ok: bool,
+    pub queue: String,
+    /// Largest first, then the one failing longest.
+    pub groups: Vec<ErrorGroupView>,
+}
+
+/// Pending dead letters that failed the same way: the same last HTTP status and the same
+/// first line of the last error.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErrorGroupView {
+    /// The last HTTP status; `null` for transport errors.
+    pub status: Option<u16>,
+    /// The first line of the last error, at most 200 characters (a trailing `\r` dropped).
+    pub error: String,
+    pub count: u64,
+    /// Unix milliseconds.
+    pub oldest_failed_at: i64,
+    /// Unix milliseconds.
+    pub newest_failed_at: i64,
+}
+
+impl From<ErrorGroupCount> for ErrorGroupView {
+    fn from(group: ErrorGroupCount) -> Self {
+        Self {
+            status: group.status,
+            error: group.line,
+            count: group.count,
+            oldest_failed_at: group.oldest_failed_at,
+            newest_failed_at: group.newest_failed_at,
+        }
+    }
+}
+
+/// A queue's pending dead letters grouped by error: each group can be replayed or
+/// acknowledged at once (`{"queue":"…","group":{"status":…,"error":"…"}}`).
+#[utoipa::path(
+    get,
+    path = "/admin/dlq/groups",
+    tag = "dead letters",
+    params(GroupsParams),
+    responses(
+        (status = 200, description = "The groups", body = ErrorGroups),
+        (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 422, description = "No queue, or a bad limit", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn groups(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<GroupsParams>,
+) -> ApiResult<Json<ErrorGroups>> {
+    let queue = queue_name(required("queue", params.queue.as_deref(), "?queue=emails")?)?;
+    let limit = page_size(params.limit.as_deref(), DEFAULT_GROUPS, MAX_GROUPS)?;
+    let groups = state.store.error_groups(queue.clone(), limit).await?;
+    Ok(Json(ErrorGroups {
+        ok: true,
+        queue: queue.to_string(),
+        groups: groups.into_iter().map(ErrorGroupView::from).collect(),
+    }))
+}
+
+/// How many pending dead letters `selection` names now (what a replay reports as requested).
+async fn pending_in(state: &AppState, selection: &Selection) -> ApiResult<u64> {
+    match selection {
+        Selection::Ids(ids) => Ok(ids.len() as u64),
+        Selection::Queue(queue) => {
+            let filter = Filter {
+                queue: Some(queue.clone()),
+                state: Some(DlqState::Pending),
+            };
+            let count_only = PageRequest {
+                after: None,
+                limit: 0,
+                newest_first: true,
+                with_payload: false,
+                with_total: true,
+            };
+            Ok(state
+                .store
+                .list_dead_letters(filter, count_only)
+                .await?
+                .total
+                .unwrap_or_default())
+        }
+        Selection::Group(group) => Ok(state
+            .store
+            .error_groups(group.queue.clone(), usize::MAX)
+            .await?
+            .into_iter()
+            .find(|counted| counted.status == group.status && counted.line == group.line)
+            .map_or(0, |counted| counted.count)),
+    }
 }
 
 /// What a replay did.
@@ -509,28 +654,7 @@ async fn replay(
             "delay_seconds must be at most {MAX_DELAY_SECONDS}"
         )));
     }
-    let requested = match &selection {
-        Selection::Ids(ids) => ids.len() as u64,
-        Selection::Queue(queue) => {
-            let filter = Filter {
-                queue: Some(queue.clone()),
-                state: Some(DlqState::Pending),
-            };
-            let count_only = PageRequest {
-                after: None,
-                limit: 0,
-                newest_first: true,
-                with_payload: false,
-                with_total: true,
-            };
-            state
-                .store
-                .list_dead_letters(filter, count_only)
-                .await?
-                .total
-                .unwrap_or_default()
-        }
-    };
+    let requested = pending_in(&state, &selection).await?;
     let now = now_millis();
     let run_at = now + (delay as i64) * 1000;
     let (claimed, report) = state.store.replay(selection, now, run_at).await?;

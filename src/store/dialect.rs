@@ -20,8 +20,8 @@ use std::future::Future;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
-    DlqStats, Failure, FailureReason, Filter, IdempotencyKey, JobRecord, Lease, NewJob,
-    NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch, Schedule,
+    DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobRecord, Lease,
+    NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch, Schedule,
     ScheduleTick, Selection,
 };
 use super::status::JobStatus;
@@ -326,6 +326,13 @@ pub trait DeadLetterRows {
     async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats>;
     /// Dismiss the pending dead letters of `selection` (`pending → acknowledged`); how many.
     async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize>;
+    /// The pending dead letters of `queue` grouped by how they failed ([`ErrorGroup`]), the
+    /// largest `limit` groups, largest first (then the oldest failure first).
+    async fn error_groups(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> StoreResult<Vec<ErrorGroupCount>>;
     /// Pending dead letters of `queue` (or of every queue, 0 for one without), by name.
     async fn pending_dead_letters(
         &self,

@@ -50,11 +50,11 @@ pub use cluster::Cluster;
 pub use error::{StoreError, StoreResult};
 pub use records::{
     ActivityFigures, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed,
-    ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats, Enqueued,
-    Failure, FailureReason, Filter, FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease,
-    NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position, PreviousSecret,
-    Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound,
-    Selection, SharedLimits,
+    ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
+    ERROR_LINE_CHARS, Enqueued, ErrorGroup, ErrorGroupCount, Failure, FailureReason, Filter,
+    FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob, NewSchedule, Outbox,
+    OutboxEvent, Outcome, PageRequest, Position, PreviousSecret, Queue, QueueCounts, ReplayReport,
+    ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound, Selection, SharedLimits,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -692,6 +692,19 @@ impl Store {
     }
 
     /// Dismiss pending dead letters (`pending → acknowledged`). Returns how many.
+    /// The pending dead letters of `queue` grouped by how they failed, the `limit` largest
+    /// groups first ([`ErrorGroup`]).
+    pub async fn error_groups(
+        &self,
+        queue: QueueName,
+        limit: usize,
+    ) -> StoreResult<Vec<ErrorGroupCount>> {
+        in_snapshot!(self, |tx| {
+            tx.require_queue(&queue).await?;
+            tx.error_groups(&queue, limit).await
+        })
+    }
+
     pub async fn acknowledge(&self, selection: Selection, now: UnixMillis) -> StoreResult<usize> {
         in_write!(self, Durability::Durable, |tx| {
             tx.acknowledge(&selection, now).await

@@ -748,6 +748,32 @@ pub enum Selection {
     Ids(Vec<JobId>),
     /// Every pending dead letter of a queue.
     Queue(QueueName),
+    /// The pending dead letters of a queue that failed the same way.
+    Group(ErrorGroup),
+}
+
+/// The most characters of an error's first line that tell its group.
+pub const ERROR_LINE_CHARS: usize = 200;
+
+/// Dead letters that failed the same way: the same last HTTP status (none for a transport
+/// failure) and the same first line of the last error, cut to [`ERROR_LINE_CHARS`]
+/// characters (a trailing carriage return dropped). Both dialects compute the line in SQL,
+/// so grouping, counting and acting on a group read the same rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorGroup {
+    pub queue: QueueName,
+    pub status: Option<u16>,
+    pub line: String,
+}
+
+/// A group of pending dead letters with its count and the span of its failures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorGroupCount {
+    pub status: Option<u16>,
+    pub line: String,
+    pub count: u64,
+    pub oldest_failed_at: UnixMillis,
+    pub newest_failed_at: UnixMillis,
 }
 
 /// What a replay did with the records it claimed.
@@ -766,12 +792,12 @@ impl ReplayReport {
 }
 
 /// A replay's walk through its selection, a chunk at a time, whatever the backend: named
-/// ids in chunks of `size`; a queue's pending records, the same selection again until a
-/// chunk claims nothing, or one of its jobs could not be put back (its record is pending
-/// again and would only be claimed anew).
+/// ids in chunks of `size`; a queue's (or a group's) pending records, the same selection
+/// again until a chunk claims nothing, or one of its jobs could not be put back (its record
+/// is pending again and would only be claimed anew).
 pub struct ReplayWalk {
     selection: Selection,
-    /// The named ids not walked yet; `None` for a whole queue.
+    /// The named ids not walked yet; `None` for a whole queue or group.
     remaining: Option<Vec<JobId>>,
     size: usize,
     done: bool,
@@ -783,7 +809,7 @@ impl ReplayWalk {
     pub fn new(selection: Selection, size: usize) -> Self {
         let remaining = match &selection {
             Selection::Ids(ids) => Some(ids.clone()),
-            Selection::Queue(_) => None,
+            Selection::Queue(_) | Selection::Group(_) => None,
         };
         Self {
             selection,

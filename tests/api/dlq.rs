@@ -411,6 +411,133 @@ async fn acknowledge_dismisses_pending_dead_letters_by_ids_or_by_queue() {
     );
 }
 
+/// `GET /admin/dlq/groups?{query}`, insisting on 200.
+async fn error_groups(app: &TestApp, query: &str) -> Value {
+    app.get(&format!("/admin/dlq/groups?{query}"))
+        .await
+        .expect(200)
+}
+
+#[tokio::test]
+async fn dead_letters_are_grouped_by_status_and_first_line_and_a_group_is_acted_on_at_once() {
+    let (app, receiver) = failing_queue().await;
+    receiver.set_default(Reply::with_body(500, "upstream down\r\ntrace 1"));
+    let first = make_dead_letters(&app, "q", 3).await;
+    receiver.set_default(Reply::with_body(503, "busy"));
+    let busy = make_dead_letters(&app, "q", 2).await;
+    receiver.set_default(Reply::with_body(500, "upstream down\nanother trace"));
+    let last = make_dead_letters(&app, "q", 1).await;
+
+    let body = error_groups(&app, "queue=q").await;
+    let groups = body["groups"].as_array().unwrap();
+    assert_eq!(body["queue"], "q");
+    assert_eq!(groups.len(), 2, "{body}");
+    // Largest first; the first line decides (a trailing \r dropped), not the rest.
+    assert_eq!(
+        (
+            &groups[0]["status"],
+            &groups[0]["error"],
+            &groups[0]["count"]
+        ),
+        (&json!(500), &json!("upstream down"), &json!(4))
+    );
+    assert_eq!(
+        (
+            &groups[1]["status"],
+            &groups[1]["error"],
+            &groups[1]["count"]
+        ),
+        (&json!(503), &json!("busy"), &json!(2))
+    );
+    let failed_at = |id: &str| {
+        let app = &app;
+        let id = id.to_owned();
+        async move { dead_letter(app, "q", &id).await["failed_at"].clone() }
+    };
+    assert_eq!(groups[0]["oldest_failed_at"], failed_at(&first[0]).await);
+    assert_eq!(groups[0]["newest_failed_at"], failed_at(&last[0]).await);
+    assert_eq!(
+        error_groups(&app, "queue=q&limit=1").await["groups"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Replaying one group puts back exactly its jobs, which are delivered now.
+    receiver.set_default(Reply::ok());
+    let group = json!({ "queue": "q", "group": { "status": 503, "error": "busy" } });
+    let body = replay(&app, &group).await;
+    assert_eq!(
+        body,
+        json!({ "ok": true, "requested": 2, "claimed": 2, "replayed": 2, "failed": 0 })
+    );
+    wait_for_successes(&receiver, &busy).await;
+    assert_eq!(dead_letter(&app, "q", &first[0]).await["status"], "pending");
+    let body = error_groups(&app, "queue=q").await;
+    assert_eq!(body["groups"].as_array().unwrap().len(), 1, "{body}");
+
+    // Acknowledging the other one dismisses its four, and nothing else is pending.
+    let group = json!({ "queue": "q", "group": { "status": 500, "error": "upstream down" } });
+    assert_eq!(
+        acknowledge(&app, &group).await,
+        json!({ "ok": true, "acknowledged": 4 })
+    );
+    assert_eq!(
+        dead_letter(&app, "q", &last[0]).await["status"],
+        "acknowledged"
+    );
+    assert_eq!(error_groups(&app, "queue=q").await["groups"], json!([]));
+    // A group that matches nothing is not an error: nothing happens.
+    assert_eq!(acknowledge(&app, &group).await["acknowledged"], 0);
+}
+
+#[tokio::test]
+async fn transport_failures_form_a_group_without_a_status() {
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("gone", &refused_url(), None).await;
+    make_dead_letters(&app, "gone", 2).await;
+    let body = error_groups(&app, "queue=gone").await;
+    let groups = body["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{body}");
+    assert_eq!(groups[0]["status"], Value::Null);
+    assert_eq!(groups[0]["count"], 2);
+    let error = groups[0]["error"].as_str().unwrap().to_owned();
+    assert!(error.starts_with("connection failed"), "{error}");
+    assert!(error.chars().count() <= 200, "{error}");
+    let group = json!({ "queue": "gone", "group": { "status": null, "error": error } });
+    assert_eq!(acknowledge(&app, &group).await["acknowledged"], 2);
+}
+
+#[tokio::test]
+async fn bad_group_listings_and_selections_are_refused() {
+    let (app, _receiver) = failing_queue().await;
+    let id = make_dead_letters(&app, "q", 1).await.remove(0);
+    app.get("/admin/dlq/groups").await.expect_error(422);
+    app.get("/admin/dlq/groups?queue=q&limit=0")
+        .await
+        .expect_error(422);
+    app.get("/admin/dlq/groups?queue=nope")
+        .await
+        .expect_error(404);
+    let group = json!({ "status": 500, "error": "nope" });
+    for path in ["/admin/dlq/replay", "/admin/dlq/acknowledge"] {
+        for body in [
+            json!({ "group": group }),
+            json!({ "queue": "q", "all": true, "group": group }),
+            json!({ "ids": [id], "group": group }),
+            json!({ "queue": "q", "group": { "status": 500 } }),
+            json!({ "queue": "q", "group": { "status": 500, "error": "nope", "x": 1 } }),
+        ] {
+            post_admin(&app, path, &body).await.expect_error(422);
+        }
+        post_admin(&app, path, &json!({ "queue": "nope", "group": group }))
+            .await
+            .expect_error(404);
+    }
+    assert_eq!(dead_letter(&app, "q", &id).await["status"], "pending");
+}
+
 #[tokio::test]
 async fn bad_replay_and_acknowledge_bodies_are_refused() {
     let (app, _receiver) = failing_queue().await;

@@ -45,6 +45,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("POST", "/queue/{name}/_schedules/{schedule}/_run"),
     ("GET", "/admin/dlq"),
     ("GET", "/admin/dlq/stats"),
+    ("GET", "/admin/dlq/groups"),
     ("POST", "/admin/dlq/replay"),
     ("POST", "/admin/dlq/acknowledge"),
     ("DELETE", "/admin/dlq/{id}"),

@@ -19,14 +19,41 @@ use super::jobs::{attempt_of, job_id, uuid};
 use super::tx::PgTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::sql_once;
 use crate::store::dialect::{Buried, DeadLetterRows};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::postgres::jobs::prepared;
 use crate::store::records::{
-    CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, Last24h,
-    PageRequest, ScheduleTick, Selection,
+    CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
+    ErrorGroupCount, FailureReason, Filter, Last24h, PageRequest, ScheduleTick, Selection,
 };
 use crate::store::status::codes;
+
+/// A dead letter's error line ([`ErrorGroup`]): the first line of its last error, a trailing
+/// carriage return dropped, cut to [`ERROR_LINE_CHARS`] characters (as on SQLite).
+fn error_line() -> &'static str {
+    sql_once!(
+        "left(rtrim(split_part(coalesce(last_error, ''), E'\\n', 1), E'\\r'), {ERROR_LINE_CHARS})"
+    )
+}
+
+/// The pending dead letters of `group`: `$1` queue, `$2` status, `$3` line.
+fn in_group() -> &'static str {
+    sql_once!(
+        "queue = $1 AND state = 'pending' AND last_status IS NOT DISTINCT FROM $2
+         AND {line} = $3",
+        line = error_line()
+    )
+}
+
+/// `group` as `$1`–`$3` of [`in_group`].
+fn group_params(group: &ErrorGroup) -> (&str, Option<i32>, &str) {
+    (
+        group.queue.as_str(),
+        group.status.map(i32::from),
+        group.line.as_str(),
+    )
+}
 
 /// The columns of a record, in the order [`from_row`] reads them (the payload, when asked
 /// for, comes last).
@@ -164,6 +191,17 @@ pub async fn delete(tx: &Transaction<'_>, selection: &Selection) -> StoreResult<
             )
             .await?
         }
+        Selection::Group(group) => {
+            let (queue, status, line) = group_params(group);
+            tx.query(
+                sql_once!(
+                    "DELETE FROM dead_letters WHERE {in_group} RETURNING id",
+                    in_group = in_group()
+                ),
+                &[&queue, &status, &line],
+            )
+            .await?
+        }
     };
     Ok(rows.iter().map(|row| job_id(row.get(0))).collect())
 }
@@ -292,6 +330,28 @@ impl DeadLetterRows for PgTx<'_> {
                                       FOR UPDATE SKIP LOCKED)
                          RETURNING failed_at, id",
                         &[&queue.as_str(), &now, &limit_param(limit)],
+                    )
+                    .await?
+                    .iter()
+                    .map(|row| (row.get(0), row.get(1)))
+                    .collect();
+                claimed.sort();
+                Ok(claimed.into_iter().map(|(_, id)| job_id(id)).collect())
+            }
+            Selection::Group(group) => {
+                let (queue, status, line) = group_params(group);
+                let mut claimed: Vec<(UnixMillis, Uuid)> = self
+                    .tx
+                    .query(
+                        sql_once!(
+                            "UPDATE dead_letters SET state = 'replaying', updated_at = $4
+                             WHERE id IN (SELECT id FROM dead_letters WHERE {in_group}
+                                          ORDER BY failed_at, id LIMIT $5
+                                          FOR UPDATE SKIP LOCKED)
+                             RETURNING failed_at, id",
+                            in_group = in_group()
+                        ),
+                        &[&queue, &status, &line, &now, &limit_param(limit)],
                     )
                     .await?
                     .iter()
@@ -537,8 +597,56 @@ impl DeadLetterRows for PgTx<'_> {
                     )
                     .await?
             }
+            Selection::Group(group) => {
+                let (queue, status, line) = group_params(group);
+                self.tx
+                    .execute(
+                        sql_once!(
+                            "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = $4,
+                                    updated_at = $4
+                             WHERE {in_group}",
+                            in_group = in_group()
+                        ),
+                        &[&queue, &status, &line, &now],
+                    )
+                    .await?
+            }
         };
         Ok(usize::try_from(acknowledged).unwrap_or(usize::MAX))
+    }
+
+    async fn error_groups(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> StoreResult<Vec<ErrorGroupCount>> {
+        let rows = self
+            .tx
+            .query(
+                sql_once!(
+                    "SELECT last_status, {line} AS line, count(*), min(failed_at),
+                            max(failed_at)
+                     FROM dead_letters WHERE queue = $1 AND state = 'pending'
+                     GROUP BY last_status, line
+                     ORDER BY count(*) DESC, min(failed_at), last_status, line
+                     LIMIT $2",
+                    line = error_line()
+                ),
+                &[&queue.as_str(), &limit_param(limit)],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| ErrorGroupCount {
+                status: row
+                    .get::<_, Option<i32>>(0)
+                    .and_then(|status| u16::try_from(status).ok()),
+                line: row.get(1),
+                count: count_of(row.get(2)),
+                oldest_failed_at: row.get(3),
+                newest_failed_at: row.get(4),
+            })
+            .collect())
     }
 
     async fn pending_dead_letters(

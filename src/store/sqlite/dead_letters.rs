@@ -9,12 +9,36 @@ use super::jobs::id_from_row;
 use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::sql_once;
 use crate::store::dialect::{Buried, DeadLetterRows};
 use crate::store::error::StoreResult;
 use crate::store::records::{
-    CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, FailureReason, Filter, Last24h,
-    PageRequest, ScheduleTick, Selection,
+    CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
+    ErrorGroupCount, FailureReason, Filter, Last24h, PageRequest, ScheduleTick, Selection,
 };
+
+/// A dead letter's error line ([`ErrorGroup`]): the first line of its last error, a trailing
+/// carriage return dropped, cut to [`ERROR_LINE_CHARS`] characters.
+fn error_line() -> &'static str {
+    sql_once!(
+        "substr(rtrim(substr(coalesce(last_error, ''), 1,
+                             instr(coalesce(last_error, '') || char(10), char(10)) - 1),
+                      char(13)),
+                1, {ERROR_LINE_CHARS})"
+    )
+}
+
+/// The pending dead letters of `group`: `?1` queue, `?2` status, `?3` line.
+fn in_group() -> &'static str {
+    sql_once!(
+        "queue = ?1 AND state = 'pending' AND last_status IS ?2 AND {line} = ?3",
+        line = error_line()
+    )
+}
+
+fn group_params(group: &ErrorGroup) -> (&str, Option<u16>, &str) {
+    (group.queue.as_str(), group.status, group.line.as_str())
+}
 
 const COLUMNS: &str = "id, queue, target, created_at, failed_at, attempts, failure_reason, \
      last_error, last_status, state, replay_count, replayed_at, acknowledged_at, priority, \
@@ -162,6 +186,24 @@ pub fn claim_for_replay(
                 }
             }
         }
+        Selection::Group(group) => {
+            let (queue, status, line) = group_params(group);
+            let mut stmt = conn.prepare_cached(sql_once!(
+                "UPDATE dead_letters SET state = 'replaying', updated_at = ?4
+                 WHERE rowid IN (SELECT rowid FROM dead_letters WHERE {in_group}
+                                 ORDER BY failed_at LIMIT ?5)
+                 RETURNING id",
+                in_group = in_group()
+            ))?;
+            let rows = stmt.query_map(params![queue, status, line, now, limit as i64], |row| {
+                row.get::<_, Vec<u8>>(0)
+            })?;
+            for bytes in rows {
+                if let Some(id) = JobId::from_slice(&bytes?) {
+                    claimed.push(id);
+                }
+            }
+        }
     }
     Ok(claimed)
 }
@@ -196,6 +238,16 @@ pub fn delete(conn: &Connection, selection: &Selection) -> StoreResult<Vec<JobId
             .prepare_cached("DELETE FROM dead_letters WHERE queue = ?1 RETURNING id")?
             .query_map([queue.as_str()], |row| id_from_row(row, 0))?
             .collect::<Result<_, _>>()?),
+        Selection::Group(group) => {
+            let (queue, status, line) = group_params(group);
+            Ok(conn
+                .prepare_cached(sql_once!(
+                    "DELETE FROM dead_letters WHERE {in_group} RETURNING id",
+                    in_group = in_group()
+                ))?
+                .query_map(params![queue, status, line], |row| id_from_row(row, 0))?
+                .collect::<Result<_, _>>()?)
+        }
     }
 }
 
@@ -491,7 +543,46 @@ impl DeadLetterRows for SqliteTx<'_> {
                      WHERE queue = ?1 AND state = 'pending'",
                 )?
                 .execute(params![queue.as_str(), now])?),
+            Selection::Group(group) => {
+                let (queue, status, line) = group_params(group);
+                Ok(self
+                    .0
+                    .prepare_cached(sql_once!(
+                        "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = ?4,
+                                updated_at = ?4
+                         WHERE {in_group}",
+                        in_group = in_group()
+                    ))?
+                    .execute(params![queue, status, line, now])?)
+            }
         }
+    }
+
+    async fn error_groups(
+        &self,
+        queue: &QueueName,
+        limit: usize,
+    ) -> StoreResult<Vec<ErrorGroupCount>> {
+        let mut stmt = self.0.prepare_cached(sql_once!(
+            "SELECT last_status, {line} AS line, count(*), min(failed_at), max(failed_at)
+             FROM dead_letters WHERE queue = ?1 AND state = 'pending'
+             GROUP BY last_status, line
+             ORDER BY count(*) DESC, min(failed_at), last_status, line
+             LIMIT ?2",
+            line = error_line()
+        ))?;
+        let groups = stmt
+            .query_map(params![queue.as_str(), limit as i64], |row| {
+                Ok(ErrorGroupCount {
+                    status: row.get(0)?,
+                    line: row.get(1)?,
+                    count: row.get(2)?,
+                    oldest_failed_at: row.get(3)?,
+                    newest_failed_at: row.get(4)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(groups)
     }
 
     async fn pending_dead_letters(
