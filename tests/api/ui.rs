@@ -549,6 +549,94 @@ async fn the_queue_page_enqueues_pauses_and_edits_settings_through_the_api() {
 }
 
 #[tokio::test]
+async fn a_queues_dead_letters_are_grouped_by_error_and_a_group_is_replayed_at_once() {
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::with_body(500, "upstream <down>\ntrace")).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut down = Vec::new();
+    for n in 0..3 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+        down.push(id);
+    }
+    receiver.set_default(Reply::with_body(429, "slow down"));
+    let slow = app.enqueue_ok("q", &json!({ "n": 3 })).await;
+    app.wait_until_error("q", &slow).await;
+
+    let mut visitor = UiVisitor::new(&app);
+    let back = "/ui/dlq?queue=q&status=pending";
+    let page = visitor.get(back).await;
+    let body = &page.body;
+    assert!(body.contains("Errors of q, grouped"), "{body}");
+    // Largest group first; the worker's text is shown as text, not markup.
+    let first = body
+        .find("upstream &lt;down&gt;")
+        .expect("the 500 group, escaped");
+    let second = body.find("slow down").expect("the 429 group");
+    assert!(first < second, "largest group first");
+    assert!(
+        body.contains(
+            "Replay all 3 pending dead letters of q that failed with HTTP 500? They go back to q"
+        ),
+        "a group's replay asks first, saying how many: {body}"
+    );
+    assert!(body.contains("Acknowledge the 1 pending dead letter of q that failed with HTTP 429?"));
+    // No grouping across every queue: it is a queue's view.
+    assert!(!visitor.get("/ui/dlq").await.body.contains("grouped"));
+
+    receiver.set_default(Reply::ok());
+    let replayed = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[
+                ("action", "replay-group"),
+                ("queue", "q"),
+                ("group_status", "500"),
+                ("group_error", "upstream <down>"),
+                ("back", back),
+            ],
+        )
+        .await;
+    assert_eq!(replayed.location(), back);
+    assert!(
+        visitor
+            .follow(replayed)
+            .await
+            .body
+            .contains("Replayed 3 of 3.")
+    );
+    for id in &down {
+        app.wait_until_gone("q", id).await;
+    }
+    let acked = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[
+                ("action", "acknowledge-group"),
+                ("queue", "q"),
+                ("group_status", "429"),
+                ("group_error", "slow down"),
+                ("back", back),
+            ],
+        )
+        .await;
+    assert!(
+        visitor
+            .follow(acked)
+            .await
+            .body
+            .contains("Acknowledged 1 dead letter.")
+    );
+    assert!(
+        visitor
+            .get(back)
+            .await
+            .body
+            .contains("No pending dead letters.")
+    );
+}
+
+#[tokio::test]
 async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
     let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     let receiver = TestReceiver::always(Reply::status(500)).await;

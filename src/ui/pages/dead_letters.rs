@@ -1,4 +1,5 @@
-//! The dead letters: live figures, a filter by queue and state, and a page of letters to
+//! The dead letters: live figures, a filter by queue and state, a queue's pending letters
+//! grouped by error (each group replayed or acknowledged at once), and a page of letters to
 //! select and replay (with an optional delay), acknowledge or delete, after a confirmation.
 
 use axum::extract::Query;
@@ -7,7 +8,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::dashboard::REFRESH;
-use crate::api::dlq::{AcknowledgeResult, DlqPage, DlqStatsView, ReplayResult};
+use crate::api::dlq::{
+    AcknowledgeResult, DlqPage, DlqStatsView, ErrorGroupView, ErrorGroups, ReplayResult,
+};
 use crate::api::queues::QueueList;
 use crate::model::{JobId, QueueName};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
@@ -70,6 +73,14 @@ pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
     let letters: DlqPage = api.get(&path).await?;
     let queues: QueueList = api.get("/queue").await?;
     let stats = stats_panel(api).await?;
+    let groups: Option<(QueueName, ErrorGroups)> =
+        match filter.queue.as_ref().filter(|_| filter.status == "pending") {
+            Some(queue) => Some((
+                queue.clone(),
+                api.get(&format!("/admin/dlq/groups?queue={queue}")).await?,
+            )),
+            None => None,
+        };
     let here = format!("/ui/dlq?{}", filter.query());
     let content = html! {
         h1 { "Dead letters" }
@@ -96,6 +107,9 @@ pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
                 }
                 div class="field" { button type="submit" class="secondary" { "Show" } }
             }
+        }
+        @if let Some((queue, groups)) = &groups {
+            (groups_section(&ctx, queue, groups, &here))
         }
         (letters_form(&ctx, &filter, &here, &letters, query.cursor.is_some()))
     };
@@ -184,7 +198,7 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
                                         td { (format::when(m.failed_at)) }
                                         td class="num" { (m.attempts) }
                                         td {
-                                            @match m.last_status { Some(s) => { "HTTP " (s) }, None => "no answer" }
+                                            (answer(m.last_status))
                                             @if m.failure_reason.as_str() == "expired" { " · expired" }
                                         }
                                         td { (state_badge(m.status.as_str())) }
@@ -237,6 +251,96 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
     }
 }
 
+/// A queue's pending letters grouped by how they failed, largest group first, each with its
+/// own replay and acknowledge (asking with the group's count).
+fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str) -> Markup {
+    html! {
+        section aria-labelledby="groups-title" {
+            h2 id="groups-title" { "Errors of " (queue) ", grouped" }
+            @if groups.groups.is_empty() {
+                p class="muted" id="no-groups" { "No pending dead letters." }
+            } @else {
+                p class="hint" { "Pending letters with the same answer and the same first line of error." }
+                div class="table-wrap" {
+                    table id="groups" {
+                        thead { tr {
+                            th scope="col" { "Answer" } th scope="col" class="wide" { "Error" }
+                            th scope="col" class="num" { "Letters" } th scope="col" { "Failing" }
+                            th scope="col" { span class="visually-hidden" { "Actions" } }
+                        } }
+                        tbody {
+                            @for (index, group) in groups.groups.iter().enumerate() {
+                                tr {
+                                    td { (answer(group.status)) }
+                                    td class="wide mono" { (group.error) }
+                                    td class="num" { (group.count) }
+                                    td {
+                                        "since " (format::when(group.oldest_failed_at))
+                                        @if group.newest_failed_at != group.oldest_failed_at {
+                                            ", last " (format::when(group.newest_failed_at))
+                                        }
+                                    }
+                                    td { (group_form(ctx, queue, group, index, here)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A group's actions: replay or acknowledge its letters, after a question with their count.
+fn group_form(
+    ctx: &Ctx,
+    queue: &QueueName,
+    group: &ErrorGroupView,
+    index: usize,
+    here: &str,
+) -> Markup {
+    let letters = if group.count == 1 {
+        "the 1 pending dead letter".to_owned()
+    } else {
+        format!("all {} pending dead letters", group.count)
+    };
+    let which = format!("of {queue} that failed with {}", answer_text(group.status));
+    html! {
+        form method="post" action="/ui/dlq/action" class="inline" {
+            (csrf_field(&ctx.current))
+            input type="hidden" name="back" value=(here);
+            input type="hidden" name="queue" value=(queue);
+            input type="hidden" name="group_status"
+                value=(group.status.map(|s| s.to_string()).unwrap_or_default());
+            input type="hidden" name="group_error" value=(group.error);
+            button type="submit" name="action" value="replay-group" id={ "replay-group-" (index) }
+                class="secondary"
+                data-confirm={ "Replay " (letters) " " (which) "? They go back to " (queue)
+                               " as READY jobs and are delivered again." } {
+                "Replay " (group.count)
+            }
+            " "
+            button type="submit" name="action" value="acknowledge-group" id={ "acknowledge-group-" (index) }
+                class="secondary"
+                data-confirm={ "Acknowledge " (letters) " " (which) "? They stay listed as acknowledged and are not delivered again." } {
+                "Acknowledge " (group.count)
+            }
+        }
+    }
+}
+
+/// A letter's last answer: its HTTP status, or none (a transport failure).
+fn answer(status: Option<u16>) -> Markup {
+    html! { (answer_text(status)) }
+}
+
+fn answer_text(status: Option<u16>) -> String {
+    match status {
+        Some(status) => format!("HTTP {status}"),
+        None => "no answer".to_owned(),
+    }
+}
+
 /// What "replay every pending letter" of `queue` asks, with how many (as this page counted
 /// them); `{delay}` is filled in by `hookq.js`.
 fn replay_all_question(queue: &QueueName, pending: u64) -> String {
@@ -271,7 +375,11 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
         .to_owned();
     let ids: Vec<&str> = form.all("ids");
     let action = form.get("action").unwrap_or_default();
-    if ids.is_empty() && action != "replay-queue" {
+    let whole = matches!(
+        action,
+        "replay-queue" | "replay-group" | "acknowledge-group"
+    );
+    if ids.is_empty() && !whole {
         return Ok(ctx.done(
             Flash::error("Select at least one dead letter first."),
             &back,
@@ -282,12 +390,13 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
         Err(said) => return Ok(ctx.done(Flash::error(said), &back)),
     };
     let api = ctx.api();
+    let queue = form.get("queue").unwrap_or_default();
     let said = match action {
-        "replay" | "replay-queue" => {
-            let mut body = if action == "replay" {
-                json!({ "ids": ids })
-            } else {
-                json!({ "queue": form.get("queue").unwrap_or_default(), "all": true })
+        "replay" | "replay-queue" | "replay-group" => {
+            let mut body = match action {
+                "replay" => json!({ "ids": ids }),
+                "replay-queue" => json!({ "queue": queue, "all": true }),
+                _ => json!({ "queue": queue, "group": group_of(&form) }),
             };
             if let Some(delay) = delay {
                 body["delay_seconds"] = json!(delay);
@@ -303,6 +412,18 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
             )
             .await
             .map(|r| format!("Acknowledged {} of {} selected.", r.acknowledged, ids.len())),
+        "acknowledge-group" => {
+            let body = json!({ "queue": queue, "group": group_of(&form) });
+            api.post::<AcknowledgeResult>(
+                "/admin/dlq/acknowledge",
+                Some(body.to_string().into_bytes()),
+            )
+            .await
+            .map(|r| match r.acknowledged {
+                1 => "Acknowledged 1 dead letter.".to_owned(),
+                n => format!("Acknowledged {n} dead letters."),
+            })
+        }
         "delete" => {
             let mut deleted = 0;
             for id in &ids {
@@ -323,6 +444,14 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
         Ok(text) => ctx.done(Flash::notice(text), &back),
         Err(refused) => ctx.refused(&refused, &back),
     })
+}
+
+/// The group a group's form names, as the API takes it (an empty status: no answer).
+fn group_of(form: &FormData) -> Value {
+    let status = form
+        .get("group_status")
+        .and_then(|raw| raw.trim().parse::<u16>().ok());
+    json!({ "status": status, "error": form.get("group_error").unwrap_or_default() })
 }
 
 fn replay_said(result: &ReplayResult) -> String {
