@@ -637,6 +637,93 @@ async fn a_queues_dead_letters_are_grouped_by_error_and_a_group_is_replayed_at_o
 }
 
 #[tokio::test]
+async fn a_queues_error_tab_replays_or_acknowledges_ticked_or_all_dead_letters() {
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+        ids.push(id);
+    }
+    let mut visitor = UiVisitor::new(&app);
+    let tab = visitor.get("/ui/queue/q?status=ERROR").await;
+    let body = &tab.body;
+    for id in &ids {
+        assert!(
+            body.contains(&format!(r#"name="ids" value="{id}""#)),
+            "{body}"
+        );
+    }
+    // A box ticks the whole page (hidden until the script shows it), and every pending
+    // letter can be acted on at once, the question counting them.
+    assert!(body.contains("data-select-all"));
+    assert!(
+        body.contains("Replay all 4 pending dead letters of q{delay}?"),
+        "{body}"
+    );
+    assert!(body.contains("Acknowledge all 4 pending dead letters of q?"));
+    // The other tabs select nothing.
+    assert!(
+        !visitor
+            .get("/ui/queue/q?status=READY")
+            .await
+            .body
+            .contains("data-select-all")
+    );
+
+    let back = "/ui/queue/q?status=ERROR#jobs-title";
+    receiver.set_default(Reply::ok());
+    let replayed = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[("action", "replay"), ("ids", &ids[0]), ("back", back)],
+        )
+        .await;
+    assert_eq!(replayed.location(), back, "back on the queue's ERROR tab");
+    assert!(
+        visitor
+            .follow(replayed)
+            .await
+            .body
+            .contains("Replayed 1 of 1.")
+    );
+    app.wait_until_gone("q", &ids[0]).await;
+    let acked = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[
+                ("action", "acknowledge-queue"),
+                ("queue", "q"),
+                ("back", back),
+            ],
+        )
+        .await;
+    assert!(
+        visitor
+            .follow(acked)
+            .await
+            .body
+            .contains("Acknowledged 3 dead letters.")
+    );
+    let pending = app.get("/admin/dlq?queue=q").await.expect(200);
+    assert_eq!(pending["total_count"], 0);
+    // A form cannot send the browser elsewhere.
+    let elsewhere = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[
+                ("action", "replay-queue"),
+                ("queue", "q"),
+                ("back", "https://evil.example/"),
+            ],
+        )
+        .await;
+    assert_eq!(elsewhere.location(), "/ui/dlq");
+}
+
+#[tokio::test]
 async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
     let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     let receiver = TestReceiver::always(Reply::status(500)).await;

@@ -358,6 +358,78 @@ async fn ui_browser_the_live_refresh_keeps_focus_and_scroll() {
     browser.close().await;
 }
 
+/// Issue 27, bulk actions: on a queue's ERROR tab one box ticks the whole page, the
+/// question counts what is ticked, and the live refresh waits while anything is ticked (a
+/// refresh would redraw the list with nothing ticked).
+#[tokio::test]
+async fn ui_browser_the_error_tab_selects_a_page_at_once_and_keeps_it_through_refreshes() {
+    let Some(browser) = Browser::start("ui_browser_select_all").await else {
+        return;
+    };
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut dead = Vec::new();
+    for n in 0..3 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+        dead.push(id);
+    }
+    browser.goto(&app.url("/ui/queue/q?status=ERROR")).await;
+    browser.wait_for(&format!("#select-{}", dead[2])).await;
+    browser.click("#select-all").await;
+    assert_eq!(browser.text_of("#selection").await, "3 selected.");
+    let client = browser.client();
+    let ticked = "return document.querySelectorAll('input[name=ids]:checked').length;";
+    assert_eq!(client.execute(ticked, vec![]).await.unwrap(), json!(3));
+
+    // The figures above refresh; the ticked list is left as it is.
+    client
+        .execute(
+            "document.querySelector('#queue-jobs').dataset.seen = 'yes';\
+             document.querySelector('#queue-stats').dataset.seen = 'yes';",
+            vec![],
+        )
+        .await
+        .unwrap();
+    // Two refreshes of the figures: the list's own timer fired in between.
+    for _ in 0..2 {
+        browser.wait_for("#queue-stats:not([data-seen])").await;
+        client
+            .execute(
+                "document.querySelector('#queue-stats').dataset.seen = 'yes';",
+                vec![],
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        client
+            .execute(
+                "return document.querySelector('#queue-jobs').dataset.seen;",
+                vec![]
+            )
+            .await
+            .unwrap(),
+        json!("yes"),
+        "the list was not redrawn while ticked"
+    );
+    assert_eq!(client.execute(ticked, vec![]).await.unwrap(), json!(3));
+
+    receiver.set_default(Reply::ok());
+    browser.click("#replay").await;
+    let question = browser.accept_confirm().await;
+    assert!(question.starts_with("Replay 3 dead letters?"), "{question}");
+    let said = browser.text_of(".flash.notice").await;
+    assert!(said.contains("Replayed 3 of 3."), "{said}");
+    for id in &dead {
+        app.wait_until_gone("q", id).await;
+    }
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
+
 /// Issue 27, defect 5: every confirmation says what will happen to how many; actions on a
 /// selection are off while nothing is selected; a retry asks too.
 #[tokio::test]
@@ -434,7 +506,7 @@ async fn ui_browser_confirmations_say_what_happens_to_how_many() {
     browser.click("#replay-queue").await;
     let question = browser.accept_confirm().await;
     assert!(
-        question.starts_with("Replay all 1 pending dead letter of q after 5m?"),
+        question.starts_with("Replay the 1 pending dead letter of q after 5m?"),
         "{question}"
     );
     let said = browser.text_of(".flash.notice").await;

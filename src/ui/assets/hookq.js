@@ -1,5 +1,7 @@
 // hookq admin UI: confirmations that say what will happen to how many, actions on a
-// selection that cannot be sent empty, and a notice while the live refresh gets no answer. A file of its own (the CSP allows no inline script);
+// selection that cannot be sent empty (with a box that selects a whole page, and a live
+// refresh that waits while something is selected), and a notice while the live refresh
+// gets no answer. A file of its own (the CSP allows no inline script);
 // without it every page still works, with no confirmation and the server saying when
 // nothing was selected.
 "use strict";
@@ -43,16 +45,50 @@ function showSelection(form) {
   }
 }
 
+// The select-all box of a form ticks or clears every item of its page, and shows whether
+// all, some or none are ticked.
+function showSelectAll(form) {
+  const items = form.querySelectorAll('input[name="ids"]');
+  const ticked = selectedCount(form);
+  for (const all of form.querySelectorAll("input[data-select-all]")) {
+    all.checked = items.length > 0 && ticked === items.length;
+    all.indeterminate = ticked > 0 && ticked < items.length;
+  }
+}
+
 document.addEventListener("change", (event) => {
   const form = event.target.form;
-  if (form && form.hasAttribute("data-selection")) {
-    showSelection(form);
+  if (!form || !form.hasAttribute("data-selection")) {
+    return;
   }
+  if (event.target.hasAttribute("data-select-all")) {
+    for (const item of form.querySelectorAll('input[name="ids"]')) {
+      item.checked = event.target.checked;
+    }
+  }
+  showSelectAll(form);
+  showSelection(form);
 });
 
-document.addEventListener("DOMContentLoaded", () => {
-  for (const form of document.querySelectorAll("form[data-selection]")) {
+// Without this script a select-all box could do nothing: it stays hidden until now.
+function readySelections(root) {
+  for (const all of root.querySelectorAll("input[data-select-all]")) {
+    all.hidden = false;
+  }
+  for (const form of root.querySelectorAll("form[data-selection]")) {
+    showSelectAll(form);
     showSelection(form);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => readySelections(document));
+document.addEventListener("htmx:load", (event) => readySelections(event.target));
+
+// A live refresh would redraw a list with nothing ticked: it waits while something is.
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const target = event.detail.elt;
+  if (target && target.querySelector && target.querySelector('input[name="ids"]:checked')) {
+    event.preventDefault();
   }
 });
 

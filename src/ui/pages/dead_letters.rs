@@ -180,7 +180,7 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
                     div class="table-wrap" {
                         table id="letters" {
                             thead { tr {
-                                th scope="col" { span class="visually-hidden" { "Select" } }
+                                th scope="col" { (select_all()) }
                                 th scope="col" { "Job" } th scope="col" { "Queue" }
                                 th scope="col" { "Failed" } th scope="col" class="num" { "Attempts" }
                                 th scope="col" { "Answer" } th scope="col" { "State" }
@@ -229,11 +229,7 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
                             "Delete selected"
                         }
                         @if let Some(queue) = filter.queue.as_ref().filter(|_| filter.status == "pending") {
-                            input type="hidden" name="queue" value=(queue);
-                            button type="submit" name="action" value="replay-queue" id="replay-queue" class="secondary"
-                                data-confirm=(replay_all_question(queue, letters.total_count)) {
-                                "Replay every pending letter of " (queue)
-                            }
+                            (whole_queue_actions(queue, letters.total_count))
                         }
                     }
                     p class="hint" id="selection" data-selected-count
@@ -341,18 +337,36 @@ fn answer_text(status: Option<u16>) -> String {
     }
 }
 
-/// What "replay every pending letter" of `queue` asks, with how many (as this page counted
-/// them); `{delay}` is filled in by `hookq.js`.
-fn replay_all_question(queue: &QueueName, pending: u64) -> String {
+/// The box that ticks every letter of the page (`hookq.js`; hidden without it).
+pub fn select_all() -> Markup {
+    html! {
+        input type="checkbox" data-select-all hidden id="select-all"
+            aria-label="Select every letter on this page";
+        span class="visually-hidden" { "Select" }
+    }
+}
+
+/// Replay or acknowledge every pending letter of `queue` (`pending` of them, as the page
+/// counted them), whatever is ticked, each after a question with the count; `{delay}` is
+/// filled in by `hookq.js`.
+pub fn whole_queue_actions(queue: &QueueName, pending: u64) -> Markup {
     let letters = if pending == 1 {
-        "1 pending dead letter".to_owned()
+        "the 1 pending dead letter".to_owned()
     } else {
-        format!("{pending} pending dead letters")
+        format!("all {pending} pending dead letters")
     };
-    format!(
-        "Replay all {letters} of {queue}{{delay}}? They go back to {queue} as READY jobs and \
-         are delivered again."
-    )
+    html! {
+        input type="hidden" name="queue" value=(queue);
+        button type="submit" name="action" value="replay-queue" id="replay-queue" class="secondary"
+            data-confirm={ "Replay " (letters) " of " (queue) "{delay}? They go back to " (queue)
+                           " as READY jobs and are delivered again." } {
+            "Replay every pending letter of " (queue)
+        }
+        button type="submit" name="action" value="acknowledge-queue" id="acknowledge-queue" class="secondary"
+            data-confirm={ "Acknowledge " (letters) " of " (queue) "? They stay listed as acknowledged and are not delivered again." } {
+            "Acknowledge every pending letter of " (queue)
+        }
+    }
 }
 
 fn state_badge(state: &str) -> Markup {
@@ -368,16 +382,17 @@ fn state_badge(state: &str) -> Markup {
 /// `POST /ui/dlq/action`: replay, acknowledge or delete the selected letters (or replay a
 /// queue's pending ones), through the admin API.
 pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
+    // Back where the form was: the dead letters, or a queue's ERROR tab.
     let back = form
         .get("back")
-        .filter(|b| b.starts_with("/ui/dlq") && !b.contains("//"))
+        .filter(|b| (b.starts_with("/ui/dlq") || b.starts_with("/ui/queue/")) && !b.contains("//"))
         .unwrap_or("/ui/dlq")
         .to_owned();
     let ids: Vec<&str> = form.all("ids");
     let action = form.get("action").unwrap_or_default();
     let whole = matches!(
         action,
-        "replay-queue" | "replay-group" | "acknowledge-group"
+        "replay-queue" | "acknowledge-queue" | "replay-group" | "acknowledge-group"
     );
     if ids.is_empty() && !whole {
         return Ok(ctx.done(
@@ -412,8 +427,12 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
             )
             .await
             .map(|r| format!("Acknowledged {} of {} selected.", r.acknowledged, ids.len())),
-        "acknowledge-group" => {
-            let body = json!({ "queue": queue, "group": group_of(&form) });
+        "acknowledge-group" | "acknowledge-queue" => {
+            let body = if action == "acknowledge-group" {
+                json!({ "queue": queue, "group": group_of(&form) })
+            } else {
+                json!({ "queue": queue, "all": true })
+            };
             api.post::<AcknowledgeResult>(
                 "/admin/dlq/acknowledge",
                 Some(body.to_string().into_bytes()),

@@ -16,7 +16,7 @@ use crate::api::schedules::ScheduleList;
 use crate::api::settings::QueueSettings;
 use crate::dispatch::breaker::MAX_COOLDOWN;
 use crate::model::{QueueName, now_millis};
-use crate::ui::api_client::{ApiAnswer, ApiClient};
+use crate::ui::api_client::ApiAnswer;
 use crate::ui::layout::{Section, Tone, badge, csrf_field, figures, form_result};
 use crate::ui::session::{Flash, FormOutcome};
 use crate::ui::{Ctx, FormData, UiError, UiResult, chart, format, fragment};
@@ -52,7 +52,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let settings: QueueSettings = api.get(&format!("/queue/{name}/_settings")).await?;
     let schedules: ScheduleList = api.get(&format!("/queue/{name}/_schedules")).await?;
     let stats: QueueStats = api.get(&format!("/queue/{name}/_stats")).await?;
-    let jobs = jobs_panel(api, &name, &query, Hold::of(&stats)).await?;
+    let jobs = jobs_panel(&ctx, &name, &query, &stats).await?;
     let csrf = csrf_field(&ctx.current);
     // A form's answer goes beside that form; any other message atop the page.
     let flash = ctx.take_flash();
@@ -94,19 +94,19 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
 pub async fn jobs(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQuery>) -> UiResult {
     let name = queue_name(&name)?;
     let stats: QueueStats = ctx.api().get(&format!("/queue/{name}/_stats")).await?;
-    Ok(fragment(
-        jobs_panel(ctx.api(), &name, &query, Hold::of(&stats)).await?,
-    ))
+    Ok(fragment(jobs_panel(&ctx, &name, &query, &stats).await?))
 }
 
-/// The jobs of one status, one page of them, refreshing itself like the figures above it.
-/// `hold`: what keeps the queue's due jobs from being delivered now, if anything.
+/// The jobs of one status, one page of them, refreshing itself like the figures above it
+/// (`stats`: what keeps the queue's due jobs from being delivered now, if anything, and how
+/// many dead letters it has).
 async fn jobs_panel(
-    api: &ApiClient,
+    ctx: &Ctx,
     name: &QueueName,
     query: &JobsQuery,
-    hold: Hold,
+    stats: &QueueStats,
 ) -> ApiAnswer<Markup> {
+    let api = ctx.api();
     let status = match query.status.as_deref() {
         Some("ERROR") => "ERROR",
         Some("DELIVERED") => "DELIVERED",
@@ -121,12 +121,17 @@ async fn jobs_panel(
         .get(&format!("/queue/{name}?{page_query}&limit={PAGE}"))
         .await?;
     let refresh = format!("{}/_jobs?{page_query}", queue_url(name));
-    Ok(jobs_section(
+    let list = JobsList {
         name,
-        hold,
         status,
-        query.cursor.is_some(),
-        &jobs,
+        paged: query.cursor.is_some(),
+        jobs: &jobs,
+    };
+    Ok(jobs_section(
+        ctx,
+        &list,
+        Hold::of(stats),
+        stats.dead,
         &refresh,
     ))
 }
@@ -329,16 +334,28 @@ fn enqueue_form(ctx: &Ctx, name: &QueueName, answer: Option<&Flash>) -> Markup {
     }
 }
 
-/// The list of jobs. Every link in it has an id: the refresh replaces the section, and htmx
-/// gives focus back to the new element of the id the focused one had.
-fn jobs_section(
-    name: &QueueName,
-    hold: Hold,
-    status: &str,
+/// One page of a queue's jobs of one status.
+struct JobsList<'a> {
+    name: &'a QueueName,
+    status: &'a str,
+    /// Not the first page.
     paged: bool,
-    jobs: &JobList,
-    refresh: &str,
-) -> Markup {
+    jobs: &'a JobList,
+}
+
+/// The list of jobs. Every link in it has an id: the refresh replaces the section, and htmx
+/// gives focus back to the new element of the id the focused one had. On the ERROR tab the
+/// dead letters can be ticked (a page at once too) and replayed or acknowledged, or all
+/// `dead` pending ones at once; the refresh waits while any is ticked (`hookq.js`).
+fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, dead: u64, refresh: &str) -> Markup {
+    let JobsList {
+        name,
+        status,
+        paged,
+        jobs,
+    } = *list;
+    let selectable = status == "ERROR";
+    let back = format!("{}?status=ERROR#jobs-title", queue_url(name));
     let tab = |label: &str| {
         let href = format!("{}?status={label}#jobs-title", queue_url(name));
         html! {
@@ -348,9 +365,6 @@ fn jobs_section(
                 a id={ "tab-" (label) } href=(href) { (label) }
             }
         }
-    };
-    let job_link = |job: &JobView| {
-        html! { a id={ "job-link-" (job.id) } class="mono" href={ (queue_url(name)) "/job/" (job.id) } { (job.id) } }
     };
     html! {
         section id="queue-jobs" aria-labelledby="jobs-title"
@@ -365,57 +379,102 @@ fn jobs_section(
                         _ => "Nothing waiting.",
                     }
                 }
-            } @else {
-                div class="table-wrap" {
-                    table id="jobs" {
-                        thead {
-                            tr {
-                                th scope="col" { "Job" }
-                                th scope="col" class="num" { "Attempts" }
-                                @match status {
-                                    "DELIVERED" => { th scope="col" { "Delivered" } th scope="col" { "Answer" } },
-                                    "ERROR" => { th scope="col" { "Created" } th scope="col" { "Last error" } },
-                                    _ => { th scope="col" { "Created" } th scope="col" { "Next attempt" } },
-                                }
-                                th scope="col" class="wide" { "Payload" }
-                            }
+            } @else if selectable {
+                form method="post" action="/ui/dlq/action" data-selection {
+                    (csrf_field(&ctx.current))
+                    input type="hidden" name="back" value=(back);
+                    (jobs_table(name, hold, status, jobs, selectable))
+                    div class="actions" {
+                        button type="submit" name="action" value="replay" id="replay" data-needs-selection
+                            data-confirm-one="Replay 1 dead letter? It goes back to the queue as a READY job and is delivered again."
+                            data-confirm="Replay {n} dead letters? They go back to the queue as READY jobs and are delivered again." {
+                            "Replay selected"
                         }
-                        tbody {
-                            @for job in &jobs.jobs {
-                                tr {
-                                    td { (job_link(job)) }
-                                    td class="num" { (job.attempts) }
-                                    @match status {
-                                        "DELIVERED" => {
-                                            td { @if let Some(at) = job.delivered_at { (format::when(at)) } }
-                                            td { (job.last_status.map(|s| s.to_string()).unwrap_or_default()) " in " (job.latency_ms.unwrap_or(0)) " ms" }
-                                        },
-                                        "ERROR" => {
-                                            td { (format::when(job.created_at)) }
-                                            td { (job.last_status.map(|s| format!("HTTP {s}: ")).unwrap_or_default()) (format::shorten(job.error.as_deref().unwrap_or(""), 80)) }
-                                        },
-                                        _ => {
-                                            td { (format::when(job.created_at)) }
-                                            td {
-                                                @if job.in_flight { "in flight" }
-                                                @else if let Some(at) = job.next_attempt_at { (hold.next_attempt(at)) }
-                                                @if let Some(answer) = last_answer(job) {
-                                                    br; span class="muted" { "last: " (answer) }
-                                                }
-                                            }
-                                        },
-                                    }
-                                    td class="wide mono" { (format::shorten(job.job.get(), 80)) }
-                                }
-                            }
+                        button type="submit" name="action" value="acknowledge" id="acknowledge" class="secondary" data-needs-selection
+                            data-confirm-one="Acknowledge 1 dead letter? It stays listed as acknowledged and is not delivered again."
+                            data-confirm="Acknowledge {n} dead letters? They stay listed as acknowledged and are not delivered again." {
+                            "Acknowledge selected"
                         }
+                        (super::dead_letters::whole_queue_actions(name, dead))
                     }
+                    p class="hint" id="selection" data-selected-count
+                        data-none="Nothing selected: tick the dead letters to act on."
+                        data-some="{n} selected." {}
                 }
+            } @else {
+                (jobs_table(name, hold, status, jobs, selectable))
             }
             p class="pager" {
                 @if paged { a id="first-page" href={ (queue_url(name)) "?status=" (status) "#jobs-title" } { "First page" } " " }
                 @if let Some(next) = &jobs.next {
                     a id="next-page" href={ (queue_url(name)) "?status=" (status) "&cursor=" (next) "#jobs-title" } { "Next page" }
+                }
+            }
+        }
+    }
+}
+
+/// The table of a page of jobs (with a box to tick each when `selectable`).
+fn jobs_table(
+    name: &QueueName,
+    hold: Hold,
+    status: &str,
+    jobs: &JobList,
+    selectable: bool,
+) -> Markup {
+    let job_link = |job: &JobView| {
+        html! { a id={ "job-link-" (job.id) } class="mono" href={ (queue_url(name)) "/job/" (job.id) } { (job.id) } }
+    };
+    html! {
+        div class="table-wrap" {
+            table id="jobs" {
+                thead {
+                    tr {
+                        @if selectable { th scope="col" { (super::dead_letters::select_all()) } }
+                        th scope="col" { "Job" }
+                        th scope="col" class="num" { "Attempts" }
+                        @match status {
+                            "DELIVERED" => { th scope="col" { "Delivered" } th scope="col" { "Answer" } },
+                            "ERROR" => { th scope="col" { "Created" } th scope="col" { "Last error" } },
+                            _ => { th scope="col" { "Created" } th scope="col" { "Next attempt" } },
+                        }
+                        th scope="col" class="wide" { "Payload" }
+                    }
+                }
+                tbody {
+                    @for job in &jobs.jobs {
+                        tr {
+                            @if selectable {
+                                td {
+                                    input type="checkbox" name="ids" value=(job.id) id={ "select-" (job.id) };
+                                    label for={ "select-" (job.id) } class="visually-hidden" { "Select " (job.id) }
+                                }
+                            }
+                            td { (job_link(job)) }
+                            td class="num" { (job.attempts) }
+                            @match status {
+                                "DELIVERED" => {
+                                    td { @if let Some(at) = job.delivered_at { (format::when(at)) } }
+                                    td { (job.last_status.map(|s| s.to_string()).unwrap_or_default()) " in " (job.latency_ms.unwrap_or(0)) " ms" }
+                                },
+                                "ERROR" => {
+                                    td { (format::when(job.created_at)) }
+                                    td { (job.last_status.map(|s| format!("HTTP {s}: ")).unwrap_or_default()) (format::shorten(job.error.as_deref().unwrap_or(""), 80)) }
+                                },
+                                _ => {
+                                    td { (format::when(job.created_at)) }
+                                    td {
+                                        @if job.in_flight { "in flight" }
+                                        @else if let Some(at) = job.next_attempt_at { (hold.next_attempt(at)) }
+                                        @if let Some(answer) = last_answer(job) {
+                                            br; span class="muted" { "last: " (answer) }
+                                        }
+                                    }
+                                },
+                            }
+                            td class="wide mono" { (format::shorten(job.job.get(), 80)) }
+                        }
+                    }
                 }
             }
         }
