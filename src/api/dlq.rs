@@ -96,6 +96,25 @@ struct ListParams {
     /// Include each job's payload (`true`/`false`, default `false`).
     #[param(value_type = Option<bool>)]
     include_payload: Option<String>,
+    /// Only the letters whose payload or last error contains this text (letters compared
+    /// without case; on SQLite, ASCII letters only); at most 200 characters.
+    search: Option<String>,
+}
+
+/// The longest text a listing searches for.
+const MAX_SEARCH_CHARS: usize = 200;
+
+/// The `search` of a listing: trimmed, `None` when empty; 422 when too long.
+fn search_text(raw: Option<&str>) -> ApiResult<Option<String>> {
+    let Some(text) = raw.map(str::trim).filter(|text| !text.is_empty()) else {
+        return Ok(None);
+    };
+    if text.chars().count() > MAX_SEARCH_CHARS {
+        return Err(ApiError::Unprocessable(format!(
+            "search must be at most {MAX_SEARCH_CHARS} characters"
+        )));
+    }
+    Ok(Some(text.to_owned()))
 }
 
 /// A dead letter, as the admin API shows it.
@@ -274,6 +293,7 @@ async fn list(
     let filter = Filter {
         queue,
         state: status,
+        text: search_text(params.search.as_deref())?,
     };
     let page = PageRequest {
         after,
@@ -584,6 +604,7 @@ async fn pending_in(state: &AppState, selection: &Selection) -> ApiResult<u64> {
             let filter = Filter {
                 queue: Some(queue.clone()),
                 state: Some(DlqState::Pending),
+                text: None,
             };
             let count_only = PageRequest {
                 after: None,

@@ -269,6 +269,7 @@ pub async fn list_jobs(
             let filter = Filter {
                 queue: Some(name),
                 state: Some(DlqState::Pending),
+                text: None,
             };
             let page = PageRequest {
                 after,

@@ -709,6 +709,24 @@ pub struct Filter {
     pub queue: Option<QueueName>,
     /// `None` means every state.
     pub state: Option<DlqState>,
+    /// Only letters whose payload or last error contains this text, letters compared without
+    /// case (on SQLite, ASCII letters only).
+    pub text: Option<String>,
+}
+
+/// `text` as a `LIKE` pattern matching it anywhere, its `%`, `_` and `\` taken literally
+/// (with `ESCAPE '\'`).
+pub fn contains_pattern(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 2);
+    pattern.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
 }
 
 /// One page of dead letters: the records and, when asked for, how many match in all.

@@ -493,6 +493,47 @@ async fn dead_letters_are_grouped_by_status_and_first_line_and_a_group_is_acted_
 }
 
 #[tokio::test]
+async fn the_listing_finds_dead_letters_by_text_in_their_payload_or_error() {
+    let (app, receiver) = failing_queue().await;
+    receiver.set_default(Reply::with_body(500, "Invoice 50% OFF not_found"));
+    let by_error = app.enqueue_ok("q", &json!({ "customer": "ada" })).await;
+    app.wait_until_error("q", &by_error).await;
+    receiver.set_default(Reply::with_body(500, "nope"));
+    let by_payload = app
+        .enqueue_ok("q", &json!({ "customer": "Grace Hopper" }))
+        .await;
+    app.wait_until_error("q", &by_payload).await;
+    let neither = app.enqueue_ok("q", &json!({ "customer": "alan" })).await;
+    app.wait_until_error("q", &neither).await;
+
+    let found = |query: &str| {
+        let app = &app;
+        let query = query.to_owned();
+        async move { message_ids(&dlq_list(app, &query).await) }
+    };
+    // In the error or in the payload, whatever the letters' case.
+    assert_eq!(found("search=invoice").await, vec![by_error.clone()]);
+    assert_eq!(
+        found("search=GRACE%20hopper").await,
+        vec![by_payload.clone()]
+    );
+    // `%` and `_` are text, not wildcards.
+    assert_eq!(found("search=50%25").await, vec![by_error.clone()]);
+    assert_eq!(found("search=not_found").await, vec![by_error.clone()]);
+    assert_eq!(found("search=invoice_50").await, Vec::<String>::new());
+    // With the other filters, and counted as they are.
+    let body = dlq_list(&app, "queue=q&status=pending&search=customer&limit=2").await;
+    assert_eq!(body["total_count"], 3);
+    assert_eq!(body["has_more"], true);
+    // Empty is no search; too long is refused.
+    assert_eq!(found("search=%20").await.len(), 3);
+    let long = "x".repeat(201);
+    app.get(&format!("/admin/dlq?search={long}"))
+        .await
+        .expect_error(422);
+}
+
+#[tokio::test]
 async fn transport_failures_form_a_group_without_a_status() {
     let app = spawn_app(|_| {}).await;
     app.create_queue_ok("gone", &refused_url(), None).await;

@@ -36,6 +36,7 @@ async fn count_in_state(store: &Store, state: DlqState) -> u64 {
             Filter {
                 queue: None,
                 state: Some(state),
+                text: None,
             },
             PageRequest {
                 after: None,

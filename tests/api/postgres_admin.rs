@@ -146,6 +146,7 @@ async fn postgres_admin_dead_letters_list_newest_first_with_a_stable_cursor_filt
             Filter {
                 queue: Some(q("alpha")),
                 state: Some(DlqState::Pending),
+                text: None,
             },
             PageRequest {
                 after: None,
@@ -181,6 +182,7 @@ async fn postgres_admin_dead_letters_list_newest_first_with_a_stable_cursor_filt
         let filter = Filter {
             queue: queue.map(q),
             state,
+            text: None,
         };
         async move {
             let page = store
@@ -210,7 +212,8 @@ async fn postgres_admin_dead_letters_list_newest_first_with_a_stable_cursor_filt
             .list_dead_letters(
                 Filter {
                     queue: Some(q("nope")),
-                    state: None
+                    state: None,
+                    text: None,
                 },
                 newest_first(None, 10)
             )
@@ -351,6 +354,7 @@ async fn postgres_admin_replay_puts_jobs_back_behind_their_key_and_rolls_back_wh
                     Filter {
                         queue: None,
                         state: Some(state),
+                        text: None,
                     },
                     newest_first(None, 10),
                 )
@@ -799,6 +803,7 @@ async fn postgres_admin_acknowledge_delete_expire_and_purge() {
             Filter {
                 queue: Some(q("q")),
                 state: Some(DlqState::Pending),
+                text: None,
             },
             newest_first(None, 10),
         )

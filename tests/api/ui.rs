@@ -637,6 +637,42 @@ async fn a_queues_dead_letters_are_grouped_by_error_and_a_group_is_replayed_at_o
 }
 
 #[tokio::test]
+async fn the_dead_letters_page_finds_letters_by_text() {
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::with_body(500, "card declined")).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let declined = app.enqueue_ok("q", &json!({ "n": 1 })).await;
+    app.wait_until_error("q", &declined).await;
+    receiver.set_default(Reply::with_body(500, "nope"));
+    let other = app.enqueue_ok("q", &json!({ "n": 2 })).await;
+    app.wait_until_error("q", &other).await;
+
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor
+        .get("/ui/dlq?queue=q&status=pending&search=Declined")
+        .await;
+    assert!(
+        page.body.contains(&format!(r#"value="{declined}""#)),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains(&format!(r#"value="{other}""#)));
+    assert!(
+        page.body.contains(r#"value="Declined""#),
+        "the search stays in its field"
+    );
+    // "Every pending letter" would act beyond what is listed: not offered while searching.
+    assert!(!page.body.contains("replay-queue"));
+    assert!(
+        visitor
+            .get("/ui/dlq?queue=q&status=pending")
+            .await
+            .body
+            .contains("replay-queue")
+    );
+}
+
+#[tokio::test]
 async fn a_queues_error_tab_replays_or_acknowledges_ticked_or_all_dead_letters() {
     let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     let receiver = TestReceiver::always(Reply::status(500)).await;

@@ -26,6 +26,7 @@ use crate::store::postgres::jobs::prepared;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
     ErrorGroupCount, FailureReason, Filter, Last24h, PageRequest, ScheduleTick, Selection,
+    contains_pattern,
 };
 use crate::store::status::codes;
 
@@ -444,6 +445,14 @@ impl DeadLetterRows for PgTx<'_> {
         if let Some(state) = &state {
             params.push(state);
             conditions.push(format!("state = ${}::text", params.len()));
+        }
+        let pattern = filter.text.as_deref().map(contains_pattern);
+        if let Some(pattern) = &pattern {
+            params.push(pattern);
+            let n = params.len();
+            conditions.push(format!(
+                r"(payload ILIKE ${n}::text ESCAPE '\' OR last_error ILIKE ${n}::text ESCAPE '\')"
+            ));
         }
         let clause = if conditions.is_empty() {
             "TRUE".to_owned()

@@ -15,6 +15,7 @@ use crate::store::error::StoreResult;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
     ErrorGroupCount, FailureReason, Filter, Last24h, PageRequest, ScheduleTick, Selection,
+    contains_pattern,
 };
 
 /// A dead letter's error line ([`ErrorGroup`]): the first line of its last error, a trailing
@@ -139,6 +140,13 @@ fn where_clause(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
     if let Some(state) = filter.state {
         conditions.push("state = ?");
         values.push(state.as_str().to_owned().into());
+    }
+    if let Some(text) = &filter.text {
+        // LIKE compares ASCII letters without case.
+        conditions.push(r"(payload LIKE ? ESCAPE '\' OR last_error LIKE ? ESCAPE '\')");
+        let pattern = contains_pattern(text);
+        values.push(pattern.clone().into());
+        values.push(pattern.into());
     }
     let clause = if conditions.is_empty() {
         "1".to_owned()

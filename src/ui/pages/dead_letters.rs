@@ -26,13 +26,16 @@ const STATES: [&str; 5] = ["pending", "replaying", "replayed", "acknowledged", "
 pub struct DlqQuery {
     queue: Option<String>,
     status: Option<String>,
+    search: Option<String>,
     cursor: Option<String>,
 }
 
-/// The filter as it is applied: a known state, a valid queue name or none.
+/// The filter as it is applied: a known state, a valid queue name or none, the text looked
+/// for in payloads and errors, if any.
 struct Filter {
     queue: Option<QueueName>,
     status: &'static str,
+    search: Option<String>,
 }
 
 impl Filter {
@@ -47,6 +50,12 @@ impl Filter {
                 .into_iter()
                 .find(|s| Some(*s) == query.status.as_deref())
                 .unwrap_or("pending"),
+            search: query
+                .search
+                .as_deref()
+                .map(str::trim)
+                .filter(|text| !text.is_empty())
+                .map(str::to_owned),
         }
     }
 
@@ -57,6 +66,9 @@ impl Filter {
             query.append_pair("queue", queue.as_str());
         }
         query.append_pair("status", self.status);
+        if let Some(search) = &self.search {
+            query.append_pair("search", search);
+        }
         query.finish()
     }
 }
@@ -104,6 +116,11 @@ pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
                             option value=(state) selected[state == filter.status] { (state) }
                         }
                     }
+                }
+                div class="field" {
+                    label for="filter-search" { "Text in payload or error" }
+                    input type="search" id="filter-search" name="search" maxlength="200"
+                        value=(filter.search.as_deref().unwrap_or(""));
                 }
                 div class="field" { button type="submit" class="secondary" { "Show" } }
             }
@@ -228,7 +245,8 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
                             data-confirm="Delete {n} dead letters for good? Their jobs and their history are removed; this cannot be undone." {
                             "Delete selected"
                         }
-                        @if let Some(queue) = filter.queue.as_ref().filter(|_| filter.status == "pending") {
+                        // Every pending letter of the queue, when that is what the list shows.
+                        @if let Some(queue) = filter.queue.as_ref().filter(|_| filter.status == "pending" && filter.search.is_none()) {
                             (whole_queue_actions(queue, letters.total_count))
                         }
                     }
