@@ -99,6 +99,28 @@ struct ListParams {
     /// Only the letters whose payload or last error contains this text (letters compared
     /// without case; on SQLite, ASCII letters only); at most 200 characters.
     search: Option<String>,
+    /// `newest` (the default: the latest failure first) or `oldest`.
+    #[param(inline, value_type = Option<DlqOrder>)]
+    order: Option<String>,
+}
+
+/// The order of a dead-letter listing, by failure time.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum DlqOrder {
+    Newest,
+    Oldest,
+}
+
+/// Whether `order` asks for the newest failure first (the default).
+fn newest_first(order: Option<&str>) -> ApiResult<bool> {
+    match order {
+        None | Some("newest") => Ok(true),
+        Some("oldest") => Ok(false),
+        Some(_) => Err(ApiError::Unprocessable(
+            "order must be newest or oldest".into(),
+        )),
+    }
 }
 
 /// The longest text a listing searches for.
@@ -272,7 +294,7 @@ pub struct DlqPage {
         (status = 400, description = "A `cursor` that is not one of this listing's, or an undecodable query string", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
-        (status = 422, description = "Bad `status`, `limit` or `include_payload`", body = ApiErrorBody),
+        (status = 422, description = "Bad `status`, `limit`, `include_payload`, `search` or `order`", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
@@ -298,7 +320,7 @@ async fn list(
     let page = PageRequest {
         after,
         limit: limit + 1,
-        newest_first: true,
+        newest_first: newest_first(params.order.as_deref())?,
         with_payload: include_payload,
         with_total: true,
     };

@@ -534,6 +534,21 @@ async fn the_listing_finds_dead_letters_by_text_in_their_payload_or_error() {
 }
 
 #[tokio::test]
+async fn the_listing_walks_oldest_first_when_asked() {
+    let (app, _receiver) = failing_queue().await;
+    let ids = make_dead_letters(&app, "q", 3).await; // oldest first
+    let first = dlq_list(&app, "order=oldest&limit=2").await;
+    assert_eq!(message_ids(&first), ids[..2].to_vec());
+    let cursor = first["next_cursor"].as_str().unwrap().to_owned();
+    let second = dlq_list(&app, &format!("order=oldest&limit=2&cursor={cursor}")).await;
+    assert_eq!(message_ids(&second), ids[2..].to_vec());
+    assert_eq!(second["has_more"], false);
+    let newest: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(message_ids(&dlq_list(&app, "order=newest").await), newest);
+    app.get("/admin/dlq?order=sideways").await.expect_error(422);
+}
+
+#[tokio::test]
 async fn transport_failures_form_a_group_without_a_status() {
     let app = spawn_app(|_| {}).await;
     app.create_queue_ok("gone", &refused_url(), None).await;

@@ -637,7 +637,7 @@ async fn a_queues_dead_letters_are_grouped_by_error_and_a_group_is_replayed_at_o
 }
 
 #[tokio::test]
-async fn the_dead_letters_page_finds_letters_by_text() {
+async fn the_dead_letters_page_finds_letters_by_text_and_lists_oldest_first() {
     let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     let receiver = TestReceiver::always(Reply::with_body(500, "card declined")).await;
     app.create_queue_ok("q", &receiver.url, None).await;
@@ -669,6 +669,23 @@ async fn the_dead_letters_page_finds_letters_by_text() {
             .await
             .body
             .contains("replay-queue")
+    );
+    // Oldest first, when asked: the first failure leads.
+    let oldest = visitor
+        .get("/ui/dlq?queue=q&status=pending&order=oldest")
+        .await
+        .body;
+    let (a, b) = (
+        oldest.find(&format!(r#"value="{declined}""#)).unwrap(),
+        oldest.find(&format!(r#"value="{other}""#)).unwrap(),
+    );
+    assert!(a < b, "oldest first");
+    assert!(oldest.contains(r#"<option value="oldest" selected>"#));
+    let newest = visitor.get("/ui/dlq?queue=q&status=pending").await.body;
+    assert!(
+        newest.find(&format!(r#"value="{other}""#)).unwrap()
+            < newest.find(&format!(r#"value="{declined}""#)).unwrap(),
+        "newest first by default"
     );
 }
 

@@ -27,6 +27,7 @@ pub struct DlqQuery {
     queue: Option<String>,
     status: Option<String>,
     search: Option<String>,
+    order: Option<String>,
     cursor: Option<String>,
 }
 
@@ -36,6 +37,8 @@ struct Filter {
     queue: Option<QueueName>,
     status: &'static str,
     search: Option<String>,
+    /// The oldest failure first, rather than the newest.
+    oldest_first: bool,
 }
 
 impl Filter {
@@ -56,6 +59,7 @@ impl Filter {
                 .map(str::trim)
                 .filter(|text| !text.is_empty())
                 .map(str::to_owned),
+            oldest_first: query.order.as_deref() == Some("oldest"),
         }
     }
 
@@ -68,6 +72,9 @@ impl Filter {
         query.append_pair("status", self.status);
         if let Some(search) = &self.search {
             query.append_pair("search", search);
+        }
+        if self.oldest_first {
+            query.append_pair("order", "oldest");
         }
         query.finish()
     }
@@ -115,6 +122,13 @@ pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
                         @for state in STATES {
                             option value=(state) selected[state == filter.status] { (state) }
                         }
+                    }
+                }
+                div class="field" {
+                    label for="filter-order" { "Order" }
+                    select id="filter-order" name="order" {
+                        option value="newest" selected[!filter.oldest_first] { "newest failure first" }
+                        option value="oldest" selected[filter.oldest_first] { "oldest failure first" }
                     }
                 }
                 div class="field" {
