@@ -9,13 +9,13 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::{ApiErrorBody, ApiResult};
-use super::extract::KnownQueue;
+use super::extract::{ApiQuery, KnownQueue, flag};
 use crate::dispatch::{BreakerState, LastMinute};
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::{ActivityFigures, ActivityMinute};
@@ -68,6 +68,10 @@ pub struct QueueStats {
     #[serde(default)]
     pub breaker_threshold: u32,
     pub paused: bool,
+    /// With `?lastDay=true`: attempts per hour over the last 24 hours, from the stored
+    /// history (as `GET /admin/queues/stats` gives it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_day: Option<LastDayView>,
 }
 
 /// A queue's attempts per minute over the last 60 minutes, oldest first: the last entry is
@@ -136,10 +140,7 @@ fn last_day_by_queue(
         let Some(index) = (DAY_HOURS - 1).checked_sub(hours_ago) else {
             continue; // a day old or more
         };
-        let day = by_queue.entry(minute.queue).or_insert_with(|| LastDayView {
-            delivered: vec![0; DAY_HOURS],
-            failed: vec![0; DAY_HOURS],
-        });
+        let day = by_queue.entry(minute.queue).or_insert_with(empty_day);
         day.delivered[index] += minute.delivered;
         day.failed[index] += minute.failed;
     }
@@ -175,13 +176,19 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
             name: queue.name.to_string(),
             target: queue.target.as_str().to_owned(),
             stats,
-            last_day: last_day.remove(&queue.name).unwrap_or_else(|| LastDayView {
-                delivered: vec![0; DAY_HOURS],
-                failed: vec![0; DAY_HOURS],
-            }),
+            last_day: last_day.remove(&queue.name).unwrap_or_else(empty_day),
         });
     }
     Ok(Json(AllQueueStats { ok: true, queues }))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct StatsParams {
+    /// `true`: add `lastDay`, the attempts per hour over the last 24 hours.
+    #[serde(rename = "lastDay")]
+    #[param(rename = "lastDay", value_type = Option<bool>)]
+    last_day: Option<String>,
 }
 
 /// A queue's figures: jobs by state, last minute's attempts, throttling.
@@ -189,7 +196,7 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
     get,
     path = "/queue/{name}/_stats",
     tag = "queues",
-    params(("name" = String, Path, description = "Queue name")),
+    params(("name" = String, Path, description = "Queue name"), StatsParams),
     responses(
         (status = 200, description = "The figures", body = QueueStats),
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
@@ -201,12 +208,25 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
 async fn queue_stats(
     State(state): State<AppState>,
     KnownQueue(queue): KnownQueue,
+    ApiQuery(params): ApiQuery<StatsParams>,
 ) -> ApiResult<Json<QueueStats>> {
+    let with_last_day = flag("lastDay", params.last_day.as_deref())?;
     let now = now_millis();
     let counts = state.store.queue_counts(queue.name.clone(), now).await?;
     let mut stats = stats_of(&state, &queue, counts, now);
     add_activity(&state, &mut stats, &queue.name, now).await?;
+    if with_last_day {
+        let mut last_day = last_day_by_queue(state.store.activity_last_day(now).await?, now);
+        stats.last_day = Some(last_day.remove(&queue.name).unwrap_or_else(empty_day));
+    }
     Ok(Json(stats))
+}
+
+fn empty_day() -> LastDayView {
+    LastDayView {
+        delivered: vec![0; DAY_HOURS],
+        failed: vec![0; DAY_HOURS],
+    }
 }
 
 /// Fill in `stats`' attempts (last minute, last hour) from every node's activity: on a
@@ -295,5 +315,6 @@ fn stats_of(state: &AppState, queue: &Queue, counts: QueueCounts, now: UnixMilli
         breaker_probe_at: probe_at,
         breaker_threshold: threshold,
         paused: queue.paused,
+        last_day: None,
     }
 }

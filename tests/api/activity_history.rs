@@ -129,3 +129,43 @@ async fn the_dashboards_last_day_comes_from_the_store_and_survives_a_restart() {
     let hour = visitor.get("/ui").await.body;
     assert!(hour.contains(r#"id="range-day" href="/ui?range=day""#));
 }
+
+/// Issue 27: a queue's page draws its last day too (`?range=day`), from `_stats?lastDay=true`,
+/// and its figures keep that range through the live refresh.
+#[tokio::test]
+async fn a_queues_page_draws_its_last_day_from_its_stats() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("alpha", "http://127.0.0.1:9/a", None)
+        .await;
+    let now = hookq::model::now_millis();
+    let this_minute = now - now.rem_euclid(MINUTE);
+    app.store()
+        .record_activity(vec![row("alpha", this_minute - 2 * 60 * MINUTE, 9, 3)], now)
+        .await
+        .unwrap();
+
+    let stats = app
+        .get("/queue/alpha/_stats?lastDay=true")
+        .await
+        .expect(200);
+    assert_eq!(stats["lastDay"]["delivered"][21], 9, "{stats}");
+    assert_eq!(stats["lastDay"]["failed"][21], 3, "{stats}");
+    let plain = app.get("/queue/alpha/_stats").await.expect(200);
+    assert!(plain.get("lastDay").is_none(), "only when asked: {plain}");
+    app.get("/queue/alpha/_stats?lastDay=maybe")
+        .await
+        .expect_error(422);
+
+    let mut visitor = crate::ui::UiVisitor::new(&app);
+    let page = visitor.get("/ui/queue/alpha?range=day").await.body;
+    assert!(
+        page.contains(r#"hx-get="/ui/queue/alpha/_stats?range=day""#),
+        "{page}"
+    );
+    assert!(page.contains(r#"id="range-hour" href="/ui/queue/alpha""#));
+    assert!(page.contains("last day: 9 delivered, 3 failed"), "{page}");
+    let refreshed = visitor.get("/ui/queue/alpha/_stats?range=day").await.body;
+    assert!(refreshed.contains("last day: 9 delivered, 3 failed"));
+    let hour = visitor.get("/ui/queue/alpha").await.body;
+    assert!(hour.contains(r#"id="range-day" href="/ui/queue/alpha?range=day""#));
+}

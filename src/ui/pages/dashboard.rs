@@ -119,22 +119,27 @@ pub struct ChartQuery {
     range: Option<String>,
 }
 
-/// The period the dashboard's charts cover.
+/// The period the charts cover (the dashboard's, and a queue's).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum ChartRange {
+pub enum ChartRange {
     Hour,
     Day,
 }
 
 impl ChartRange {
-    fn of(query: &ChartQuery) -> Self {
-        match query.range.as_deref() {
+    pub fn of(query: &ChartQuery) -> Self {
+        Self::named(query.range.as_deref())
+    }
+
+    /// The range a `range` query value names (the last hour unless `day`).
+    pub fn named(range: Option<&str>) -> Self {
+        match range {
             Some("day") => Self::Day,
             _ => Self::Hour,
         }
     }
 
-    fn query(self) -> &'static str {
+    pub fn query(self) -> &'static str {
         match self {
             Self::Hour => "",
             Self::Day => "?range=day",

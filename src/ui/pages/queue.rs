@@ -6,7 +6,7 @@ use axum::extract::{Path, Query};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::dashboard::{REFRESH, breaker, pause_state};
+use super::dashboard::{ChartQuery, ChartRange, REFRESH, breaker, pause_state};
 use super::queue_settings::{SETTINGS_FORM, settings_form};
 use super::schedules::{self, SCHEDULE_FORM};
 use crate::api::jobs::{JobList, JobView};
@@ -28,6 +28,8 @@ const PAGE: usize = 25;
 pub struct JobsQuery {
     status: Option<String>,
     cursor: Option<String>,
+    /// `day`: the chart shows the last day instead of the last hour.
+    range: Option<String>,
     /// The schedule whose values fill the schedule form.
     edit: Option<String>,
 }
@@ -51,7 +53,8 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let api = ctx.api();
     let settings: QueueSettings = api.get(&format!("/queue/{name}/_settings")).await?;
     let schedules: ScheduleList = api.get(&format!("/queue/{name}/_schedules")).await?;
-    let stats: QueueStats = api.get(&format!("/queue/{name}/_stats")).await?;
+    let range = ChartRange::named(query.range.as_deref());
+    let stats: QueueStats = api.get(&stats_path(&name, range)).await?;
     let jobs = jobs_panel(&ctx, &name, &query, &stats).await?;
     let csrf = csrf_field(&ctx.current);
     // A form's answer goes beside that form; any other message atop the page.
@@ -59,7 +62,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let answer_of = |form: &str| Flash::answer_to(flash.as_ref(), form);
     let content = html! {
         h1 { "Queue " (name) }
-        (stats_panel(&name, &stats))
+        (stats_panel(&name, &stats, range))
         section aria-labelledby="actions-title" {
             h2 id="actions-title" { "Actions" }
             div class="actions" {
@@ -137,10 +140,23 @@ async fn jobs_panel(
 }
 
 /// `GET /ui/queue/{name}/_stats`: the figures panel alone, for the live refresh.
-pub async fn stats(ctx: Ctx, Path(name): Path<String>) -> UiResult {
+pub async fn stats(
+    ctx: Ctx,
+    Path(name): Path<String>,
+    Query(query): Query<ChartQuery>,
+) -> UiResult {
     let name = queue_name(&name)?;
-    let stats: QueueStats = ctx.api().get(&format!("/queue/{name}/_stats")).await?;
-    Ok(fragment(stats_panel(&name, &stats)))
+    let range = ChartRange::of(&query);
+    let stats: QueueStats = ctx.api().get(&stats_path(&name, range)).await?;
+    Ok(fragment(stats_panel(&name, &stats, range)))
+}
+
+/// The API's figures of `name`, with its last day when the chart shows it.
+fn stats_path(name: &QueueName, range: ChartRange) -> String {
+    match range {
+        ChartRange::Hour => format!("/queue/{name}/_stats"),
+        ChartRange::Day => format!("/queue/{name}/_stats?lastDay=true"),
+    }
 }
 
 /// What keeps a queue's due jobs from being delivered now: they are held, not overdue.
@@ -255,14 +271,14 @@ fn delete_question(name: &QueueName, stats: &QueueStats) -> String {
     )
 }
 
-fn stats_panel(name: &QueueName, stats: &QueueStats) -> Markup {
+fn stats_panel(name: &QueueName, stats: &QueueStats, range: ChartRange) -> Markup {
     let oldest = match stats.oldest_ready_age_ms {
         Some(ms) => format::age(u64::try_from(ms).unwrap_or(0)),
         None => "–".to_owned(),
     };
     html! {
         section id="queue-stats" aria-labelledby="figures-title"
-            hx-get={ (queue_url(name)) "/_stats" } hx-trigger=(REFRESH) hx-swap="outerHTML" {
+            hx-get={ (queue_url(name)) "/_stats" (range.query()) } hx-trigger=(REFRESH) hx-swap="outerHTML" {
             h2 id="figures-title" { "Now" }
             (figures([
                 ("Ready", html! { span id="count-ready" { (stats.ready) } }),
@@ -281,9 +297,24 @@ fn stats_panel(name: &QueueName, stats: &QueueStats) -> Markup {
                 ("State", pause_state(stats.paused)),
             ]))
             (breaker_detail(stats))
-            p class="muted" { "Last hour, a bar a minute (delivered green, failed red):" }
-            @let (delivered, failed) = (&stats.last_hour.delivered[..], &stats.last_hour.failed[..]);
-            (chart::last_hour(delivered, failed, chart::shared_scale([(delivered, failed)])))
+            @match (range, &stats.last_day) {
+                (ChartRange::Day, Some(day)) => {
+                    p class="muted" {
+                        "Last day, a bar an hour (delivered green, failed red) · "
+                        a id="range-hour" href=(queue_url(name)) { "last hour" }
+                    }
+                    @let (delivered, failed) = (&day.delivered[..], &day.failed[..]);
+                    (chart::bars(delivered, failed, chart::shared_scale([(delivered, failed)]), chart::HOURS))
+                }
+                _ => {
+                    p class="muted" {
+                        "Last hour, a bar a minute (delivered green, failed red) · "
+                        a id="range-day" href={ (queue_url(name)) "?range=day" } { "last day" }
+                    }
+                    @let (delivered, failed) = (&stats.last_hour.delivered[..], &stats.last_hour.failed[..]);
+                    (chart::last_hour(delivered, failed, chart::shared_scale([(delivered, failed)])))
+                }
+            }
         }
     }
 }
