@@ -163,6 +163,11 @@ fn last_day_by_queue(
 async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQueueStats>> {
     let now = now_millis();
     let mut last_day = last_day_by_queue(state.store.activity_last_day(now).await?, now);
+    let mut others = state
+        .store
+        .cluster()
+        .activity_of_other_nodes_by_queue(now)
+        .await?;
     let mut queues = Vec::new();
     for (name, counts) in state.store.all_queue_counts(now).await? {
         let queue = match state.store.queue(&name).await {
@@ -171,7 +176,8 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
             Err(err) => return Err(err.into()),
         };
         let mut stats = stats_of(&state, &queue, counts, now);
-        add_activity(&state, &mut stats, &queue.name, now).await?;
+        let of_others = others.remove(&queue.name).unwrap_or_default();
+        add_activity(&state, &mut stats, &queue.name, of_others, now);
         queues.push(NamedQueueStats {
             name: queue.name.to_string(),
             target: queue.target.as_str().to_owned(),
@@ -214,7 +220,12 @@ async fn queue_stats(
     let now = now_millis();
     let counts = state.store.queue_counts(queue.name.clone(), now).await?;
     let mut stats = stats_of(&state, &queue, counts, now);
-    add_activity(&state, &mut stats, &queue.name, now).await?;
+    let of_others = state
+        .store
+        .cluster()
+        .activity_of_other_nodes(&queue.name, now)
+        .await?;
+    add_activity(&state, &mut stats, &queue.name, of_others, now);
     if with_last_day {
         let mut last_day = last_day_by_queue(state.store.activity_last_day(now).await?, now);
         stats.last_day = Some(last_day.remove(&queue.name).unwrap_or_else(empty_day));
@@ -229,32 +240,27 @@ fn empty_day() -> LastDayView {
     }
 }
 
-/// Fill in `stats`' attempts (last minute, last hour) from every node's activity: on a
-/// shared database, the same figures whichever node answers.
-async fn add_activity(
+/// Fill in `stats`' attempts (last minute, last hour) from this node's activity and
+/// `of_others`, the other nodes' (on a shared database): the same figures whichever node
+/// answers.
+fn add_activity(
     state: &AppState,
     stats: &mut QueueStats,
     queue: &QueueName,
+    of_others: ActivityFigures,
     now: UnixMillis,
-) -> ApiResult<()> {
+) {
     let mut activity = match &state.pool {
         Some(pool) => pool.activity().figures(queue, now),
         None => ActivityFigures::default(),
     };
-    activity.add(
-        &state
-            .store
-            .cluster()
-            .activity_of_other_nodes(queue, now)
-            .await?,
-    );
+    activity.add(&of_others);
     stats.delivered_last_minute = activity.last_minute_delivered;
     stats.failed_last_minute = activity.last_minute_failed;
     stats.last_hour = LastHourView {
         delivered: activity.hour_delivered.to_vec(),
         failed: activity.hour_failed.to_vec(),
     };
-    Ok(())
 }
 
 /// Set every queue's gauges for `/metrics`: the same figures as `_stats` (but the hour).

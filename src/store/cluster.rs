@@ -5,6 +5,7 @@
 //! opens a breaker or delivers anything, nothing comes to listen to), so code above the
 //! store asks what the store can do, never which backend it is.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,6 +137,18 @@ impl Cluster<'_> {
         }
     }
 
+    /// The recent attempts of every queue on every other node, added up per queue, as of
+    /// `now` (alone: none). One read for all the queues a page or a minute's history shows.
+    pub async fn activity_of_other_nodes_by_queue(
+        &self,
+        now: UnixMillis,
+    ) -> StoreResult<HashMap<QueueName, ActivityFigures>> {
+        match self.shared {
+            Some(db) => db.activity_of_other_nodes_by_queue(now).await,
+            None => Ok(HashMap::new()),
+        }
+    }
+
     /// The recent attempts of `queue` on every other node, added up, as of `now` (alone:
     /// none).
     pub async fn activity_of_other_nodes(
@@ -187,6 +200,13 @@ mod tests {
         assert_eq!(
             cluster.activity_of_other_nodes(&queue, 0).await.unwrap(),
             ActivityFigures::default()
+        );
+        assert!(
+            cluster
+                .activity_of_other_nodes_by_queue(0)
+                .await
+                .unwrap()
+                .is_empty()
         );
         // Nothing to listen to: it returns at once, not when `stop` fires.
         cluster

@@ -593,6 +593,15 @@ async fn every_node_reports_the_clusters_attempts_in_a_queues_stats() {
             },
         )
         .await;
+        // The dashboard's figures of every queue (the other nodes' read in one go) agree.
+        let all = api.get("/admin/queues/stats").await.expect(200);
+        let stats = &all["queues"][0]["stats"];
+        assert_eq!(
+            (&stats["deliveredLastMinute"], &stats["failedLastMinute"]),
+            (&json!(5), &json!(1)),
+            "{}: {all}",
+            api.base
+        );
     }
     a.kill_9().await;
     b.kill_9().await;

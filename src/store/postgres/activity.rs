@@ -4,6 +4,8 @@
 //! queue about once a second; a reader adds up the other nodes' rows, each aged by the
 //! minutes since it was written, and its own figures, live.
 
+use std::collections::HashMap;
+
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
@@ -67,34 +69,40 @@ pub async fn publish(
     Ok(())
 }
 
-/// The figures every node but `node` wrote for `queue`, added up and aged to `now`.
+/// The figures every node but `node` wrote, of `queue` or of every queue, added up per
+/// queue and aged to `now`: one statement whether one queue's figures are wanted (a
+/// queue's `_stats`) or every queue's (the dashboard, the minute's history).
 pub async fn of_other_nodes(
     client: &impl GenericClient,
     node: Uuid,
-    queue: &QueueName,
+    queue: Option<&QueueName>,
     now: UnixMillis,
-) -> StoreResult<ActivityFigures> {
+) -> StoreResult<HashMap<QueueName, ActivityFigures>> {
     let rows = client
         .query(
-            "SELECT at, last_minute_delivered, last_minute_failed, hour_delivered, hour_failed
-             FROM queue_activity WHERE queue = $1 AND node <> $2 AND at > $3",
-            &[&queue.as_str(), &node, &(now - HOUR_MS)],
+            "SELECT queue, at, last_minute_delivered, last_minute_failed, hour_delivered,
+                    hour_failed
+             FROM queue_activity
+             WHERE node <> $1 AND at > $2 AND ($3::text IS NULL OR queue = $3)",
+            &[&node, &(now - HOUR_MS), &queue.map(QueueName::as_str)],
         )
         .await?;
-    let mut sum = ActivityFigures::default();
+    let mut sums: HashMap<QueueName, ActivityFigures> = HashMap::new();
     for row in rows {
-        let at: i64 = row.get(0);
+        let at: i64 = row.get(1);
         let fresh = now - at <= LAST_MINUTE_FRESH_MS;
         let figures = ActivityFigures {
-            last_minute_delivered: if fresh { uncount(row.get(1)) } else { 0 },
-            last_minute_failed: if fresh { uncount(row.get(2)) } else { 0 },
-            hour_delivered: hour(row.get(3)),
-            hour_failed: hour(row.get(4)),
+            last_minute_delivered: if fresh { uncount(row.get(2)) } else { 0 },
+            last_minute_failed: if fresh { uncount(row.get(3)) } else { 0 },
+            hour_delivered: hour(row.get(4)),
+            hour_failed: hour(row.get(5)),
         };
         let minutes = (now.div_euclid(60_000) - at.div_euclid(60_000)).max(0);
-        sum.add(&figures.aged(usize::try_from(minutes).unwrap_or(usize::MAX)));
+        sums.entry(QueueName::from_stored(row.get(0)))
+            .or_default()
+            .add(&figures.aged(usize::try_from(minutes).unwrap_or(usize::MAX)));
     }
-    Ok(sum)
+    Ok(sums)
 }
 
 /// Forget rows nobody wrote for an hour (nodes gone, queues quiet).

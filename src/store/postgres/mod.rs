@@ -38,6 +38,7 @@ pub mod schedules;
 mod tx;
 
 use anyhow::Context;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -394,7 +395,19 @@ impl PgStore {
         now: UnixMillis,
     ) -> StoreResult<ActivityFigures> {
         let client = self.runner.pool.get().await?;
-        activity::of_other_nodes(&client, self.runner.node, queue, now).await
+        let mut sums =
+            activity::of_other_nodes(&client, self.runner.node, Some(queue), now).await?;
+        Ok(sums.remove(queue).unwrap_or_default())
+    }
+
+    /// The recent attempts of every queue on every other node, added up per queue, as of
+    /// `now` (a queue no other node delivered for is absent).
+    pub async fn activity_of_other_nodes_by_queue(
+        &self,
+        now: UnixMillis,
+    ) -> StoreResult<HashMap<QueueName, ActivityFigures>> {
+        let client = self.runner.pool.get().await?;
+        activity::of_other_nodes(&client, self.runner.node, None, now).await
     }
 
     /// Open `queue`'s circuit breaker on every node until `until`.
