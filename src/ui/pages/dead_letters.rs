@@ -244,16 +244,7 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
                             label for="delay" { "Replay delay (e.g. 30s, 5m, 1h)" }
                             input type="text" id="delay" name="delay" placeholder="0s" inputmode="text";
                         }
-                        button type="submit" name="action" value="replay" id="replay" data-needs-selection
-                            data-confirm-one="Replay 1 dead letter{delay}? It goes back to its queue as a READY job and is delivered again."
-                            data-confirm="Replay {n} dead letters{delay}? They go back to their queues as READY jobs and are delivered again." {
-                            "Replay selected"
-                        }
-                        button type="submit" name="action" value="acknowledge" id="acknowledge" class="secondary" data-needs-selection
-                            data-confirm-one="Acknowledge 1 dead letter? It stays listed as acknowledged and is not delivered again."
-                            data-confirm="Acknowledge {n} dead letters? They stay listed as acknowledged and are not delivered again." {
-                            "Acknowledge selected"
-                        }
+                        (selection_actions())
                         button type="submit" name="action" value="delete" id="delete" class="danger" data-needs-selection
                             data-confirm-one="Delete 1 dead letter for good? Its job and its history are removed; this cannot be undone."
                             data-confirm="Delete {n} dead letters for good? Their jobs and their history are removed; this cannot be undone." {
@@ -366,6 +357,23 @@ fn answer_text(status: Option<u16>) -> String {
     match status {
         Some(status) => format!("HTTP {status}"),
         None => "no answer".to_owned(),
+    }
+}
+
+/// Replay or acknowledge the ticked letters, each after a question with their count (and
+/// the form's delay, if it has one); off while nothing is ticked (`hookq.js`).
+pub fn selection_actions() -> Markup {
+    html! {
+        button type="submit" name="action" value="replay" id="replay" data-needs-selection
+            data-confirm-one="Replay 1 dead letter{delay}? It goes back to its queue as a READY job and is delivered again."
+            data-confirm="Replay {n} dead letters{delay}? They go back to their queues as READY jobs and are delivered again." {
+            "Replay selected"
+        }
+        button type="submit" name="action" value="acknowledge" id="acknowledge" class="secondary" data-needs-selection
+            data-confirm-one="Acknowledge 1 dead letter? It stays listed as acknowledged and is not delivered again."
+            data-confirm="Acknowledge {n} dead letters? They stay listed as acknowledged and are not delivered again." {
+            "Acknowledge selected"
+        }
     }
 }
 

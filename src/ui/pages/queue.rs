@@ -7,6 +7,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::dashboard::{ChartQuery, ChartRange, REFRESH, breaker, pause_state};
+use super::dead_letters;
 use super::queue_settings::{SETTINGS_FORM, settings_form};
 use super::schedules::{self, SCHEDULE_FORM};
 use crate::api::jobs::{JobList, JobView};
@@ -416,17 +417,8 @@ fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, dead: u64, refresh: 
                     input type="hidden" name="back" value=(back);
                     (jobs_table(name, hold, status, jobs, selectable))
                     div class="actions" {
-                        button type="submit" name="action" value="replay" id="replay" data-needs-selection
-                            data-confirm-one="Replay 1 dead letter? It goes back to the queue as a READY job and is delivered again."
-                            data-confirm="Replay {n} dead letters? They go back to the queue as READY jobs and are delivered again." {
-                            "Replay selected"
-                        }
-                        button type="submit" name="action" value="acknowledge" id="acknowledge" class="secondary" data-needs-selection
-                            data-confirm-one="Acknowledge 1 dead letter? It stays listed as acknowledged and is not delivered again."
-                            data-confirm="Acknowledge {n} dead letters? They stay listed as acknowledged and are not delivered again." {
-                            "Acknowledge selected"
-                        }
-                        (super::dead_letters::whole_queue_actions(name, dead))
+                        (dead_letters::selection_actions())
+                        (dead_letters::whole_queue_actions(name, dead))
                     }
                     p class="hint" id="selection" data-selected-count
                         data-none="Nothing selected: tick the dead letters to act on."
@@ -461,7 +453,7 @@ fn jobs_table(
             table id="jobs" {
                 thead {
                     tr {
-                        @if selectable { th scope="col" { (super::dead_letters::select_all()) } }
+                        @if selectable { th scope="col" { (dead_letters::select_all()) } }
                         th scope="col" { "Job" }
                         th scope="col" class="num" { "Attempts" }
                         @match status {
