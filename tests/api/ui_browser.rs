@@ -557,6 +557,88 @@ async fn live_status_shown(browser: &Browser) -> bool {
     shown.as_bool().unwrap_or(true)
 }
 
+/// Issue 27: every page fits a phone (390 px: nothing scrolls sideways), each shown in a
+/// screenshot (`HOOKQ_SCREENSHOTS=docs/ui` writes them for docs/ui.md).
+#[tokio::test]
+async fn ui_browser_every_page_fits_a_phone() {
+    let Some(browser) = Browser::start("ui_browser_phone").await else {
+        return;
+    };
+    let (shots, _temp) = screenshot_dir();
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::with_body(
+        503,
+        "upstream unavailable: the payment provider did not answer in time",
+    ))
+    .await;
+    let target = format!("{}/hooks/tenants/acme-corporation/orders", receiver.url);
+    app.create_queue_ok("orders", &target, Some("orders-secret"))
+        .await;
+    app.call(
+        reqwest::Method::PUT,
+        "/queue/orders/_schedules/nightly",
+        Some(
+            &serde_json::to_vec(&json!({ "cron": "0 3 * * *", "job": { "report": "daily" } }))
+                .unwrap(),
+        ),
+    )
+    .await
+    .expect(201);
+    let mut dead = Vec::new();
+    for n in 0..3 {
+        let id = app
+            .enqueue_ok("orders", &json!({ "order": n, "customer": "Ada Lovelace" }))
+            .await;
+        app.wait_until_error("orders", &id).await;
+        dead.push(id);
+    }
+
+    browser.client().set_window_size(390, 844).await.unwrap();
+    let pages = [
+        ("/ui", "#queue-rows", "dashboard"),
+        ("/ui/queue/orders", "#queue-stats", "queue"),
+        ("/ui/queue/orders?status=ERROR", "#jobs", "queue-errors"),
+        (
+            &*format!("/ui/queue/orders/job/{}", dead[0]),
+            "#job-status",
+            "job",
+        ),
+        ("/ui/dlq?queue=orders", "#groups", "dead-letters"),
+        ("/ui/keys", "main", "keys"),
+    ];
+    for (path, ready, name) in pages {
+        browser.goto(&app.url(path)).await;
+        browser.wait_for(ready).await;
+        let overflow = browser
+            .client()
+            .execute(
+                "return document.documentElement.scrollWidth - window.innerWidth;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert!(
+            overflow.as_i64().unwrap_or(1) <= 0,
+            "{path} is {overflow} px wider than a phone's screen"
+        );
+        // The screenshot shows the part the page is about.
+        browser
+            .client()
+            .execute(
+                "document.querySelector(arguments[0]).scrollIntoView({block: 'start'});",
+                vec![json!(ready)],
+            )
+            .await
+            .unwrap();
+        browser
+            .screenshot(&shots.join(format!("phone-{name}.png")))
+            .await;
+    }
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
+
 /// Issue 27, defect 7: at a phone's width the dashboard keeps each queue's state and
 /// breaker in view with no sideways scrolling, long targets are cut with the whole URL in
 /// their title, and a notice says when the server stops answering the live refresh, gone

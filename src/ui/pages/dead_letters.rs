@@ -283,7 +283,8 @@ fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str
                 div class="table-wrap" {
                     table id="groups" {
                         thead { tr {
-                            th scope="col" { "Answer" } th scope="col" class="wide" { "Error" }
+                            // The error is what tells a group: shown at every width.
+                            th scope="col" { "Answer" } th scope="col" { "Error" }
                             th scope="col" class="num" { "Letters" } th scope="col" { "Failing" }
                             th scope="col" { span class="visually-hidden" { "Actions" } }
                         } }
@@ -291,7 +292,7 @@ fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str
                             @for (index, group) in groups.groups.iter().enumerate() {
                                 tr {
                                     td { (answer(group.status)) }
-                                    td class="wide mono" { (group.error) }
+                                    td class="mono" { (group.error) }
                                     td class="num" { (group.count) }
                                     td {
                                         "since " (format::when(group.oldest_failed_at))
