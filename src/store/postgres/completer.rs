@@ -6,10 +6,11 @@
 //!
 //! The statement deletes only jobs still leased as the outcome says and without an ordering
 //! key. The rest go through the whole decision ([`decisions::outcomes::record_outcome`]),
-//! each in a transaction of its own: a keyed job hands its key over (its lock taken alone,
-//! never in a group's order), and a job whose lease was lost is answered `false` there. The
-//! counter rows of capped queues are locked first, in queue order, so two nodes' groups
-//! (and their grouped enqueues, which insert in queue order) cannot deadlock.
+//! each in a transaction of its own, beside the next groups: a keyed job hands its key over
+//! (its lock taken alone, never in a group's order), and a job whose lease was lost is
+//! answered `false` there. The counter rows of capped queues are locked first, in queue
+//! order, so two nodes' groups (and their grouped enqueues, which insert in queue order)
+//! cannot deadlock.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -100,12 +101,19 @@ async fn complete(mut group: Vec<Entry>, runner: &Runner, on_group: &OnGroup) {
         if deleted.contains(&entry.id) {
             let _ = entry.answer.send(Ok(true));
         } else {
-            left.push(alone(runner, entry));
+            left.push(entry);
         }
     }
+    if left.is_empty() {
+        return;
+    }
     // Independent transactions, each on a connection of its own, as they were before
-    // grouping: a keyed queue's deliveries do not wait for each other here.
-    join_all(left).await;
+    // grouping: a keyed queue's deliveries do not wait for each other here. They run beside
+    // the next groups, which do not wait for them either (one group commits at a time).
+    let runner = runner.clone();
+    tokio::spawn(async move {
+        join_all(left.into_iter().map(|entry| alone(&runner, entry))).await;
+    });
 }
 
 /// Delete the unkeyed jobs of `leases` still leased so, and their attempt history.
