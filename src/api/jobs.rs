@@ -12,6 +12,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::cursor::{Cursor, invalid_cursor};
+use super::dlq::{DlqStateName, FailureReasonName};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{ApiQuery, JobPath, KnownQueue, page_size, required};
 use super::openapi::IdBody;
@@ -113,6 +114,10 @@ pub struct JobView {
     /// How long the acknowledging answer took, for a DELIVERED job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,
+    /// For an ERROR job (a dead letter): when and why it failed for good, and what became
+    /// of it since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter: Option<DeadLetterFactsView>,
     /// Failed attempts, oldest first (only on the single-job route). A DELIVERED job's
     /// successful attempt is the last of its `attempts`, described by `deliveredAt`,
     /// `lastStatus` and `latencyMs`.
@@ -195,9 +200,30 @@ impl TryFrom<JobRecord> for JobView {
             last_status: record.last_status,
             delivered_at: record.delivery.map(|d| d.at),
             latency_ms: record.delivery.map(|d| d.latency_ms),
+            dead_letter: record.dead.map(|dead| DeadLetterFactsView {
+                failed_at: dead.failed_at,
+                reason: dead.reason.into(),
+                replay_count: dead.replay_count,
+                state: dead.state.into(),
+            }),
             history: None,
         })
     }
+}
+
+/// When and why a job became a dead letter, and what became of it since.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadLetterFactsView {
+    /// Unix milliseconds: when it failed for good.
+    pub failed_at: i64,
+    /// `max_attempts_reached` (attempts spent, or the worker answered `410 Gone`) or
+    /// `expired` (not delivered within `HOOKQ_JOB_TTL`).
+    pub reason: FailureReasonName,
+    /// Times it was replayed before it failed this time.
+    pub replay_count: u32,
+    /// `pending` (awaiting action) or `acknowledged` (dismissed; kept for audit).
+    pub state: DlqStateName,
 }
 
 #[derive(Deserialize, IntoParams)]

@@ -361,6 +361,18 @@ pub struct JobRecord {
     pub schedule: Option<ScheduleTick>,
     /// The answer that acknowledged it, for a job in the delivery log.
     pub delivery: Option<Delivery>,
+    /// How it came to be a dead letter, for a dead-lettered job.
+    pub dead: Option<DeadLetterFacts>,
+}
+
+/// When and why a job became a dead letter, and what became of it since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetterFacts {
+    pub failed_at: UnixMillis,
+    pub reason: FailureReason,
+    /// Times it was replayed before it failed this time.
+    pub replay_count: u32,
+    pub state: DlqState,
 }
 
 /// Minutes in [`ActivityFigures::hour_delivered`]: the last hour.
@@ -683,6 +695,12 @@ impl DeadLetter {
             ordering_key: self.ordering_key,
             schedule: self.schedule,
             delivery: None,
+            dead: Some(DeadLetterFacts {
+                failed_at: self.failed_at,
+                reason: self.failure_reason,
+                replay_count: self.replay_count,
+                state: self.status,
+            }),
         }
     }
 

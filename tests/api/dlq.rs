@@ -549,6 +549,40 @@ async fn the_listing_walks_oldest_first_when_asked() {
 }
 
 #[tokio::test]
+async fn a_dead_jobs_view_says_when_and_why_it_died_and_how_often_it_was_replayed() {
+    let (app, _receiver) = failing_queue().await;
+    let id = make_dead_letters(&app, "q", 1).await.remove(0);
+    let job = app.get_job("q", &id).await.expect(200);
+    let facts = &job["deadLetter"];
+    assert_eq!(facts["reason"], "max_attempts_reached", "{job}");
+    assert_eq!(facts["replayCount"], 0);
+    assert_eq!(facts["state"], "pending");
+    assert_eq!(
+        facts["failedAt"],
+        dead_letter(&app, "q", &id).await["failed_at"]
+    );
+    // Replayed, it fails again: the second death counts the replay.
+    replay(&app, &json!({ "ids": [id] })).await;
+    eventually("the job dead again", || async {
+        let job = app.get_job("q", &id).await.json();
+        (job["deadLetter"]["replayCount"] == 1).then_some(())
+    })
+    .await;
+    acknowledge(&app, &json!({ "ids": [id] })).await;
+    let job = app.get_job("q", &id).await.expect(200);
+    assert_eq!(job["deadLetter"]["state"], "acknowledged");
+    // A live job has none.
+    let live = app.enqueue_ok("q", &json!({ "n": 1 })).await;
+    assert!(
+        app.get_job("q", &live)
+            .await
+            .json()
+            .get("deadLetter")
+            .is_none()
+    );
+}
+
+#[tokio::test]
 async fn transport_failures_form_a_group_without_a_status() {
     let app = spawn_app(|_| {}).await;
     app.create_queue_ok("gone", &refused_url(), None).await;

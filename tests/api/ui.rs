@@ -690,6 +690,20 @@ async fn the_dead_letters_page_finds_letters_by_text_and_lists_oldest_first() {
 }
 
 #[tokio::test]
+async fn a_dead_jobs_page_says_when_and_why_it_died() {
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::status(410)).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let id = app.enqueue_ok("q", &json!({ "n": 1 })).await;
+    app.wait_until_error("q", &id).await;
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get(&format!("/ui/queue/q/job/{id}")).await.body;
+    assert!(page.contains("the worker answered 410 Gone"), "{page}");
+    assert!(page.contains(r#"<span id="dead-letter-state">pending</span>"#));
+    assert!(!page.contains("replayed once before"));
+}
+
+#[tokio::test]
 async fn a_queues_error_tab_replays_or_acknowledges_ticked_or_all_dead_letters() {
     let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     let receiver = TestReceiver::always(Reply::status(500)).await;

@@ -42,6 +42,7 @@ fn delivered_from_row(row: &Row) -> JobRecord {
             status: status.unwrap_or_default(),
             latency_ms: u64::try_from(row.get::<_, i64>(12)).unwrap_or(0),
         }),
+        dead: None,
     }
 }
 

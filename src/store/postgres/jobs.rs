@@ -511,6 +511,7 @@ fn live_from_row(row: &Row) -> StoreResult<JobRecord> {
         ordering_key: row.get(11),
         schedule: ScheduleTick::from_columns(row.get(12), row.get(13)),
         delivery: None,
+        dead: None,
     })
 }
 

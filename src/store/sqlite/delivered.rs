@@ -36,6 +36,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
             status: row.get(11)?,
             latency_ms: row.get::<_, i64>(12)?.max(0) as u64,
         }),
+        dead: None,
     })
 }
 

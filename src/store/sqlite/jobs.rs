@@ -287,6 +287,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         ordering_key: row.get(11)?,
         schedule: ScheduleTick::from_columns(row.get(12)?, row.get(13)?),
         delivery: None,
+        dead: None,
     })
 }
 

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::dashboard::REFRESH;
 use super::queue::{Hold, queue_name, queue_url};
+use crate::api::dlq::FailureReasonName;
 use crate::api::jobs::{JobStatusName, JobView};
 use crate::api::openapi::IdBody;
 use crate::api::queue_stats::QueueStats;
@@ -411,6 +412,30 @@ fn live_part(
         facts.push((
             "Schedule",
             html! { (by.name) " · tick " (format::when(by.tick)) },
+        ));
+    }
+    if let Some(dead) = &job.dead_letter {
+        let why = match dead.reason {
+            FailureReasonName::Expired => "not delivered within its time to live",
+            FailureReasonName::MaxAttemptsReached if job.last_status == Some(410) => {
+                "the worker answered 410 Gone"
+            }
+            FailureReasonName::MaxAttemptsReached => "its attempts were spent",
+        };
+        facts.push((
+            "Dead-lettered",
+            html! { span id="dead-lettered" { (format::when(dead.failed_at)) ": " (why) } },
+        ));
+        facts.push((
+            "Dead letter",
+            html! {
+                span id="dead-letter-state" { (dead.state.as_str()) }
+                @match dead.replay_count {
+                    0 => {},
+                    1 => { " · replayed once before" },
+                    n => { " · replayed " (n) " times before" },
+                }
+            },
         ));
     }
     if let Some(at) = job.delivered_at {
