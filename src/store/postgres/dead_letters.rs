@@ -47,7 +47,16 @@ fn in_group() -> &'static str {
     )
 }
 
-/// `group` as `$1`–`$3` of [`in_group`].
+/// The ids of claimed rows (`RETURNING failed_at, id`), oldest failure first, as a replay
+/// puts them back.
+fn in_failure_order(rows: &[Row]) -> Vec<JobId> {
+    let mut claimed: Vec<(UnixMillis, Uuid)> =
+        rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+    claimed.sort();
+    claimed.into_iter().map(|(_, id)| job_id(id)).collect()
+}
+
+/// `group` as `$1`–`$3` of [`in_group`]./// `group` as `$1`–`$3` of [`in_group`].
 fn group_params(group: &ErrorGroup) -> (&str, Option<i32>, &str) {
     (
         group.queue.as_str(),
@@ -321,7 +330,7 @@ impl DeadLetterRows for PgTx<'_> {
                 Ok(ordered)
             }
             Selection::Queue(queue) => {
-                let mut claimed: Vec<(UnixMillis, Uuid)> = self
+                let claimed = self
                     .tx
                     .query(
                         "UPDATE dead_letters SET state = 'replaying', updated_at = $2
@@ -332,16 +341,12 @@ impl DeadLetterRows for PgTx<'_> {
                          RETURNING failed_at, id",
                         &[&queue.as_str(), &now, &limit_param(limit)],
                     )
-                    .await?
-                    .iter()
-                    .map(|row| (row.get(0), row.get(1)))
-                    .collect();
-                claimed.sort();
-                Ok(claimed.into_iter().map(|(_, id)| job_id(id)).collect())
+                    .await?;
+                Ok(in_failure_order(&claimed))
             }
             Selection::Group(group) => {
                 let (queue, status, line) = group_params(group);
-                let mut claimed: Vec<(UnixMillis, Uuid)> = self
+                let claimed = self
                     .tx
                     .query(
                         sql_once!(
@@ -354,12 +359,8 @@ impl DeadLetterRows for PgTx<'_> {
                         ),
                         &[&queue, &status, &line, &now, &limit_param(limit)],
                     )
-                    .await?
-                    .iter()
-                    .map(|row| (row.get(0), row.get(1)))
-                    .collect();
-                claimed.sort();
-                Ok(claimed.into_iter().map(|(_, id)| job_id(id)).collect())
+                    .await?;
+                Ok(in_failure_order(&claimed))
             }
         }
     }
