@@ -324,7 +324,7 @@ fn group_form(
     } else {
         format!("all {} pending dead letters", group.count)
     };
-    let which = format!("of {queue} that failed with {}", answer_text(group.status));
+    let which = format!("of {queue} that failed with {}", answer(group.status));
     html! {
         form method="post" action="/ui/dlq/action" class="inline" {
             (csrf_field(&ctx.current))
@@ -350,11 +350,7 @@ fn group_form(
 }
 
 /// A letter's last answer: its HTTP status, or none (a transport failure).
-fn answer(status: Option<u16>) -> Markup {
-    html! { (answer_text(status)) }
-}
-
-fn answer_text(status: Option<u16>) -> String {
+fn answer(status: Option<u16>) -> String {
     match status {
         Some(status) => format!("HTTP {status}"),
         None => "no answer".to_owned(),
@@ -420,8 +416,8 @@ fn state_badge(state: &str) -> Markup {
     badge(state, tone)
 }
 
-/// `POST /ui/dlq/action`: replay, acknowledge or delete the selected letters (or replay a
-/// queue's pending ones), through the admin API.
+/// `POST /ui/dlq/action`: replay, acknowledge or delete the selected letters, or replay or
+/// acknowledge a queue's pending ones or one group of them, through the admin API.
 pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
     // Back where the form was: the dead letters, or a queue's ERROR tab.
     let back = form
@@ -429,13 +425,19 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
         .filter(|b| (b.starts_with("/ui/dlq") || b.starts_with("/ui/queue/")) && !b.contains("//"))
         .unwrap_or("/ui/dlq")
         .to_owned();
-    let ids: Vec<&str> = form.all("ids");
+    // An action is a verb and what it acts on: `replay` (the ticked letters),
+    // `replay-queue` (every pending one of the queue), `replay-group` (one group of them).
     let action = form.get("action").unwrap_or_default();
-    let whole = matches!(
-        action,
-        "replay-queue" | "acknowledge-queue" | "replay-group" | "acknowledge-group"
-    );
-    if ids.is_empty() && !whole {
+    let (verb, target) = action.split_once('-').unwrap_or((action, "selected"));
+    let ids: Vec<&str> = form.all("ids");
+    let queue = form.get("queue").unwrap_or_default();
+    let selection = match (verb, target) {
+        ("replay" | "acknowledge" | "delete", "selected") => json!({ "ids": ids }),
+        ("replay" | "acknowledge", "queue") => json!({ "queue": queue, "all": true }),
+        ("replay" | "acknowledge", "group") => json!({ "queue": queue, "group": group_of(&form) }),
+        _ => return Ok(ctx.done(Flash::error("Choose replay, acknowledge or delete."), &back)),
+    };
+    if target == "selected" && ids.is_empty() {
         return Ok(ctx.done(
             Flash::error("Select at least one dead letter first."),
             &back,
@@ -446,14 +448,9 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
         Err(said) => return Ok(ctx.done(Flash::error(said), &back)),
     };
     let api = ctx.api();
-    let queue = form.get("queue").unwrap_or_default();
-    let said = match action {
-        "replay" | "replay-queue" | "replay-group" => {
-            let mut body = match action {
-                "replay" => json!({ "ids": ids }),
-                "replay-queue" => json!({ "queue": queue, "all": true }),
-                _ => json!({ "queue": queue, "group": group_of(&form) }),
-            };
+    let said = match verb {
+        "replay" => {
+            let mut body = selection;
             if let Some(delay) = delay {
                 body["delay_seconds"] = json!(delay);
             }
@@ -464,27 +461,16 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
         "acknowledge" => api
             .post::<AcknowledgeResult>(
                 "/admin/dlq/acknowledge",
-                Some(json!({ "ids": ids }).to_string().into_bytes()),
+                Some(selection.to_string().into_bytes()),
             )
             .await
-            .map(|r| format!("Acknowledged {} of {} selected.", r.acknowledged, ids.len())),
-        "acknowledge-group" | "acknowledge-queue" => {
-            let body = if action == "acknowledge-group" {
-                json!({ "queue": queue, "group": group_of(&form) })
-            } else {
-                json!({ "queue": queue, "all": true })
-            };
-            api.post::<AcknowledgeResult>(
-                "/admin/dlq/acknowledge",
-                Some(body.to_string().into_bytes()),
-            )
-            .await
-            .map(|r| match r.acknowledged {
-                1 => "Acknowledged 1 dead letter.".to_owned(),
-                n => format!("Acknowledged {n} dead letters."),
-            })
-        }
-        "delete" => {
+            .map(|r| match (target, r.acknowledged) {
+                ("selected", n) => format!("Acknowledged {n} of {} selected.", ids.len()),
+                (_, 1) => "Acknowledged 1 dead letter.".to_owned(),
+                (_, n) => format!("Acknowledged {n} dead letters."),
+            }),
+        _ => {
+            // `delete`, the one verb left: on the ticked letters only.
             let mut deleted = 0;
             for id in &ids {
                 let Ok(id) = JobId::parse(id) else { continue };
@@ -498,7 +484,6 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
             }
             Ok(format!("Deleted {deleted} of {} selected.", ids.len()))
         }
-        _ => return Ok(ctx.done(Flash::error("Choose replay, acknowledge or delete."), &back)),
     };
     Ok(match said {
         Ok(text) => ctx.done(Flash::notice(text), &back),
