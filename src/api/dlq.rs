@@ -472,8 +472,8 @@ pub struct SelectionBody {
 
 impl SelectionBody {
     fn selection(&self) -> ApiResult<Selection> {
-        match (&self.ids, &self.queue, self.all) {
-            (Some(ids), None, false) if self.group.is_none() => {
+        match (&self.ids, &self.queue, self.all, &self.group) {
+            (Some(ids), None, false, None) => {
                 if ids.is_empty() || ids.len() > MAX_IDS {
                     return Err(ApiError::Unprocessable(format!(
                         "ids must list 1 to {MAX_IDS} dead-letter ids"
@@ -491,20 +491,15 @@ impl SelectionBody {
                 parsed.dedup();
                 Ok(Selection::Ids(parsed))
             }
-            (None, Some(queue), true) if self.group.is_none() => Ok(Selection::Queue(
+            (None, Some(queue), true, None) => Ok(Selection::Queue(
                 QueueName::parse(queue).map_err(|e| ApiError::Unprocessable(e.0))?,
             )),
-            (None, Some(queue), false) if self.group.is_some() => {
-                let group = self.group.as_ref().ok_or(ApiError::Unprocessable(
-                    "give the group as {\"status\":…,\"error\":\"…\"}".into(),
-                ))?;
-                Ok(Selection::Group(ErrorGroup {
-                    queue: QueueName::parse(queue).map_err(|e| ApiError::Unprocessable(e.0))?,
-                    status: group.status,
-                    line: group.error.clone(),
-                }))
-            }
-            (None, Some(_), false) => Err(ApiError::Unprocessable(
+            (None, Some(queue), false, Some(group)) => Ok(Selection::Group(ErrorGroup {
+                queue: QueueName::parse(queue).map_err(|e| ApiError::Unprocessable(e.0))?,
+                status: group.status,
+                line: group.error.clone(),
+            })),
+            (None, Some(_), false, None) => Err(ApiError::Unprocessable(
                 "to act on a whole queue, say so: {\"queue\":\"…\",\"all\":true}; on one \
                  group of its errors: {\"queue\":\"…\",\"group\":{\"status\":…,\"error\":\"…\"}}"
                     .into(),
