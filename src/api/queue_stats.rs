@@ -162,7 +162,7 @@ fn last_day_by_queue(
 )]
 async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQueueStats>> {
     let now = now_millis();
-    let mut last_day = last_day_by_queue(state.store.activity_last_day(now).await?, now);
+    let mut last_day = last_day_by_queue(state.store.activity_last_day(now, None).await?, now);
     let mut others = state
         .store
         .cluster()
@@ -227,7 +227,11 @@ async fn queue_stats(
         .await?;
     add_activity(&state, &mut stats, &queue.name, of_others, now);
     if with_last_day {
-        let mut last_day = last_day_by_queue(state.store.activity_last_day(now).await?, now);
+        let minutes = state
+            .store
+            .activity_last_day(now, Some(queue.name.clone()))
+            .await?;
+        let mut last_day = last_day_by_queue(minutes, now);
         stats.last_day = Some(last_day.remove(&queue.name).unwrap_or_else(empty_day));
     }
     Ok(Json(stats))

@@ -121,8 +121,13 @@ pub trait ActivityRows {
     async fn put_activity_minutes(&self, rows: &[ActivityMinute]) -> StoreResult<()>;
     /// Delete the minutes starting before `before`; how many went.
     async fn purge_activity_before(&self, before: UnixMillis) -> StoreResult<usize>;
-    /// Every queue's minutes starting at or after `since`, by queue then minute.
-    async fn activity_minutes_since(&self, since: UnixMillis) -> StoreResult<Vec<ActivityMinute>>;
+    /// The minutes of `queue` (or of every queue) starting at or after `since`, by queue
+    /// then minute.
+    async fn activity_minutes_since(
+        &self,
+        since: UnixMillis,
+        queue: Option<&QueueName>,
+    ) -> StoreResult<Vec<ActivityMinute>>;
 }
 
 /// Savepoints: a part of a transaction that can fail alone.

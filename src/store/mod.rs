@@ -418,9 +418,16 @@ impl Store {
         })
     }
 
-    /// Every queue's recorded attempts per minute over the day before `now`.
-    pub async fn activity_last_day(&self, now: UnixMillis) -> StoreResult<Vec<ActivityMinute>> {
-        in_snapshot!(self, |tx| decisions::activity::last_day(tx, now).await)
+    /// The recorded attempts per minute over the day before `now` of `queue` (or of every
+    /// queue).
+    pub async fn activity_last_day(
+        &self,
+        now: UnixMillis,
+        queue: Option<QueueName>,
+    ) -> StoreResult<Vec<ActivityMinute>> {
+        in_snapshot!(self, |tx| {
+            decisions::activity::last_day(tx, now, queue.as_ref()).await
+        })
     }
 
     /// Delete up to `limit` idempotency keys recorded before `before` (expired ones).

@@ -62,7 +62,7 @@ async fn activity_minutes_are_kept_for_a_day_and_go_with_their_queue() {
         .await
         .unwrap();
     assert_eq!(
-        store.activity_last_day(now).await.unwrap(),
+        store.activity_last_day(now, None).await.unwrap(),
         vec![
             row("alpha", this_minute - MINUTE, 7, 2),
             row("beta", this_minute - 2 * MINUTE, 0, 4),
@@ -72,11 +72,11 @@ async fn activity_minutes_are_kept_for_a_day_and_go_with_their_queue() {
     // Kept across a restart.
     let app = app.restart(|c| c.dispatch = false).await;
     let store = app.store();
-    assert_eq!(store.activity_last_day(now).await.unwrap().len(), 2);
+    assert_eq!(store.activity_last_day(now, None).await.unwrap().len(), 2);
 
     app.delete_queue("beta").await.expect(200);
     assert_eq!(
-        store.activity_last_day(now).await.unwrap(),
+        store.activity_last_day(now, None).await.unwrap(),
         vec![row("alpha", this_minute - MINUTE, 7, 2)],
         "a deleted queue's minutes go with it"
     );
@@ -139,8 +139,17 @@ async fn a_queues_page_draws_its_last_day_from_its_stats() {
         .await;
     let now = hookq::model::now_millis();
     let this_minute = now - now.rem_euclid(MINUTE);
+    // Another queue's minutes in the same hour are not alpha's.
+    app.create_queue_ok("beta", "http://127.0.0.1:9/b", None)
+        .await;
     app.store()
-        .record_activity(vec![row("alpha", this_minute - 2 * 60 * MINUTE, 9, 3)], now)
+        .record_activity(
+            vec![
+                row("alpha", this_minute - 2 * 60 * MINUTE, 9, 3),
+                row("beta", this_minute - 2 * 60 * MINUTE, 40, 40),
+            ],
+            now,
+        )
         .await
         .unwrap();
 

@@ -1,7 +1,7 @@
 //! The activity history: each queue's attempts per minute, written once a minute and kept
 //! for a day, so the UI's charts outlive a restart. Written once here for every backend.
 
-use crate::model::UnixMillis;
+use crate::model::{QueueName, UnixMillis};
 use crate::store::dialect::Tx;
 use crate::store::error::StoreResult;
 use crate::store::records::ActivityMinute;
@@ -30,7 +30,12 @@ pub async fn record(tx: &impl Tx, rows: &[ActivityMinute], now: UnixMillis) -> S
     tx.purge_activity_before(now - KEPT_MS).await
 }
 
-/// Every queue's recorded minutes of the day before `now`, by queue then minute.
-pub async fn last_day(tx: &impl Tx, now: UnixMillis) -> StoreResult<Vec<ActivityMinute>> {
-    tx.activity_minutes_since(now - KEPT_MS + 1).await
+/// The recorded minutes of the day before `now` of `queue` (or of every queue), by queue
+/// then minute.
+pub async fn last_day(
+    tx: &impl Tx,
+    now: UnixMillis,
+    queue: Option<&QueueName>,
+) -> StoreResult<Vec<ActivityMinute>> {
+    tx.activity_minutes_since(now - KEPT_MS + 1, queue).await
 }

@@ -38,13 +38,18 @@ impl ActivityRows for PgTx<'_> {
         Ok(usize::try_from(gone).unwrap_or(usize::MAX))
     }
 
-    async fn activity_minutes_since(&self, since: UnixMillis) -> StoreResult<Vec<ActivityMinute>> {
+    async fn activity_minutes_since(
+        &self,
+        since: UnixMillis,
+        queue: Option<&QueueName>,
+    ) -> StoreResult<Vec<ActivityMinute>> {
         let rows = self
             .tx
             .query(
                 "SELECT queue, minute, delivered, failed FROM activity_minutes
-                 WHERE minute >= $1 ORDER BY queue, minute",
-                &[&since],
+                 WHERE minute >= $1 AND ($2::text IS NULL OR queue = $2)
+                 ORDER BY queue, minute",
+                &[&since, &queue.map(QueueName::as_str)],
             )
             .await?;
         Ok(rows

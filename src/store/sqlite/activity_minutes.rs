@@ -36,12 +36,17 @@ impl ActivityRows for SqliteTx<'_> {
             .execute([before])?)
     }
 
-    async fn activity_minutes_since(&self, since: UnixMillis) -> StoreResult<Vec<ActivityMinute>> {
+    async fn activity_minutes_since(
+        &self,
+        since: UnixMillis,
+        queue: Option<&QueueName>,
+    ) -> StoreResult<Vec<ActivityMinute>> {
         let mut stmt = self.0.prepare_cached(
             "SELECT queue, minute, delivered, failed FROM activity_minutes
-             WHERE minute >= ?1 ORDER BY queue, minute",
+             WHERE minute >= ?1 AND (?2 IS NULL OR queue = ?2) ORDER BY queue, minute",
         )?;
-        let rows = stmt.query_map([since], |row| {
+        let queue = queue.map(QueueName::as_str);
+        let rows = stmt.query_map(rusqlite::params![since, queue], |row| {
             Ok(ActivityMinute {
                 queue: QueueName::from_stored(row.get(0)?),
                 minute: row.get(1)?,
