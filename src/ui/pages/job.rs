@@ -15,7 +15,7 @@ use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::dashboard::REFRESH;
-use super::queue::{Hold, queue_name, queue_url};
+use super::queue::{Hold, enqueue_typed, queue_name, queue_url};
 use crate::api::dlq::FailureReasonName;
 use crate::api::jobs::{JobStatusName, JobView};
 use crate::api::openapi::IdBody;
@@ -180,23 +180,15 @@ pub async fn resend(
             "Only a dead letter (ERROR) can be resent.".into(),
         ));
     }
-    let query = {
-        let mut query = url::form_urlencoded::Serializer::new(String::new());
-        if dead.priority != 0 {
-            query.append_pair("priority", &dead.priority.to_string());
-        }
-        if let Some(key) = &dead.ordering_key {
-            query.append_pair("orderingKey", key);
-        }
-        query.finish()
-    };
-    let path = if query.is_empty() {
-        format!("/queue/{name}")
-    } else {
-        format!("/queue/{name}?{query}")
-    };
+    let mut options = Vec::new();
+    if dead.priority != 0 {
+        options.push(("priority", dead.priority.to_string()));
+    }
+    if let Some(key) = &dead.ordering_key {
+        options.push(("orderingKey", key.clone()));
+    }
     let payload = form.raw("payload").unwrap_or_default().as_bytes().to_vec();
-    let sent: IdBody = match ctx.api().post(&path, Some(payload)).await {
+    let sent: IdBody = match enqueue_typed(ctx.api(), &name, payload, &options).await {
         Ok(sent) => sent,
         Err(answer) => {
             return Ok(refused(

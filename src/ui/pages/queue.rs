@@ -17,7 +17,7 @@ use crate::api::schedules::ScheduleList;
 use crate::api::settings::QueueSettings;
 use crate::dispatch::breaker::MAX_COOLDOWN;
 use crate::model::{QueueName, now_millis};
-use crate::ui::api_client::ApiAnswer;
+use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, figures, form_result};
 use crate::ui::session::{Flash, FormOutcome};
 use crate::ui::{Ctx, FormData, UiError, UiResult, chart, format, fragment};
@@ -542,27 +542,37 @@ pub async fn delete(ctx: Ctx, Path(name): Path<String>) -> UiResult {
     })
 }
 
-/// `POST /ui/queue/{name}/enqueue`: `POST /queue/{name}` with the options given, then the
-/// new job's page.
-pub async fn enqueue(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiResult {
-    let name = queue_name(&name)?;
-    let back = format!("{}#{ENQUEUE_RESULT_ID}", queue_url(&name));
-    let query = {
-        let mut query = url::form_urlencoded::Serializer::new(String::new());
-        for option in ["delay", "priority", "orderingKey"] {
-            if let Some(value) = form.get(option) {
-                query.append_pair(option, value);
-            }
-        }
-        query.finish()
-    };
+/// `POST /queue/{name}` with `payload` as typed (the API judges it) and the enqueue
+/// `options` (`delay`, `priority`, `orderingKey`) as its query.
+pub async fn enqueue_typed(
+    api: &ApiClient,
+    name: &QueueName,
+    payload: Vec<u8>,
+    options: &[(&str, String)],
+) -> ApiAnswer<IdBody> {
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(options)
+        .finish();
     let path = if query.is_empty() {
         format!("/queue/{name}")
     } else {
         format!("/queue/{name}?{query}")
     };
+    api.post(&path, Some(payload)).await
+}
+
+/// `POST /ui/queue/{name}/enqueue`: `POST /queue/{name}` with the options given, then the
+/// new job's page.
+pub async fn enqueue(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiResult {
+    let name = queue_name(&name)?;
+    let back = format!("{}#{ENQUEUE_RESULT_ID}", queue_url(&name));
+    // Owned before the call: the form is not held across it.
+    let options: Vec<(&str, String)> = ["delay", "priority", "orderingKey"]
+        .into_iter()
+        .filter_map(|option| form.get(option).map(|value| (option, value.to_owned())))
+        .collect();
     let payload = form.raw("payload").unwrap_or_default().as_bytes().to_vec();
-    let enqueued: ApiAnswer<IdBody> = ctx.api().post(&path, Some(payload)).await;
+    let enqueued = enqueue_typed(ctx.api(), &name, payload, &options).await;
     Ok(match enqueued {
         Ok(job) => ctx.done(
             Flash::notice(format!("Enqueued job {}.", job.id)),
