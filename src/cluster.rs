@@ -39,9 +39,9 @@ impl Following {
 }
 
 /// Start following the nodes `store` shares its database with, until `stop`; `None` when
-/// it shares it with nobody. Without a delivery `pool` (`HOOKQ_DISPATCH=off`) only the
-/// queues are followed: there is no dispatcher to wake, no breaker to rest and no attempt
-/// to tell.
+/// it shares it with nobody. Without a delivery `pool` (`HOOKQ_DISPATCH=off`) there is no
+/// breaker to rest and no attempt to tell; wake-ups still reach the lease requests waiting
+/// on this node's pull queues.
 pub fn follow(
     store: &Store,
     wakeups: &Wakeups,
@@ -51,16 +51,12 @@ pub fn follow(
     if !store.cluster().is_shared() {
         return None;
     }
-    let dispatch = pool.is_some();
     let woken = wakeups.clone();
     let listener = {
         let (store, stop) = (store.clone(), stop.clone());
         tokio::spawn(async move {
-            let on_due = move |queue: QueueName| {
-                if dispatch {
-                    woken.mark_due(&queue, now_millis());
-                }
-            };
+            // Wakes this node's dispatcher, or the lease requests waiting here.
+            let on_due = move |queue: QueueName| woken.mark_due(&queue, now_millis());
             store.cluster().listen_for_wakeups(on_due, stop).await;
         })
     };

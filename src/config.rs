@@ -228,6 +228,11 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_MAX_PENDING_WRITES", default_value_t = crate::store::DEFAULT_MAX_PENDING_ENQUEUES)]
     pub max_pending_writes: usize,
 
+    /// Lease requests of pull workers waiting for a job at once (`wait`); past it a waiting
+    /// lease answers 429 with Retry-After. Each holds a connection while it waits.
+    #[arg(long, env = "HOOKQ_MAX_LEASE_WAITERS", default_value_t = 256)]
+    pub max_lease_waiters: usize,
+
     /// Open client connections served at once; further connections wait in the listen
     /// backlog until one closes. Keep it below the process's file-descriptor limit.
     #[arg(long, env = "HOOKQ_MAX_CONNECTIONS", default_value_t = 1024)]
@@ -352,6 +357,8 @@ pub struct Config {
     pub ui: bool,
     pub body_timeout: Duration,
     pub max_pending_writes: usize,
+    /// Pull lease requests waiting for a job at once.
+    pub max_lease_waiters: usize,
     /// What clients may create at most (queues, schedules per queue).
     pub caps: crate::store::Caps,
 }
@@ -524,6 +531,7 @@ impl Config {
             ui: args.ui,
             body_timeout: args.body_timeout,
             max_pending_writes: args.max_pending_writes,
+            max_lease_waiters: args.max_lease_waiters,
             caps: crate::store::Caps {
                 queues: args.max_queues,
                 schedules_per_queue: args.max_schedules_per_queue,

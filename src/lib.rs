@@ -11,6 +11,8 @@
 //!   PostgreSQL for several nodes on one database.
 //! - [`dispatch`]: claims due jobs, POSTs them to the queue's target signed with
 //!   [`signature`], records delivered / retry / dead-letter outcomes.
+//! - [`pull`]: a pull queue's jobs leased to workers over HTTP, and their ack, nack and
+//!   extend (the same lease machine as a push delivery).
 //! - [`scheduler`]: fires the ticks of recurring jobs (cron schedules, [`cron`]) as
 //!   ordinary jobs.
 //! - [`maintenance`]: periodic sweeps (stale leases, `PRAGMA optimize`).
@@ -41,6 +43,7 @@ pub mod model;
 pub mod origin_guard;
 pub mod otel;
 pub mod policy;
+pub mod pull;
 pub mod redact;
 pub mod scheduler;
 pub mod signing;
@@ -181,6 +184,18 @@ impl Server {
             }
             .run(background.clone()),
         );
+        let leases = pull::Leases::new(
+            store.clone(),
+            wakeups.clone(),
+            events.clone(),
+            pool.clone(),
+            pull::PullConfig {
+                defaults: config.delivery.defaults.clone(),
+                retry: config.delivery.retry(),
+                max_waiting: config.max_lease_waiters,
+            },
+        );
+        let expiry_watch = tokio::spawn(leases.clone().watch_expiries(background.clone()));
         let metrics_upkeep = tokio::spawn(telemetry::run_upkeep(background.clone()));
         let following = cluster::follow(&store, &wakeups, pool.as_ref(), &background);
         let event_sender = match &config.events {
@@ -210,6 +225,7 @@ impl Server {
             config,
             wakeups,
             pool,
+            leases,
             schedule_changes,
             shutdown: shutdown.clone(),
         });
@@ -226,6 +242,7 @@ impl Server {
         }
         maintenance.await.context("maintenance task failed")?;
         scheduler.await.context("scheduler task failed")?;
+        expiry_watch.await.context("lease expiry watch failed")?;
         if let Some(sender) = event_sender {
             sender.await.context("event sender task failed")?;
         }

@@ -207,24 +207,14 @@ impl Maintenance {
 
     /// Expired leases back to READY (or dead-lettered). Returns how many were recovered.
     pub async fn recover_stale_leases(&self, now: UnixMillis) -> usize {
-        match self
-            .store
-            .recover_stale_leases(now, self.defaults.max_attempts)
-            .await
-        {
-            Ok(0) => 0,
-            Ok(count) => {
-                tracing::warn!(jobs = count, "recovered jobs whose delivery lease expired");
-                self.wake_all(now);
-                // Those on their last attempt were dead-lettered, with their events.
-                self.events.stored();
-                count
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "stale-lease sweep failed");
-                0
-            }
-        }
+        recover_expired_leases(
+            &self.store,
+            &self.wakeups,
+            &self.events,
+            self.defaults.max_attempts,
+            now,
+        )
+        .await
     }
 
     /// Dead-letter every READY job older than the TTL, in batches. Returns how many.
@@ -361,10 +351,33 @@ impl Maintenance {
             },
         );
     }
+}
 
-    fn wake_all(&self, now: UnixMillis) {
-        for queue in self.store.registry().all() {
-            self.wakeups.mark_due(&queue.name, now);
+/// Expired leases back to READY, or dead-lettered if that was their last attempt (by their
+/// queue's `maxAttempts`, else `default_max_attempts`); every queue is woken, since their
+/// jobs may be due again. Returns how many were recovered. Run by the periodic sweep, and
+/// by the pull leases' expiry watch ([`crate::pull`]) as each lease expires.
+pub async fn recover_expired_leases(
+    store: &Store,
+    wakeups: &Wakeups,
+    events: &Events,
+    default_max_attempts: u32,
+    now: UnixMillis,
+) -> usize {
+    match store.recover_stale_leases(now, default_max_attempts).await {
+        Ok(0) => 0,
+        Ok(count) => {
+            tracing::warn!(jobs = count, "recovered jobs whose lease expired");
+            for queue in store.registry().all() {
+                wakeups.mark_due(&queue.name, now);
+            }
+            // Those on their last attempt were dead-lettered, with their events.
+            events.stored();
+            count
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "stale-lease sweep failed");
+            0
         }
     }
 }

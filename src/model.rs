@@ -281,6 +281,13 @@ impl JobId {
         self.0.as_bytes()
     }
 
+    /// When the job was created: the time its id carries (UUIDv7's first 48 bits).
+    pub fn created_at(&self) -> UnixMillis {
+        let mut millis = [0u8; 8];
+        millis[2..].copy_from_slice(&self.0.as_bytes()[..6]);
+        UnixMillis::try_from(u64::from_be_bytes(millis)).unwrap_or(UnixMillis::MAX)
+    }
+
     /// The smallest id any job created at `millis` or later can have: a bound for range
     /// queries by creation time (UUIDv7 puts the creation time in the first 48 bits).
     pub fn first_of_millis(millis: UnixMillis) -> Self {

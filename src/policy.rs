@@ -128,10 +128,11 @@ impl QueuePolicy {
 }
 
 /// A change to a queue: each field `None` leaves the setting as it is; `Some(None)` resets
-/// it to follow the server (for `secret`: removes the secret; for `paused`: resumes).
+/// it to follow the server (for `secret`: removes the secret; for `paused`: resumes; for
+/// `target`: makes it a pull queue).
 #[derive(Debug, Clone, Default)]
 pub struct QueueChange {
-    pub target: Option<Target>,
+    pub target: Option<Option<Target>>,
     pub secret: Option<Option<Secret>>,
     pub max_attempts: Option<Option<u32>>,
     pub backoff: Option<Option<Vec<Duration>>>,

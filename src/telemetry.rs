@@ -19,6 +19,8 @@ pub const JOBS_ENQUEUED: &str = "hookq_jobs_enqueued_total";
 pub const JOBS_DELIVERED: &str = "hookq_jobs_delivered_total";
 pub const ATTEMPTS_FAILED: &str = "hookq_delivery_attempts_failed_total";
 pub const JOBS_DEAD_LETTERED: &str = "hookq_jobs_dead_lettered_total";
+pub const JOBS_LEASED: &str = "hookq_jobs_leased_total";
+pub const LEASES_WAITING: &str = "hookq_lease_requests_waiting";
 pub const DELIVERY_DURATION: &str = "hookq_delivery_duration_seconds";
 pub const DELIVERY_LAG: &str = "hookq_enqueue_to_delivery_seconds";
 pub const IN_FLIGHT: &str = "hookq_deliveries_in_flight";
@@ -251,6 +253,23 @@ pub fn attempt_failed(queue: &QueueName, status: Option<u16>, latency: Duration)
     histogram!(DELIVERY_DURATION, "queue" => label).record(latency.as_secs_f64());
 }
 
+/// `count` jobs of pull queue `queue` leased to a worker.
+pub fn jobs_leased(queue: &QueueName, count: usize) {
+    counter!(JOBS_LEASED, "queue" => queue_label(queue)).increment(count as u64);
+}
+
+/// A pull worker nacked its job of `queue`, `latency` after leasing it.
+pub fn lease_nacked(queue: &QueueName, latency: Duration) {
+    let label = queue_label(queue);
+    counter!(ATTEMPTS_FAILED, "queue" => label.clone(), "status_class" => NACK).increment(1);
+    histogram!(DELIVERY_DURATION, "queue" => label).record(latency.as_secs_f64());
+}
+
+/// Lease requests waiting for a job now, on this node.
+pub fn leases_waiting(count: usize) {
+    gauge!(LEASES_WAITING).set(count as f64);
+}
+
 pub fn job_dead_lettered(queue: &QueueName, reason: &'static str) {
     counter!(JOBS_DEAD_LETTERED, "queue" => queue_label(queue), "reason" => reason).increment(1);
 }
@@ -297,7 +316,10 @@ pub fn started(backend: &'static str) {
 }
 
 /// The status classes a failed attempt is counted under, all shown from the first scrape.
-const FAILURE_CLASSES: [&str; 3] = ["4xx", "5xx", "transport"];
+const FAILURE_CLASSES: [&str; 4] = ["4xx", "5xx", "transport", NACK];
+
+/// The `status_class` of a pull worker's nack.
+const NACK: &str = "nack";
 
 /// The reasons a job is dead-lettered for, all shown from the first scrape.
 const DEAD_LETTER_REASONS: [&str; 2] = ["max_attempts_reached", "expired"];

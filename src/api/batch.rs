@@ -146,9 +146,7 @@ async fn enqueue_batch(
         }
         BatchEnqueued::Stored => ids,
     };
-    if config.dispatch {
-        state.wakeups.mark_due(&name, due_at);
-    }
+    state.wakeups.mark_due(&name, due_at);
     for _ in &ids {
         telemetry::job_enqueued(&name);
     }

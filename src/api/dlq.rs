@@ -696,13 +696,11 @@ async fn replay(
     let now = now_millis();
     let run_at = now + (delay as i64) * 1000;
     let (claimed, report) = state.store.replay(selection, now, run_at).await?;
-    if state.config.dispatch {
-        // Only the queues that got jobs back.
-        let queues: std::collections::BTreeSet<&QueueName> =
-            report.replayed.iter().map(|(_, queue)| queue).collect();
-        for queue in queues {
-            state.wakeups.mark_due(queue, run_at);
-        }
+    // Only the queues that got jobs back (their dispatcher, or their waiting leases).
+    let queues: std::collections::BTreeSet<&QueueName> =
+        report.replayed.iter().map(|(_, queue)| queue).collect();
+    for queue in queues {
+        state.wakeups.mark_due(queue, run_at);
     }
     tracing::info!(
         requested,

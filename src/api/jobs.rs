@@ -402,10 +402,8 @@ async fn cancel_job(
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
     let now = now_millis();
     state.store.cancel(queue.name.clone(), id, now).await?;
-    if state.config.dispatch {
-        // A cancelled key head lets the key's next job go.
-        state.wakeups.mark_due(&queue.name, now);
-    }
+    // A cancelled key head lets the key's next job go.
+    state.wakeups.mark_due(&queue.name, now);
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }
 
@@ -452,8 +450,6 @@ async fn retry_job(
             "the job could not be put back on its queue; the dead letter stays pending".into(),
         ));
     }
-    if state.config.dispatch {
-        state.wakeups.mark_due(&queue.name, now);
-    }
+    state.wakeups.mark_due(&queue.name, now);
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }

@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod keys;
 pub mod openapi;
 pub mod permissions;
+pub mod pull;
 pub mod queue_stats;
 pub mod queues;
 pub mod schedules;
@@ -63,6 +64,8 @@ pub struct Shared {
     pub wakeups: Wakeups,
     /// The delivery pool, for direct hand-offs; `None` when dispatch is off.
     pub pool: Option<DeliveryPool>,
+    /// Pull queues' leases to workers.
+    pub leases: crate::pull::Leases,
     /// Wakes the scheduler when a schedule changes.
     pub schedule_changes: ScheduleChanges,
     /// Fires when the server starts shutting down (`/readyz` turns 503).
@@ -78,6 +81,7 @@ pub fn router(state: AppState) -> Router {
         .merge(batch::router())
         .merge(schedules::router())
         .merge(jobs::router())
+        .merge(pull::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_api_key,

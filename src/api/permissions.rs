@@ -1,8 +1,7 @@
 //! Which role each protected route requires of a scoped key: one table, [`need`], written
 //! once and copied into docs/security.md. A route missing from the table needs the admin
 //! role (fail closed); a unit test checks every route of the OpenAPI document has a row.
-//! A future route declares its row here (the pull consumer's `_lease`, `_ack`, `_nack`,
-//! `_extend`: `Need::Queue(CONSUMER)`), and nothing else about authorisation changes.
+//! A new route declares its row here, and nothing else about authorisation changes.
 
 use axum::http::Method;
 
@@ -10,7 +9,7 @@ use crate::access::{Grant, Need, Role};
 
 /// Enqueue on the path's queue.
 pub const PRODUCER: &[Role] = &[Role::Producer];
-/// Pull consumers' routes on the path's queue (lease, ack, nack, extend: to come).
+/// Pull consumers' routes on the path's queue (lease, ack, nack, extend).
 pub const CONSUMER: &[Role] = &[Role::Consumer];
 /// Read-only routes on the path's queue.
 pub const READER: &[Role] = &[Role::Reader];
@@ -56,6 +55,12 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         // jobs
         ("GET", "/queue/{name}/{id}") => Queue(JOB_STATUS),
         ("POST", "/queue/{name}/{id}/_cancel" | "/queue/{name}/{id}/_retry") => Admin,
+        // pull consumers
+        ("POST", "/queue/{name}/_lease") => Queue(CONSUMER),
+        (
+            "POST",
+            "/queue/{name}/{id}/_ack" | "/queue/{name}/{id}/_nack" | "/queue/{name}/{id}/_extend",
+        ) => Queue(CONSUMER),
         // dead letters: reads span queues, so they need every queue in scope
         ("GET", "/admin/dlq" | "/admin/dlq/stats") => AllQueues(READER),
         ("GET", "/admin/dlq/groups") => AllQueues(READER),

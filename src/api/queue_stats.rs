@@ -43,7 +43,7 @@ pub struct QueueStats {
     pub scheduled: u64,
     /// READY jobs waiting behind an earlier job of their ordering key.
     pub blocked: u64,
-    /// Jobs being delivered.
+    /// Jobs being delivered (on a pull queue: leased to workers).
     pub in_flight: u64,
     /// Pending dead letters (`ERROR`).
     pub dead: u64,
@@ -68,6 +68,10 @@ pub struct QueueStats {
     #[serde(default)]
     pub breaker_threshold: u32,
     pub paused: bool,
+    /// On a pull queue: lease requests waiting for a job on this node. Absent on a push
+    /// queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_requests_waiting: Option<u64>,
     /// With `?lastDay=true`: attempts per hour over the last 24 hours, from the stored
     /// history (as `GET /admin/queues/stats` gives it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,8 +110,9 @@ pub struct AllQueueStats {
 #[serde(rename_all = "camelCase")]
 pub struct NamedQueueStats {
     pub name: String,
-    /// Where its jobs are delivered (the whole URL, as `_settings` gives it).
-    pub target: String,
+    /// Where its jobs are delivered (the whole URL, as `_settings` gives it); `null` for a
+    /// pull queue.
+    pub target: Option<String>,
     /// What `GET /queue/{name}/_stats` answers.
     pub stats: QueueStats,
     /// Attempts per hour over the last 24 hours, from the stored history (kept across
@@ -180,7 +185,7 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
         add_activity(&state, &mut stats, &queue.name, of_others, now);
         queues.push(NamedQueueStats {
             name: queue.name.to_string(),
-            target: queue.target.as_str().to_owned(),
+            target: queue.target.as_ref().map(|t| t.as_str().to_owned()),
             stats,
             last_day: last_day.remove(&queue.name).unwrap_or_else(empty_day),
         });
@@ -325,6 +330,9 @@ fn stats_of(state: &AppState, queue: &Queue, counts: QueueCounts, now: UnixMilli
         breaker_probe_at: probe_at,
         breaker_threshold: threshold,
         paused: queue.paused,
+        lease_requests_waiting: queue
+            .is_pull()
+            .then(|| state.leases.waiting_on(&queue.name) as u64),
         last_day: None,
     }
 }

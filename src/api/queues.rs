@@ -78,9 +78,12 @@ async fn list_queues(
 #[serde(rename_all = "camelCase")]
 #[schema(example = json!({"target": "https://worker.example.com/jobs", "secret": "s3cret", "maxAttempts": 10, "concurrency": 8}))]
 pub struct CreateQueue {
-    /// Where jobs are delivered: an absolute http(s) URL with a host and no credentials.
+    /// Where jobs are pushed: an absolute http(s) URL with a host and no credentials.
+    /// Without one (absent or `null`) the queue is a pull queue: workers lease its jobs
+    /// (`POST /queue/{name}/_lease`).
+    #[serde(default)]
     #[schema(format = "uri")]
-    target: String,
+    target: Option<String>,
     /// 1–100 characters. With a secret every delivery is signed (`signatureScheme`).
     /// Never returned nor logged.
     #[serde(default)]
@@ -149,8 +152,14 @@ async fn create_queue(
     NewQueueName(name): NewQueueName,
     ApiJson(request): ApiJson<CreateQueue, MAX_QUEUE_BODY>,
 ) -> ApiResult<(StatusCode, Json<OkBody>)> {
-    let target = Target::parse(&request.target).map_err(|e| ApiError::Unprocessable(e.0))?;
-    check_target_allowed(&state, &target)?;
+    let target = match &request.target {
+        Some(raw) => {
+            let target = Target::parse(raw).map_err(|e| ApiError::Unprocessable(e.0))?;
+            check_target_allowed(&state, &target)?;
+            Some(target)
+        }
+        None => None,
+    };
     let secret = request
         .secret
         .as_deref()
@@ -316,9 +325,7 @@ async fn enqueue(
         }
         None => match state.store.enqueue(name.clone(), job).await? {
             Enqueued::Stored => {
-                if state.config.dispatch {
-                    state.wakeups.mark_due(&name, due_at);
-                }
+                state.wakeups.mark_due(&name, due_at);
             }
             Enqueued::Duplicate(first) => {
                 return Ok((StatusCode::OK, Json(IdBody::duplicate(first))));

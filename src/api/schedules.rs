@@ -371,9 +371,7 @@ async fn run_schedule(
         .store
         .run_schedule_now(queue.name.clone(), name, now)
         .await?;
-    if state.config.dispatch {
-        state.wakeups.mark_due(&queue.name, now);
-    }
+    state.wakeups.mark_due(&queue.name, now);
     telemetry::job_enqueued(&queue.name);
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
 }

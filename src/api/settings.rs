@@ -192,7 +192,7 @@ fn rotation(queue: &Queue, change: &QueueChange, rotate: &str) -> ApiResult<Unix
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(example = json!({"maxAttempts": 10, "backoff": ["500ms", "5s"], "ratePerSecond": 20, "secret": null}))]
 pub struct UpdateQueue {
-    /// A new target (not `null`).
+    /// A new target, or `null` to make it a pull queue (workers lease its jobs).
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>, format = "uri")]
     target: Option<Option<String>>,
@@ -286,15 +286,11 @@ async fn update_queue(
     })?;
     change.target = match request.target {
         None => None,
-        Some(None) => {
-            return Err(ApiError::Unprocessable(
-                "target cannot be null: a queue always has a target".into(),
-            ));
-        }
+        Some(None) => Some(None),
         Some(Some(raw)) => {
             let target = Target::parse(&raw).map_err(|e| ApiError::Unprocessable(e.0))?;
             check_target_allowed(&state, &target)?;
-            Some(target)
+            Some(Some(target))
         }
     };
     change.secret = match request.secret {
@@ -321,11 +317,27 @@ async fn update_queue(
 async fn apply(state: &AppState, queue: &Queue, change: QueueChange) -> ApiResult<()> {
     let name = queue.name.clone();
     state.store.update_queue(name.clone(), change).await?;
-    if state.config.dispatch {
-        state.wakeups.mark_due(&name, now_millis());
-    }
+    state.wakeups.mark_due(&name, now_millis());
     tracing::info!(queue = %name, "queue settings changed");
     Ok(())
+}
+
+/// How a queue's jobs leave: pushed to its target, or leased by workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Delivery {
+    Push,
+    Pull,
+}
+
+impl Delivery {
+    pub fn of(queue: &Queue) -> Self {
+        if queue.is_pull() {
+            Self::Pull
+        } else {
+            Self::Push
+        }
+    }
 }
 
 /// A queue's settings, each with its effective value (the queue's own, or the server's).
@@ -334,7 +346,10 @@ async fn apply(state: &AppState, queue: &Queue, change: QueueChange) -> ApiResul
 pub struct QueueSettings {
     pub ok: bool,
     pub name: String,
-    pub target: String,
+    /// Where its jobs are pushed; `null` for a pull queue.
+    pub target: Option<String>,
+    /// `push` (hookq POSTs each job to `target`) or `pull` (workers lease them).
+    pub delivery: Delivery,
     /// Whether deliveries are signed. The secret itself is never shown.
     pub has_secret: bool,
     pub max_attempts: u32,
@@ -385,7 +400,8 @@ impl QueueSettings {
         Self {
             ok: true,
             name: queue.name.to_string(),
-            target: queue.target.as_str().to_owned(),
+            target: queue.target.as_ref().map(|t| t.as_str().to_owned()),
+            delivery: Delivery::of(queue),
             has_secret: queue.secret.is_some(),
             max_attempts: effective.max_attempts,
             backoff: effective

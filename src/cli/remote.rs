@@ -505,7 +505,13 @@ fn show_queue(settings: &QueueSettings, stats: &QueueStats) -> String {
     let optional = |value: Option<String>| value.unwrap_or_else(|| "none".into());
     let mut table = Table::new(&["SETTING", "VALUE"]);
     for (name, value) in [
-        ("target", settings.target.clone()),
+        (
+            "target",
+            settings
+                .target
+                .clone()
+                .unwrap_or_else(|| "none (a pull queue: workers lease its jobs)".into()),
+        ),
         (
             "signed",
             if settings.has_secret { "yes" } else { "no" }.into(),

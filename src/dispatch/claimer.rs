@@ -118,6 +118,13 @@ impl Claimer {
                     continue;
                 }
             };
+            if queue.is_pull() {
+                // Workers lease its jobs: a job fell due, so wake whoever waits for one.
+                // Its later jobs mark it due again when they fall due.
+                self.wakeups.wake_lease_waiters(&name);
+                self.wakeups.settle(&name);
+                continue;
+            }
             if queue.paused {
                 // Nothing of it is claimed until it resumes (which marks it due again); its
                 // jobs wait for no slot meanwhile, so they hold up no hand-off.

@@ -56,3 +56,14 @@ pub struct DispatchConfig {
     /// How often the claim loop re-checks every queue without being woken.
     pub sweep_interval: Duration,
 }
+
+impl DispatchConfig {
+    /// The server's retry schedule (a queue may set its own: [`RetryPolicy::for_queue`]).
+    pub fn retry(&self) -> RetryPolicy {
+        RetryPolicy::new(
+            self.defaults.max_attempts,
+            self.defaults.backoff.clone(),
+            self.jitter,
+        )
+    }
+}

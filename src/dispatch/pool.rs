@@ -107,11 +107,7 @@ impl DeliveryPool {
             inner: Arc::new(Inner {
                 store,
                 webhook,
-                retry: RetryPolicy::new(
-                    config.defaults.max_attempts,
-                    config.defaults.backoff.clone(),
-                    config.jitter,
-                ),
+                retry: config.retry(),
                 wakeups,
                 breakers: Breakers::new(config.breaker_threshold, config.breaker_cooldown),
                 activity: Activity::default(),
@@ -212,16 +208,7 @@ impl DeliveryPool {
     /// The retry schedule of `queue`: the server's, unless the queue sets its own attempts
     /// or backoff.
     pub fn retry_of(&self, queue: &Queue) -> Cow<'_, RetryPolicy> {
-        let own = &queue.policy;
-        if own.max_attempts.is_none() && own.backoff.is_none() {
-            return Cow::Borrowed(&self.inner.retry);
-        }
-        let effective = own.effective(&self.inner.defaults);
-        Cow::Owned(
-            self.inner
-                .retry
-                .with_schedule(effective.max_attempts, effective.backoff),
-        )
+        self.inner.retry.for_queue(queue, &self.inner.defaults)
     }
 
     /// Whether `queue` keeps its delivered jobs in the delivery log.
@@ -264,6 +251,7 @@ impl DeliveryPool {
     ) -> Option<Handoff> {
         let inner = &self.inner;
         if queue.paused
+            || queue.is_pull()
             || !inner.wakeups.nothing_waiting(now)
             || !inner.breakers.is_closed(&queue.name)
         {
@@ -292,6 +280,7 @@ impl DeliveryPool {
             attempt: 1,
             created_at: now,
             leased_until,
+            priority: job.priority,
             ordering_key: None,
             schedule: None,
             trace: job.trace.clone(),
@@ -408,7 +397,7 @@ mod tests {
         );
         let queue = Arc::new(Queue::new(
             QueueName::parse("q").unwrap(),
-            Target::parse("http://127.0.0.1:9/").unwrap(),
+            Some(Target::parse("http://127.0.0.1:9/").unwrap()),
             None,
             0,
         ));
@@ -519,7 +508,12 @@ mod tests {
         let other = QueueName::parse("other").unwrap();
         let third = QueueName::parse("third").unwrap();
         let queue_named = |name: QueueName| {
-            Queue::new(name, Target::parse("http://127.0.0.1:9/").unwrap(), None, 0)
+            Queue::new(
+                name,
+                Some(Target::parse("http://127.0.0.1:9/").unwrap()),
+                None,
+                0,
+            )
         };
         let a = f.pool.try_slot(&f.queue).unwrap();
         assert!(f.pool.try_slot(&f.queue).is_none(), "per queue");

@@ -9,9 +9,12 @@
 //! recognizable for operators (a 30 s step stays 24–36 s) and never turns a backoff into an
 //! immediate retry. A worker's `Retry-After` is a floor the jitter never goes below.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::model::UnixMillis;
+use crate::policy::Defaults;
+use crate::store::Queue;
 
 /// A worker may ask for a later retry, but not park a job for longer than this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
@@ -55,6 +58,17 @@ impl RetryPolicy {
     /// The same jitter with another schedule (a queue's own attempts and backoff).
     pub fn with_schedule(&self, max_attempts: u32, backoff: Vec<Duration>) -> Self {
         Self::new(max_attempts, backoff, self.jitter)
+    }
+
+    /// The schedule of `queue`, this server policy's unless the queue sets its own attempts
+    /// or backoff (the rest from `defaults`).
+    pub fn for_queue(&self, queue: &Queue, defaults: &Defaults) -> Cow<'_, Self> {
+        let own = &queue.policy;
+        if own.max_attempts.is_none() && own.backoff.is_none() {
+            return Cow::Borrowed(self);
+        }
+        let effective = own.effective(defaults);
+        Cow::Owned(self.with_schedule(effective.max_attempts, effective.backoff))
     }
 
     pub fn max_attempts(&self) -> u32 {

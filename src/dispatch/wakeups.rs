@@ -7,6 +7,10 @@
 //! nothing waits may an enqueue hand its job straight to a delivery
 //! ([`Deliveries`](super::Deliveries)): it then overtakes no older job of its queue, and
 //! takes no slot another queue's backlog is owed by the dispatcher's fair shares.
+//!
+//! A pull queue's jobs are leased by workers, not claimed by the dispatcher: a job falling
+//! due there wakes the lease requests waiting on it ([`Wakeups::lease_waiters`]) — at once
+//! for a job due now, through the dispatcher's timer for a job due later.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -24,6 +28,8 @@ pub struct Wakeups {
 struct Inner {
     state: Mutex<State>,
     notify: Notify,
+    /// Per pull queue, what its waiting lease requests listen to.
+    lease_waiters: Mutex<HashMap<QueueName, Arc<Notify>>>,
 }
 
 #[derive(Default)]
@@ -47,6 +53,33 @@ impl Wakeups {
         }
         // Wake even for a future time: it may be earlier than the dispatcher's timer.
         self.inner.notify.notify_one();
+        if at <= crate::model::now_millis() {
+            self.wake_lease_waiters(queue);
+        }
+    }
+
+    /// What lease requests waiting on pull queue `queue` listen to: notified whenever a job
+    /// of it may have fallen due. Enable the `Notified` before looking for jobs, so a job
+    /// arriving between the look and the wait still wakes it.
+    pub fn lease_waiters(&self, queue: &QueueName) -> Arc<Notify> {
+        self.waiters()
+            .entry(queue.clone())
+            .or_insert_with(|| Arc::new(Notify::new()))
+            .clone()
+    }
+
+    /// Wake every lease request waiting on `queue` (each looks for jobs again).
+    pub fn wake_lease_waiters(&self, queue: &QueueName) {
+        if let Some(waiters) = self.waiters().get(queue) {
+            waiters.notify_waiters();
+        }
+    }
+
+    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<QueueName, Arc<Notify>>> {
+        self.inner
+            .lease_waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Wake the dispatcher without news of a queue (a delivery slot was freed).
@@ -100,6 +133,11 @@ impl Wakeups {
         let mut state = self.lock();
         state.due.remove(queue);
         state.claiming.remove(queue);
+        drop(state);
+        // Its waiting lease requests look again and find the queue gone.
+        if let Some(waiters) = self.waiters().remove(queue) {
+            waiters.notify_waiters();
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::guard::{AddressPolicy, GuardedResolver};
 use crate::json::CanonicalJson;
-use crate::model::{JobId, UnixMillis};
+use crate::model::{JobId, Target, UnixMillis};
 use crate::signing::{self, SigningKeys};
 use crate::store::{Queue, ScheduleTick};
 use crate::trace_context::{TRACEPARENT, TRACESTATE, TraceContext};
@@ -115,7 +115,18 @@ impl WebhookClient {
             schedule,
             trace,
         } = job;
-        if let Err(error) = self.check_target(queue).await {
+        let Some(target) = &queue.target else {
+            // The dispatcher never pushes a pull queue's jobs; a queue made pull while its
+            // job was being handed over ends here, and the attempt is retried.
+            return AttemptResult::Failed {
+                timed_out: false,
+                error: "the queue has no target (it is a pull queue)".into(),
+                status: None,
+                retry_after: None,
+                latency_ms: 0,
+            };
+        };
+        if let Err(error) = self.check_target(target).await {
             return AttemptResult::Failed {
                 timed_out: false,
                 error,
@@ -126,7 +137,7 @@ impl WebhookClient {
         }
         let mut request = self
             .client
-            .post(queue.target.url().clone())
+            .post(target.url().clone())
             .timeout(timeout)
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(USER_AGENT, concat!("hookq/", env!("CARGO_PKG_VERSION")))
@@ -224,11 +235,11 @@ fn elapsed_ms(started: Instant) -> u64 {
 impl WebhookClient {
     /// What the resolver cannot see: the scheme, literal IP targets (no DNS lookup), and,
     /// through a proxy, every target (the proxy resolves it, not this client).
-    async fn check_target(&self, queue: &Queue) -> Result<(), String> {
-        if self.https_only && queue.target.url().scheme() != "https" {
+    async fn check_target(&self, target: &Target) -> Result<(), String> {
+        if self.https_only && target.url().scheme() != "https" {
             return Err("plain-http target refused: HOOKQ_HTTPS_ONLY is on".into());
         }
-        match (queue.target.ip(), queue.target.url().host_str()) {
+        match (target.ip(), target.url().host_str()) {
             (Some(ip), _) if !self.policy.allows(ip) => Err(AddressPolicy::refusal(ip)),
             (None, Some(host)) if self.proxied => self.policy.check_host(host).await,
             _ => Ok(()),

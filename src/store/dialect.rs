@@ -197,6 +197,14 @@ pub trait JobRows {
         lease: Lease,
         failure: &Failure,
     ) -> StoreResult<bool>;
+    /// Move the expiry of job `id`'s lease to `until`, if it is still in flight under
+    /// `lease`; the lease keeps its identity, so `lease` still fences its outcome. False if
+    /// the lease was lost.
+    async fn extend_lease(&self, id: JobId, lease: Lease, until: UnixMillis) -> StoreResult<bool>;
+    /// Give job `id`, in flight under `lease`, back as though it had not been claimed:
+    /// ready again, its attempt not counted (a lease handed to nobody). False if the lease
+    /// was lost.
+    async fn release_lease(&self, id: JobId, lease: Lease) -> StoreResult<bool>;
     /// Note that job `id` outlived its time to live, unless it has an error already.
     async fn note_expired(&self, id: JobId) -> StoreResult<()>;
     /// The status of live job `id` of `queue`, locked against a concurrent claim until the

@@ -52,9 +52,10 @@ pub use records::{
     ActivityFigures, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed,
     ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
     ERROR_LINE_CHARS, Enqueued, ErrorGroup, ErrorGroupCount, Failure, FailureReason, Filter,
-    FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, NewJob, NewSchedule, Outbox,
-    OutboxEvent, Outcome, PageRequest, Position, PreviousSecret, Queue, QueueCounts, ReplayReport,
-    ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound, Selection, SharedLimits,
+    FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, LeaseAnswer, NewJob,
+    NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position, PreviousSecret, Queue,
+    QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound,
+    Selection, SharedLimits,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -519,6 +520,70 @@ impl Store {
                 decisions::outcomes::record_outcome(tx, id, lease, &outcome, outbox).await
             }),
         }
+    }
+
+    /// Lease up to `want` due jobs of pull queue `queue` to a worker until `leased_until`,
+    /// within `limits`: its `concurrency` counts the jobs leased at once (on every node);
+    /// on PostgreSQL its `ratePerSecond` too, shared by the nodes (on SQLite the caller
+    /// holds the rate in memory, as the dispatcher does).
+    pub async fn lease(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        want: usize,
+        limits: SharedLimits,
+    ) -> StoreResult<Claimed> {
+        match &self.backend {
+            Backend::Sqlite(db) => Ok(Claimed {
+                jobs: db
+                    .claim_within_concurrency(queue, now, leased_until, want, limits.concurrency)
+                    .await?,
+                held_back_until: None,
+            }),
+            Backend::Postgres(db) => {
+                db.claim_within(queue, now, leased_until, want, limits)
+                    .await
+            }
+        }
+    }
+
+    /// A pull worker's ack or nack of job `id` of `queue`, leased under `lease`: recorded
+    /// as that attempt's `outcome` unless the lease was lost or the job is not there.
+    pub async fn settle_lease(
+        &self,
+        queue: QueueName,
+        id: JobId,
+        lease: Lease,
+        outcome: Outcome,
+    ) -> StoreResult<LeaseAnswer> {
+        // Durable: a worker told its ack counted must not see the job again after a crash.
+        let outbox = self.outbox;
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::pull::settle(tx, &queue, id, lease, &outcome, outbox).await
+        })
+    }
+
+    /// Move the expiry of a pull worker's lease on job `id` of `queue` to `until`.
+    pub async fn extend_lease(
+        &self,
+        queue: QueueName,
+        id: JobId,
+        lease: Lease,
+        until: UnixMillis,
+    ) -> StoreResult<LeaseAnswer> {
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::pull::extend(tx, &queue, id, lease, until).await
+        })
+    }
+
+    /// Hand leased jobs back unused, each ready again at once without its attempt counted;
+    /// how many were still leased.
+    pub async fn release_leases(&self, leases: Vec<(JobId, Lease)>) -> StoreResult<usize> {
+        // Relaxed: lost to a power cut, the lease expires and the job comes back anyway.
+        in_write!(self, Durability::Relaxed, |tx| {
+            decisions::pull::release(tx, &leases).await
+        })
     }
 
     /// Remove a READY job that is not being delivered, at `now` (the next job of its

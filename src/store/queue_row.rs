@@ -40,7 +40,9 @@ impl QueueRow {
         let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         Self {
             name: queue.name.as_str().to_owned(),
-            target: queue.target.as_str().to_owned(),
+            // A pull queue's target is stored empty (the column predates pull queues and
+            // is NOT NULL; dead letters copy it).
+            target: queue.target.as_ref().map_or("", Target::as_str).to_owned(),
             secret: queue
                 .secret
                 .as_ref()
@@ -75,8 +77,13 @@ impl QueueRow {
     /// The queue, with its secret opened by one of `keys`.
     pub fn open(self, keys: &[&MasterKey]) -> StoreResult<Queue> {
         let name = self.name;
-        let target = Target::from_stored(&self.target)
-            .map_err(|e| anyhow::anyhow!("stored target of queue {name} is invalid: {e}"))?;
+        let target =
+            match self.target.as_str() {
+                "" => None,
+                stored => Some(Target::from_stored(stored).map_err(|e| {
+                    anyhow::anyhow!("stored target of queue {name} is invalid: {e}")
+                })?),
+            };
         let open_secret = |stored: String| -> StoreResult<Secret> {
             let plain = sealing::open(keys, &stored, &name)
                 .map_err(|e| anyhow::anyhow!("cannot read the secret of queue {name}: {e}"))?;

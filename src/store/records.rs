@@ -14,7 +14,8 @@ use crate::trace_context::TraceContext;
 #[derive(Debug, Clone)]
 pub struct Queue {
     pub name: QueueName,
-    pub target: Target,
+    /// Where its jobs are pushed; `None`: a pull queue, whose jobs workers lease.
+    pub target: Option<Target>,
     pub secret: Option<Secret>,
     pub created_at: UnixMillis,
     /// What the queue sets for itself; the rest follows the server.
@@ -40,7 +41,7 @@ impl Queue {
     /// A new queue with the server's policy, not paused.
     pub fn new(
         name: QueueName,
-        target: Target,
+        target: Option<Target>,
         secret: Option<Secret>,
         created_at: UnixMillis,
     ) -> Self {
@@ -54,6 +55,11 @@ impl Queue {
             signature_scheme: SignatureScheme::default(),
             previous_secret: None,
         }
+    }
+
+    /// Whether workers lease its jobs (no target) rather than hookq pushing them.
+    pub fn is_pull(&self) -> bool {
+        self.target.is_none()
     }
 
     /// The previous secret while it still signs at `now`.
@@ -462,6 +468,8 @@ pub struct ClaimedJob {
     pub attempt: u32,
     pub created_at: UnixMillis,
     pub leased_until: UnixMillis,
+    /// Higher first.
+    pub priority: i32,
     /// Its ordering key: the key's next job waits for this one's outcome.
     pub ordering_key: Option<String>,
     pub schedule: Option<ScheduleTick>,
@@ -485,6 +493,18 @@ impl ClaimedJob {
 pub struct Lease {
     pub attempt: u32,
     pub until: UnixMillis,
+}
+
+/// What a pull worker's answer to its lease (ack, nack, extend) came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseAnswer {
+    /// Recorded.
+    Done,
+    /// The job is live but no longer under that lease (it expired and was leased again,
+    /// or was replayed): nothing changed.
+    LeaseLost,
+    /// No live job of that queue has this id.
+    NotFound,
 }
 
 /// Why an attempt failed, as recorded in the job's history.

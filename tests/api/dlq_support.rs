@@ -258,7 +258,7 @@ impl StoreFixture {
         self.store
             .create_queue(Queue::new(
                 queue.clone(),
-                Target::parse("http://127.0.0.1:9/hook").unwrap(),
+                Some(Target::parse("http://127.0.0.1:9/hook").unwrap()),
                 None,
                 now_millis(),
             ))

@@ -63,6 +63,7 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
     const ALL_READ: &[&str] = &["reader-all"];
     const PRODUCE: &[&str] = &["producer"];
     const STATUS: &[&str] = &["producer", "consumer", "reader", "reader-all"];
+    const CONSUME: &[&str] = &["consumer"];
     const ADMIN: &[&str] = &[];
     let q = "/queue/billing-eu";
     let none = "0190a0b0-0000-7000-8000-000000000000";
@@ -126,6 +127,26 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         (Method::GET, format!("{q}/{job}"), None, STATUS),
         (Method::POST, format!("{q}/{none}/_cancel"), None, ADMIN),
         (Method::POST, format!("{q}/{none}/_retry"), None, ADMIN),
+        // pull consumers (billing-eu pushes: an allowed key hears 409, not 403)
+        (Method::POST, format!("{q}/_lease"), None, CONSUME),
+        (
+            Method::POST,
+            format!("{q}/{none}/_ack"),
+            Some(json!({"leaseId": "1-2-3"})),
+            CONSUME,
+        ),
+        (
+            Method::POST,
+            format!("{q}/{none}/_nack"),
+            Some(json!({"leaseId": "1-2-3"})),
+            CONSUME,
+        ),
+        (
+            Method::POST,
+            format!("{q}/{none}/_extend"),
+            Some(json!({"leaseId": "1-2-3", "visibility": "1m"})),
+            CONSUME,
+        ),
         // dead letters
         (Method::GET, "/admin/dlq".into(), None, ALL_READ),
         (Method::GET, "/admin/dlq/stats".into(), None, ALL_READ),

@@ -36,6 +36,7 @@ mod overload;
 mod postgres;
 mod postgres_admin;
 mod postgres_cluster;
+mod pull;
 mod queue_settings;
 mod queues;
 mod recovery;

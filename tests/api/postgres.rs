@@ -313,7 +313,7 @@ pub async fn node(db: &TestDatabase) -> Node {
 pub fn queue_named(name: &str) -> Queue {
     Queue::new(
         QueueName::parse(name).unwrap(),
-        Target::parse("http://127.0.0.1:9/hook").unwrap(),
+        Some(Target::parse("http://127.0.0.1:9/hook").unwrap()),
         None,
         now_millis(),
     )

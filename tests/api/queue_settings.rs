@@ -50,6 +50,7 @@ async fn a_queue_created_with_a_policy_shows_it_and_follows_the_server_for_the_r
             "ok": true,
             "name": "q",
             "target": "http://127.0.0.1:9/hook",
+            "delivery": "push",
             "hasSecret": true,
             "maxAttempts": 7,
             "backoff": ["250ms", "2s"],
@@ -107,11 +108,8 @@ async fn invalid_policy_values_are_422_and_change_nothing() {
         app.put_queue("new", &create).await.expect_error(422);
         app.patch_queue("q", &bad).await.expect_error(422);
     }
-    // PATCH refuses what PUT ignores, and a queue always has a target.
+    // PATCH refuses what PUT ignores (a `null` target makes a pull queue: tests/api/pull.rs).
     app.patch_queue("q", &json!({"colour": "blue"}))
-        .await
-        .expect_error(422);
-    app.patch_queue("q", &json!({"target": null}))
         .await
         .expect_error(422);
     app.patch_queue("q", &json!({"maxAttempts": 2}))

@@ -7,6 +7,7 @@
 //! - [`dead_letters`]: replay, deletion and retention of dead letters and of the delivery
 //!   log, with the attempt history nothing shows any more.
 //! - [`schedules`]: a scheduler round (each due tick stores at most one job).
+//! - [`pull`]: a pull worker's ack, nack and extend of its lease, and leases handed back.
 //! - [`reads`]: the job lookup across live jobs, the delivery log and the dead letters.
 //!
 //! Nothing here knows SQL; nothing in `sqlite/` or `postgres/` decides.
@@ -15,6 +16,7 @@ pub mod activity;
 pub mod dead_letters;
 pub mod enqueue;
 pub mod outcomes;
+pub mod pull;
 pub mod reads;
 pub mod schedules;
 

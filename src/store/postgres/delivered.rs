@@ -79,7 +79,7 @@ impl DeliveryRows for PgTx<'_> {
                         ordering_key, schedule, schedule_tick, $4::bigint, $5::integer,
                         $6::bigint
                  FROM jobs WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
-                             AND leased_until = $3
+                             AND coalesce(lease_id, leased_until) = $3
                  ON CONFLICT (id) DO UPDATE SET
                      queue = excluded.queue, payload = excluded.payload,
                      attempts = excluded.attempts, delivered_at = excluded.delivered_at,

@@ -370,7 +370,7 @@ pub mod hot {
              USING unnest($1::uuid[], $2::integer[], $3::bigint[]) AS d(id, attempts, until)
              WHERE j.id = d.id
                AND j.status + 0 = {IN_FLIGHT} AND j.attempts = d.attempts
-               AND j.leased_until = d.until AND j.ordering_key IS NULL
+               AND coalesce(j.lease_id, j.leased_until) = d.until AND j.ordering_key IS NULL
                AND (SELECT count(*) FROM sizes) >= 0
              RETURNING j.id, j.last_error IS NOT NULL"
         )
@@ -380,14 +380,14 @@ pub mod hot {
     pub fn claim() -> &'static str {
         sql_once!(
             "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = $2,
-                             leased_by = $4
+                             leased_by = $4, lease_id = NULL
              WHERE id = ANY(ARRAY(SELECT id FROM jobs
                                   WHERE queue = $1 AND status = {READY}
                                     AND NOT (SELECT paused FROM queues WHERE name = $1)
                                   ORDER BY priority DESC, run_at, id LIMIT $3
                                   FOR UPDATE SKIP LOCKED))
              RETURNING id, payload, attempts, created_at, leased_until, ordering_key,
-                       schedule, schedule_tick, traceparent, tracestate"
+                       schedule, schedule_tick, traceparent, tracestate, priority"
         )
     }
 }
@@ -431,6 +431,7 @@ pub async fn claim(
             attempt: attempt_of(row.get(2)),
             created_at: row.get(3),
             leased_until: row.get(4),
+            priority: row.get(10),
             ordering_key: row.get(5),
             schedule: ScheduleTick::from_columns(row.get(6), row.get(7)),
             trace: TraceContext::from_columns(row.get(8), row.get(9)),
@@ -567,7 +568,7 @@ impl JobRows for PgTx<'_> {
             self.tx,
             sql_once!(
                 "DELETE FROM jobs WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
-                                        AND leased_until = $3
+                                        AND coalesce(lease_id, leased_until) = $3
                  RETURNING queue, ordering_key, last_error IS NOT NULL"
             ),
             &[&uuid(id), &attempt_param(lease.attempt), &lease.until],
@@ -629,7 +630,7 @@ impl JobRows for PgTx<'_> {
                         run_at = $4, leased_until = NULL, leased_by = NULL,
                         last_error = $6, last_status = $7
                  WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
-                   AND leased_until = $3"
+                   AND coalesce(lease_id, leased_until) = $3"
             ),
             &[
                 &uuid(id),
@@ -656,7 +657,7 @@ impl JobRows for PgTx<'_> {
             sql_once!(
                 "UPDATE jobs SET last_error = $4, last_status = $5
                  WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
-                   AND leased_until = $3"
+                   AND coalesce(lease_id, leased_until) = $3"
             ),
             &[
                 &uuid(id),
@@ -665,6 +666,40 @@ impl JobRows for PgTx<'_> {
                 &failure.error,
                 &failure.status.map(i32::from),
             ],
+        )
+        .await?;
+        Ok(changed == 1)
+    }
+
+    async fn extend_lease(&self, id: JobId, lease: Lease, until: UnixMillis) -> StoreResult<bool> {
+        let changed = prepared::execute(
+            self.tx,
+            sql_once!(
+                "UPDATE jobs SET lease_id = coalesce(lease_id, leased_until), leased_until = $4
+                 WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
+                   AND coalesce(lease_id, leased_until) = $3"
+            ),
+            &[
+                &uuid(id),
+                &attempt_param(lease.attempt),
+                &lease.until,
+                &until,
+            ],
+        )
+        .await?;
+        Ok(changed == 1)
+    }
+
+    async fn release_lease(&self, id: JobId, lease: Lease) -> StoreResult<bool> {
+        let changed = prepared::execute(
+            self.tx,
+            sql_once!(
+                "UPDATE jobs SET status = {READY}, attempts = attempts - 1, leased_until = NULL,
+                                 leased_by = NULL, lease_id = NULL
+                 WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
+                   AND coalesce(lease_id, leased_until) = $3"
+            ),
+            &[&uuid(id), &attempt_param(lease.attempt), &lease.until],
         )
         .await?;
         Ok(changed == 1)
@@ -709,7 +744,7 @@ impl JobRows for PgTx<'_> {
         Ok(prepared::query(
             self.tx,
             sql_once!(
-                "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, $2)
+                "SELECT j.id, j.attempts, coalesce(j.lease_id, j.leased_until), coalesce(q.max_attempts, $2)
                  FROM jobs j JOIN queues q ON q.name = j.queue
                  WHERE j.status = {IN_FLIGHT} AND j.leased_until < $1
                  ORDER BY j.leased_until LIMIT $3

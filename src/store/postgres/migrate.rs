@@ -67,6 +67,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "activity minutes",
         sql: include_str!("../../../migrations/postgres/0009_activity_minutes.sql"),
     },
+    Migration {
+        version: 10,
+        name: "pull leases",
+        sql: include_str!("../../../migrations/postgres/0010_pull_leases.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

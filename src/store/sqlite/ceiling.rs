@@ -31,7 +31,7 @@ pub fn open_with_queue(db: &Path, target: &str) -> anyhow::Result<(Connection, Q
     let target = Target::parse(target).map_err(|e| anyhow::anyhow!("target: {}", e.0))?;
     queues::insert(
         &conn,
-        &Queue::new(name.clone(), target, None, now_millis()),
+        &Queue::new(name.clone(), Some(target), None, now_millis()),
         &Sealing::none(),
     )
     .context("cannot create the bench queue")?;

@@ -67,6 +67,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0014_activity_minutes",
         include_str!("../../../migrations/0014_activity_minutes.sql"),
     ),
+    (
+        "0015_pull_leases",
+        include_str!("../../../migrations/0015_pull_leases.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -67,7 +67,7 @@ impl DeliveryRows for SqliteTx<'_> {
                  SELECT id, queue, payload, attempts, created_at, not_before, priority,
                         ordering_key, schedule, schedule_tick, ?4, ?5, ?6
                  FROM jobs
-                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3",
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND coalesce(lease_id, leased_until) = ?3",
                 IN_FLIGHT = crate::store::status::codes::IN_FLIGHT,
             ))?
             .execute(params![

@@ -189,13 +189,14 @@ pub fn claim(
     // schedule's job only the tick comes back here, and the schedule's name is read below
     // for the few jobs that have one.
     let mut stmt = conn.prepare_cached(sql_once!(
-        "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = ?2
+        "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = ?2,
+                         lease_id = NULL
          WHERE rowid IN (
              SELECT rowid FROM jobs
              WHERE queue = ?1 AND status = {READY}
              ORDER BY priority DESC, run_at LIMIT ?3)
          RETURNING id, payload, attempts, created_at, leased_until, ordering_key, schedule_tick,
-                   traceparent, tracestate"
+                   traceparent, tracestate, priority"
     ))?;
     let mut ticks = Vec::new();
     let rows = stmt.query_map(params![queue.as_str(), leased_until, limit as i64], |row| {
@@ -209,6 +210,7 @@ pub fn claim(
             attempt: row.get(2)?,
             created_at: row.get(3)?,
             leased_until: row.get(4)?,
+            priority: row.get(9)?,
             ordering_key: row.get(5)?,
             schedule: None,
             trace: TraceContext::from_columns(row.get(7)?, row.get(8)?),
@@ -230,6 +232,18 @@ pub fn claim(
     Ok(claimed)
 }
 
+/// Jobs of `queue` in flight, through the in-flight index (the jobs in flight of every
+/// queue, a set the claims keep small).
+pub fn in_flight_of(conn: &Connection, queue: &QueueName) -> StoreResult<usize> {
+    let count: i64 = conn
+        .prepare_cached(sql_once!(
+            "SELECT count(*) FROM jobs INDEXED BY jobs_leased
+             WHERE status = {IN_FLIGHT} AND leased_until IS NOT NULL AND queue = ?1"
+        ))?
+        .query_row([queue.as_str()], |row| row.get(0))?;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
 /// One row of a count by queue: how many jobs, how many of them due, the earliest time.
 struct Tally {
     jobs: u64,
@@ -244,7 +258,7 @@ pub fn delete_delivered(conn: &Connection, id: JobId, lease: Lease) -> StoreResu
     let deleted = conn
         .prepare_cached(sql_once!(
             "DELETE FROM jobs
-             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3
+             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND coalesce(lease_id, leased_until) = ?3
                AND ordering_key IS NULL AND last_error IS NULL"
         ))?
         .execute(params![&id.as_bytes()[..], lease.attempt, lease.until])?;
@@ -367,7 +381,7 @@ impl JobRows for SqliteTx<'_> {
             .0
             .prepare_cached(sql_once!(
                 "DELETE FROM jobs
-                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND coalesce(lease_id, leased_until) = ?3
                  RETURNING ordering_key, iif(ordering_key IS NULL, NULL, queue),
                            last_error IS NOT NULL"
             ))?
@@ -438,7 +452,7 @@ impl JobRows for SqliteTx<'_> {
             .prepare_cached(sql_once!(
                 "UPDATE jobs SET status = CASE WHEN ?4 > ?5 THEN {SCHEDULED} ELSE {READY} END,
                         run_at = ?4, leased_until = NULL, last_error = ?6, last_status = ?7
-                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3"
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND coalesce(lease_id, leased_until) = ?3"
             ))?
             .execute(params![
                 &id.as_bytes()[..],
@@ -462,7 +476,7 @@ impl JobRows for SqliteTx<'_> {
             .0
             .prepare_cached(sql_once!(
                 "UPDATE jobs SET last_error = ?4, last_status = ?5
-                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND leased_until = ?3"
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND coalesce(lease_id, leased_until) = ?3"
             ))?
             .execute(params![
                 &id.as_bytes()[..],
@@ -471,6 +485,36 @@ impl JobRows for SqliteTx<'_> {
                 failure.error,
                 failure.status
             ])?;
+        Ok(changed == 1)
+    }
+
+    async fn extend_lease(&self, id: JobId, lease: Lease, until: UnixMillis) -> StoreResult<bool> {
+        let changed = self
+            .0
+            .prepare_cached(sql_once!(
+                "UPDATE jobs SET lease_id = coalesce(lease_id, leased_until), leased_until = ?4
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2
+                   AND coalesce(lease_id, leased_until) = ?3"
+            ))?
+            .execute(params![
+                &id.as_bytes()[..],
+                lease.attempt,
+                lease.until,
+                until
+            ])?;
+        Ok(changed == 1)
+    }
+
+    async fn release_lease(&self, id: JobId, lease: Lease) -> StoreResult<bool> {
+        let changed = self
+            .0
+            .prepare_cached(sql_once!(
+                "UPDATE jobs SET status = {READY}, attempts = attempts - 1, leased_until = NULL,
+                                 lease_id = NULL
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2
+                   AND coalesce(lease_id, leased_until) = ?3"
+            ))?
+            .execute(params![&id.as_bytes()[..], lease.attempt, lease.until])?;
         Ok(changed == 1)
     }
 
@@ -497,7 +541,7 @@ impl JobRows for SqliteTx<'_> {
         limit: usize,
     ) -> StoreResult<Vec<StaleLease>> {
         let mut stmt = self.0.prepare_cached(sql_once!(
-            "SELECT j.id, j.attempts, j.leased_until, coalesce(q.max_attempts, ?2)
+            "SELECT j.id, j.attempts, coalesce(j.lease_id, j.leased_until), coalesce(q.max_attempts, ?2)
              FROM jobs j JOIN queues q ON q.name = j.queue
              WHERE j.status = {IN_FLIGHT} AND j.leased_until < ?1
              ORDER BY j.leased_until LIMIT ?3"

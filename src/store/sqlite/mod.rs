@@ -37,7 +37,7 @@ use anyhow::{Context, bail};
 use rusqlite::ErrorCode;
 
 use super::error::{StoreError, StoreResult};
-use super::records::{Caps, Lease, NewJob, Queue};
+use super::records::{Caps, ClaimedJob, Lease, NewJob, Queue};
 use super::registry::Registry;
 use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
@@ -312,6 +312,29 @@ impl SqliteStore {
                 None,
             )
             .await
+    }
+
+    /// Lease up to `want` due jobs of `queue`, no more than `concurrency` (if any) in flight
+    /// at once, in one write: the single writer makes the count and the claim exact.
+    pub async fn claim_within_concurrency(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+        leased_until: UnixMillis,
+        want: usize,
+        concurrency: Option<usize>,
+    ) -> StoreResult<Vec<ClaimedJob>> {
+        self.write(Durability::Relaxed, false, move |conn| {
+            let room = match concurrency {
+                Some(limit) => limit.saturating_sub(jobs::in_flight_of(conn, &queue)?),
+                None => want,
+            };
+            if room == 0 {
+                return Ok(Vec::new());
+            }
+            jobs::claim(conn, &queue, now, leased_until, want.min(room))
+        })
+        .await
     }
 
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {

@@ -245,7 +245,12 @@ fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
             // Ids, so that focus on a link survives the live refresh (htmx focuses the new
             // element of the same id).
             th scope="row" { a id={ "queue-link-" (name) } href={ "/ui/queue/" (name) } { (name) } }
-            td class="wide" { span class="mono target" title=(target) { (target) } }
+            td class="wide" {
+                @match target {
+                    Some(target) => span class="mono target" title=(target) { (target) },
+                    None => span class="muted" title="Workers lease its jobs" { "pull" },
+                }
+            }
             td class="state" { (pause_state(stats.paused)) }
             td class="breaker" {
                 (breaker(&stats.breaker))

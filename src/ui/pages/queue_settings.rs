@@ -144,10 +144,16 @@ pub fn settings_form(
                 div class="fields" {
                     div class="field" {
                         label for="target" { "Target URL" }
-                        input type="url" id="target" name="target" required
-                            value=(shown("target", &settings.target))
+                        input type="url" id="target" name="target"
+                            value=(shown("target", settings.target.as_deref().unwrap_or("")))
                             aria-invalid=[error("target").map(|_| "true")]
-                            aria-describedby=[error("target").map(|_| "error-target")];
+                            aria-describedby=(match error("target") {
+                                Some(_) => "target-hint error-target",
+                                None => "target-hint",
+                            });
+                        p id="target-hint" class="hint" {
+                            "Empty: a pull queue, whose jobs workers lease over HTTP."
+                        }
                         (error_line("target"))
                     }
                     div class="field" {
@@ -268,10 +274,12 @@ pub async fn save_settings(ctx: Ctx, Path(name): Path<String>, form: FormData) -
 /// are numbers, so the API checks every value itself.
 fn settings_change(current: &QueueSettings, form: &FormData) -> Map<String, Value> {
     let mut change = Map::new();
-    if let Some(target) = form.get("target")
-        && target != current.target
-    {
-        change.insert("target".into(), json!(target));
+    // An emptied target (the field sent, blank) makes a pull queue.
+    if form.raw("target").is_some() {
+        let target = form.get("target");
+        if target != current.target.as_deref() {
+            change.insert("target".into(), json!(target));
+        }
     }
     if form.get("clearSecret").is_some() {
         change.insert("secret".into(), Value::Null);
@@ -378,7 +386,8 @@ mod tests {
 
     fn settings() -> QueueSettings {
         serde_json::from_value(json!({
-            "ok": true, "name": "q", "target": "http://127.0.0.1:9/x", "hasSecret": true,
+            "ok": true, "name": "q", "target": "http://127.0.0.1:9/x", "delivery": "push",
+            "hasSecret": true,
             "maxAttempts": 5, "backoff": ["1s", "5s"], "timeout": "30s", "concurrency": 10,
             "ratePerSecond": null, "burst": null, "maxQueued": null, "keepDelivered": "0s",
             "paused": false, "overrides": []
@@ -391,6 +400,22 @@ mod tests {
             .extend_pairs(pairs)
             .finish();
         FormData::parse(body.as_bytes())
+    }
+
+    #[test]
+    fn an_emptied_target_makes_a_pull_queue_and_a_new_one_a_push_queue() {
+        let emptied = form(&[("target", " ")]);
+        assert_eq!(
+            settings_change(&settings(), &emptied).get("target"),
+            Some(&Value::Null)
+        );
+        let mut pull = settings();
+        pull.target = None;
+        assert!(settings_change(&pull, &form(&[("target", "")])).is_empty());
+        assert_eq!(
+            settings_change(&pull, &form(&[("target", "http://127.0.0.1:9/y")])).get("target"),
+            Some(&json!("http://127.0.0.1:9/y"))
+        );
     }
 
     #[test]
