@@ -19,7 +19,7 @@ use crate::events::Events;
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::policy::Defaults;
 use crate::store::records::ACTIVITY_MINUTES;
-use crate::store::{ActivityFigures, ActivityMinute, Store};
+use crate::store::{ActivityFigures, ActivityMinute, LeaseExpiry, Store};
 use crate::telemetry;
 
 const TTL_INTERVAL: Duration = Duration::from_secs(60);
@@ -211,7 +211,7 @@ impl Maintenance {
             &self.store,
             &self.wakeups,
             &self.events,
-            self.defaults.max_attempts,
+            &self.defaults,
             now,
         )
         .await
@@ -354,17 +354,19 @@ impl Maintenance {
 }
 
 /// Expired leases back to READY, or dead-lettered if that was their last attempt (by their
-/// queue's `maxAttempts`, else `default_max_attempts`); every queue is woken, since their
-/// jobs may be due again. Returns how many were recovered. Run by the periodic sweep, and
+/// queue's `maxAttempts`, else the server's; a pull queue's job after its backoff); every
+/// queue is woken, since their jobs may be due again. Returns how many were recovered. Run by the periodic sweep, and
 /// by the pull leases' expiry watch ([`crate::pull`]) as each lease expires.
 pub async fn recover_expired_leases(
     store: &Store,
     wakeups: &Wakeups,
     events: &Events,
-    default_max_attempts: u32,
+    defaults: &Defaults,
     now: UnixMillis,
 ) -> usize {
-    match store.recover_stale_leases(now, default_max_attempts).await {
+    let queues = store.registry().all();
+    let expiry = LeaseExpiry::of(queues.iter().map(|q| &**q), defaults);
+    match store.recover_stale_leases(now, expiry).await {
         Ok(0) => 0,
         Ok(count) => {
             tracing::warn!(jobs = count, "recovered jobs whose lease expired");

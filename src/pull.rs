@@ -558,7 +558,7 @@ impl Leases {
                 &inner.store,
                 &inner.wakeups,
                 &inner.events,
-                inner.defaults.max_attempts,
+                &inner.defaults,
                 now,
             )
             .await;

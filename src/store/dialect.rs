@@ -59,10 +59,11 @@ pub struct Buried {
     pub last_error: Option<String>,
 }
 
-/// A lease that outlived its time, with the last attempt its queue allows.
-#[derive(Debug, Clone, Copy)]
+/// A lease that outlived its time, with its queue and the last attempt it allows.
+#[derive(Debug, Clone)]
 pub struct StaleLease {
     pub id: JobId,
+    pub queue: QueueName,
     pub lease: Lease,
     pub max_attempts: u32,
 }

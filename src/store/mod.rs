@@ -52,9 +52,9 @@ pub use records::{
     ActivityFigures, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed,
     ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
     ERROR_LINE_CHARS, Enqueued, ErrorGroup, ErrorGroupCount, Failure, FailureReason, Filter,
-    FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, LeaseAnswer, NewJob,
-    NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position, PreviousSecret, Queue,
-    QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound,
+    FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, LeaseAnswer, LeaseExpiry,
+    NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position, PreviousSecret,
+    Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound,
     Selection, SharedLimits,
 };
 pub use registry::Registry;
@@ -595,24 +595,21 @@ impl Store {
     }
 
     /// Expired leases back to READY, or dead-lettered if that was their last attempt (by
-    /// their queue's `maxAttempts`, else `default_max_attempts`).
+    /// their queue's `maxAttempts`, else `expiry`'s default); a pull queue's job after its
+    /// backoff ([`LeaseExpiry`]).
     pub async fn recover_stale_leases(
         &self,
         now: UnixMillis,
-        default_max_attempts: u32,
+        expiry: LeaseExpiry,
     ) -> StoreResult<usize> {
         let outbox = self.outbox;
+        let expiry = Arc::new(expiry);
         let mut total = 0;
         loop {
+            let expiry = expiry.clone();
             let recovered = in_write!(self, Durability::Durable, |tx| {
-                decisions::outcomes::recover_stale_leases(
-                    tx,
-                    now,
-                    default_max_attempts,
-                    RECOVERY_BATCH,
-                    outbox,
-                )
-                .await
+                decisions::outcomes::recover_stale_leases(tx, now, &expiry, RECOVERY_BATCH, outbox)
+                    .await
             })?;
             total += recovered;
             if recovered < RECOVERY_BATCH {

@@ -2,7 +2,8 @@
 //! and schedules, as plain domain values. Every backend reads and writes exactly these; none of them knows
 //! how a backend stores it, nor how the API shows it (the API builds its own wire types).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use crate::cron::CronSpec;
 use crate::json::CanonicalJson;
@@ -495,6 +496,47 @@ pub struct Lease {
     pub until: UnixMillis,
 }
 
+/// How expired leases end: the last attempt queues allow when they say nothing, and each
+/// pull queue's backoff (its expired leases retry after it; push ones retry at once).
+#[derive(Debug, Clone, Default)]
+pub struct LeaseExpiry {
+    pub default_max_attempts: u32,
+    pub pull_backoff: HashMap<QueueName, Vec<Duration>>,
+}
+
+impl LeaseExpiry {
+    /// For push queues only (every queue retries an expired lease at once).
+    pub fn push_only(default_max_attempts: u32) -> Self {
+        Self {
+            default_max_attempts,
+            pull_backoff: Default::default(),
+        }
+    }
+
+    /// For the queues `queues` with the server's `defaults`.
+    pub fn of<'a>(
+        queues: impl IntoIterator<Item = &'a Queue>,
+        defaults: &crate::policy::Defaults,
+    ) -> Self {
+        Self {
+            default_max_attempts: defaults.max_attempts,
+            pull_backoff: queues
+                .into_iter()
+                .filter(|queue| queue.is_pull())
+                .map(|queue| (queue.name.clone(), queue.policy.effective(defaults).backoff))
+                .collect(),
+        }
+    }
+
+    /// The delay before the retry after failed attempt `attempt` of a pull queue's job;
+    /// `None` for a push queue.
+    pub fn pull_backoff(&self, queue: &QueueName, attempt: u32) -> Option<Duration> {
+        let steps = self.pull_backoff.get(queue)?;
+        let index = (attempt.max(1) - 1) as usize;
+        steps.get(index.min(steps.len().saturating_sub(1))).copied()
+    }
+}
+
 /// What a pull worker's answer to its lease (ack, nack, extend) came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseAnswer {
@@ -561,13 +603,29 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// What an attempt whose lease expired before its outcome was recorded (a delivery that
-    /// hung past every timeout, a crashed node) ends in at `now`: the attempt counts; the job
-    /// retries now, or is dead-lettered if that was its last attempt.
-    pub fn of_expired_lease(lease: Lease, max_attempts: u32, now: UnixMillis) -> Self {
+    /// What an attempt whose lease expired before its outcome was recorded ends in at
+    /// `now`: the attempt counts, and the job is dead-lettered if that was its last attempt.
+    /// Otherwise a push delivery (one that hung past every timeout, or a crashed node)
+    /// retries at once; a pull worker's job (a worker that crashed or stalled, perhaps on
+    /// this very job) after `pull_backoff`, its queue's delay before this retry.
+    pub fn of_expired_lease(
+        lease: Lease,
+        max_attempts: u32,
+        now: UnixMillis,
+        pull_backoff: Option<Duration>,
+    ) -> Self {
+        let (error, run_at) = match pull_backoff {
+            None => (
+                "delivery interrupted: the lease expired before an outcome was recorded",
+                now,
+            ),
+            Some(delay) => (
+                "lease expired",
+                now.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
+            ),
+        };
         let failure = Failure {
-            error: "delivery interrupted: the lease expired before an outcome was recorded"
-                .to_owned(),
+            error: error.to_owned(),
             status: None,
             latency_ms: 0,
             at: now,
@@ -575,10 +633,7 @@ impl Outcome {
         if lease.attempt >= max_attempts {
             Self::Dead { failure }
         } else {
-            Self::Retry {
-                run_at: now,
-                failure,
-            }
+            Self::Retry { run_at, failure }
         }
     }
 

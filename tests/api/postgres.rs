@@ -572,7 +572,12 @@ async fn postgres_outcomes_are_fenced_by_the_lease_and_stale_leases_recovered_by
     let held_long = a.claim(q(), t0, t0 + 60_000, 1).await.unwrap().remove(0);
     assert_eq!((held_short.id, held_long.id), (early.id, late.id));
     // Node b's sweep, after the short lease expired: only that one is recovered.
-    assert_eq!(b.recover_stale_leases(t0 + 2_000, 3).await.unwrap(), 1);
+    assert_eq!(
+        b.recover_stale_leases(t0 + 2_000, hookq::store::LeaseExpiry::push_only(3))
+            .await
+            .unwrap(),
+        1
+    );
     // Node a's late answer for the recovered job changes nothing; b re-claims it.
     assert!(
         !a.record_outcome(held_short.id, held_short.lease(), Outcome::delivered(t0))

@@ -719,3 +719,92 @@ async fn a_queues_new_settings_hold_on_another_node_within_the_refresh_bound() {
     b.kill_9().await;
     db.drop_database().await;
 }
+
+/// `POST /queue/q/_lease` with `body` on `api`; the jobs leased.
+async fn lease_on(api: &ApiClient, body: Value) -> Vec<Value> {
+    let answer = api
+        .call(
+            axum::http::Method::POST,
+            "/queue/q/_lease",
+            Some(body.to_string().as_bytes()),
+        )
+        .await
+        .expect(200);
+    answer["jobs"].as_array().expect("jobs").clone()
+}
+
+async fn ack_on(api: &ApiClient, job: &Value) -> crate::helpers::ApiResponse {
+    let id = job["id"].as_str().expect("id");
+    api.call(
+        axum::http::Method::POST,
+        &format!("/queue/q/{id}/_ack"),
+        Some(json!({ "leaseId": job["leaseId"] }).to_string().as_bytes()),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn two_nodes_share_one_pull_queue() {
+    let Some(db) = TestDatabase::create("the shared pull queue test").await else {
+        return;
+    };
+    let mut a = node(&db.url, &[]).await;
+    let mut b = node(&db.url, &[]).await;
+    a.put_queue("q", &json!({})).await.expect(201);
+    known_everywhere(&[&a.api, &b.api], "q").await;
+
+    // A lease waiting on b is woken by an enqueue on a.
+    let waiting = {
+        let api = b.api.clone();
+        tokio::spawn(async move { lease_on(&api, json!({"wait": "30s"})).await })
+    };
+    eventually("a lease waiting on b", || async {
+        let stats = b.get("/queue/q/_stats").await.expect(200);
+        (stats["leaseRequestsWaiting"] == 1).then_some(())
+    })
+    .await;
+    let first = a.enqueue_ok("q", &payload(0)).await;
+    let woken = waiting.await.expect("the lease task");
+    assert_eq!(woken[0]["id"], first);
+    ack_on(&a.api, &woken[0]).await.expect(200);
+
+    // Consumers on both nodes share a backlog: each job is leased to one of them.
+    let mut ids = BTreeSet::new();
+    for n in 1..=40 {
+        let node = if n % 2 == 0 { &a } else { &b };
+        ids.insert(node.enqueue_ok("q", &payload(n)).await);
+    }
+    let consume = |api: ApiClient| async move {
+        let mut acked = Vec::new();
+        loop {
+            let jobs = lease_on(&api, json!({"max": 5, "wait": "1s"})).await;
+            if jobs.is_empty() {
+                return acked;
+            }
+            for job in jobs {
+                ack_on(&api, &job).await.expect(200);
+                acked.push(job["id"].as_str().expect("id").to_owned());
+            }
+        }
+    };
+    let (on_a, on_b) = tokio::join!(consume(a.api.clone()), consume(b.api.clone()));
+    let mut all: Vec<String> = on_a.into_iter().chain(on_b).collect();
+    all.sort();
+    let leased: Vec<String> = ids.iter().cloned().collect();
+    assert_eq!(all, leased, "every job acked once, by one node's consumer");
+
+    // A lease taken on b and left to expire goes to a; b's late ack changes nothing.
+    a.enqueue_ok("q", &payload(99)).await;
+    let held = lease_on(&b.api, json!({"visibility": "1s"}))
+        .await
+        .remove(0);
+    let taken_over = lease_on(&a.api, json!({"wait": "20s"})).await.remove(0);
+    assert_eq!(taken_over["id"], held["id"]);
+    assert_eq!(taken_over["attempt"], 2);
+    assert_eq!(ack_on(&b.api, &held).await.expect_error(409), "lease lost");
+    ack_on(&a.api, &taken_over).await.expect(200);
+
+    a.kill_9().await;
+    b.kill_9().await;
+    db.drop_database().await;
+}

@@ -187,6 +187,8 @@ async fn an_expired_lease_is_a_failed_attempt_and_a_late_ack_changes_nothing() {
         .remove(0);
     assert_eq!(second["id"], id);
     assert_eq!(second["attempt"], 2);
+    let job = app.get_job("q", &id).await.expect(200);
+    assert_eq!(job["history"][0]["error"], "lease expired", "{job}");
 
     assert_eq!(ack(&app, &first).await.expect_error(409), "lease lost");
     assert_eq!(
@@ -196,6 +198,19 @@ async fn an_expired_lease_is_a_failed_attempt_and_a_late_ack_changes_nothing() {
     );
     ack(&app, &second).await.expect(200);
     app.get_job("q", &id).await.expect_error(404);
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_offered_again_after_the_backoff() {
+    let app = app_with_pull_queue(json!({"backoff": ["1h"], "maxAttempts": 3})).await;
+    app.enqueue_ok("q", &payload(1)).await;
+    lease(&app, json!({"visibility": "1s"})).await.remove(0);
+    // Noticed about a second later, by the expiry watch (not the slow sweep).
+    eventually("the expired lease recovered", || async {
+        (stats(&app).await["scheduled"] == 1).then_some(())
+    })
+    .await;
+    assert!(lease(&app, json!({})).await.is_empty());
 }
 
 #[tokio::test]

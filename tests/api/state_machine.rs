@@ -732,7 +732,7 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 .map(|j| j.id)
                 .collect();
             let count = store
-                .recover_stale_leases(now, MAX_ATTEMPTS)
+                .recover_stale_leases(now, hookq::store::LeaseExpiry::push_only(MAX_ATTEMPTS))
                 .await
                 .expect("recover stale leases");
             assert_eq!(count, stale.len(), "recovered leases");
@@ -1373,7 +1373,7 @@ async fn a_lease_lost_before_a_replay_cannot_record_an_outcome_after_it() {
     let later = T0 + LEASE_MS + 1;
     assert_eq!(
         store
-            .recover_stale_leases(later, MAX_ATTEMPTS)
+            .recover_stale_leases(later, hookq::store::LeaseExpiry::push_only(MAX_ATTEMPTS))
             .await
             .unwrap(),
         1

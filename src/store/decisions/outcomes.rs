@@ -7,7 +7,7 @@ use crate::event::{Event, excerpt};
 use crate::model::{EventId, JobId, QueueName, UnixMillis};
 use crate::store::dialect::Tx;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{FailureReason, Lease, Outbox, Outcome};
+use crate::store::records::{FailureReason, Lease, LeaseExpiry, Outbox, Outcome};
 use crate::store::status::JobStatus;
 
 /// Record the outcome of job `id` under `lease`. False (nothing changed) if the lease was
@@ -124,13 +124,16 @@ pub async fn cancel(
 pub async fn recover_stale_leases(
     tx: &impl Tx,
     now: UnixMillis,
-    default_max_attempts: u32,
+    expiry: &LeaseExpiry,
     limit: usize,
     outbox: Outbox,
 ) -> StoreResult<usize> {
-    let stale = tx.stale_leases(now, default_max_attempts, limit).await?;
+    let stale = tx
+        .stale_leases(now, expiry.default_max_attempts, limit)
+        .await?;
     for lease in &stale {
-        let outcome = Outcome::of_expired_lease(lease.lease, lease.max_attempts, now);
+        let backoff = expiry.pull_backoff(&lease.queue, lease.lease.attempt);
+        let outcome = Outcome::of_expired_lease(lease.lease, lease.max_attempts, now, backoff);
         record_outcome(tx, lease.id, lease.lease, &outcome, outbox).await?;
     }
     Ok(stale.len())

@@ -744,7 +744,8 @@ impl JobRows for PgTx<'_> {
         Ok(prepared::query(
             self.tx,
             sql_once!(
-                "SELECT j.id, j.attempts, coalesce(j.lease_id, j.leased_until), coalesce(q.max_attempts, $2)
+                "SELECT j.id, j.attempts, coalesce(j.lease_id, j.leased_until),
+                        coalesce(q.max_attempts, $2), j.queue
                  FROM jobs j JOIN queues q ON q.name = j.queue
                  WHERE j.status = {IN_FLIGHT} AND j.leased_until < $1
                  ORDER BY j.leased_until LIMIT $3
@@ -760,6 +761,7 @@ impl JobRows for PgTx<'_> {
         .iter()
         .map(|row| StaleLease {
             id: job_id(row.get(0)),
+            queue: QueueName::from_stored(row.get(4)),
             lease: Lease {
                 attempt: attempt_of(row.get(1)),
                 until: row.get(2),

@@ -541,7 +541,8 @@ impl JobRows for SqliteTx<'_> {
         limit: usize,
     ) -> StoreResult<Vec<StaleLease>> {
         let mut stmt = self.0.prepare_cached(sql_once!(
-            "SELECT j.id, j.attempts, coalesce(j.lease_id, j.leased_until), coalesce(q.max_attempts, ?2)
+            "SELECT j.id, j.attempts, coalesce(j.lease_id, j.leased_until),
+                    coalesce(q.max_attempts, ?2), j.queue
              FROM jobs j JOIN queues q ON q.name = j.queue
              WHERE j.status = {IN_FLIGHT} AND j.leased_until < ?1
              ORDER BY j.leased_until LIMIT ?3"
@@ -551,6 +552,7 @@ impl JobRows for SqliteTx<'_> {
             |row| {
                 Ok(StaleLease {
                     id: id_from_row(row, 0)?,
+                    queue: QueueName::from_stored(row.get(4)?),
                     lease: Lease {
                         attempt: row.get(1)?,
                         until: row.get(2)?,
