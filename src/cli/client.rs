@@ -31,6 +31,7 @@ pub use crate::api::jobs::{JobList, JobView};
 pub use crate::api::keys::{CreatedKey, KeyList, KeyView};
 pub use crate::api::openapi::IdBody;
 pub use crate::api::openapi::OkBody;
+pub use crate::api::pull::LeasedJobs;
 pub use crate::api::queue_stats::QueueStats;
 pub use crate::api::queues::QueueList;
 pub use crate::api::schedules::{ScheduleList, ScheduleView};
@@ -186,7 +187,7 @@ impl Client {
     pub async fn create_queue(
         &self,
         name: &str,
-        target: &str,
+        target: Option<&str>,
         secret: Option<&str>,
         signature_scheme: Option<&str>,
     ) -> CliResult<Reply<Value>> {
@@ -281,6 +282,26 @@ impl Client {
     pub async fn enqueue(&self, queue: &str, job: Vec<u8>) -> CliResult<Reply<IdBody>> {
         let url = self.url(&["queue", queue], &[]);
         self.call(Method::POST, Route::Queue, url, Some(job)).await
+    }
+
+    /// `POST /queue/{queue}/_lease` with `body` (`max`, `wait`, `visibility`).
+    pub async fn lease(&self, queue: &str, body: &Value) -> CliResult<Reply<LeasedJobs>> {
+        let url = self.url(&["queue", queue, "_lease"], &[]);
+        let body = Some(body.to_string().into_bytes());
+        self.call(Method::POST, Route::Queue, url, body).await
+    }
+
+    /// `POST /queue/{queue}/{id}/_{verb}` (ack, nack) with `body`.
+    pub async fn answer_lease(
+        &self,
+        queue: &str,
+        id: &str,
+        verb: &str,
+        body: &Value,
+    ) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["queue", queue, id, &format!("_{verb}")], &[]);
+        let body = Some(body.to_string().into_bytes());
+        self.call(Method::POST, Route::Queue, url, body).await
     }
 
     pub async fn list_jobs(

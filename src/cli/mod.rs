@@ -42,6 +42,13 @@ pub enum Command {
     Enqueue(EnqueueArgs),
     /// List a queue's READY, ERROR or (kept) DELIVERED jobs.
     Jobs(JobsArgs),
+    /// Lease jobs of a pull queue (a worker's first step; then `ack` or `nack` each).
+    Lease(LeaseArgs),
+    /// Acknowledge a leased job: it is done.
+    Ack(LeaseAnswerArgs),
+    /// Report a leased job's attempt as failed: retried, or dead-lettered once its attempts
+    /// are spent.
+    Nack(NackArgs),
     /// Recurring jobs: set, list, pause, resume or delete a queue's cron schedules.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
@@ -86,12 +93,13 @@ pub struct RemoteArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum QueueCommand {
-    /// Create a queue delivering to a target URL.
+    /// Create a queue delivering to a target URL, or without one a pull queue (workers
+    /// lease its jobs: `hookq lease`).
     Create {
         name: String,
-        /// Absolute http(s) URL the jobs are POSTed to.
+        /// Absolute http(s) URL the jobs are POSTed to; without it, a pull queue.
         #[arg(long)]
-        target: String,
+        target: Option<String>,
         /// Sign every delivery with this secret.
         #[arg(long)]
         secret: Option<String>,
@@ -252,6 +260,45 @@ pub struct EnqueueArgs {
     pub job: Option<String>,
     #[command(flatten)]
     pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LeaseArgs {
+    pub queue: String,
+    /// Jobs to lease at most (1–100).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max: u32,
+    /// Wait this long for a job when none is due (up to 30s).
+    #[arg(long, default_value = "0s")]
+    pub wait: String,
+    /// How long the lease lasts [default: the queue's timeout].
+    #[arg(long)]
+    pub visibility: Option<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LeaseAnswerArgs {
+    pub queue: String,
+    /// The job's id.
+    pub id: String,
+    /// The lease id `hookq lease` printed with the job.
+    pub lease_id: String,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct NackArgs {
+    #[command(flatten)]
+    pub lease: LeaseAnswerArgs,
+    /// Why it failed (kept as the job's last error).
+    #[arg(long)]
+    pub error: Option<String>,
+    /// Retry after this long instead of the queue's backoff.
+    #[arg(long)]
+    pub delay: Option<String>,
 }
 
 #[derive(Debug, Args)]

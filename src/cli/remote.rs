@@ -13,7 +13,8 @@ use super::client::{Client, DlqQuery, QueueSettings, QueueStats, ReplayResult, R
 use super::table::Table;
 use super::{
     CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, KeyCommand,
-    Outcome, QueueCommand, RemoteArgs, ScheduleCommand, ScheduleSetArgs, SelectionArgs,
+    LeaseAnswerArgs, LeaseArgs, Outcome, QueueCommand, RemoteArgs, ScheduleCommand,
+    ScheduleSetArgs, SelectionArgs,
 };
 use crate::humanize::{age, relative, shorten, time};
 use crate::store::DlqState;
@@ -46,14 +47,17 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
             let reply = client
                 .create_queue(
                     &name,
-                    &target,
+                    target.as_deref(),
                     secret.as_deref(),
                     signature_scheme.as_deref(),
                 )
                 .await?;
-            print_or(&remote, &reply.json, || {
-                let signed = if secret.is_some() { " (signed)" } else { "" };
-                format!("created queue {name} -> {target}{signed}\n")
+            print_or(&remote, &reply.json, || match &target {
+                Some(target) => {
+                    let signed = if secret.is_some() { " (signed)" } else { "" };
+                    format!("created queue {name} -> {target}{signed}\n")
+                }
+                None => format!("created pull queue {name}: workers lease its jobs\n"),
             });
         }
         Command::Queue(QueueCommand::List { remote }) => {
@@ -107,6 +111,20 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
         }
         Command::Enqueue(args) => enqueue(args).await?,
         Command::Jobs(args) => jobs(args).await?,
+        Command::Lease(args) => lease(args).await?,
+        Command::Ack(args) => {
+            answer_lease(&args, "ack", json!({ "leaseId": args.lease_id })).await?
+        }
+        Command::Nack(args) => {
+            let mut body = json!({ "leaseId": args.lease.lease_id });
+            if let Some(error) = &args.error {
+                body["error"] = Value::from(error.as_str());
+            }
+            if let Some(delay) = &args.delay {
+                body["delay"] = Value::from(delay.as_str());
+            }
+            answer_lease(&args.lease, "nack", body).await?
+        }
         Command::Schedule(ScheduleCommand::Set(args)) => schedule_set(args).await?,
         Command::Schedule(ScheduleCommand::List { queue, remote }) => {
             schedule_list(&queue, &remote).await?
@@ -234,6 +252,41 @@ fn job_argument(job: Option<&str>) -> CliResult<Vec<u8>> {
             Ok(job)
         }
     }
+}
+
+async fn lease(args: LeaseArgs) -> CliResult<()> {
+    let mut body = json!({ "max": args.max, "wait": args.wait });
+    if let Some(visibility) = &args.visibility {
+        body["visibility"] = Value::from(visibility.as_str());
+    }
+    let reply = Client::new(&args.remote)?.lease(&args.queue, &body).await?;
+    print_or(&args.remote, &reply.json, || {
+        if reply.data.jobs.is_empty() {
+            return "no job due\n".into();
+        }
+        let mut table = Table::new(&["ID", "ATTEMPT", "LEASE ID", "EXPIRES", "JOB"]);
+        for job in &reply.data.jobs {
+            table.row(vec![
+                job.id.clone(),
+                job.attempt.to_string(),
+                job.lease_id.clone(),
+                time(job.lease_expires_at),
+                job.job.get().to_owned(),
+            ]);
+        }
+        table.render()
+    });
+    Ok(())
+}
+
+async fn answer_lease(args: &LeaseAnswerArgs, verb: &str, body: Value) -> CliResult<()> {
+    let reply = Client::new(&args.remote)?
+        .answer_lease(&args.queue, &args.id, verb, &body)
+        .await?;
+    print_or(&args.remote, &reply.json, || {
+        format!("{verb}: job {} of {}\n", args.id, args.queue)
+    });
+    Ok(())
 }
 
 async fn enqueue(args: EnqueueArgs) -> CliResult<()> {

@@ -14,6 +14,7 @@ use crate::helpers::{BinaryApp, spawn_app};
 const DEADLINE: Duration = Duration::from_secs(30);
 
 const PYTHON_WORKER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/python_worker.py");
+const PULL_WORKER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/pull_worker.py");
 
 /// `python3`, or `None` after saying the test is skipped (a failure under `CI=true`).
 fn python3() -> Option<&'static str> {
@@ -82,6 +83,34 @@ async fn the_python_worker_takes_the_readmes_flags_and_prints_the_verified_signa
     );
     assert!(printed.contains("ada@example.com"), "{printed}");
     app.wait_until_gone("emails", &id).await;
+}
+
+/// The README's pull worker: it leases the queue's job, prints it and acknowledges it.
+#[tokio::test]
+async fn the_python_pull_worker_leases_prints_and_acks_a_job() {
+    let Some(python) = python3() else { return };
+    let app = spawn_app(|_| {}).await;
+    app.put_queue("thumbnails", &json!({})).await.expect(201);
+    let mut worker = Command::new(python)
+        .arg(PULL_WORKER)
+        .args(["--queue", "thumbnails", "--url", &app.base, "--wait", "5s"])
+        .env_remove("HOOKQ_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the Python pull worker");
+    let mut lines = BufReader::new(worker.stdout.take().expect("piped")).lines();
+    line_with(&mut lines, "leasing from ").await;
+    let id = app
+        .enqueue_ok("thumbnails", &json!({ "image": "cat.png" }))
+        .await;
+    let printed = line_with(&mut lines, &id).await;
+    assert!(
+        printed.contains("attempt 1") && printed.contains("cat.png"),
+        "{printed}"
+    );
+    app.wait_until_gone("thumbnails", &id).await;
 }
 
 /// Without a secret the Python worker refuses to start, saying how to give one.

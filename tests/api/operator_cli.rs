@@ -286,6 +286,67 @@ async fn enqueue_takes_the_job_from_the_argument_or_stdin_and_prints_its_id() {
 }
 
 #[tokio::test]
+async fn a_pull_worker_leases_acks_and_nacks_from_the_command_line() {
+    let app = spawn_app(|config| config.dispatch = false).await;
+    let created = at(&app, &["queue", "create", "work"]).await;
+    assert!(
+        created.ok().contains("created pull queue work"),
+        "{created:?}"
+    );
+    let first = at(&app, &["enqueue", "work", r#"{"n":1}"#])
+        .await
+        .ok()
+        .trim()
+        .to_owned();
+    let second = at(&app, &["enqueue", "work", r#"{"n":2}"#])
+        .await
+        .ok()
+        .trim()
+        .to_owned();
+
+    let table = at(&app, &["lease", "work"]).await;
+    let line = lines_with(table.ok(), &first);
+    assert_eq!(line.len(), 1, "{table:?}");
+    assert!(line[0].contains(r#"{"n":1}"#), "{table:?}");
+    let leased = at(&app, &["lease", "work", "--max", "5", "--json"])
+        .await
+        .json();
+    let job = &leased["jobs"][0];
+    assert_eq!(job["id"], second.as_str());
+    let lease_id = job["leaseId"].as_str().expect("leaseId");
+    at(
+        &app,
+        &[
+            "nack",
+            "work",
+            &second,
+            lease_id,
+            "--error",
+            "disk full",
+            "--delay",
+            "1h",
+        ],
+    )
+    .await
+    .ok();
+    let stored = app.get_job("work", &second).await.expect(200);
+    assert!(
+        stored["history"].to_string().contains("disk full"),
+        "{stored}"
+    );
+    // That lease is spent now.
+    at(&app, &["ack", "work", &second, lease_id])
+        .await
+        .fails_with(1, "lease lost (HTTP 409)");
+    assert!(
+        at(&app, &["lease", "work"])
+            .await
+            .ok()
+            .contains("no job due")
+    );
+}
+
+#[tokio::test]
 async fn schedule_set_list_pause_resume_and_delete_drive_the_schedules_api() {
     let app = storing_app().await;
     let env = [("HOOKQ_URL", app.base.as_str())];
