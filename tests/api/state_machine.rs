@@ -1,5 +1,6 @@
 //! A property test of the job state machine at the store level: random sequences of
-//! enqueue / claim / deliver / fail / late outcome / cancel / replay / acknowledge / delete /
+//! enqueue / claim / deliver / fail (each also as a pull worker's ack or nack) / extend /
+//! release / late outcome or extension / cancel / replay / acknowledge / delete /
 //! stale-lease recovery / TTL expiry / retention / queue re-creation run against a real
 //! [`Store`] on a temporary database, driven by a fake clock (an `i64` that only moves when
 //! an operation says so). After every step the store is compared with a small model.
@@ -18,14 +19,20 @@
 //! jobs only one, its head, is ever due, in flight or scheduled; the others wait blocked
 //! until the head leaves (delivered, dead-lettered, cancelled, expired), when the earliest
 //! blocked one becomes the head. A claim takes due, unblocked jobs by (priority, due time).
+//!
+//! Queue `sm-b` stands for a pull queue where the lease machine differs: its expired leases
+//! retry after a backoff ([`PULL_BACKOFF_MS`]) rather than at once. Any in-flight job may be
+//! answered as a pull worker answers (through `settle_lease`, by queue and lease, a wrong
+//! queue finding nothing), extended (its lease keeps its identity, only its expiry moves)
+//! or handed back unused (ready again, the attempt not counted).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use hookq::model::{JobId, QueueName, UnixMillis};
 use hookq::store::testing::{Inspector, Stored};
 use hookq::store::{
-    DeadLetterPage, DlqState, Failure, FailureReason, Filter, JobRecord, JobState, Lease, NewJob,
-    Outcome, PageRequest, Selection, StoreError,
+    DeadLetterPage, DlqState, Failure, FailureReason, Filter, JobRecord, JobState, Lease,
+    LeaseAnswer, LeaseExpiry, NewJob, Outcome, PageRequest, Selection, StoreError,
 };
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
@@ -35,6 +42,8 @@ use crate::dlq_support::StoreFixture;
 const QUEUES: [&str; 2] = ["sm-a", "sm-b"];
 const MAX_ATTEMPTS: u32 = 2;
 const LEASE_MS: i64 = 5_000;
+/// The backoff of an expired lease on `sm-b`, the pull queue.
+const PULL_BACKOFF_MS: i64 = 700;
 const TTL_MS: i64 = 20_000;
 const RETENTION_MS: i64 = 20_000;
 /// The fake clock's start (any fixed instant; the store never reads the real clock here).
@@ -42,12 +51,16 @@ const T0: UnixMillis = 1_750_000_000_000;
 /// Larger than anything a test case can hold, so every listing is one page.
 const ALL: usize = 100_000;
 
-/// What a late (lost-lease) outcome reports.
+/// What a late (lost-lease) outcome reports, or does instead.
 #[derive(Debug, Clone, Copy)]
 enum Late {
     Delivered,
     Retry,
     Dead,
+    /// A pull worker's ack.
+    Ack,
+    Extend,
+    Release,
 }
 
 /// Which jobs a `pick` chooses among.
@@ -75,14 +88,27 @@ enum Op {
         queue: usize,
         k: usize,
     },
-    /// `Outcome::Delivered` for an in-flight job, on its current attempt.
+    /// `Outcome::Delivered` for an in-flight job, on its current attempt; `pull`: as a
+    /// pull worker's ack.
     Deliver {
         pick: usize,
+        pull: bool,
     },
-    /// `Outcome::Retry` (after `backoff_ms`) or, on the last attempt, `Outcome::Dead`.
+    /// `Outcome::Retry` (after `backoff_ms`) or, on the last attempt, `Outcome::Dead`;
+    /// `pull`: as a pull worker's nack.
     Fail {
         pick: usize,
         backoff_ms: i64,
+        pull: bool,
+    },
+    /// A pull worker extends its lease to `ms` from now.
+    Extend {
+        pick: usize,
+        ms: i64,
+    },
+    /// A lease handed back unused (its request's client went away).
+    Release {
+        pick: usize,
     },
     /// An outcome on an attempt that no longer holds the lease: must change nothing.
     LateOutcome {
@@ -157,10 +183,22 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         )
             .prop_map(|(queue, n, priority, key)| Op::Enqueue { queue, n, priority, key }),
         10 => (queue.clone(), 1..3usize).prop_map(|(queue, k)| Op::Claim { queue, k }),
-        4 => pick.clone().prop_map(|pick| Op::Deliver { pick }),
-        10 => (pick.clone(), prop_oneof![Just(0), 1..2_000i64])
-            .prop_map(|(pick, backoff_ms)| Op::Fail { pick, backoff_ms }),
-        2 => (pick.clone(), prop_oneof![Just(Late::Delivered), Just(Late::Retry), Just(Late::Dead)])
+        4 => (pick.clone(), any::<bool>()).prop_map(|(pick, pull)| Op::Deliver { pick, pull }),
+        10 => (pick.clone(), prop_oneof![Just(0), 1..2_000i64], any::<bool>())
+            .prop_map(|(pick, backoff_ms, pull)| Op::Fail { pick, backoff_ms, pull }),
+        2 => (pick.clone(), 1..3 * LEASE_MS).prop_map(|(pick, ms)| Op::Extend { pick, ms }),
+        1 => pick.clone().prop_map(|pick| Op::Release { pick }),
+        3 => (
+            pick.clone(),
+            prop_oneof![
+                Just(Late::Delivered),
+                Just(Late::Retry),
+                Just(Late::Dead),
+                Just(Late::Ack),
+                Just(Late::Extend),
+                Just(Late::Release)
+            ]
+        )
             .prop_map(|(pick, kind)| Op::LateOutcome { pick, kind }),
         4 => (from.clone(), pick.clone()).prop_map(|(from, pick)| Op::Cancel { from, pick }),
         4 => (from.clone(), picks.clone(), prop_oneof![Just(0), 1..2_000i64])
@@ -187,8 +225,10 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 struct Live {
     attempts: u32,
     run_at: UnixMillis,
-    /// `Some(leased_until)` while in flight.
+    /// While in flight, the lease's identity: the expiry its claim set.
     lease: Option<UnixMillis>,
+    /// While in flight, when the lease expires (later than its identity once extended).
+    expires: UnixMillis,
     /// When the time to live starts: creation, or the `run_at` of the last replay.
     ttl_from: UnixMillis,
     /// Waiting behind its key's head.
@@ -404,6 +444,33 @@ impl Model {
     }
 }
 
+/// Record `outcome` of in-flight job `id` as a pull worker's ack or nack: first as if for
+/// the other queue (no such job there: nothing changes), then for its own. Whether the
+/// lease held.
+async fn settle_as_worker(
+    store: &hookq::store::Store,
+    m: &mut Model,
+    id: JobId,
+    lease: Lease,
+    outcome: Outcome,
+) -> bool {
+    let queue = m.find(id).queue;
+    let elsewhere = store
+        .settle_lease(queue_name(1 - queue), id, lease, outcome.clone())
+        .await
+        .expect("an answer on the wrong queue");
+    assert_eq!(
+        elsewhere,
+        LeaseAnswer::NotFound,
+        "{id} answered on the wrong queue"
+    );
+    store
+        .settle_lease(queue_name(queue), id, lease, outcome)
+        .await
+        .expect("a worker's answer")
+        == LeaseAnswer::Done
+}
+
 fn queue_name(queue: usize) -> QueueName {
     QueueName::parse(QUEUES[queue]).unwrap()
 }
@@ -455,6 +522,7 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                         attempts: 0,
                         run_at: m.now,
                         lease: None,
+                        expires: 0,
                         ttl_from: m.now,
                         blocked,
                     }),
@@ -511,27 +579,37 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 let live = job.live.as_mut().unwrap();
                 live.attempts += 1;
                 live.lease = Some(now + LEASE_MS);
+                live.expires = now + LEASE_MS;
                 assert_eq!(c.attempt, live.attempts, "the attempt number of {}", c.id);
                 assert_eq!(c.created_at, job.created);
                 m.tickets.push((c.id, c.lease()));
             }
         }
-        Op::Deliver { pick } => {
+        Op::Deliver { pick, pull } => {
             let flying = m.in_flight();
             let Some(&(id, lease)) = flying.get(pick % flying.len().max(1)) else {
                 return;
             };
-            let held = store
-                .record_outcome(id, lease, Outcome::delivered(m.now))
-                .await
-                .expect("record Delivered");
+            let outcome = Outcome::delivered(m.now);
+            let held = if *pull {
+                settle_as_worker(store, m, id, lease, outcome).await
+            } else {
+                store
+                    .record_outcome(id, lease, outcome)
+                    .await
+                    .expect("record Delivered")
+            };
             assert!(held, "the lease {lease:?} of {id} held");
             let Model { jobs, counters, .. } = m;
             let job = jobs.iter_mut().find(|j| j.id == id).unwrap();
             job.finish(End::Delivered, counters);
             m.left(id);
         }
-        Op::Fail { pick, backoff_ms } => {
+        Op::Fail {
+            pick,
+            backoff_ms,
+            pull,
+        } => {
             let flying = m.in_flight();
             let Some(&(id, lease)) = flying.get(pick % flying.len().max(1)) else {
                 return;
@@ -548,10 +626,14 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                     failure: failure(now),
                 }
             };
-            let held = store
-                .record_outcome(id, lease, outcome)
-                .await
-                .expect("record a failure");
+            let held = if *pull {
+                settle_as_worker(store, m, id, lease, outcome).await
+            } else {
+                store
+                    .record_outcome(id, lease, outcome)
+                    .await
+                    .expect("record a failure")
+            };
             assert!(held, "the lease {lease:?} of {id} held");
             let job = m.find(id);
             job.history += 1;
@@ -563,6 +645,38 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 live.lease = None;
                 live.run_at = now + backoff_ms;
             }
+        }
+        Op::Extend { pick, ms } => {
+            let flying = m.in_flight();
+            let Some(&(id, lease)) = flying.get(pick % flying.len().max(1)) else {
+                return;
+            };
+            let queue = queue_name(m.find(id).queue);
+            let until = m.now + ms;
+            let answer = store
+                .extend_lease(queue, id, lease, until)
+                .await
+                .expect("extend a lease");
+            assert_eq!(
+                answer,
+                LeaseAnswer::Done,
+                "the lease {lease:?} of {id} held"
+            );
+            m.find(id).live.as_mut().unwrap().expires = until;
+        }
+        Op::Release { pick } => {
+            let flying = m.in_flight();
+            let Some(&(id, lease)) = flying.get(pick % flying.len().max(1)) else {
+                return;
+            };
+            let released = store
+                .release_leases(vec![(id, lease)])
+                .await
+                .expect("release a lease");
+            assert_eq!(released, 1, "the lease {lease:?} of {id} held");
+            let live = m.find(id).live.as_mut().unwrap();
+            live.attempts -= 1;
+            live.lease = None;
         }
         Op::LateOutcome { pick, kind } => {
             let current: BTreeSet<(JobId, Lease)> = m.in_flight().into_iter().collect();
@@ -576,8 +690,8 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 return;
             };
             let now = m.now;
+            let queue = queue_name(m.find(id).queue);
             let outcome = match kind {
-                Late::Delivered => Outcome::delivered(now),
                 Late::Retry => Outcome::Retry {
                     run_at: now,
                     failure: failure(now),
@@ -585,12 +699,39 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 Late::Dead => Outcome::Dead {
                     failure: failure(now),
                 },
+                _ => Outcome::delivered(now),
             };
-            let held = store
-                .record_outcome(id, lease, outcome)
-                .await
-                .expect("record a late outcome");
-            assert!(!held, "a lost lease ({id} {lease:?}) was accepted");
+            let held = match kind {
+                Late::Delivered | Late::Retry | Late::Dead => store
+                    .record_outcome(id, lease, outcome)
+                    .await
+                    .expect("record a late outcome"),
+                Late::Ack => {
+                    let answer = store
+                        .settle_lease(queue, id, lease, outcome)
+                        .await
+                        .expect("a late ack");
+                    answer == LeaseAnswer::Done
+                }
+                Late::Extend => {
+                    let answer = store
+                        .extend_lease(queue, id, lease, now + LEASE_MS)
+                        .await
+                        .expect("a late extension");
+                    answer == LeaseAnswer::Done
+                }
+                Late::Release => {
+                    let released = store
+                        .release_leases(vec![(id, lease)])
+                        .await
+                        .expect("a late release");
+                    released > 0
+                }
+            };
+            assert!(
+                !held,
+                "a lost lease ({id} {lease:?}) was accepted ({kind:?})"
+            );
         }
         Op::Cancel { from, pick } => {
             let Some(id) = m.pick_from(*from, *pick) else {
@@ -726,13 +867,17 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                 .filter(|j| {
                     j.live
                         .as_ref()
-                        .and_then(|l| l.lease)
-                        .is_some_and(|until| until < now)
+                        .is_some_and(|l| l.lease.is_some() && l.expires < now)
                 })
                 .map(|j| j.id)
                 .collect();
+            let mut expiry = LeaseExpiry::push_only(MAX_ATTEMPTS);
+            expiry.pull_backoff.insert(
+                queue_name(1),
+                vec![std::time::Duration::from_millis(PULL_BACKOFF_MS as u64)],
+            );
             let count = store
-                .recover_stale_leases(now, hookq::store::LeaseExpiry::push_only(MAX_ATTEMPTS))
+                .recover_stale_leases(now, expiry)
                 .await
                 .expect("recover stale leases");
             assert_eq!(count, stale.len(), "recovered leases");
@@ -745,7 +890,12 @@ async fn apply(fx: &StoreFixture, m: &mut Model, op: &Op) {
                     m.left(id);
                 } else {
                     live.lease = None;
-                    live.run_at = now;
+                    // The pull queue's retry waits for its backoff.
+                    live.run_at = if job.queue == 1 {
+                        now + PULL_BACKOFF_MS
+                    } else {
+                        now
+                    };
                 }
             }
         }
@@ -855,6 +1005,7 @@ async fn replay(
             attempts: 0,
             run_at,
             lease: None,
+            expires: 0,
             ttl_from: run_at,
             blocked,
         });
