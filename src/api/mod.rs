@@ -10,6 +10,7 @@ pub mod cursor;
 pub mod dlq;
 pub mod error;
 pub mod extract;
+pub mod forq;
 pub mod jobs;
 pub mod keys;
 pub mod openapi;
@@ -105,6 +106,7 @@ pub fn router(state: AppState) -> Router {
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(PropagateRequestIdLayer::x_request_id());
     routes
+        .merge(forq::router(state.clone()))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(Extension(openapi::Document::new(&document)))

@@ -61,6 +61,13 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
             "POST",
             "/queue/{name}/{id}/_ack" | "/queue/{name}/{id}/_nack" | "/queue/{name}/{id}/_extend",
         ) => Queue(CONSUMER),
+        // Forq's API (`api::forq`): producers produce, consumers consume and answer
+        ("POST", "/api/v1/queues/{name}/messages") => Queue(PRODUCER),
+        ("GET", "/api/v1/queues/{name}/messages") => Queue(CONSUMER),
+        (
+            "POST",
+            "/api/v1/queues/{name}/messages/{id}/ack" | "/api/v1/queues/{name}/messages/{id}/nack",
+        ) => Queue(CONSUMER),
         // dead letters: reads span queues, so they need every queue in scope
         ("GET", "/admin/dlq" | "/admin/dlq/stats") => AllQueues(READER),
         ("GET", "/admin/dlq/groups") => AllQueues(READER),

@@ -202,6 +202,9 @@ pub trait JobRows {
     /// `lease`; the lease keeps its identity, so `lease` still fences its outcome. False if
     /// the lease was lost.
     async fn extend_lease(&self, id: JobId, lease: Lease, until: UnixMillis) -> StoreResult<bool>;
+    /// The lease job `id` of `queue` is in flight under, if it is (for a worker's answer
+    /// that names no lease: Forq's older clients).
+    async fn lease_of(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<Lease>>;
     /// Give job `id`, in flight under `lease`, back as though it had not been claimed:
     /// ready again, its attempt not counted (a lease handed to nobody). False if the lease
     /// was lost.

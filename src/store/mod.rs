@@ -577,6 +577,11 @@ impl Store {
         })
     }
 
+    /// The lease job `id` of `queue` is in flight under, if it is.
+    pub async fn current_lease(&self, queue: QueueName, id: JobId) -> StoreResult<Option<Lease>> {
+        in_snapshot!(self, |tx| tx.lease_of(&queue, id).await)
+    }
+
     /// Hand leased jobs back unused, each ready again at once without its attempt counted;
     /// how many were still leased.
     pub async fn release_leases(&self, leases: Vec<(JobId, Lease)>) -> StoreResult<usize> {

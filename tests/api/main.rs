@@ -20,6 +20,7 @@ mod egress;
 mod events;
 mod faults;
 mod first_hour;
+mod forq;
 mod helpers;
 mod idempotency;
 mod jobs;

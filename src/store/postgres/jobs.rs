@@ -690,6 +690,22 @@ impl JobRows for PgTx<'_> {
         Ok(changed == 1)
     }
 
+    async fn lease_of(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<Lease>> {
+        Ok(prepared::query_opt(
+            self.tx,
+            sql_once!(
+                "SELECT attempts, coalesce(lease_id, leased_until) FROM jobs
+                 WHERE id = $1 AND queue = $2 AND status = {IN_FLIGHT}"
+            ),
+            &[&uuid(id), &queue.as_str()],
+        )
+        .await?
+        .map(|row| Lease {
+            attempt: attempt_of(row.get(0)),
+            until: row.get(1),
+        }))
+    }
+
     async fn release_lease(&self, id: JobId, lease: Lease) -> StoreResult<bool> {
         let changed = prepared::execute(
             self.tx,

@@ -505,6 +505,22 @@ impl JobRows for SqliteTx<'_> {
         Ok(changed == 1)
     }
 
+    async fn lease_of(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<Lease>> {
+        Ok(self
+            .0
+            .prepare_cached(sql_once!(
+                "SELECT attempts, coalesce(lease_id, leased_until) FROM jobs
+                 WHERE id = ?1 AND queue = ?2 AND status = {IN_FLIGHT}"
+            ))?
+            .query_row(params![&id.as_bytes()[..], queue.as_str()], |row| {
+                Ok(Lease {
+                    attempt: row.get(0)?,
+                    until: row.get(1)?,
+                })
+            })
+            .optional()?)
+    }
+
     async fn release_lease(&self, id: JobId, lease: Lease) -> StoreResult<bool> {
         let changed = self
             .0

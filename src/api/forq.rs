@@ -1,0 +1,491 @@
+//! Forq's producer and consumer API on hookq's engine, so Forq's producers, consumers and
+//! SDKs (Go, Java, TypeScript) work unchanged: produce (`POST …/messages`), long-poll consume
+//! (`GET …/messages`), `ack` and `nack` fenced by the `X-Forq-Receipt` header, and
+//! `GET /healthcheck`. Routes, status codes, headers and error codes are Forq's (its
+//! `openapi.yaml` and server at v1.0.0); errors are exactly `{"code": …}`.
+//!
+//! Forq's queues are virtual: the first message creates a pull queue of that name, with
+//! Forq's retry schedule (1 s, 5 s, 15 s, 30 s, 60 s; 5 attempts). A message is a job whose
+//! payload is the JSON string of its content, so it can be listed, replayed and inspected
+//! through hookq's API; a native job (a JSON object) is consumed with its JSON text as
+//! `content`. A consumed message is leased for 5 minutes; its `receipt` is its lease.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::body::read_limited;
+use super::error::ApiError;
+use crate::json::canonicalize;
+use crate::model::{JobId, QueueName, now_millis};
+use crate::pull::{LeaseId, LeaseRequest, PullError};
+use crate::store::{Lease, NewJob, Queue, StoreError};
+use crate::telemetry;
+
+/// The largest request body (Forq's `MaxBytesReader`).
+const MAX_BODY: usize = 2 * 1024 * 1024;
+/// The largest message content, in bytes.
+const MAX_CONTENT: usize = 256 * 1024;
+/// A `processAfter` this far in the past still counts as now (clock skew).
+const PAST_TOLERANCE_MS: i64 = 10_000;
+/// The furthest a message may be scheduled ahead.
+const MAX_DELAY_MS: i64 = 366 * 24 * 3600 * 1000;
+/// How long a consume waits for a message.
+const CONSUME_WAIT: Duration = Duration::from_secs(30);
+/// How long a consumed message stays leased.
+const VISIBILITY: Duration = Duration::from_secs(5 * 60);
+/// Forq's retry schedule, for the queues its producers create.
+const FORQ_ATTEMPTS: u32 = 5;
+const FORQ_BACKOFF_SECS: [u64; 5] = [1, 5, 15, 30, 60];
+/// The request header that names the delivery an ack or nack answers.
+const RECEIPT_HEADER: &str = "x-forq-receipt";
+/// A queue name Forq accepts: `^[a-zA-Z0-9._-]{1,64}$`.
+const MAX_NAME: usize = 64;
+/// Forq's dead-letter queues: `{queue}-dlq`.
+const DLQ_SUFFIX: &str = "-dlq";
+
+/// Forq's routes, with Forq's authentication (`X-API-Key`, or `Authorization: Bearer`)
+/// answered in Forq's shape. Scoped keys work as on hookq's routes: producers produce,
+/// consumers consume, ack and nack, on their queues.
+pub fn router(state: AppState) -> Router<AppState> {
+    let protected = Router::new()
+        .route("/api/v1/queues/{name}/messages", post(produce).get(consume))
+        .route("/api/v1/queues/{name}/messages/{id}/ack", post(ack))
+        .route("/api/v1/queues/{name}/messages/{id}/nack", post(nack))
+        .route_layer(middleware::from_fn_with_state(state, authenticate));
+    Router::new()
+        .route("/healthcheck", get(healthcheck))
+        .merge(protected)
+}
+
+/// A Forq error: its status and `{"code": …}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForqError {
+    status: StatusCode,
+    code: &'static str,
+}
+
+impl ForqError {
+    const fn new(status: StatusCode, code: &'static str) -> Self {
+        Self { status, code }
+    }
+
+    const INVALID_BODY: Self = Self::new(StatusCode::BAD_REQUEST, "bad_request.body.invalid");
+    const TOO_LARGE: Self = Self::new(
+        StatusCode::BAD_REQUEST,
+        "bad_request.body.content.exceeds_limit",
+    );
+    const BODY_TOO_LARGE: Self = Self::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "bad_request.body.content.exceeds_limit",
+    );
+    const IN_PAST: Self = Self::new(
+        StatusCode::BAD_REQUEST,
+        "bad_request.body.processAfter.in_past",
+    );
+    const TOO_FAR: Self = Self::new(
+        StatusCode::BAD_REQUEST,
+        "bad_request.body.processAfter.too_far",
+    );
+    const INVALID_NAME: Self = Self::new(StatusCode::BAD_REQUEST, "bad_request.queue.invalid_name");
+    const PRODUCE_TO_DLQ: Self =
+        Self::new(StatusCode::BAD_REQUEST, "bad_request.queue.produce_to_dlq");
+    const INVALID_ID: Self = Self::new(StatusCode::BAD_REQUEST, "bad_request.messageId.invalid");
+    const INVALID_RECEIPT: Self = Self::new(StatusCode::BAD_REQUEST, "bad_request.receipt.invalid");
+    const NOT_FOUND: Self = Self::new(StatusCode::NOT_FOUND, "not_found.message");
+    const UNAUTHORIZED: Self = Self::new(StatusCode::UNAUTHORIZED, "unauthorized");
+    const TOO_MANY: Self = Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
+    const UNHEALTHY: Self = Self::new(StatusCode::SERVICE_UNAVAILABLE, "forq.unhealthy");
+    const INTERNAL: Self = Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal");
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    code: &'static str,
+}
+
+impl IntoResponse for ForqError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(ErrorBody { code: self.code })).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(1u32),
+            );
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ForqError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Overloaded | StoreError::QueueFull => Self::TOO_MANY,
+            StoreError::JobNotFound => Self::NOT_FOUND,
+            other => {
+                tracing::error!(error = %other, "a Forq request failed");
+                Self::INTERNAL
+            }
+        }
+    }
+}
+
+impl From<PullError> for ForqError {
+    fn from(err: PullError) -> Self {
+        match err {
+            PullError::TooManyWaiting => Self::TOO_MANY,
+            // A lease lost (taken over by another consumer), a message gone, or a queue
+            // hookq pushes: there is no such message to answer.
+            PullError::LeaseLost | PullError::JobNotFound | PullError::NotPull => Self::NOT_FOUND,
+            PullError::Store(err) => err.into(),
+        }
+    }
+}
+
+type ForqResult<T> = Result<T, ForqError>;
+
+/// hookq's own authentication (configured keys, scoped keys and their permissions),
+/// answered in Forq's shape.
+async fn authenticate(state: State<AppState>, request: Request, next: Next) -> Response {
+    match super::auth::require_api_key(state, request, next).await {
+        Ok(response) => response,
+        Err(ApiError::Unauthorized | ApiError::Forbidden(_)) => {
+            ForqError::UNAUTHORIZED.into_response()
+        }
+        Err(ApiError::Unavailable(_)) | Err(ApiError::Internal(_)) => {
+            ForqError::INTERNAL.into_response()
+        }
+        Err(other) => other.into_response(),
+    }
+}
+
+/// `GET /healthcheck`: 204 when the database answers, 503 otherwise. No key needed.
+async fn healthcheck(State(state): State<AppState>) -> Response {
+    match state.store.ping().await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(err) => {
+            tracing::warn!(error = %err, "health check: the database does not answer");
+            ForqError::UNHEALTHY.into_response()
+        }
+    }
+}
+
+/// A queue name as Forq accepts it and hookq can hold: Forq's `^[a-zA-Z0-9._-]{1,64}$`,
+/// lower-cased as hookq's names are; a `.` (which hookq's names do not allow) is refused.
+fn queue_name(raw: Result<Path<String>, PathRejection>) -> ForqResult<QueueName> {
+    let Path(raw) = raw.map_err(|_| ForqError::INVALID_NAME)?;
+    forq_queue_name(&raw)
+}
+
+fn forq_queue_name(raw: &str) -> ForqResult<QueueName> {
+    let forq_valid = (1..=MAX_NAME).contains(&raw.len())
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !forq_valid {
+        return Err(ForqError::INVALID_NAME);
+    }
+    QueueName::parse(raw).map_err(|_| ForqError::INVALID_NAME)
+}
+
+/// A queue and message id from the path: the name checked first, as Forq does.
+fn message_path(
+    raw: Result<Path<(String, String)>, PathRejection>,
+) -> ForqResult<(QueueName, JobId)> {
+    let Path((queue, id)) = raw.map_err(|_| ForqError::INVALID_NAME)?;
+    let queue = forq_queue_name(&queue)?;
+    let id = JobId::parse(&id).map_err(|_| ForqError::INVALID_ID)?;
+    Ok((queue, id))
+}
+
+/// What a producer sends. Keys as Forq's Go decoder matches them, for the casings its SDKs
+/// send; unknown fields are ignored, `null` is absent.
+#[derive(Debug, Default, Deserialize)]
+struct NewMessage {
+    #[serde(default, alias = "Content")]
+    content: Option<String>,
+    #[serde(
+        default,
+        rename = "processAfter",
+        alias = "ProcessAfter",
+        alias = "processafter"
+    )]
+    process_after: Option<i64>,
+}
+
+/// `POST /api/v1/queues/{queue}/messages` → 204: the message is durably stored.
+async fn produce(
+    State(state): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+    body: Body,
+) -> ForqResult<StatusCode> {
+    let name = queue_name(name)?;
+    let bytes = read_limited(body, MAX_BODY, state.config.body_timeout)
+        .await
+        .map_err(|err| match err {
+            ApiError::PayloadTooLarge(_) => ForqError::BODY_TOO_LARGE,
+            _ => ForqError::INVALID_BODY,
+        })?;
+    // Only the first JSON value counts, as with Go's decoder.
+    let message: Option<NewMessage> = serde_json::Deserializer::from_slice(&bytes)
+        .into_iter()
+        .next()
+        .ok_or(ForqError::INVALID_BODY)?
+        .map_err(|_| ForqError::INVALID_BODY)?;
+    let message = message.unwrap_or_default();
+    if name.as_str().ends_with(DLQ_SUFFIX) {
+        return Err(ForqError::PRODUCE_TO_DLQ);
+    }
+    let content = message.content.unwrap_or_default();
+    if content.len() > MAX_CONTENT {
+        return Err(ForqError::TOO_LARGE);
+    }
+    let now = now_millis();
+    let not_before = match message.process_after {
+        None | Some(0) => None,
+        Some(at) if at + PAST_TOLERANCE_MS < now => return Err(ForqError::IN_PAST),
+        Some(at) if at > now + MAX_DELAY_MS => return Err(ForqError::TOO_FAR),
+        Some(at) => Some(at).filter(|at| *at > now),
+    };
+    let payload = serde_json::to_vec(&content)
+        .ok()
+        .and_then(|json| canonicalize(&json).ok())
+        .ok_or(ForqError::INTERNAL)?;
+    ensure_queue(&state, &name, now).await?;
+    let mut job = NewJob::now(JobId::new(), payload, now);
+    job.not_before = not_before;
+    let due_at = job.due_at();
+    state.store.enqueue(name.clone(), job).await?;
+    telemetry::job_enqueued(&name);
+    state.wakeups.mark_due(&name, due_at);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Queue `name`, created as a pull queue with Forq's retry schedule if it does not exist
+/// (Forq's queues are virtual: a producer names one and it is there).
+async fn ensure_queue(state: &AppState, name: &QueueName, now: i64) -> ForqResult<()> {
+    match state.store.queue(name).await {
+        Ok(_) => return Ok(()),
+        Err(StoreError::QueueNotFound) => {}
+        Err(err) => return Err(err.into()),
+    }
+    let mut queue = Queue::new(name.clone(), None, None, now);
+    queue.policy.max_attempts = Some(FORQ_ATTEMPTS);
+    queue.policy.backoff = Some(
+        FORQ_BACKOFF_SECS
+            .iter()
+            .copied()
+            .map(Duration::from_secs)
+            .collect(),
+    );
+    match state.store.create_queue(queue).await {
+        // Another producer created it meanwhile: the same queue.
+        Ok(()) | Err(StoreError::QueueExists) => {
+            tracing::info!(queue = %name, "pull queue created by a Forq producer");
+            Ok(())
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// A consumed message, exactly Forq's fields (its Java SDK refuses unknown ones).
+#[derive(Debug, Serialize)]
+struct MessageBody {
+    id: String,
+    content: String,
+    receipt: String,
+}
+
+/// `GET /api/v1/queues/{queue}/messages`: a message as soon as one is due (leased for 5
+/// minutes), or 204 after 30 s without one. A queue nobody produced to yet waits like an
+/// empty one.
+async fn consume(
+    State(state): State<AppState>,
+    name: Result<Path<String>, PathRejection>,
+) -> ForqResult<Response> {
+    let name = queue_name(name)?;
+    let deadline = tokio::time::Instant::now() + CONSUME_WAIT;
+    let leased = loop {
+        let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let request = LeaseRequest {
+            max: 1,
+            wait,
+            visibility: Some(VISIBILITY),
+        };
+        // Listen before looking: the first message creates the queue and wakes us.
+        let waiters = state.wakeups.lease_waiters(&name);
+        let created = waiters.notified();
+        tokio::pin!(created);
+        created.as_mut().enable();
+        match state.leases.lease(&name, request).await {
+            Ok(leased) => break leased,
+            Err(PullError::Store(StoreError::QueueNotFound)) => {
+                if tokio::time::timeout_at(deadline, created).await.is_err() {
+                    return Ok(StatusCode::NO_CONTENT.into_response());
+                }
+            }
+            Err(err) => return Err(err.into()),
+        }
+    };
+    let Some(job) = leased.jobs.first() else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let body = MessageBody {
+        id: job.id.to_string(),
+        content: content_of(job.payload.as_str()),
+        receipt: receipt_of(job.lease()).ok_or(ForqError::INTERNAL)?,
+    };
+    leased.handed();
+    Ok(Json(body).into_response())
+}
+
+/// A message's content: the string a Forq producer sent, or a native job's JSON text.
+fn content_of(payload: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(payload) {
+        Ok(serde_json::Value::String(content)) => content,
+        _ => payload.to_owned(),
+    }
+}
+
+/// A lease as a Forq receipt: a decimal int64, as Forq's own receipts are (the expiry the
+/// claim set, times 128, plus the attempt; attempts never exceed 100).
+fn receipt_of(lease: Lease) -> Option<String> {
+    let attempt = i64::from(lease.attempt);
+    (attempt < 128)
+        .then(|| lease.until.checked_mul(128)?.checked_add(attempt))
+        .flatten()
+        .map(|receipt| receipt.to_string())
+}
+
+/// The lease a receipt names; `None` when no receipt was sent (an older client); an error
+/// when it is not one.
+fn receipt(headers: &HeaderMap) -> ForqResult<Option<LeaseId>> {
+    let Some(raw) = headers.get(RECEIPT_HEADER) else {
+        return Ok(None);
+    };
+    let raw = raw.to_str().map_err(|_| ForqError::INVALID_RECEIPT)?.trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let receipt: i64 = raw.parse().map_err(|_| ForqError::INVALID_RECEIPT)?;
+    if receipt < 0 {
+        return Err(ForqError::INVALID_RECEIPT);
+    }
+    let lease = Lease {
+        attempt: (receipt % 128) as u32,
+        until: receipt / 128,
+    };
+    Ok(Some(lease_id(lease)))
+}
+
+fn lease_id(lease: Lease) -> LeaseId {
+    LeaseId {
+        lease,
+        leased_at: lease.until - VISIBILITY.as_millis() as i64,
+    }
+}
+
+/// The lease an answer without a receipt answers: the message's current one.
+async fn current_lease(
+    state: &AppState,
+    queue: &QueueName,
+    id: JobId,
+) -> ForqResult<Option<LeaseId>> {
+    Ok(state
+        .store
+        .current_lease(queue.clone(), id)
+        .await?
+        .map(lease_id))
+}
+
+/// `POST …/messages/{id}/ack` → 204: the message is done. With a receipt of an earlier
+/// delivery, 404 and nothing changes. Without a receipt (older clients) an ack is
+/// idempotent: 204 for an unknown or already acknowledged message.
+async fn ack(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+) -> ForqResult<StatusCode> {
+    let (queue, id) = message_path(path)?;
+    match receipt(&headers)? {
+        Some(lease) => state.leases.ack(&queue, id, lease).await?,
+        None => {
+            if let Some(lease) = current_lease(&state, &queue, id).await? {
+                match state.leases.ack(&queue, id, lease).await {
+                    Ok(()) | Err(PullError::LeaseLost | PullError::JobNotFound) => {}
+                    Err(err) => return Err(err.into()),
+                }
+            }
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST …/messages/{id}/nack` → 204: a failed delivery, retried on the queue's schedule
+/// or dead-lettered once its attempts are spent. 404 for an unknown message or a receipt of
+/// an earlier delivery.
+async fn nack(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+) -> ForqResult<StatusCode> {
+    let (queue, id) = message_path(path)?;
+    let lease = match receipt(&headers)? {
+        Some(lease) => lease,
+        None => current_lease(&state, &queue, id)
+            .await?
+            .ok_or(ForqError::NOT_FOUND)?,
+    };
+    state.leases.nack(&queue, id, lease, None, None).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receipt_reads_back_as_the_lease_it_names() {
+        let lease = Lease {
+            attempt: 5,
+            until: 1_764_140_300_000,
+        };
+        let raw = receipt_of(lease).expect("a receipt");
+        let mut headers = HeaderMap::new();
+        headers.insert(RECEIPT_HEADER, raw.parse().unwrap());
+        assert_eq!(receipt(&headers).unwrap().map(|l| l.lease), Some(lease));
+        for bad in ["x", "1.5", "-3", "99999999999999999999"] {
+            headers.insert(RECEIPT_HEADER, bad.parse().unwrap());
+            assert_eq!(receipt(&headers), Err(ForqError::INVALID_RECEIPT), "{bad}");
+        }
+        headers.insert(RECEIPT_HEADER, "".parse().unwrap());
+        assert_eq!(receipt(&headers), Ok(None));
+    }
+
+    #[test]
+    fn queue_names_follow_forq_and_fold_to_hookqs() {
+        assert_eq!(forq_queue_name("Orders_1").unwrap().as_str(), "orders_1");
+        for bad in ["", "a.b", "a b", "a/b", &"x".repeat(65)] {
+            assert_eq!(
+                forq_queue_name(bad).err(),
+                Some(ForqError::INVALID_NAME),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_forq_message_shows_its_content_and_a_native_job_its_json() {
+        assert_eq!(content_of(r#""hello \"you\"""#), r#"hello "you""#);
+        assert_eq!(content_of(r#"{"a":1}"#), r#"{"a":1}"#);
+    }
+}

@@ -1,0 +1,398 @@
+//! Forq's producer and consumer API, driven as Forq's SDKs drive it (forq-sdk-go,
+//! forq-sdk-java, forq-sdk-typescript at 1.0.0): `X-API-Key` with the raw secret,
+//! `Accept: application/json`, `POST` with a JSON body to produce, `GET` to consume (200 with
+//! exactly `{id, content, receipt}` or 204), `POST …/ack|nack` with `X-Forq-Receipt` and no
+//! body; and as their older versions do, without a receipt. Errors are exactly `{"code"}`
+//! with Forq's codes and statuses. Runs on SQLite and, through the suite, on PostgreSQL.
+
+use axum::http::Method;
+use serde_json::{Value, json};
+
+use crate::helpers::{ApiClient, ApiResponse, TestApp, spawn_app};
+
+const SECRET: &str = "forq-secret-forq-secret-forq-secret-0123";
+
+/// A Forq SDK's requests: the API key as `X-API-Key`, JSON accepted.
+struct ForqClient {
+    api: ApiClient,
+    key: Option<&'static str>,
+}
+
+impl ForqClient {
+    fn of(app: &TestApp, key: Option<&'static str>) -> Self {
+        Self {
+            api: app.api.clone(),
+            key,
+        }
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        receipt: Option<&str>,
+    ) -> ApiResponse {
+        // Not ApiClient::request: that one sends hookq's own key.
+        let mut request = self
+            .api
+            .http
+            .request(method, format!("{}{path}", self.api.base))
+            .header("Accept", "application/json");
+        if let Some(key) = self.key {
+            request = request.header("X-API-Key", key);
+        }
+        if let Some(body) = body {
+            request = request
+                .header("Content-Type", "application/json")
+                .body(body);
+        }
+        if let Some(receipt) = receipt {
+            request = request.header("X-Forq-Receipt", receipt);
+        }
+        self.api.send(request).await
+    }
+
+    async fn produce(&self, queue: &str, body: Value) -> ApiResponse {
+        let path = format!("/api/v1/queues/{queue}/messages");
+        self.send(
+            Method::POST,
+            &path,
+            Some(body.to_string().into_bytes()),
+            None,
+        )
+        .await
+    }
+
+    async fn consume(&self, queue: &str) -> ApiResponse {
+        let path = format!("/api/v1/queues/{queue}/messages");
+        self.send(Method::GET, &path, None, None).await
+    }
+
+    /// Consume and insist on a message: its body.
+    async fn consume_one(&self, queue: &str) -> Value {
+        let response = self.consume(queue).await;
+        assert_eq!(response.status, 200, "a message: {}", response.text());
+        let message = response.json();
+        let mut keys: Vec<&String> = message.as_object().expect("an object").keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["content", "id", "receipt"], "exactly Forq's fields");
+        message
+    }
+
+    async fn answer(
+        &self,
+        queue: &str,
+        message: &Value,
+        verb: &str,
+        receipt: Option<&str>,
+    ) -> ApiResponse {
+        let id = message["id"].as_str().expect("id");
+        let path = format!("/api/v1/queues/{queue}/messages/{id}/{verb}");
+        self.send(Method::POST, &path, None, receipt).await
+    }
+
+    async fn ack(&self, queue: &str, message: &Value) -> ApiResponse {
+        self.answer(queue, message, "ack", message["receipt"].as_str())
+            .await
+    }
+}
+
+/// Assert Forq's error: `status` and exactly `{"code": code}`.
+#[track_caller]
+fn forq_error(response: &ApiResponse, status: u16, code: &str) {
+    assert_eq!(response.status, status, "{}", response.text());
+    assert_eq!(response.json(), json!({ "code": code }));
+}
+
+#[track_caller]
+fn no_content(response: &ApiResponse) {
+    assert_eq!(response.status, 204, "{}", response.text());
+    assert!(response.body.is_empty(), "204 has no body");
+}
+
+#[tokio::test]
+async fn a_message_is_produced_consumed_and_acked_with_its_receipt() {
+    let app = spawn_app(|_| {}).await;
+    let forq = ForqClient::of(&app, None);
+    no_content(
+        &forq
+            .produce("Orders", json!({"content": "hello \"you\""}))
+            .await,
+    );
+
+    let message = forq.consume_one("orders").await;
+    assert_eq!(message["content"], "hello \"you\"");
+    let receipt = message["receipt"].as_str().expect("receipt");
+    assert!(
+        receipt.parse::<i64>().is_ok(),
+        "a decimal int64, as Forq's: {receipt}"
+    );
+
+    // The queue is hookq's: a pull queue with Forq's schedule, its job the content.
+    let settings = app.get("/queue/orders/_settings").await.expect(200);
+    assert_eq!(settings["delivery"], "pull", "{settings}");
+    assert_eq!(settings["maxAttempts"], 5, "{settings}");
+    assert_eq!(
+        settings["backoff"],
+        json!(["1s", "5s", "15s", "30s", "1m"]),
+        "{settings}"
+    );
+    let id = message["id"].as_str().unwrap();
+    let job = app.get_job("orders", id).await.expect(200);
+    assert_eq!(job["job"], "hello \"you\"", "{job}");
+
+    no_content(&forq.ack("orders", &message).await);
+    app.get_job("orders", id).await.expect_error(404);
+    // Acked is gone: the same receipt again finds nothing.
+    forq_error(
+        &forq.ack("orders", &message).await,
+        404,
+        "not_found.message",
+    );
+}
+
+#[tokio::test]
+async fn a_receipt_of_an_earlier_delivery_changes_nothing() {
+    let app = spawn_app(|_| {}).await;
+    let forq = ForqClient::of(&app, None);
+    forq.produce("q", json!({"content": "x"})).await;
+    app.patch_queue("q", &json!({"backoff": ["10ms"]}))
+        .await
+        .expect(200);
+    let first = forq.consume_one("q").await;
+    no_content(
+        &forq
+            .answer("q", &first, "nack", first["receipt"].as_str())
+            .await,
+    );
+    let second = forq.consume_one("q").await;
+    assert_eq!(second["id"], first["id"]);
+    assert_ne!(second["receipt"], first["receipt"]);
+
+    forq_error(&forq.ack("q", &first).await, 404, "not_found.message");
+    forq_error(
+        &forq
+            .answer("q", &first, "nack", first["receipt"].as_str())
+            .await,
+        404,
+        "not_found.message",
+    );
+    no_content(&forq.ack("q", &second).await);
+}
+
+#[tokio::test]
+async fn older_clients_without_receipts_keep_working() {
+    let app = spawn_app(|_| {}).await;
+    let forq = ForqClient::of(&app, None);
+    forq.produce("q", json!({"content": "a"})).await;
+    let message = forq.consume_one("q").await;
+    // An ack without a receipt acks the current delivery; again, or of an unknown id, 204.
+    no_content(&forq.answer("q", &message, "ack", None).await);
+    app.get_job("q", message["id"].as_str().unwrap())
+        .await
+        .expect_error(404);
+    no_content(&forq.answer("q", &message, "ack", None).await);
+    let unknown = json!({"id": "0190a0a0-0000-7000-8000-000000000000"});
+    no_content(&forq.answer("q", &unknown, "ack", None).await);
+    forq_error(
+        &forq.answer("q", &unknown, "nack", None).await,
+        404,
+        "not_found.message",
+    );
+
+    // A nack without a receipt fails the current delivery.
+    forq.produce("q", json!({"content": "b"})).await;
+    let message = forq.consume_one("q").await;
+    no_content(&forq.answer("q", &message, "nack", None).await);
+    let job = app
+        .get_job("q", message["id"].as_str().unwrap())
+        .await
+        .expect(200);
+    assert_eq!(job["attempts"], 1, "{job}");
+}
+
+#[tokio::test]
+async fn a_message_nacked_five_times_is_dead_lettered() {
+    let app = spawn_app(|_| {}).await;
+    let forq = ForqClient::of(&app, None);
+    forq.produce("q", json!({"content": "poison"})).await;
+    app.patch_queue("q", &json!({"backoff": ["10ms"]}))
+        .await
+        .expect(200);
+    let mut id = String::new();
+    for attempt in 1..=5 {
+        let message = forq.consume_one("q").await;
+        id = message["id"].as_str().unwrap().to_owned();
+        let job = app.get_job("q", &id).await.expect(200);
+        assert_eq!(job["attempts"], attempt, "{job}");
+        no_content(
+            &forq
+                .answer("q", &message, "nack", message["receipt"].as_str())
+                .await,
+        );
+    }
+    let dead = app.get_job("q", &id).await.expect(200);
+    assert_eq!(dead["status"], "ERROR", "{dead}");
+}
+
+#[tokio::test]
+async fn a_native_job_is_consumed_as_its_json_text_and_a_delay_is_kept() {
+    let app = spawn_app(|_| {}).await;
+    app.put_queue("q", &json!({})).await.expect(201);
+    let id = app.enqueue_ok("q", &json!({"b": 1, "a": [true]})).await;
+    let forq = ForqClient::of(&app, None);
+    let message = forq.consume_one("q").await;
+    assert_eq!(message["id"], id);
+    assert_eq!(message["content"], r#"{"b":1,"a":[true]}"#);
+    no_content(&forq.ack("q", &message).await);
+
+    // processAfter: not consumed before then; a consume waiting meanwhile gets it then.
+    let at = hookq::model::now_millis() + 1_500;
+    no_content(
+        &forq
+            .produce("q", json!({"content": "later", "processAfter": at}))
+            .await,
+    );
+    let stats = app.get("/queue/q/_stats").await.expect(200);
+    assert_eq!(stats["scheduled"], 1, "{stats}");
+    let later = forq.consume_one("q").await;
+    assert_eq!(later["content"], "later");
+    assert!(hookq::model::now_millis() >= at, "not before processAfter");
+}
+
+#[tokio::test]
+async fn a_consume_waiting_on_a_queue_nobody_produced_to_gets_the_first_message() {
+    let app = spawn_app(|_| {}).await;
+    let forq = ForqClient::of(&app, None);
+    let waiting = {
+        let consumer = ForqClient::of(&app, None);
+        tokio::spawn(async move { consumer.consume_one("fresh").await })
+    };
+    // The producer may come before or after the consumer starts waiting: either way the
+    // message reaches it, well within the 30 s wait.
+    no_content(&forq.produce("fresh", json!({"content": "first"})).await);
+    let message = waiting.await.expect("the consumer");
+    assert_eq!(message["content"], "first");
+}
+
+#[tokio::test]
+async fn bad_requests_get_forqs_codes() {
+    let app = spawn_app(|_| {}).await;
+    let forq = ForqClient::of(&app, None);
+    let now = hookq::model::now_millis();
+    for (queue, body, status, code) in [
+        (
+            "a.b",
+            json!({"content": "x"}),
+            400,
+            "bad_request.queue.invalid_name",
+        ),
+        (
+            &"x".repeat(65)[..],
+            json!({"content": "x"}),
+            400,
+            "bad_request.queue.invalid_name",
+        ),
+        (
+            "q-dlq",
+            json!({"content": "x"}),
+            400,
+            "bad_request.queue.produce_to_dlq",
+        ),
+        (
+            "q",
+            json!({"content": "x", "processAfter": now - 60_000}),
+            400,
+            "bad_request.body.processAfter.in_past",
+        ),
+        (
+            "q",
+            json!({"content": "x", "processAfter": now + 367 * 86_400_000}),
+            400,
+            "bad_request.body.processAfter.too_far",
+        ),
+        ("q", json!({"content": 42}), 400, "bad_request.body.invalid"),
+        (
+            "q",
+            json!({"content": "x".repeat(256 * 1024 + 1)}),
+            400,
+            "bad_request.body.content.exceeds_limit",
+        ),
+    ] {
+        forq_error(&forq.produce(queue, body).await, status, code);
+    }
+    let path = "/api/v1/queues/q/messages";
+    forq_error(
+        &forq
+            .send(Method::POST, path, Some(b"{".to_vec()), None)
+            .await,
+        400,
+        "bad_request.body.invalid",
+    );
+    let huge = vec![b' '; 2 * 1024 * 1024 + 1];
+    forq_error(
+        &forq.send(Method::POST, path, Some(huge), None).await,
+        413,
+        "bad_request.body.content.exceeds_limit",
+    );
+    // Nothing of it was stored: no queue was created either.
+    app.get("/queue/q/_stats").await.expect_error(404);
+
+    forq.produce("q", json!({"content": "x"})).await;
+    let message = forq.consume_one("q").await;
+    let bad_id = json!({"id": "not-a-uuid"});
+    forq_error(
+        &forq.answer("q", &bad_id, "ack", Some("1")).await,
+        400,
+        "bad_request.messageId.invalid",
+    );
+    forq_error(
+        &forq.answer("q", &message, "ack", Some("abc")).await,
+        400,
+        "bad_request.receipt.invalid",
+    );
+    forq_error(
+        &forq.answer("a.b", &message, "ack", Some("1")).await,
+        400,
+        "bad_request.queue.invalid_name",
+    );
+    no_content(&forq.ack("q", &message).await);
+}
+
+#[tokio::test]
+async fn forqs_key_headers_open_the_api_and_the_healthcheck_needs_none() {
+    let app = spawn_app(|c| {
+        c.api_key = Some(hookq::config::ApiKey::new(SECRET.into()));
+    })
+    .await;
+    let anonymous = ForqClient::of(&app, None);
+    forq_error(
+        &anonymous.produce("q", json!({"content": "x"})).await,
+        401,
+        "unauthorized",
+    );
+    forq_error(&anonymous.consume("q").await, 401, "unauthorized");
+    let wrong = ForqClient::of(&app, Some("not-the-secret"));
+    forq_error(
+        &wrong.produce("q", json!({"content": "x"})).await,
+        401,
+        "unauthorized",
+    );
+    no_content(
+        &anonymous
+            .send(Method::GET, "/healthcheck", None, None)
+            .await,
+    );
+
+    let forq = ForqClient::of(&app, Some(SECRET));
+    no_content(&forq.produce("q", json!({"content": "x"})).await);
+    // A Forq version sent `Authorization: Bearer`.
+    let bearer = anonymous
+        .api
+        .http
+        .get(format!("{}/api/v1/queues/q/messages", app.base))
+        .header("Authorization", format!("Bearer {SECRET}"));
+    let message = anonymous.api.send(bearer).await;
+    assert_eq!(message.status, 200, "{}", message.text());
+}
