@@ -9,6 +9,10 @@
 //! payload is the JSON string of its content, so it can be listed, replayed and inspected
 //! through hookq's API; a native job (a JSON object) is consumed with its JSON text as
 //! `content`. A consumed message is leased for 5 minutes; its `receipt` is its lease.
+//!
+//! A queue's dead letters are consumed as the queue `{queue}-dlq` (when no queue of that
+//! very name exists): a consume leases the oldest pending dead letter, an ack acknowledges
+//! it (hookq's dismissal: kept for audit until retention), a nack hides it for a while.
 
 use std::time::Duration;
 
@@ -52,6 +56,11 @@ const RECEIPT_HEADER: &str = "x-forq-receipt";
 const MAX_NAME: usize = 64;
 /// Forq's dead-letter queues: `{queue}-dlq`.
 const DLQ_SUFFIX: &str = "-dlq";
+/// A nacked dead letter is offered again after this long.
+const DLQ_NACK_HIDE: Duration = Duration::from_secs(5);
+/// A consumer of dead letters waiting for one looks again at least this often: most moves
+/// to the dead letters also wake their queue's waiters, a push delivery's last failure not.
+const DLQ_RECHECK: Duration = Duration::from_secs(1);
 
 /// Forq's routes, with Forq's authentication (`X-API-Key`, or `Authorization: Bearer`)
 /// answered in Forq's shape. Scoped keys work as on hookq's routes: producers produce,
@@ -314,6 +323,9 @@ async fn consume(
 ) -> ForqResult<Response> {
     let name = queue_name(name)?;
     let deadline = tokio::time::Instant::now() + CONSUME_WAIT;
+    if let Some(queue) = dead_letters_of(&state, &name).await? {
+        return consume_dead_letter(&state, &queue, deadline).await;
+    }
     let leased = loop {
         let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
         let request = LeaseRequest {
@@ -346,6 +358,84 @@ async fn consume(
     };
     leased.handed();
     Ok(Json(body).into_response())
+}
+
+/// `{queue}-dlq` when it names the dead letters of an existing queue `queue` (and no queue
+/// of that very name exists): `queue`.
+async fn dead_letters_of(state: &AppState, name: &QueueName) -> ForqResult<Option<QueueName>> {
+    let Some(base) = name.as_str().strip_suffix(DLQ_SUFFIX) else {
+        return Ok(None);
+    };
+    let Ok(base) = QueueName::parse(base) else {
+        return Ok(None);
+    };
+    let exists = async |queue: &QueueName| match state.store.queue(queue).await {
+        Ok(_) => Ok(true),
+        Err(StoreError::QueueNotFound) => Ok(false),
+        Err(err) => Err(ForqError::from(err)),
+    };
+    if exists(name).await? || !exists(&base).await? {
+        return Ok(None);
+    }
+    Ok(Some(base))
+}
+
+/// Lease the oldest pending dead letter of `queue`, waiting until `deadline` for one.
+async fn consume_dead_letter(
+    state: &AppState,
+    queue: &QueueName,
+    deadline: tokio::time::Instant,
+) -> ForqResult<Response> {
+    let waiters = state.wakeups.lease_waiters(queue);
+    loop {
+        let woken = waiters.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let now = now_millis();
+        let until = now + VISIBILITY.as_millis() as i64;
+        if let Some((id, payload)) = state
+            .store
+            .lease_dead_letter(queue.clone(), now, until)
+            .await?
+        {
+            let lease = Lease { attempt: 0, until };
+            let body = MessageBody {
+                id: id.to_string(),
+                content: content_of(payload.as_str()),
+                receipt: receipt_of(lease).ok_or(ForqError::INTERNAL)?,
+            };
+            return Ok(Json(body).into_response());
+        }
+        let look_again = (tokio::time::Instant::now() + DLQ_RECHECK).min(deadline);
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        let _ = tokio::time::timeout_at(look_again, woken).await;
+    }
+}
+
+/// Answer a dead letter of `queue` a consumer of `{queue}-dlq` leased: acknowledge it, or
+/// (`nack`) offer it again a little later. Fenced by the receipt; without one, an ack is
+/// idempotent and a nack needs a pending record.
+async fn answer_dead_letter(
+    state: &AppState,
+    queue: &QueueName,
+    id: JobId,
+    receipt: Option<LeaseId>,
+    nack: bool,
+) -> ForqResult<StatusCode> {
+    let now = now_millis();
+    let hide_until = nack.then(|| now + DLQ_NACK_HIDE.as_millis() as i64);
+    let lease = receipt.map(|r| r.lease.until);
+    let changed = state
+        .store
+        .answer_dead_letter(queue.clone(), id, lease, hide_until, now)
+        .await?;
+    if changed || (receipt.is_none() && !nack) {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ForqError::NOT_FOUND)
+    }
 }
 
 /// A message's content: the string a Forq producer sent, or a native job's JSON text.
@@ -416,7 +506,11 @@ async fn ack(
     headers: HeaderMap,
 ) -> ForqResult<StatusCode> {
     let (queue, id) = message_path(path)?;
-    match receipt(&headers)? {
+    let given = receipt(&headers)?;
+    if let Some(dead_letters) = dead_letters_of(&state, &queue).await? {
+        return answer_dead_letter(&state, &dead_letters, id, given, false).await;
+    }
+    match given {
         Some(lease) => state.leases.ack(&queue, id, lease).await?,
         None => {
             if let Some(lease) = current_lease(&state, &queue, id).await? {
@@ -439,7 +533,11 @@ async fn nack(
     headers: HeaderMap,
 ) -> ForqResult<StatusCode> {
     let (queue, id) = message_path(path)?;
-    let lease = match receipt(&headers)? {
+    let given = receipt(&headers)?;
+    if let Some(dead_letters) = dead_letters_of(&state, &queue).await? {
+        return answer_dead_letter(&state, &dead_letters, id, given, true).await;
+    }
+    let lease = match given {
         Some(lease) => lease,
         None => current_lease(&state, &queue, id)
             .await?

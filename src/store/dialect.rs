@@ -26,6 +26,7 @@ use super::records::{
 };
 use super::status::JobStatus;
 use crate::event::Event;
+use crate::json::CanonicalJson;
 use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
 
 /// How a write is committed.
@@ -343,6 +344,25 @@ pub trait DeadLetterRows {
     async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats>;
     /// Dismiss the pending dead letters of `selection` (`pending → acknowledged`); how many.
     async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize>;
+    /// Lease the oldest free pending dead letter of `queue` until `until` (a consumer of
+    /// `{queue}-dlq`): its id and payload.
+    async fn lease_dead_letter(
+        &self,
+        queue: &QueueName,
+        now: UnixMillis,
+        until: UnixMillis,
+    ) -> StoreResult<Option<(JobId, CanonicalJson)>>;
+    /// Answer a leased dead letter of `queue`: `hide_until: None` acknowledges it, a time
+    /// hides it until then (a nack). Fenced by `lease` (its `leased_until`); without one,
+    /// any pending record. Whether it changed.
+    async fn answer_dead_letter(
+        &self,
+        queue: &QueueName,
+        id: JobId,
+        lease: Option<UnixMillis>,
+        hide_until: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<bool>;
     /// The pending dead letters of `queue` grouped by how they failed ([`ErrorGroup`]), the
     /// largest `limit` groups, largest first (then the oldest failure first).
     async fn error_groups(

@@ -577,6 +577,36 @@ impl Store {
         })
     }
 
+    /// Lease the oldest free pending dead letter of `queue` until `until`, for a consumer
+    /// of its dead letters (Forq's `{queue}-dlq`): its id and payload.
+    pub async fn lease_dead_letter(
+        &self,
+        queue: QueueName,
+        now: UnixMillis,
+        until: UnixMillis,
+    ) -> StoreResult<Option<(JobId, crate::json::CanonicalJson)>> {
+        in_write!(self, Durability::Relaxed, one_statement = true, |tx| {
+            tx.lease_dead_letter(&queue, now, until).await
+        })
+    }
+
+    /// Answer a leased dead letter: acknowledge it (`hide_until: None`) or hide it until
+    /// then (a nack), fenced by `lease` (any pending record without one). Whether it
+    /// changed.
+    pub async fn answer_dead_letter(
+        &self,
+        queue: QueueName,
+        id: JobId,
+        lease: Option<UnixMillis>,
+        hide_until: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
+        in_write!(self, Durability::Durable, one_statement = true, |tx| {
+            tx.answer_dead_letter(&queue, id, lease, hide_until, now)
+                .await
+        })
+    }
+
     /// The lease job `id` of `queue` is in flight under, if it is.
     pub async fn current_lease(&self, queue: QueueName, id: JobId) -> StoreResult<Option<Lease>> {
         in_snapshot!(self, |tx| tx.lease_of(&queue, id).await)

@@ -396,3 +396,40 @@ async fn forqs_key_headers_open_the_api_and_the_healthcheck_needs_none() {
     let message = anonymous.api.send(bearer).await;
     assert_eq!(message.status, 200, "{}", message.text());
 }
+
+#[tokio::test]
+async fn a_queues_dead_letters_are_consumed_as_its_dlq_queue() {
+    let app = spawn_app(|_| {}).await;
+    let forq = ForqClient::of(&app, None);
+    forq.produce("q", json!({"content": "poison"})).await;
+    app.patch_queue("q", &json!({"maxAttempts": 1}))
+        .await
+        .expect(200);
+    let message = forq.consume_one("q").await;
+    no_content(
+        &forq
+            .answer("q", &message, "nack", message["receipt"].as_str())
+            .await,
+    );
+    let id = message["id"].as_str().unwrap();
+    assert_eq!(app.get_job("q", id).await.expect(200)["status"], "ERROR");
+
+    let dead = forq.consume_one("q-dlq").await;
+    assert_eq!(dead["id"], message["id"]);
+    assert_eq!(dead["content"], "poison");
+    // A nack offers it again later; the receipt it held is spent.
+    no_content(
+        &forq
+            .answer("q-dlq", &dead, "nack", dead["receipt"].as_str())
+            .await,
+    );
+    forq_error(&forq.ack("q-dlq", &dead).await, 404, "not_found.message");
+    let job = app.get_job("q", id).await.expect(200);
+    assert_eq!(job["deadLetter"]["state"], "pending", "{job}");
+
+    // Acknowledged without a receipt (an older client), idempotently.
+    no_content(&forq.answer("q-dlq", &dead, "ack", None).await);
+    no_content(&forq.answer("q-dlq", &dead, "ack", None).await);
+    let job = app.get_job("q", id).await.expect(200);
+    assert_eq!(job["deadLetter"]["state"], "acknowledged", "{job}");
+}

@@ -264,7 +264,7 @@ impl DeadLetterRows for PgTx<'_> {
                  replay_count = excluded.replay_count, acknowledged_at = NULL,
                  updated_at = excluded.updated_at, priority = excluded.priority,
                  ordering_key = excluded.ordering_key, schedule = excluded.schedule,
-                 schedule_tick = excluded.schedule_tick
+                 schedule_tick = excluded.schedule_tick, leased_until = NULL
              RETURNING queue, attempts, last_status, last_error",
             &[&uuid(id), &reason.as_str(), &now],
         )
@@ -582,6 +582,49 @@ impl DeadLetterRows for PgTx<'_> {
             acknowledged: count_of(row.get(3)),
         };
         Ok(stats)
+    }
+
+    async fn lease_dead_letter(
+        &self,
+        queue: &QueueName,
+        now: UnixMillis,
+        until: UnixMillis,
+    ) -> StoreResult<Option<(JobId, CanonicalJson)>> {
+        Ok(prepared::query_opt(
+            self.tx,
+            "UPDATE dead_letters SET leased_until = $3
+             WHERE id = (SELECT id FROM dead_letters
+                         WHERE queue = $1 AND state = 'pending'
+                           AND (leased_until IS NULL OR leased_until <= $2)
+                         ORDER BY failed_at, id LIMIT 1
+                         FOR UPDATE SKIP LOCKED)
+             RETURNING id, payload",
+            &[&queue.as_str(), &now, &until],
+        )
+        .await?
+        .map(|row| (job_id(row.get(0)), CanonicalJson::from_stored(row.get(1)))))
+    }
+
+    async fn answer_dead_letter(
+        &self,
+        queue: &QueueName,
+        id: JobId,
+        lease: Option<UnixMillis>,
+        hide_until: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
+        let changed = prepared::execute(
+            self.tx,
+            "UPDATE dead_letters
+             SET state = CASE WHEN $4::bigint IS NULL THEN 'acknowledged' ELSE state END,
+                 acknowledged_at = CASE WHEN $4::bigint IS NULL THEN $5 ELSE acknowledged_at END,
+                 updated_at = $5, leased_until = $4
+             WHERE id = $1 AND queue = $2 AND state = 'pending'
+               AND ($3::bigint IS NULL OR leased_until = $3)",
+            &[&uuid(id), &queue.as_str(), &lease, &hide_until, &now],
+        )
+        .await?;
+        Ok(changed == 1)
     }
 
     async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize> {

@@ -72,6 +72,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "pull leases",
         sql: include_str!("../../../migrations/postgres/0010_pull_leases.sql"),
     },
+    Migration {
+        version: 11,
+        name: "dead letter leases",
+        sql: include_str!("../../../migrations/postgres/0011_dead_letter_leases.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -71,6 +71,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0015_pull_leases",
         include_str!("../../../migrations/0015_pull_leases.sql"),
     ),
+    (
+        "0016_dead_letter_leases",
+        include_str!("../../../migrations/0016_dead_letter_leases.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

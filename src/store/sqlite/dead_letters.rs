@@ -309,7 +309,7 @@ impl DeadLetterRows for SqliteTx<'_> {
                      replay_count = excluded.replay_count, acknowledged_at = NULL,
                      updated_at = excluded.updated_at, priority = excluded.priority,
                      ordering_key = excluded.ordering_key, schedule = excluded.schedule,
-                     schedule_tick = excluded.schedule_tick
+                     schedule_tick = excluded.schedule_tick, leased_until = NULL
                  RETURNING queue, attempts, last_status, last_error",
             )?
             .query_row(params![&id.as_bytes()[..], reason.as_str(), now], |row| {
@@ -527,6 +527,59 @@ impl DeadLetterRows for SqliteTx<'_> {
             acknowledged: acknowledged as u64,
         };
         Ok(stats)
+    }
+
+    async fn lease_dead_letter(
+        &self,
+        queue: &QueueName,
+        now: UnixMillis,
+        until: UnixMillis,
+    ) -> StoreResult<Option<(JobId, CanonicalJson)>> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "UPDATE dead_letters SET leased_until = ?3
+                 WHERE rowid = (SELECT rowid FROM dead_letters
+                                WHERE queue = ?1 AND state = 'pending'
+                                  AND (leased_until IS NULL OR leased_until <= ?2)
+                                ORDER BY failed_at, id LIMIT 1)
+                 RETURNING id, payload",
+            )?
+            .query_row(params![queue.as_str(), now, until], |row| {
+                Ok((
+                    id_from_row(row, 0)?,
+                    CanonicalJson::from_stored(row.get(1)?),
+                ))
+            })
+            .optional()?)
+    }
+
+    async fn answer_dead_letter(
+        &self,
+        queue: &QueueName,
+        id: JobId,
+        lease: Option<UnixMillis>,
+        hide_until: Option<UnixMillis>,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
+        let changed = self
+            .0
+            .prepare_cached(
+                "UPDATE dead_letters
+                 SET state = CASE WHEN ?4 IS NULL THEN 'acknowledged' ELSE state END,
+                     acknowledged_at = CASE WHEN ?4 IS NULL THEN ?5 ELSE acknowledged_at END,
+                     updated_at = ?5, leased_until = ?4
+                 WHERE id = ?1 AND queue = ?2 AND state = 'pending'
+                   AND (?3 IS NULL OR leased_until = ?3)",
+            )?
+            .execute(params![
+                &id.as_bytes()[..],
+                queue.as_str(),
+                lease,
+                hide_until,
+                now
+            ])?;
+        Ok(changed == 1)
     }
 
     async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize> {
