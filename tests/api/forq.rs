@@ -433,3 +433,152 @@ async fn a_queues_dead_letters_are_consumed_as_its_dlq_queue() {
     let job = app.get_job("q", id).await.expect(200);
     assert_eq!(job["deadLetter"]["state"], "acknowledged", "{job}");
 }
+
+/// What Forq's published OpenAPI document (`openapi.yaml` of n0rdy/forq at v1.0.0) declares
+/// for each route: the statuses it lists (besides `429 too_many_requests` and `500
+/// internal`, which its enum has and every route may answer), transcribed here.
+const DOCUMENTED_STATUSES: &[(&str, &str, &[u16])] = &[
+    ("GET", "/healthcheck", &[204]),
+    (
+        "POST",
+        "/api/v1/queues/{queue}/messages",
+        &[204, 400, 401, 413],
+    ),
+    (
+        "GET",
+        "/api/v1/queues/{queue}/messages",
+        &[200, 204, 400, 401],
+    ),
+    (
+        "POST",
+        "/api/v1/queues/{queue}/messages/{messageId}/ack",
+        &[204, 400, 401, 404],
+    ),
+    (
+        "POST",
+        "/api/v1/queues/{queue}/messages/{messageId}/nack",
+        &[204, 400, 401, 404],
+    ),
+];
+
+/// The document's `ErrorResponse.code` enum.
+const DOCUMENTED_CODES: &[&str] = &[
+    "bad_request.body.content.exceeds_limit",
+    "bad_request.body.processAfter.in_past",
+    "bad_request.body.processAfter.too_far",
+    "bad_request.body.invalid",
+    "bad_request.queue.invalid_name",
+    "bad_request.messageId.invalid",
+    "bad_request.queue.produce_to_dlq",
+    "bad_request.dlq_only_operation",
+    "bad_request.receipt.missing",
+    "bad_request.receipt.invalid",
+    "unauthorized",
+    "too_many_requests",
+    "not_found.message",
+    "internal",
+];
+
+/// Check one answer of `route` against the document: a listed status, an error body
+/// exactly `{"code"}` with a code of its enum, a message exactly its `MessageResponse`.
+#[track_caller]
+fn as_documented(method: &str, route: &str, response: &ApiResponse) {
+    let (_, _, statuses) = DOCUMENTED_STATUSES
+        .iter()
+        .find(|(m, r, _)| *m == method && *r == route)
+        .expect("a documented route");
+    assert!(
+        statuses.contains(&response.status) || matches!(response.status, 429 | 500),
+        "{method} {route} answered {} ({}), not one of {statuses:?}",
+        response.status,
+        response.text()
+    );
+    match response.status {
+        200 => {
+            let body = response.json();
+            let object = body.as_object().expect("a MessageResponse object");
+            assert_eq!(object.len(), 3, "{body}");
+            for field in ["id", "content", "receipt"] {
+                assert!(object[field].is_string(), "{field} is a string: {body}");
+            }
+            let id = object["id"].as_str().unwrap();
+            assert!(hookq::model::JobId::parse(id).is_ok(), "id is a UUID: {id}");
+        }
+        204 => assert!(response.body.is_empty()),
+        _ => {
+            let body = response.json();
+            let object = body.as_object().expect("an ErrorResponse object");
+            assert_eq!(object.len(), 1, "{body}");
+            let code = object["code"].as_str().expect("a code");
+            assert!(DOCUMENTED_CODES.contains(&code), "{code} is in the enum");
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_forq_route_answers_as_forqs_openapi_document_declares() {
+    let app = spawn_app(|c| {
+        c.api_key = Some(hookq::config::ApiKey::new(SECRET.into()));
+    })
+    .await;
+    let forq = ForqClient::of(&app, Some(SECRET));
+    let anonymous = ForqClient::of(&app, None);
+    const PRODUCE: &str = "/api/v1/queues/{queue}/messages";
+    const ACK: &str = "/api/v1/queues/{queue}/messages/{messageId}/ack";
+    const NACK: &str = "/api/v1/queues/{queue}/messages/{messageId}/nack";
+
+    as_documented(
+        "GET",
+        "/healthcheck",
+        &anonymous
+            .send(Method::GET, "/healthcheck", None, None)
+            .await,
+    );
+    for (client, body) in [
+        (&forq, json!({"content": "a"})),
+        (&forq, json!({"content": 1})),
+        (&forq, json!({"content": "a", "processAfter": 1})),
+        (&anonymous, json!({"content": "a"})),
+    ] {
+        as_documented("POST", PRODUCE, &client.produce("q", body).await);
+    }
+    as_documented(
+        "POST",
+        PRODUCE,
+        &forq
+            .send(
+                Method::POST,
+                "/api/v1/queues/q/messages",
+                Some(vec![b' '; 3 * 1024 * 1024]),
+                None,
+            )
+            .await,
+    );
+    for client in [&forq, &anonymous] {
+        as_documented("GET", PRODUCE, &client.consume("q").await);
+    }
+    as_documented("GET", PRODUCE, &forq.consume("a.b").await);
+    forq.produce("q", json!({"content": "b"})).await;
+    let message = forq.consume("q").await.json();
+    let unknown = json!({"id": "0190a0a0-0000-7000-8000-000000000000"});
+    for verb in ["nack", "ack"] {
+        let route = if verb == "ack" { ACK } else { NACK };
+        for (target, receipt) in [
+            (&unknown, Some("1")),
+            (&json!({"id": "x"}), Some("1")),
+            (&message, Some("not a number")),
+            (&message, message["receipt"].as_str()),
+        ] {
+            as_documented(
+                "POST",
+                route,
+                &forq.answer("q", target, verb, receipt).await,
+            );
+        }
+        as_documented(
+            "POST",
+            route,
+            &anonymous.answer("q", &message, verb, None).await,
+        );
+    }
+}
