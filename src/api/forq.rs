@@ -422,16 +422,16 @@ async fn answer_dead_letter(
     queue: &QueueName,
     id: JobId,
     receipt: Option<LeaseId>,
-    nack: bool,
+    verb: Verb,
 ) -> ForqResult<StatusCode> {
     let now = now_millis();
-    let hide_until = nack.then(|| now + DLQ_NACK_HIDE.as_millis() as i64);
+    let hide_until = (verb == Verb::Nack).then(|| now + DLQ_NACK_HIDE.as_millis() as i64);
     let lease = receipt.map(|r| r.lease.until);
     let changed = state
         .store
         .answer_dead_letter(queue.clone(), id, lease, hide_until, now)
         .await?;
-    if changed || (receipt.is_none() && !nack) {
+    if changed || (receipt.is_none() && verb == Verb::Ack) {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ForqError::NOT_FOUND)
@@ -497,6 +497,13 @@ async fn current_lease(
         .map(lease_id))
 }
 
+/// Which answer a consumer gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Ack,
+    Nack,
+}
+
 /// `POST …/messages/{id}/ack` → 204: the message is done. With a receipt of an earlier
 /// delivery, 404 and nothing changes. Without a receipt (older clients) an ack is
 /// idempotent: 204 for an unknown or already acknowledged message.
@@ -505,23 +512,7 @@ async fn ack(
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
 ) -> ForqResult<StatusCode> {
-    let (queue, id) = message_path(path)?;
-    let given = receipt(&headers)?;
-    if let Some(dead_letters) = dead_letters_of(&state, &queue).await? {
-        return answer_dead_letter(&state, &dead_letters, id, given, false).await;
-    }
-    match given {
-        Some(lease) => state.leases.ack(&queue, id, lease).await?,
-        None => {
-            if let Some(lease) = current_lease(&state, &queue, id).await? {
-                match state.leases.ack(&queue, id, lease).await {
-                    Ok(()) | Err(PullError::LeaseLost | PullError::JobNotFound) => {}
-                    Err(err) => return Err(err.into()),
-                }
-            }
-        }
-    }
-    Ok(StatusCode::NO_CONTENT)
+    answer(&state, path, &headers, Verb::Ack).await
 }
 
 /// `POST …/messages/{id}/nack` → 204: a failed delivery, retried on the queue's schedule
@@ -532,19 +523,47 @@ async fn nack(
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
 ) -> ForqResult<StatusCode> {
+    answer(&state, path, &headers, Verb::Nack).await
+}
+
+/// An ack or a nack: of a dead letter (`{queue}-dlq`), or of a delivery, named by its
+/// receipt or, without one (an older client), the current one.
+async fn answer(
+    state: &AppState,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: &HeaderMap,
+    verb: Verb,
+) -> ForqResult<StatusCode> {
     let (queue, id) = message_path(path)?;
-    let given = receipt(&headers)?;
-    if let Some(dead_letters) = dead_letters_of(&state, &queue).await? {
-        return answer_dead_letter(&state, &dead_letters, id, given, true).await;
+    let given = receipt(headers)?;
+    if let Some(dead_letters) = dead_letters_of(state, &queue).await? {
+        return answer_dead_letter(state, &dead_letters, id, given, verb).await;
     }
     let lease = match given {
-        Some(lease) => lease,
-        None => current_lease(&state, &queue, id)
-            .await?
-            .ok_or(ForqError::NOT_FOUND)?,
+        Some(lease) => Some(lease),
+        None => current_lease(state, &queue, id).await?,
     };
-    state.leases.nack(&queue, id, lease, None, None).await?;
-    Ok(StatusCode::NO_CONTENT)
+    let Some(lease) = lease else {
+        // Nothing in flight: an older client's ack is idempotent; its nack finds nothing.
+        return match verb {
+            Verb::Ack => Ok(StatusCode::NO_CONTENT),
+            Verb::Nack => Err(ForqError::NOT_FOUND),
+        };
+    };
+    let answered = match verb {
+        Verb::Ack => state.leases.ack(&queue, id, lease).await,
+        Verb::Nack => state.leases.nack(&queue, id, lease, None, None).await,
+    };
+    match answered {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        // An older client's ack that met another answer first: idempotent still.
+        Err(PullError::LeaseLost | PullError::JobNotFound)
+            if given.is_none() && verb == Verb::Ack =>
+        {
+            Ok(StatusCode::NO_CONTENT)
+        }
+        Err(err) => Err(err.into()),
+    }
 }
 
 #[cfg(test)]

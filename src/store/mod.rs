@@ -557,9 +557,10 @@ impl Store {
         lease: Lease,
         outcome: Outcome,
     ) -> StoreResult<LeaseAnswer> {
-        // Durable: a worker told its ack counted must not see the job again after a crash.
+        // Relaxed, as a push delivery's outcome: an answer lost to a power cut means the job
+        // is leased again, which at-least-once allows.
         let outbox = self.outbox;
-        in_write!(self, Durability::Durable, |tx| {
+        in_write!(self, Durability::Relaxed, |tx| {
             decisions::pull::settle(tx, &queue, id, lease, &outcome, outbox).await
         })
     }
@@ -572,7 +573,9 @@ impl Store {
         lease: Lease,
         until: UnixMillis,
     ) -> StoreResult<LeaseAnswer> {
-        in_write!(self, Durability::Durable, |tx| {
+        // Relaxed: an extension lost to a power cut lets the lease expire sooner, and the
+        // job is leased again (at least once).
+        in_write!(self, Durability::Relaxed, |tx| {
             decisions::pull::extend(tx, &queue, id, lease, until).await
         })
     }

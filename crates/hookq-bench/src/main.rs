@@ -15,6 +15,7 @@ mod cluster;
 mod control;
 mod kept;
 mod load;
+mod pull;
 mod recurring;
 mod relay;
 mod report;
@@ -97,6 +98,8 @@ enum Part {
     Recurring,
     /// The delivery log: end-to-end with `keepDelivered`, paired with the same run without.
     Kept,
+    /// Pull consumers (64, leasing 10 at a time, acking each) against the same jobs pushed.
+    Pull,
     /// One SQLite server beside 1, 2, 3 … PostgreSQL nodes on one database, same method,
     /// same run (needs `--db postgres://…`).
     Cluster,
@@ -383,6 +386,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted(Part::Kept) {
         report.kept = Some(bench.kept().await.context("delivery log")?);
+    }
+    if wanted(Part::Pull) {
+        report.pull = Some(bench.pull().await.context("pull consumers")?);
     }
     if wanted(Part::Cluster) {
         match &cli.db {

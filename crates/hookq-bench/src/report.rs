@@ -61,6 +61,7 @@ pub struct Report {
     pub overload: Option<OverloadFigure>,
     pub recurring: Vec<RecurringFigure>,
     pub kept: Option<KeptFigure>,
+    pub pull: Option<PullFigure>,
     pub cluster: Vec<crate::cluster::ClusterFigure>,
     pub ratios: Vec<Ratio>,
     pub targets: Vec<TargetCheck>,
@@ -144,6 +145,20 @@ pub struct KeptFigure {
     pub plain_server_cpu_seconds_per_10k: Stats,
     /// Growth of the database file and its WAL per kept job (200 B payloads).
     pub disk_bytes_per_kept_job: Stats,
+}
+
+/// Pull consumers (leasing batches, acking each job) against hookq pushing the same jobs.
+#[derive(Debug, Serialize)]
+pub struct PullFigure {
+    pub jobs: u64,
+    pub consumers: usize,
+    pub lease_batch: usize,
+    pub pull_jobs_per_second: Stats,
+    pub push_jobs_per_second: Stats,
+    /// Per pair: pull / push.
+    pub pull_to_push: Stats,
+    pub pull_server_cpu_seconds_per_10k: Stats,
+    pub push_server_cpu_seconds_per_10k: Stats,
 }
 
 /// Schedules firing every second on one queue.
@@ -509,6 +524,23 @@ fn print_control(report: &Report) {
             "disk per kept job",
             &format!("{} B", f.disk_bytes_per_kept_job.show(0)),
         );
+    }
+    if let Some(f) = &report.pull {
+        println!(
+            "\nPull: {} consumers leasing {} at a time and acking each, paired with pushing",
+            f.consumers, f.lease_batch
+        );
+        row(
+            &format!("{} jobs, pull / push", f.jobs),
+            &format!(
+                "{} / {} jobs/s   server CPU-s per 10k {} / {}",
+                f.pull_jobs_per_second.show(0),
+                f.push_jobs_per_second.show(0),
+                f.pull_server_cpu_seconds_per_10k.show(2),
+                f.push_server_cpu_seconds_per_10k.show(2)
+            ),
+        );
+        row("pull / push (paired)", &f.pull_to_push.show(2));
     }
     if let Some(f) = &report.overload {
         println!(
