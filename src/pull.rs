@@ -404,7 +404,9 @@ impl Leases {
 
     /// Job `id` of pull queue `name` is done (`ack`).
     pub async fn ack(&self, name: &QueueName, id: JobId, lease: LeaseId) -> Result<(), PullError> {
-        let queue = self.pull_queue(name).await?;
+        // Any queue: one made push since its job was leased still takes the lease's answer
+        // (the lease fences it; only leasing needs a pull queue).
+        let queue = self.inner.store.queue(name).await?;
         let inner = &self.inner;
         let now = now_millis();
         let latency_ms = u64::try_from(now.saturating_sub(lease.leased_at)).unwrap_or(0);
@@ -438,7 +440,7 @@ impl Leases {
         error: Option<String>,
         delay: Option<Duration>,
     ) -> Result<(), PullError> {
-        let queue = self.pull_queue(name).await?;
+        let queue = self.inner.store.queue(name).await?;
         let inner = &self.inner;
         let now = now_millis();
         let latency_ms = u64::try_from(now.saturating_sub(lease.leased_at)).unwrap_or(0);
@@ -483,7 +485,6 @@ impl Leases {
         lease: LeaseId,
         visibility: Duration,
     ) -> Result<UnixMillis, PullError> {
-        self.pull_queue(name).await?;
         let until = now_millis().saturating_add(millis(visibility));
         let answer = self
             .inner

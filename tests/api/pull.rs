@@ -114,12 +114,19 @@ async fn a_push_queue_refuses_leases_and_a_queue_turns_pull_and_back() {
     assert_eq!(settings["delivery"], "pull", "{settings}");
     lease_raw(&app, "q", None).await.expect(200);
 
+    // A job leased before the queue turns push still takes its worker's answer.
+    app.enqueue_ok("q", &payload(1)).await;
+    let job = lease(&app, json!({})).await.remove(0);
     app.patch_queue("q", &json!({"target": "http://127.0.0.1:9/"}))
         .await
         .expect(200);
     let settings = app.get("/queue/q/_settings").await.expect(200);
     assert_eq!(settings["delivery"], "push", "{settings}");
     lease_raw(&app, "q", None).await.expect_error(409);
+    ack(&app, &job).await.expect(200);
+    app.get_job("q", job["id"].as_str().unwrap())
+        .await
+        .expect_error(404);
 }
 
 #[tokio::test]
