@@ -1619,3 +1619,39 @@ async fn a_job_is_found_by_its_id_from_any_page() {
     assert!(page.body.contains("is not a job id"), "{}", page.body);
     assert!(!page.body.contains("<b>hello"), "shown as text");
 }
+
+#[tokio::test]
+async fn a_pull_queue_says_so_and_counts_its_leased_jobs_and_waiting_workers() {
+    let app = spawn_app(|_| {}).await;
+    app.put_queue("work", &json!({})).await.expect(201);
+    app.enqueue_ok("work", &payload(1)).await;
+    app.call(
+        axum::http::Method::POST,
+        "/queue/work/_lease",
+        Some(br#"{"max":1}"#),
+    )
+    .await
+    .expect(200);
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get("/ui/queue/work").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains(r#"id="pull-queue""#), "{}", page.body);
+    assert!(page.body.contains("/queue/work/_lease"));
+    assert!(
+        page.body.contains("<dt>Leased</dt><dd>1</dd>"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(r#"id="count-waiting">0<"#),
+        "{}",
+        page.body
+    );
+
+    // A push queue says none of it.
+    app.create_queue_ok("pushed", "http://127.0.0.1:9/", None)
+        .await;
+    let page = visitor.get("/ui/queue/pushed").await;
+    assert!(!page.body.contains("pull-queue") && !page.body.contains("count-waiting"));
+    assert!(page.body.contains("<dt>In flight</dt>"));
+}

@@ -63,6 +63,14 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let answer_of = |form: &str| Flash::answer_to(flash.as_ref(), form);
     let content = html! {
         h1 { "Queue " (name) }
+        @if settings.target.is_none() {
+            p id="pull-queue" {
+                "A pull queue: workers lease its jobs ("
+                code { "POST /queue/" (name) "/_lease" }
+                "), then ack or nack each; a lease not answered in time is a failed attempt. "
+                "Give it a target in the settings below to have hookq push its jobs instead."
+            }
+        }
         (stats_panel(&name, &stats, range))
         section aria-labelledby="actions-title" {
             h2 id="actions-title" { "Actions" }
@@ -285,7 +293,10 @@ fn stats_panel(name: &QueueName, stats: &QueueStats, range: ChartRange) -> Marku
                 ("Ready", html! { span id="count-ready" { (stats.ready) } }),
                 ("Scheduled", html! { (stats.scheduled) }),
                 ("Blocked by key", html! { (stats.blocked) }),
-                ("In flight", html! { (stats.in_flight) }),
+                (
+                    if stats.lease_requests_waiting.is_some() { "Leased" } else { "In flight" },
+                    html! { (stats.in_flight) },
+                ),
                 ("Dead", html! { span id="count-dead" { (stats.dead) } }),
                 ("Delivered, last min", html! { span id="count-delivered" { (stats.delivered_last_minute) } }),
                 ("Failed, last min", html! { (stats.failed_last_minute) }),
@@ -296,7 +307,9 @@ fn stats_panel(name: &QueueName, stats: &QueueStats, range: ChartRange) -> Marku
                 ("Concurrency", html! { (stats.concurrency.effective) " / " (stats.concurrency.limit) }),
                 ("Breaker", breaker(&stats.breaker)),
                 ("State", pause_state(stats.paused)),
-            ]))
+            ].into_iter().chain(stats.lease_requests_waiting.map(|waiting| {
+                ("Workers waiting", html! { span id="count-waiting" { (waiting) } })
+            }))))
             (breaker_detail(stats))
             @match (range, &stats.last_day) {
                 (ChartRange::Day, Some(day)) => {
