@@ -512,7 +512,7 @@ impl Store {
             }
             // SQLite in one statement, without a savepoint, when that is all it takes.
             Backend::Sqlite(db)
-                if outcome.is_plain_delivery() && db.delete_delivered(id, lease).await? =>
+                if outcome.is_plain_delivery() && db.delete_delivered(None, id, lease).await? =>
             {
                 Ok(true)
             }
@@ -558,7 +558,14 @@ impl Store {
         outcome: Outcome,
     ) -> StoreResult<LeaseAnswer> {
         // Relaxed, as a push delivery's outcome: an answer lost to a power cut means the job
-        // is leased again, which at-least-once allows.
+        // is leased again, which at-least-once allows. On SQLite an ack of a job not kept,
+        // without a key and never failed is one statement, as a push delivery's is.
+        if let Backend::Sqlite(db) = &self.backend
+            && outcome.is_plain_delivery()
+            && db.delete_delivered(Some(queue.clone()), id, lease).await?
+        {
+            return Ok(LeaseAnswer::Done);
+        }
         let outbox = self.outbox;
         in_write!(self, Durability::Relaxed, |tx| {
             decisions::pull::settle(tx, &queue, id, lease, &outcome, outbox).await

@@ -252,16 +252,29 @@ struct Tally {
 }
 
 /// Delete job `id` if it is in flight under `lease`, has no ordering key and never failed
-/// before: a delivered job whose completion is this one statement (see
-/// `SqliteStore::delete_delivered`). Whether it was deleted.
-pub fn delete_delivered(conn: &Connection, id: JobId, lease: Lease) -> StoreResult<bool> {
+/// before (and belongs to `queue`, when one is named: a pull worker's ack): a delivered
+/// job whose completion is this one statement (see `SqliteStore::delete_delivered`).
+/// Whether it was deleted.
+pub fn delete_delivered(
+    conn: &Connection,
+    queue: Option<&QueueName>,
+    id: JobId,
+    lease: Lease,
+) -> StoreResult<bool> {
     let deleted = conn
         .prepare_cached(sql_once!(
             "DELETE FROM jobs
-             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND coalesce(lease_id, leased_until) = ?3
-               AND ordering_key IS NULL AND last_error IS NULL"
+             WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2
+               AND coalesce(lease_id, leased_until) = ?3
+               AND ordering_key IS NULL AND last_error IS NULL
+               AND (?4 IS NULL OR queue = ?4)"
         ))?
-        .execute(params![&id.as_bytes()[..], lease.attempt, lease.until])?;
+        .execute(params![
+            &id.as_bytes()[..],
+            lease.attempt,
+            lease.until,
+            queue.map(QueueName::as_str)
+        ])?;
     Ok(deleted == 1)
 }
 
@@ -1028,17 +1041,23 @@ mod tests {
             ..lease_of(&claimed, ids[0])
         };
         assert!(
-            !delete_delivered(&conn, ids[0], stale).unwrap(),
+            !delete_delivered(&conn, None, ids[0], stale).unwrap(),
             "not its lease"
         );
-        assert!(!delete_delivered(&conn, ids[1], lease_of(&claimed, ids[1])).unwrap());
-        assert!(!delete_delivered(&conn, ids[2], lease_of(&again, ids[2])).unwrap());
+        assert!(!delete_delivered(&conn, None, ids[1], lease_of(&claimed, ids[1])).unwrap());
+        assert!(!delete_delivered(&conn, None, ids[2], lease_of(&again, ids[2])).unwrap());
         assert_eq!(
             count(&conn),
             3,
             "a keyed or failed-before job is left whole"
         );
-        assert!(delete_delivered(&conn, ids[0], lease_of(&claimed, ids[0])).unwrap());
+        let elsewhere = QueueName::parse("elsewhere").unwrap();
+        let lease = lease_of(&claimed, ids[0]);
+        assert!(
+            !delete_delivered(&conn, Some(&elsewhere), ids[0], lease).unwrap(),
+            "not its queue"
+        );
+        assert!(delete_delivered(&conn, Some(&queue), ids[0], lease).unwrap());
         assert_eq!(count(&conn), 2);
     }
 }

@@ -303,12 +303,18 @@ impl SqliteStore {
     /// attempt (so no history, no next job to let go) and is gone. `false` leaves everything
     /// as it was, for the whole decision (keyed jobs, failed-before jobs, a lost lease).
     /// One statement needs no savepoint: two statements and the page copies of a
-    /// sub-journal fewer per delivered job.
-    pub async fn delete_delivered(&self, id: JobId, lease: Lease) -> StoreResult<bool> {
+    /// sub-journal fewer per delivered job. With `queue`, only a job of that queue (a pull
+    /// worker's ack names its queue).
+    pub async fn delete_delivered(
+        &self,
+        queue: Option<QueueName>,
+        id: JobId,
+        lease: Lease,
+    ) -> StoreResult<bool> {
         self.writer
             .write_one_statement(
                 Durability::Relaxed,
-                move |conn| jobs::delete_delivered(conn, id, lease),
+                move |conn| jobs::delete_delivered(conn, queue.as_ref(), id, lease),
                 None,
             )
             .await
