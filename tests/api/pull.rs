@@ -62,6 +62,19 @@ async fn until_waiting(app: &TestApp, count: u64) {
     .await;
 }
 
+/// A lease of `q` waiting up to 30 s, on a task of its own.
+fn spawn_waiting_lease(app: &TestApp) -> tokio::task::JoinHandle<ApiResponse> {
+    let api = app.api.clone();
+    tokio::spawn(async move {
+        api.call(
+            Method::POST,
+            "/queue/q/_lease",
+            Some(br#"{"wait":"30s"}"#.as_slice()),
+        )
+        .await
+    })
+}
+
 fn n_of(job: &Value) -> u64 {
     job["job"]["n"].as_u64().expect("a payload(n)")
 }
@@ -250,17 +263,7 @@ async fn an_extended_lease_keeps_its_id_and_outlives_its_first_expiry() {
 #[tokio::test]
 async fn a_waiting_lease_is_woken_by_an_enqueue() {
     let app = app_with_pull_queue(json!({})).await;
-    let waiting = {
-        let api = app.api.clone();
-        tokio::spawn(async move {
-            api.call(
-                Method::POST,
-                "/queue/q/_lease",
-                Some(br#"{"wait":"30s"}"#.as_slice()),
-            )
-            .await
-        })
-    };
+    let waiting = spawn_waiting_lease(&app);
     until_waiting(&app, 1).await;
     let id = app.enqueue_ok("q", &payload(7)).await;
     let answer = waiting.await.expect("lease task").expect(200);
@@ -271,17 +274,7 @@ async fn a_waiting_lease_is_woken_by_an_enqueue() {
 #[tokio::test]
 async fn a_waiting_lease_whose_client_went_away_leases_nothing() {
     let app = app_with_pull_queue(json!({})).await;
-    let waiting = {
-        let api = app.api.clone();
-        tokio::spawn(async move {
-            api.call(
-                Method::POST,
-                "/queue/q/_lease",
-                Some(br#"{"wait":"30s"}"#.as_slice()),
-            )
-            .await
-        })
-    };
+    let waiting = spawn_waiting_lease(&app);
     until_waiting(&app, 1).await;
     waiting.abort(); // the client closes its connection
     until_waiting(&app, 0).await;
@@ -432,4 +425,44 @@ async fn bad_lease_requests_and_answers_get_clear_errors() {
     )
     .await
     .expect(200);
+}
+
+#[tokio::test]
+async fn batches_idempotency_keys_and_schedules_feed_a_pull_queue() {
+    let app = app_with_pull_queue(json!({})).await;
+    let batch = app
+        .send(
+            app.request(Method::POST, "/queue/q/_batch")
+                .header("content-type", "application/json")
+                .body(json!([payload(1), payload(2)]).to_string()),
+        )
+        .await
+        .expect(201);
+    assert_eq!(batch["ids"].as_array().map(Vec::len), Some(2), "{batch}");
+    let keyed = [("Idempotency-Key", "once")];
+    let first = app
+        .enqueue_job_with("q", &payload(3), "", &keyed)
+        .await
+        .expect(201);
+    let again = app
+        .enqueue_job_with("q", &payload(3), "", &keyed)
+        .await
+        .expect(200);
+    assert_eq!(again["id"], first["id"], "a duplicate stores nothing");
+    app.put_schedule("q", "now", &json!({"cron": "* * * * *", "job": payload(4)}))
+        .await
+        .expect(201);
+    app.call(Method::POST, "/queue/q/_schedules/now/_run", None)
+        .await
+        .expect(201);
+
+    let jobs = lease(&app, json!({"max": 10})).await;
+    let mut ns: Vec<u64> = jobs.iter().map(n_of).collect();
+    ns.sort_unstable();
+    assert_eq!(ns, [1, 2, 3, 4], "each job once");
+    let scheduled = jobs
+        .iter()
+        .find(|j| n_of(j) == 4)
+        .expect("the schedule's job");
+    assert_eq!(scheduled["schedule"]["name"], "now", "{scheduled}");
 }
