@@ -539,6 +539,13 @@ async fn answer(
     if let Some(dead_letters) = dead_letters_of(state, &queue).await? {
         return answer_dead_letter(state, &dead_letters, id, given, verb).await;
     }
+    // Forq's consumers answer pull queues only: a push queue's jobs in flight are hookq's
+    // deliveries, which an older client's answer by id alone must not complete.
+    match state.store.queue(&queue).await {
+        Ok(found) if found.is_pull() => {}
+        Ok(_) | Err(StoreError::QueueNotFound) => return Err(ForqError::NOT_FOUND),
+        Err(err) => return Err(err.into()),
+    }
     let lease = match given {
         Some(lease) => Some(lease),
         None => current_lease(state, &queue, id).await?,

@@ -582,3 +582,30 @@ async fn every_forq_route_answers_as_forqs_openapi_document_declares() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_push_queues_deliveries_are_not_forqs_to_answer() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("pushed", "http://127.0.0.1:9/", None)
+        .await;
+    let id = app.enqueue_ok("pushed", &json!({"n": 1})).await;
+    // In flight, as a push delivery would hold it.
+    let now = hookq::model::now_millis();
+    let queue = hookq::model::QueueName::parse("pushed").unwrap();
+    let claimed = app
+        .store()
+        .claim(queue, now, now + 60_000, 1)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let forq = ForqClient::of(&app, None);
+    let job = json!({ "id": id });
+    for verb in ["ack", "nack"] {
+        forq_error(
+            &forq.answer("pushed", &job, verb, None).await,
+            404,
+            "not_found.message",
+        );
+    }
+    app.get_job("pushed", &id).await.expect(200);
+}
