@@ -175,6 +175,13 @@ pub fn check_max_attempts(value: u32) -> Result<u32, InvalidInput> {
 }
 
 /// A duration such as `500ms`, `5s`, `2m`.
+/// The delay before retry `n` (1 = the first retry) in a backoff schedule: `steps[n - 1]`,
+/// the last step repeating; `None` for an empty schedule.
+pub fn backoff_step(steps: &[Duration], n: u32) -> Option<Duration> {
+    let index = (n.max(1) - 1) as usize;
+    steps.get(index.min(steps.len().saturating_sub(1))).copied()
+}
+
 pub fn parse_duration(field: &str, raw: &str) -> Result<Duration, InvalidInput> {
     humantime::parse_duration(raw.trim()).map_err(|_| {
         InvalidInput(format!(

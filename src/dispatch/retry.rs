@@ -78,8 +78,8 @@ impl RetryPolicy {
     /// The scheduled wait before retry `n` (1 = the first retry, after attempt 1 failed),
     /// before jitter.
     pub fn delay_before_retry(&self, n: u32) -> Duration {
-        let index = (n.max(1) - 1) as usize;
-        self.backoff[index.min(self.backoff.len() - 1)]
+        // Never empty: `new` puts in one step when given none.
+        crate::policy::backoff_step(&self.backoff, n).unwrap_or_default()
     }
 
     /// After attempt `attempt` failed at `now`: when to try again, or `None` if that was the

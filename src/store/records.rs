@@ -531,9 +531,7 @@ impl LeaseExpiry {
     /// The delay before the retry after failed attempt `attempt` of a pull queue's job;
     /// `None` for a push queue.
     pub fn pull_backoff(&self, queue: &QueueName, attempt: u32) -> Option<Duration> {
-        let steps = self.pull_backoff.get(queue)?;
-        let index = (attempt.max(1) - 1) as usize;
-        steps.get(index.min(steps.len().saturating_sub(1))).copied()
+        crate::policy::backoff_step(self.pull_backoff.get(queue)?, attempt)
     }
 }
 

@@ -168,13 +168,14 @@ pub async fn open_loop(
     })
 }
 
-/// POST one JSON body and check the status; the body is read so the connection is reused.
+/// POST one JSON body and check the status; the answer's body is read (so the connection is
+/// reused) and returned.
 pub async fn post(
     client: &reqwest::Client,
     url: &str,
     body: Bytes,
     expect: StatusCode,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Bytes> {
     let response = client
         .post(url)
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
@@ -193,7 +194,7 @@ pub async fn post(
             String::from_utf8_lossy(&text[..text.len().min(300)])
         );
     }
-    Ok(())
+    Ok(text)
 }
 
 /// Create queue `name` on the server at `base`, delivering to `target`.

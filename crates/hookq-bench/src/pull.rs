@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, bail};
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, HeaderValue};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
@@ -127,18 +126,8 @@ async fn consume(
     Ok(())
 }
 
+/// POST `body` to `url`, expecting 200 and JSON: the answer.
 async fn post(client: &reqwest::Client, url: &str, body: String) -> anyhow::Result<Value> {
-    let response = client
-        .post(url)
-        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .body(body)
-        .send()
-        .await
-        .with_context(|| format!("POST {url}"))?;
-    let status = response.status();
-    let text = response.text().await.unwrap_or_default();
-    if status != StatusCode::OK {
-        bail!("POST {url} answered {status}: {text}");
-    }
-    serde_json::from_str(&text).with_context(|| format!("POST {url} answered {text}"))
+    let answer = load::post(client, url, body.into(), StatusCode::OK).await?;
+    serde_json::from_slice(&answer).with_context(|| format!("POST {url}: the answer is not JSON"))
 }
