@@ -532,6 +532,16 @@ impl Leases {
     /// leases (a failed attempt each: retried, or dead-lettered if it was the last).
     pub async fn watch_expiries(self, shutdown: CancellationToken) {
         let inner = &self.inner;
+        // The leases workers hold from before this node started (a restart keeps them): watched
+        // too, so a worker that died with one is noticed as soon, not at the slow sweep.
+        match inner
+            .store
+            .pull_lease_expiries(INHERITED_EXPIRIES_WATCHED)
+            .await
+        {
+            Ok(inherited) => lock(&inner.expiries).extend(inherited),
+            Err(err) => tracing::warn!(error = %err, "cannot read the leases held before start-up"),
+        }
         loop {
             let next = lock(&inner.expiries).first().copied();
             let sleep = async {
@@ -566,6 +576,10 @@ impl Leases {
         }
     }
 }
+
+/// How many distinct lease expiries from before start-up are watched; later ones are left to
+/// the slow sweep of expired leases.
+const INHERITED_EXPIRIES_WATCHED: usize = 10_000;
 
 /// The status a pull delivery's ack records (the delivery log shows one for every job).
 pub const ACKED: u16 = 200;

@@ -206,6 +206,9 @@ pub trait JobRows {
     /// The lease job `id` of `queue` is in flight under, if it is (for a worker's answer
     /// that names no lease: Forq's older clients).
     async fn lease_of(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<Lease>>;
+    /// When the leases workers hold on pull queues run out, earliest first, at most `limit`
+    /// of them (a starting node watches the leases it did not hand out itself).
+    async fn pull_lease_expiries(&self, limit: usize) -> StoreResult<Vec<UnixMillis>>;
     /// Give job `id`, in flight under `lease`, back as though it had not been claimed:
     /// ready again, its attempt not counted (a lease handed to nobody). False if the lease
     /// was lost.

@@ -622,6 +622,11 @@ impl Store {
         in_snapshot!(self, |tx| tx.lease_of(&queue, id).await)
     }
 
+    /// When the leases workers hold on pull queues run out, earliest first, at most `limit`.
+    pub async fn pull_lease_expiries(&self, limit: usize) -> StoreResult<Vec<UnixMillis>> {
+        in_snapshot!(self, |tx| tx.pull_lease_expiries(limit).await)
+    }
+
     /// Hand leased jobs back unused, each ready again at once without its attempt counted;
     /// how many were still leased.
     pub async fn release_leases(&self, leases: Vec<(JobId, Lease)>) -> StoreResult<usize> {

@@ -234,6 +234,30 @@ async fn an_expired_lease_is_offered_again_after_the_backoff() {
 }
 
 #[tokio::test]
+async fn a_restart_keeps_the_leases_workers_hold_and_watches_their_expiry() {
+    let app = app_with_pull_queue(json!({"backoff": ["1h"], "maxAttempts": 3})).await;
+    app.enqueue_ok("q", &payload(1)).await;
+    let held = lease(&app, json!({"visibility": "1h"})).await.remove(0);
+    let abandoned = app.enqueue_ok("q", &payload(2)).await;
+    lease(&app, json!({"visibility": "2s"})).await.remove(0);
+
+    // The slow sweep of expired leases runs every 30 s after this restart: the abandoned
+    // lease can only be noticed in time because the new server watches the leases it found.
+    let app = app
+        .restart(|c| c.delivery.lease_timeout = std::time::Duration::from_secs(600))
+        .await;
+    // The worker that kept its job through the restart still completes it.
+    ack(&app, &held).await.expect(200);
+    eventually("the abandoned lease recovered after its expiry", || async {
+        (stats(&app).await["scheduled"] == 1).then_some(())
+    })
+    .await;
+    let job = app.get_job("q", &abandoned).await.expect(200);
+    assert_eq!(job["history"][0]["error"], "lease expired", "{job}");
+    assert_eq!(stats(&app).await["inFlight"], 0);
+}
+
+#[tokio::test]
 async fn an_extended_lease_keeps_its_id_and_outlives_its_first_expiry() {
     let app = app_with_pull_queue(json!({})).await;
     let id = app.enqueue_ok("q", &payload(1)).await;

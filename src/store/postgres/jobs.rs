@@ -706,6 +706,21 @@ impl JobRows for PgTx<'_> {
         }))
     }
 
+    async fn pull_lease_expiries(&self, limit: usize) -> StoreResult<Vec<UnixMillis>> {
+        let rows = prepared::query(
+            self.tx,
+            sql_once!(
+                "SELECT DISTINCT leased_until FROM jobs
+                 WHERE status = {IN_FLIGHT} AND leased_until IS NOT NULL
+                   AND queue IN (SELECT name FROM queues WHERE target = '')
+                 ORDER BY leased_until LIMIT $1"
+            ),
+            &[&(limit as i64)],
+        )
+        .await?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     async fn release_lease(&self, id: JobId, lease: Lease) -> StoreResult<bool> {
         let changed = prepared::execute(
             self.tx,

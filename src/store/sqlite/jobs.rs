@@ -343,14 +343,17 @@ pub(super) fn status_of(
     Ok(code.map(status_from_code).transpose()?)
 }
 
-/// At start-up nothing can be in flight: every lease belongs to a process that is gone.
-/// Those jobs go back to ready, due now, and the interrupted attempt is not counted.
-pub fn release_all_leases(conn: &Connection, now: UnixMillis) -> StoreResult<usize> {
+/// At start-up no push delivery can be in flight: every such lease belongs to a process
+/// that is gone. Those jobs go back to ready, due now, and the interrupted attempt is not
+/// counted. A pull queue's leases are held by its workers, who outlive a restart: they stay,
+/// so a worker's ack still lands, and run out as any lease does.
+pub fn release_push_leases(conn: &Connection, now: UnixMillis) -> StoreResult<usize> {
     Ok(conn.execute(
         &format!(
             "UPDATE jobs SET status = {READY}, attempts = max(attempts - 1, 0),
-                    leased_until = NULL, run_at = ?1
-             WHERE status = {IN_FLIGHT}"
+                    leased_until = NULL, lease_id = NULL, run_at = ?1
+             WHERE status = {IN_FLIGHT}
+               AND queue IN (SELECT name FROM queues WHERE target <> '')"
         ),
         [now],
     )?)
@@ -532,6 +535,19 @@ impl JobRows for SqliteTx<'_> {
                 })
             })
             .optional()?)
+    }
+
+    async fn pull_lease_expiries(&self, limit: usize) -> StoreResult<Vec<UnixMillis>> {
+        let mut statement = self.0.prepare_cached(sql_once!(
+            "SELECT DISTINCT leased_until FROM jobs
+             WHERE status = {IN_FLIGHT} AND leased_until IS NOT NULL
+               AND queue IN (SELECT name FROM queues WHERE target = '')
+             ORDER BY leased_until LIMIT ?1"
+        ))?;
+        let expiries = statement
+            .query_map([limit as i64], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(expiries)
     }
 
     async fn release_lease(&self, id: JobId, lease: Lease) -> StoreResult<bool> {

@@ -127,7 +127,7 @@ impl SqliteStore {
         let mut conn = connection::open_writer(path, synchronous)?;
         connection::migrate(&mut conn)?;
         queues::sync_counting(&conn).context("cannot set up the counts of capped queues")?;
-        let released = jobs::release_all_leases(&conn, now)
+        let released = jobs::release_push_leases(&conn, now)
             .context("cannot release the leases of the previous run")?;
         if released > 0 {
             tracing::warn!(
