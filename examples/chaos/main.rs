@@ -19,6 +19,9 @@
 //! `power.rs`); the run ends with the line
 //! `power-loss: N cuts, A acknowledged, L lost, D duplicated (bound B)`.
 //!
+//! With `--pull N` the queue is a pull queue: N consumers lease, work and ack (an ack cut
+//! off by a kill is sent again), and the same checks hold.
+//!
 //! Everything runs on 127.0.0.1: the producers, the server (port 0) and the worker it
 //! delivers to. Exit status 0 when no acknowledged job was lost and the duplicates stay
 //! within the bound; 1 otherwise.
@@ -75,6 +78,12 @@ struct Args {
     /// across every crash.
     #[arg(long, default_value_t = 0)]
     ordering_keys: u64,
+    /// Pull consumers instead of a pushed-to worker: the queue has no target and this many
+    /// consumers lease batches of 10 from the nodes that are up, "work" 0–`worker_delay_ms`
+    /// on each batch, and ack every job (an ack cut off by a kill is sent again, to a node
+    /// that is up, until it gets an answer).
+    #[arg(long, default_value_t = 0)]
+    pull: usize,
     /// A PostgreSQL server (`postgres://…`, any database on it): the run creates a fresh
     /// database there for its nodes [default: a SQLite file in a temporary directory].
     #[arg(long)]
@@ -151,25 +160,126 @@ async fn receive(
     worker.in_flight.fetch_add(1, Ordering::SeqCst);
     // Decremented on drop: when hookq dies mid-request, this handler is dropped unfinished.
     let _busy = Busy(&worker.in_flight);
-    let seed = worker
-        .seed
-        .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
-    let delay = Rng(seed | 1).below(worker.delay_ms + 1);
-    tokio::time::sleep(Duration::from_millis(delay)).await;
+    tokio::time::sleep(worker.work_time()).await;
     if let Some(id) = headers.get("x-hookq-job-id").and_then(|v| v.to_str().ok()) {
+        let job: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        worker.record(id, &job);
+    }
+    StatusCode::OK
+}
+
+impl Worker {
+    /// Job `id` (payload `job`) reached the worker, pushed or leased.
+    fn record(&self, id: &str, job: &serde_json::Value) {
         let first = {
-            let mut deliveries = worker.deliveries.lock().unwrap();
+            let mut deliveries = self.deliveries.lock().unwrap();
             let count = deliveries.entry(id.to_owned()).or_default();
             *count += 1;
             *count == 1
         };
-        let job: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         if let (true, Some(key), Some(n)) = (first, job["key"].as_str(), job["n"].as_u64()) {
-            let mut by_key = worker.first_by_key.lock().unwrap();
+            let mut by_key = self.first_by_key.lock().unwrap();
             by_key.entry(key.to_owned()).or_default().push(n);
         }
     }
-    StatusCode::OK
+
+    /// A random time in [0, `delay_ms`] for the next piece of work.
+    fn work_time(&self) -> Duration {
+        let seed = self
+            .seed
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+        Duration::from_millis(Rng(seed | 1).below(self.delay_ms + 1))
+    }
+}
+
+/// The next node that is up, taking turns from `turn` (with one node: that node).
+fn node_up(base: &RwLock<Vec<Option<String>>>, turn: usize) -> Option<String> {
+    let nodes = base.read().unwrap();
+    let count = nodes.len().max(1);
+    (0..count).find_map(|i| nodes[(turn + i) % count].clone())
+}
+
+/// A pull consumer: lease up to 10 jobs, work on them, ack each, until `stop`. The jobs it
+/// holds count as the worker's `in_flight` (a kill may cut their acks off).
+async fn consume(
+    id: usize,
+    http: reqwest::Client,
+    base: Arc<RwLock<Vec<Option<String>>>>,
+    worker: Arc<Worker>,
+    stop: CancellationToken,
+) {
+    let lease_body = serde_json::json!({ "max": 10, "wait": "1s", "visibility": "5s" });
+    let mut turn = id;
+    while !stop.is_cancelled() {
+        turn += 1;
+        let Some(url) = node_up(&base, turn) else {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        };
+        let leased = http
+            .post(format!("{url}/queue/chaos/_lease"))
+            .header("content-type", "application/json")
+            .body(lease_body.to_string())
+            .send()
+            .await;
+        let jobs = match leased {
+            Ok(response) if response.status() == StatusCode::OK => {
+                match response.bytes().await.map(|b| serde_json::from_slice(&b)) {
+                    Ok(Ok::<serde_json::Value, _>(body)) => {
+                        body["jobs"].as_array().cloned().unwrap_or_default()
+                    }
+                    // The server died while answering: those jobs come back when their
+                    // leases run out; this consumer never saw them.
+                    _ => continue,
+                }
+            }
+            _ => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+        };
+        worker.in_flight.fetch_add(jobs.len(), Ordering::SeqCst);
+        for job in &jobs {
+            if let Some(id) = job["id"].as_str() {
+                worker.record(id, &job["job"]);
+            }
+        }
+        tokio::time::sleep(worker.work_time()).await;
+        for job in &jobs {
+            ack(&http, &base, &mut turn, job, &stop).await;
+            worker.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Ack `job` until a node answers (200, or 409 when its lease ran out while every node was
+/// down: the job is leased again, a duplicate within the bound).
+async fn ack(
+    http: &reqwest::Client,
+    base: &RwLock<Vec<Option<String>>>,
+    turn: &mut usize,
+    job: &serde_json::Value,
+    stop: &CancellationToken,
+) {
+    let (Some(id), Some(lease)) = (job["id"].as_str(), job["leaseId"].as_str()) else {
+        return;
+    };
+    let body = serde_json::json!({ "leaseId": lease }).to_string();
+    while !stop.is_cancelled() {
+        if let Some(url) = node_up(base, *turn) {
+            let sent = http
+                .post(format!("{url}/queue/chaos/{id}/_ack"))
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+                .await;
+            if sent.is_ok() {
+                return;
+            }
+        }
+        *turn += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 struct Busy<'a>(&'a AtomicUsize);
@@ -273,12 +383,7 @@ async fn produce(
     let mut n = 0u64;
     while !stop.is_cancelled() {
         // The next node that is up, taking turns (with one node: that node).
-        let up = {
-            let nodes = base.read().unwrap();
-            let count = nodes.len().max(1);
-            (0..count).find_map(|i| nodes[(id + n as usize + i) % count].clone())
-        };
-        let Some(url) = up else {
+        let Some(url) = node_up(&base, id + n as usize) else {
             // Every server is down: try again shortly (a client's back-off, not a sync point).
             tokio::time::sleep(Duration::from_millis(5)).await;
             continue;
@@ -387,7 +492,7 @@ async fn main() -> anyhow::Result<()> {
         (None, None) => dir.path().join("chaos.db").display().to_string(),
     };
     println!(
-        "chaos: {} {}, {} nodes, {} producers, {} ordering keys each, seed {seed}, db {}",
+        "chaos: {} {}, {} nodes, {} producers, {} ordering keys each, {}, seed {seed}, db {}",
         faults.len(),
         if power.is_some() {
             format!("power cuts ({} after a failed fsync)", args.fsync_fail)
@@ -397,6 +502,11 @@ async fn main() -> anyhow::Result<()> {
         args.nodes,
         args.producers,
         args.ordering_keys,
+        if args.pull > 0 {
+            format!("pulled by {} consumers", args.pull)
+        } else {
+            "pushed to one worker".to_owned()
+        },
         hookq::config::Database::named(std::path::Path::new(&db))
     );
 
@@ -418,6 +528,7 @@ async fn main() -> anyhow::Result<()> {
     let base: Arc<RwLock<Vec<Option<String>>>> = Arc::new(RwLock::new(vec![None; args.nodes]));
     let produced = Arc::new(Produced::default());
     let stop_producers = CancellationToken::new();
+    let stop_consumers = CancellationToken::new();
     let started = Instant::now();
     let mut released_total = 0;
     let mut in_flight_at_kills = 0;
@@ -430,7 +541,12 @@ async fn main() -> anyhow::Result<()> {
     let created = http
         .put(format!("{url}/queue/chaos"))
         .header("content-type", "application/json")
-        .body(serde_json::json!({ "target": worker_url, "secret": "chaos" }).to_string())
+        .body(if args.pull > 0 {
+            // No target: a pull queue.
+            "{}".to_owned()
+        } else {
+            serde_json::json!({ "target": worker_url, "secret": "chaos" }).to_string()
+        })
         .send()
         .await?;
     if created.status() != StatusCode::CREATED {
@@ -457,6 +573,18 @@ async fn main() -> anyhow::Result<()> {
                 base.clone(),
                 produced.clone(),
                 stop_producers.clone(),
+            ))
+        })
+        .collect();
+
+    let consumers: Vec<_> = (0..args.pull)
+        .map(|c| {
+            tokio::spawn(consume(
+                c,
+                http.clone(),
+                base.clone(),
+                worker.clone(),
+                stop_consumers.clone(),
             ))
         })
         .collect();
@@ -534,8 +662,13 @@ async fn main() -> anyhow::Result<()> {
         if power.is_none() {
             println!(
                 "kill {round}: node {victim} after {uptime:?} up; {acknowledged} jobs \
-                 acknowledged so far; {worker_busy} deliveries at the worker when killed; \
-                 {released} jobs {} at restart",
+                 acknowledged so far; {worker_busy} {} when killed; {released} jobs {} at \
+                 restart",
+                if args.pull > 0 {
+                    "jobs held by consumers"
+                } else {
+                    "deliveries at the worker"
+                },
                 if shared.is_some() {
                     "in flight"
                 } else {
@@ -568,6 +701,19 @@ async fn main() -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    stop_consumers.cancel();
+    for consumer in consumers {
+        consumer.await?;
+    }
+    // A pull consumer's ack cut off by a kill is sent again, so a job leased again is one
+    // whose lease ran out meanwhile, or one the restart released: the jobs consumers held at
+    // the kills bound them, beside those in flight at the restarts.
+    let bound = released_total
+        + if args.pull > 0 {
+            in_flight_at_kills as u64
+        } else {
+            0
+        };
     let errors =
         get_json(&http, &format!("{url}/queue/chaos?status=ERROR&limit=1000")).await?["jobs"]
             .as_array()
@@ -622,8 +768,13 @@ async fn main() -> anyhow::Result<()> {
         "jobs delivered more than once:        {} ({extra_deliveries} extra deliveries)",
         duplicates.len()
     );
-    println!("bound: jobs in flight at the crashes: {released_total} (at the restarts)");
-    println!("deliveries at the worker at kills:    {in_flight_at_kills}");
+    println!("jobs in flight at the restarts:       {released_total}");
+    if args.pull > 0 {
+        println!("jobs consumers held at the kills:     {in_flight_at_kills}");
+    } else {
+        println!("deliveries at the worker at kills:    {in_flight_at_kills}");
+    }
+    println!("bound on extra deliveries:            {bound}");
     println!(
         "enqueues unanswered (server died):    {}",
         produced.unanswered.load(Ordering::Relaxed)
@@ -658,9 +809,9 @@ async fn main() -> anyhow::Result<()> {
             &missing[..missing.len().min(5)]
         ));
     }
-    if extra_deliveries > released_total {
+    if extra_deliveries > bound {
         failed.push(format!(
-            "{extra_deliveries} extra deliveries exceed the {released_total} jobs in flight at the crashes"
+            "{extra_deliveries} extra deliveries exceed the bound of {bound} (jobs in flight at the crashes)"
         ));
     }
     if errors > 0 {
@@ -679,7 +830,7 @@ async fn main() -> anyhow::Result<()> {
     if power.is_some() {
         println!(
             "power-loss: {} cuts, {} acknowledged, {} lost, {extra_deliveries} duplicated \
-             (bound {released_total})",
+             (bound {bound})",
             faults.len(),
             acknowledged.len(),
             missing.len()
