@@ -97,10 +97,15 @@ pub struct JobView {
     /// The schedule tick that enqueued the job, if a schedule did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduledByView>,
-    /// Present (and `true`) while the job is being delivered.
+    /// Present (and `true`) while the job is being delivered (pushed, or leased by a pull
+    /// worker).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[schema(required = false)]
     pub in_flight: bool,
+    /// Unix milliseconds: when the lease of a job in flight runs out (a pull worker's, or a
+    /// push delivery's, which a hung attempt would outlive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at: Option<i64>,
     /// The worker's last response body (up to 64 KiB) or the transport error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -196,6 +201,9 @@ impl TryFrom<JobRecord> for JobView {
                 tick: by.tick,
             }),
             in_flight: record.state == JobState::InFlight,
+            lease_expires_at: record
+                .lease_expires_at
+                .filter(|_| record.state == JobState::InFlight),
             error: record.last_error,
             last_status: record.last_status,
             delivered_at: record.delivery.map(|d| d.at),

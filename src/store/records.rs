@@ -366,6 +366,8 @@ pub struct JobRecord {
     pub priority: i32,
     pub ordering_key: Option<String>,
     pub schedule: Option<ScheduleTick>,
+    /// When its lease runs out, for a job in flight.
+    pub lease_expires_at: Option<UnixMillis>,
     /// The answer that acknowledged it, for a job in the delivery log.
     pub delivery: Option<Delivery>,
     /// How it came to be a dead letter, for a dead-lettered job.
@@ -767,6 +769,7 @@ impl DeadLetter {
             priority: self.priority,
             ordering_key: self.ordering_key,
             schedule: self.schedule,
+            lease_expires_at: None,
             delivery: None,
             dead: Some(DeadLetterFacts {
                 failed_at: self.failed_at,

@@ -103,6 +103,10 @@ async fn a_queue_without_a_target_is_leased_and_acked() {
         "{job}"
     );
     assert_eq!(stats(&app).await["inFlight"], 2);
+    // The job's view says it is leased, and until when.
+    let view = app.get_job("q", &first).await.expect(200);
+    assert_eq!(view["inFlight"], true, "{view}");
+    assert_eq!(view["leaseExpiresAt"], job["leaseExpiresAt"], "{view}");
     // Both are leased: nothing more to lease.
     assert!(lease(&app, json!({})).await.is_empty());
 
@@ -280,6 +284,7 @@ async fn an_extended_lease_keeps_its_id_and_outlives_its_first_expiry() {
     assert!(lease(&app, json!({"wait": "2s"})).await.is_empty());
     let job_view = app.get_job("q", &id).await.expect(200);
     assert_eq!(job_view["attempts"], 1, "{job_view}");
+    assert_eq!(job_view["leaseExpiresAt"], until, "{job_view}");
     // The same lease id still holds it.
     ack(&app, &job).await.expect(200);
 }

@@ -1624,7 +1624,7 @@ async fn a_job_is_found_by_its_id_from_any_page() {
 async fn a_pull_queue_says_so_and_counts_its_leased_jobs_and_waiting_workers() {
     let app = spawn_app(|_| {}).await;
     app.put_queue("work", &json!({})).await.expect(201);
-    app.enqueue_ok("work", &payload(1)).await;
+    let id = app.enqueue_ok("work", &payload(1)).await;
     app.call(
         axum::http::Method::POST,
         "/queue/work/_lease",
@@ -1633,6 +1633,15 @@ async fn a_pull_queue_says_so_and_counts_its_leased_jobs_and_waiting_workers() {
     .await
     .expect(200);
     let mut visitor = UiVisitor::new(&app);
+    // The leased job's page says when its lease runs out.
+    let page = visitor.get(&format!("/ui/queue/work/job/{id}")).await;
+    assert!(page.body.contains("IN FLIGHT"), "{}", page.body);
+    assert!(
+        page.body.contains("<dt>Lease runs out</dt>")
+            && page.body.contains(r#"id="lease-expires""#),
+        "{}",
+        page.body
+    );
     let page = visitor.get("/ui/queue/work").await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains(r#"id="pull-queue""#), "{}", page.body);

@@ -485,7 +485,8 @@ pub(super) fn attempt_of(stored: i32) -> u32 {
 
 /// The columns of a live job, in the order [`live_from_row`] reads them.
 const LIVE_COLUMNS: &str = "id, queue, status, payload, attempts, created_at, run_at, \
-     last_error, last_status, not_before, priority, ordering_key, schedule, schedule_tick";
+     last_error, last_status, not_before, priority, ordering_key, schedule, schedule_tick, \
+     leased_until";
 
 fn live_from_row(row: &Row) -> StoreResult<JobRecord> {
     let state = match row.get::<_, i16>(2) {
@@ -511,6 +512,7 @@ fn live_from_row(row: &Row) -> StoreResult<JobRecord> {
         priority: row.get(10),
         ordering_key: row.get(11),
         schedule: ScheduleTick::from_columns(row.get(12), row.get(13)),
+        lease_expires_at: row.get(14),
         delivery: None,
         dead: None,
     })

@@ -391,6 +391,12 @@ fn live_part(
     if let Some(at) = job.next_attempt_at.filter(|_| !job.in_flight) {
         facts.push(("Next attempt", hold.next_attempt(at)));
     }
+    if let Some(at) = job.lease_expires_at {
+        facts.push((
+            "Lease runs out",
+            html! { span id="lease-expires" { (format::when(at)) } },
+        ));
+    }
     if let Some(at) = job.run_at {
         facts.push(("Asked to run at", format::when(at)));
     }
