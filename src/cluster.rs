@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::{DeliveryPool, Wakeups};
-use crate::model::{QueueName, now_millis};
+use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::{ActivityFigures, Store};
 
 /// How often a node on a shared database looks for queue changes made on other nodes: the
@@ -61,10 +61,13 @@ pub fn follow(
         })
     };
     let (store, pool, stop) = (store.clone(), pool.cloned(), stop.clone());
+    let wakeups = wakeups.clone();
     let refresher = tokio::spawn(async move {
         let mut every = tokio::time::interval(QUEUE_REFRESH);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut published = HashMap::new();
+        // Breakers closed by hand before this node started are no news to it.
+        let mut closed_seen = now_millis();
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -73,7 +76,7 @@ pub fn follow(
                         tracing::warn!(error = %err, "cannot reload the queues");
                     }
                     if let Some(pool) = &pool {
-                        follow_breakers(&store, pool).await;
+                        follow_breakers(&store, pool, &wakeups, &mut closed_seen).await;
                         publish_activity(&store, pool, &mut published).await;
                     }
                 }
@@ -86,16 +89,30 @@ pub fn follow(
     })
 }
 
-/// Rest the targets whose breaker another node opened.
-async fn follow_breakers(store: &Store, pool: &DeliveryPool) {
+/// Rest the targets whose breaker another node opened, and deliver again to those whose
+/// breaker an operator closed (through another node) since `closed_seen`.
+async fn follow_breakers(
+    store: &Store,
+    pool: &DeliveryPool,
+    wakeups: &Wakeups,
+    closed_seen: &mut UnixMillis,
+) {
     let now = now_millis();
-    match store.cluster().open_breakers(now).await {
-        Ok(open) => {
-            for (queue, until) in open {
+    match store.cluster().breaker_news(now, *closed_seen).await {
+        Ok(news) => {
+            // Closes first: an opening still in force came after the close (a close ends
+            // the shared rest).
+            for (queue, at) in news.closed {
+                *closed_seen = (*closed_seen).max(at);
+                if pool.breakers().closed_elsewhere(&queue, at) {
+                    wakeups.mark_due(&queue, now);
+                }
+            }
+            for (queue, until) in news.open {
                 pool.breakers().opened_elsewhere(&queue, until, now);
             }
         }
-        Err(err) => tracing::warn!(error = %err, "cannot read the open breakers"),
+        Err(err) => tracing::warn!(error = %err, "cannot read the shared breakers"),
     }
 }
 

@@ -36,7 +36,10 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         ("GET", "/queue/{name}") => Queue(READER),
         // settings, stats
         ("GET", "/queue/{name}/_settings") => Queue(READER),
-        ("POST", "/queue/{name}/_pause" | "/queue/{name}/_resume") => Admin,
+        (
+            "POST",
+            "/queue/{name}/_pause" | "/queue/{name}/_resume" | "/queue/{name}/_close-breaker",
+        ) => Admin,
         ("GET", "/queue/{name}/_stats") => Queue(READER),
         ("GET", "/admin/queues/stats") => AllQueues(READER),
         // batch

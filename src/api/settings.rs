@@ -1,5 +1,6 @@
 //! A queue's settings: change them (`PATCH /queue/{name}`), read them with their effective
-//! values (`GET /queue/{name}/_settings`), pause and resume (`POST …/_pause`, `…/_resume`).
+//! values (`GET /queue/{name}/_settings`), pause and resume (`POST …/_pause`, `…/_resume`),
+//! and closing its circuit breaker by hand (`POST …/_close-breaker`).
 //! The policy fields a queue may set are also accepted when it is created (`PUT`, see
 //! [`super::queues`]); both go through [`policy_change`], so one value is checked one way.
 
@@ -28,6 +29,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(queue_settings))
         .routes(routes!(pause_queue))
         .routes(routes!(resume_queue))
+        .routes(routes!(close_breaker))
 }
 
 /// The policy fields of a request: absent (`None`), `null` (`Some(None)`: back to the
@@ -486,5 +488,38 @@ async fn resume_queue(
     KnownQueue(queue): KnownQueue,
 ) -> ApiResult<Json<OkBody>> {
     apply(&state, &queue, QueueChange::paused(false)).await?;
+    Ok(Json(OkBody::OK))
+}
+
+/// Close the queue's circuit breaker: deliveries to its target resume at once, on every node,
+/// with failures counted from zero (for a target fixed before the next probe was due).
+#[utoipa::path(
+    post,
+    path = "/queue/{name}/_close-breaker",
+    tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses(
+        (status = 200, description = "Closed (or closed already)", body = OkBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn close_breaker(
+    State(state): State<AppState>,
+    KnownQueue(queue): KnownQueue,
+) -> ApiResult<Json<OkBody>> {
+    let now = now_millis();
+    // Shared first: once this answers, no node keeps resting the target on an old opening.
+    state
+        .store
+        .cluster()
+        .close_breaker(&queue.name, now)
+        .await?;
+    if let Some(pool) = &state.pool {
+        pool.close_breaker(&queue.name);
+    }
+    state.wakeups.mark_due(&queue.name, now);
     Ok(Json(OkBody::OK))
 }

@@ -240,6 +240,12 @@ impl Client {
         self.call(Method::POST, Route::Queue, url, None).await
     }
 
+    /// `POST /queue/{name}/_close-breaker`.
+    pub async fn close_breaker(&self, name: &str) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["queue", name, "_close-breaker"], &[]);
+        self.call(Method::POST, Route::Queue, url, None).await
+    }
+
     /// `PUT /queue/{queue}/_schedules/{name}` with `body`.
     pub async fn put_schedule(
         &self,

@@ -135,6 +135,12 @@ pub enum QueueCommand {
         #[command(flatten)]
         remote: RemoteArgs,
     },
+    /// Close a queue's circuit breaker: its due jobs go to the target at once.
+    CloseBreaker {
+        name: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// Delete a queue with all its jobs and dead letters (needs --yes).
     Delete {
         name: String,

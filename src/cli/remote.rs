@@ -99,6 +99,12 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
             let reply = Client::new(&remote)?.set_paused(&name, false).await?;
             print_or(&remote, &reply.json, || format!("queue {name} resumed\n"));
         }
+        Command::Queue(QueueCommand::CloseBreaker { name, remote }) => {
+            let reply = Client::new(&remote)?.close_breaker(&name).await?;
+            print_or(&remote, &reply.json, || {
+                format!("queue {name}: breaker closed, deliveries resume now\n")
+            });
+        }
         Command::Queue(QueueCommand::Delete { name, yes, remote }) => {
             if !yes {
                 return Err(CliError::Usage(format!(

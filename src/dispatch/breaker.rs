@@ -250,6 +250,34 @@ impl Breakers {
         }
     }
 
+    /// An operator closed `queue`'s breaker: deliveries flow again at once, failures are
+    /// counted from zero. Whether it was open or half-open.
+    pub fn close(&self, queue: &QueueName) -> bool {
+        let mut states = self.states.lock();
+        let Some(state) = states.get_mut(queue) else {
+            return false;
+        };
+        let was_open = !matches!(state, State::Closed { .. });
+        *state = State::Closed { failures: 0 };
+        if was_open {
+            telemetry::breaker_state(queue, telemetry::BREAKER_CLOSED);
+            tracing::info!(queue = %queue, "circuit closed by an operator");
+        }
+        was_open
+    }
+
+    /// An operator closed `queue`'s breaker on another node at `at`: close it here too,
+    /// unless it opened here after that (failures since are this node's own news). Whether
+    /// it closed.
+    pub fn closed_elsewhere(&self, queue: &QueueName, at: UnixMillis) -> bool {
+        let opened_before = match self.states.lock().get(queue) {
+            Some(State::Open { until, cooldown_ms }) => until - cooldown_ms <= at,
+            Some(State::HalfOpen { .. }) => true,
+            None | Some(State::Closed { .. }) => false,
+        };
+        opened_before && self.close(queue)
+    }
+
     /// Consecutive failed attempts that open a breaker (0: breakers off).
     pub fn threshold(&self) -> u32 {
         self.threshold
@@ -292,6 +320,30 @@ mod tests {
         let off = Breakers::new(0, Duration::from_secs(10));
         off.opened_elsewhere(&q(), 60_000, 1_000);
         assert_eq!(off.state(&q()), BreakerState::Closed);
+    }
+
+    #[test]
+    fn a_closed_breaker_counts_failures_from_zero_and_a_close_elsewhere_is_followed_once() {
+        let b = Breakers::new(2, Duration::from_secs(10));
+        assert!(!b.close(&q()), "nothing to close");
+        b.record(&q(), false, 0);
+        b.record(&q(), false, 0);
+        assert_eq!(b.state(&q()), BreakerState::Open);
+        assert!(b.close(&q()));
+        assert_eq!(b.permit(&q(), 1), Permit::Any);
+        // One failure after the close does not reopen it: the count starts again.
+        assert_eq!(b.record(&q(), false, 2), None);
+        assert_eq!(b.state(&q()), BreakerState::Closed);
+
+        // Opened at 10 000 (for 10 s): a close on another node before that is old news, one
+        // after it closes the breaker here.
+        b.record(&q(), false, 10_000);
+        assert_eq!(b.state(&q()), BreakerState::Open);
+        assert!(!b.closed_elsewhere(&q(), 9_999));
+        assert_eq!(b.state(&q()), BreakerState::Open);
+        assert!(b.closed_elsewhere(&q(), 10_000));
+        assert_eq!(b.state(&q()), BreakerState::Closed);
+        assert!(!b.closed_elsewhere(&q(), 20_000), "closed already");
     }
 
     #[test]

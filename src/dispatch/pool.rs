@@ -23,6 +23,7 @@ use super::adaptive::AdaptiveConcurrency;
 use super::attempt::Attempt;
 use super::rate::RateLimits;
 use super::{Activity, Breakers, DispatchConfig, RetryPolicy, Wakeups, WebhookClient};
+use crate::event::Event;
 use crate::events::Events;
 use crate::model::{QueueName, UnixMillis};
 use crate::policy::Defaults;
@@ -134,6 +135,18 @@ impl DeliveryPool {
 
     pub fn breakers(&self) -> &Breakers {
         &self.inner.breakers
+    }
+
+    /// An operator closed `queue`'s circuit breaker: deliveries resume now, failures counted
+    /// from zero, and `queue.breaker_closed` is told if it was open here. Whether it was.
+    pub fn close_breaker(&self, queue: &QueueName) -> bool {
+        let was_open = self.inner.breakers.close(queue);
+        if was_open {
+            self.inner.events.emit(Event::BreakerClosed {
+                queue: queue.clone(),
+            });
+        }
+        was_open
     }
 
     /// `queue` is gone: drop its breaker and its last minute.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::postgres::PgStore;
-use super::records::{ActivityFigures, Queue};
+use super::records::{ActivityFigures, BreakerNews, Queue};
 use super::{Backend, Store, StoreError, StoreResult};
 use crate::model::{QueueName, UnixMillis};
 
@@ -101,15 +101,25 @@ impl Cluster<'_> {
         }
     }
 
-    /// The breakers some node opened that are still open at `now` (alone: none but this
-    /// node's own, which it knows).
-    pub async fn open_breakers(
+    /// Close `queue`'s circuit breaker on every node, at `now` (alone, this node's own
+    /// breaker is all there is).
+    pub async fn close_breaker(&self, queue: &QueueName, now: UnixMillis) -> StoreResult<()> {
+        match self.shared {
+            Some(db) => db.close_breaker(queue, now).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The breakers some node opened that are still open at `now`, and those an operator
+    /// closed after `closed_since` (alone: none but this node's own, which it knows).
+    pub async fn breaker_news(
         &self,
         now: UnixMillis,
-    ) -> StoreResult<Vec<(QueueName, UnixMillis)>> {
+        closed_since: UnixMillis,
+    ) -> StoreResult<BreakerNews> {
         match self.shared {
-            Some(db) => db.open_breakers(now).await,
-            None => Ok(Vec::new()),
+            Some(db) => db.breaker_news(now, closed_since).await,
+            None => Ok(BreakerNews::default()),
         }
     }
 
@@ -188,7 +198,11 @@ mod tests {
         assert!(cluster.on_duty("maintenance", 0, Duration::ZERO).await);
         assert!(!cluster.refresh_queues().await.unwrap());
         cluster.open_breaker(&queue, 1_000).await.unwrap();
-        assert!(cluster.open_breakers(0).await.unwrap().is_empty());
+        cluster.close_breaker(&queue, 500).await.unwrap();
+        assert_eq!(
+            cluster.breaker_news(0, 0).await.unwrap(),
+            BreakerNews::default()
+        );
         let busy = ActivityFigures {
             last_minute_delivered: 3,
             ..ActivityFigures::default()

@@ -1144,3 +1144,12 @@ pub struct ActivityMinute {
     pub delivered: u64,
     pub failed: u64,
 }
+
+/// What the nodes sharing a database said about circuit breakers since a node last looked.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BreakerNews {
+    /// Breakers open, each until when.
+    pub open: Vec<(QueueName, UnixMillis)>,
+    /// Breakers an operator closed, each when.
+    pub closed: Vec<(QueueName, UnixMillis)>,
+}

@@ -98,6 +98,7 @@ fn router(state: UiState) -> Router {
         )
         .route("/queue/{name}/pause", post(queue::pause))
         .route("/queue/{name}/resume", post(queue::resume))
+        .route("/queue/{name}/close-breaker", post(queue::close_breaker))
         .route("/queue/{name}/enqueue", post(queue::enqueue))
         .route("/queue/{name}/delete", post(queue::delete))
         .route("/queue/{name}/schedules", post(schedules::save))

@@ -91,6 +91,7 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
             ADMIN,
         ),
         (Method::POST, format!("{q}/_pause"), None, ADMIN),
+        (Method::POST, format!("{q}/_close-breaker"), None, ADMIN),
         (Method::POST, format!("{q}/_resume"), None, ADMIN),
         // stats
         (Method::GET, format!("{q}/_stats"), None, READ),

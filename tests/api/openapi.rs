@@ -29,6 +29,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/admin/queues/stats"),
     ("POST", "/queue/{name}/_batch"),
     ("POST", "/queue/{name}/_pause"),
+    ("POST", "/queue/{name}/_close-breaker"),
     ("POST", "/queue/{name}/_resume"),
     ("DELETE", "/queue/{name}"),
     ("POST", "/queue/{name}"),

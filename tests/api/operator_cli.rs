@@ -227,6 +227,11 @@ async fn queue_set_show_pause_and_resume_work_against_a_running_server() {
         .await
         .fails_with(1, "maxAttempts must be 1 to 100 (HTTP 422)");
 
+    let out = at(&app, &["queue", "close-breaker", "q"]).await;
+    assert!(out.ok().contains("breaker closed"), "{out:?}");
+    at(&app, &["queue", "close-breaker", "nope"])
+        .await
+        .fails_with(1, "HTTP 404");
     let out = at(&app, &["queue", "pause", "q"]).await;
     assert!(out.ok().contains("queue q paused"), "{out:?}");
     let show = at(&app, &["queue", "show", "q"]).await;

@@ -465,7 +465,7 @@ async fn a_queues_rate_holds_across_node_processes() {
 }
 
 #[tokio::test]
-async fn a_breaker_opened_on_one_node_rests_the_target_on_every_node() {
+async fn a_breaker_opened_on_one_node_rests_the_target_on_every_node_until_closed_on_any() {
     let Some(db) = TestDatabase::create("the shared-breaker test").await else {
         return;
     };
@@ -496,6 +496,24 @@ async fn a_breaker_opened_on_one_node_rests_the_target_on_every_node() {
     .await;
     // b claims nothing from an open breaker's queue (the claim loop's own check), so the
     // target rests from both nodes until the cool-down ends.
+
+    // An operator closes it through b: a, which opened it, follows within a second, and
+    // the target is served again at once, not at the probe ten minutes later.
+    receiver.set_default(Reply::ok());
+    b.call(reqwest::Method::POST, "/queue/q/_close-breaker", None)
+        .await
+        .expect(200);
+    assert_eq!(
+        b.get("/queue/q/_stats").await.expect(200)["breaker"],
+        "closed"
+    );
+    eventually("a's breaker closes too", || async {
+        let stats = a.get("/queue/q/_stats").await.expect(200);
+        (stats["breaker"] == "closed").then_some(())
+    })
+    .await;
+    let id = a.enqueue_ok("q", &payload(9)).await;
+    a.wait_until_gone("q", &id).await;
     a.kill_9().await;
     b.kill_9().await;
     db.drop_database().await;

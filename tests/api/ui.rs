@@ -1298,7 +1298,15 @@ async fn an_open_breaker_is_explained_and_held_jobs_read_as_held() {
     let detail = &page[page.find(r#"id="breaker-detail""#).expect("explained")..];
     assert!(detail.contains("failed 1 attempt in a row"), "{detail}");
     assert!(detail.contains("Next probe <time"), "{detail}");
-    assert!(detail.contains("no call to close it by hand"), "{detail}");
+    assert!(
+        detail.contains("Close the breaker (in Actions)"),
+        "{detail}"
+    );
+    assert!(page.contains(r#"id="close-breaker""#), "{page}");
+    assert!(
+        page.contains("Close the circuit breaker of queue fragile? Deliveries resume at once: its 1 ready job is sent"),
+        "the confirmation counts what it sets off: {page}"
+    );
     let list = visitor
         .get("/ui/queue/fragile/_jobs?status=READY")
         .await
@@ -1340,9 +1348,36 @@ async fn an_open_breaker_is_explained_and_held_jobs_read_as_held() {
     assert!(job.contains("the queue is paused"), "{job}");
     let closed = visitor.get("/ui/queue/resting").await.body;
     assert!(
-        !closed.contains("breaker-detail"),
+        !closed.contains("breaker-detail") && !closed.contains("close-breaker"),
         "a closed breaker needs no words"
     );
+}
+
+/// Issue 27, defect 4: an operator who fixed the target closes the breaker by hand; the held
+/// job goes out at once instead of at the probe ten minutes later, and the event says so.
+#[tokio::test]
+async fn closing_an_open_breaker_by_hand_delivers_its_held_jobs_at_once() {
+    let (app, worker, held, _) = a_queue_behind_an_open_breaker().await;
+    worker.set_default(Reply::ok());
+    let mut visitor = UiVisitor::new(&app);
+    visitor.get("/ui/queue/fragile").await;
+    let closed = visitor.submit("/ui/queue/fragile/close-breaker", &[]).await;
+    let page = visitor.follow(closed).await.body;
+    assert!(
+        page.contains("Breaker closed: deliveries resume now."),
+        "{page}"
+    );
+    app.wait_until_gone("fragile", &held).await;
+    let stats = app.get("/queue/fragile/_stats").await.json();
+    assert_eq!(stats["breaker"], "closed", "{stats}");
+    assert_eq!(stats["breakerProbeAt"], Value::Null, "{stats}");
+    // Closing a closed breaker is a no-op; an unknown queue is 404.
+    app.call(reqwest::Method::POST, "/queue/fragile/_close-breaker", None)
+        .await
+        .expect(200);
+    app.call(reqwest::Method::POST, "/queue/nope/_close-breaker", None)
+        .await
+        .expect_error(404);
 }
 
 fn now_ms() -> i64 {

@@ -526,7 +526,7 @@ async fn ui_browser_an_open_breaker_is_explained_and_its_jobs_held() {
     };
     let (shots, _temp) = screenshot_dir();
     browser.client().set_window_size(1100, 1500).await.unwrap();
-    let (app, _worker, held, _) = crate::ui::a_queue_behind_an_open_breaker().await;
+    let (app, worker, held, _) = crate::ui::a_queue_behind_an_open_breaker().await;
 
     browser.goto(&app.url("/ui/queue/fragile")).await;
     let detail = browser.text_of("#breaker-detail").await;
@@ -539,6 +539,17 @@ async fn ui_browser_an_open_breaker_is_explained_and_its_jobs_held() {
     assert!(row.contains("breaker open, next probe in"), "{row}");
     browser.screenshot(&shots.join("breaker.png")).await;
     assert_fits_a_phone(&browser).await;
+
+    // Closing it by hand asks first, counting what it sets off; then the held job goes out.
+    worker.set_default(Reply::ok());
+    browser.click("#close-breaker").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Close the circuit breaker of queue fragile?")
+            && question.contains("its 1 ready job is sent"),
+        "{question}"
+    );
+    app.wait_until_gone("fragile", &held).await;
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;

@@ -16,7 +16,7 @@ use super::jobs::{self, prepared};
 use crate::model::{QueueName, UnixMillis};
 use crate::policy::Rate;
 use crate::store::error::StoreResult;
-use crate::store::records::{Claimed, SharedLimits};
+use crate::store::records::{BreakerNews, Claimed, SharedLimits};
 
 /// How late a start may be taken and still count as on schedule (`dispatch::rate::LATENESS`).
 const LATENESS_US: i64 = 10_000;
@@ -170,21 +170,51 @@ pub async fn open_breaker(
     Ok(())
 }
 
-/// Every breaker some node opened that is still open at `now`.
-pub async fn open_breakers(
+/// Close `queue`'s breaker on every node, at `now`: its shared rest ends, and the nodes that
+/// opened theirs before `now` close them.
+pub async fn close_breaker(
     client: &impl GenericClient,
+    queue: &QueueName,
     now: UnixMillis,
-) -> StoreResult<Vec<(QueueName, UnixMillis)>> {
-    let rows = client
-        .query(
-            "SELECT queue, open_until FROM queue_breakers WHERE open_until > $1",
-            &[&now],
+) -> StoreResult<()> {
+    client
+        .execute(
+            "INSERT INTO queue_breakers (queue, open_until, closed_at) VALUES ($1, $2, $2)
+             ON CONFLICT (queue) DO UPDATE
+             SET open_until = least(queue_breakers.open_until, EXCLUDED.open_until),
+                 closed_at = EXCLUDED.closed_at",
+            &[&queue.as_str(), &now],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|row| (QueueName::from_stored(row.get(0)), row.get(1)))
-        .collect())
+    Ok(())
+}
+
+/// The breakers some node opened that are still open at `now`, and those an operator closed
+/// after `closed_since`.
+pub async fn breaker_news(
+    client: &impl GenericClient,
+    now: UnixMillis,
+    closed_since: UnixMillis,
+) -> StoreResult<BreakerNews> {
+    let rows = client
+        .query(
+            "SELECT queue, open_until, closed_at FROM queue_breakers
+             WHERE open_until > $1 OR closed_at > $2",
+            &[&now, &closed_since],
+        )
+        .await?;
+    let mut news = BreakerNews::default();
+    for row in &rows {
+        let queue = QueueName::from_stored(row.get(0));
+        let (open_until, closed_at): (UnixMillis, UnixMillis) = (row.get(1), row.get(2));
+        if closed_at > closed_since {
+            news.closed.push((queue.clone(), closed_at));
+        }
+        if open_until > now {
+            news.open.push((queue, open_until));
+        }
+    }
+    Ok(news)
 }
 
 #[cfg(test)]

@@ -77,6 +77,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "dead letter leases",
         sql: include_str!("../../../migrations/postgres/0011_dead_letter_leases.sql"),
     },
+    Migration {
+        version: 12,
+        name: "breaker closing",
+        sql: include_str!("../../../migrations/postgres/0012_breaker_closing.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -59,7 +59,8 @@ use crate::policy::QueueChange;
 use crate::store::dialect::Durability;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    ActivityFigures, Caps, Claimed, Lease, NewJob, Outbox, Outcome, Queue, SharedLimits,
+    ActivityFigures, BreakerNews, Caps, Claimed, Lease, NewJob, Outbox, Outcome, Queue,
+    SharedLimits,
 };
 use crate::store::registry::Registry;
 use crate::store::sealing::Sealing;
@@ -416,13 +417,20 @@ impl PgStore {
         limits::open_breaker(&client, queue, until).await
     }
 
-    /// The breakers some node opened that are still open at `now`.
-    pub async fn open_breakers(
+    /// Close `queue`'s circuit breaker on every node, at `now`.
+    pub async fn close_breaker(&self, queue: &QueueName, now: UnixMillis) -> StoreResult<()> {
+        let client = self.runner.pool.get().await?;
+        limits::close_breaker(&client, queue, now).await
+    }
+
+    /// The breakers still open at `now`, and those closed by hand after `closed_since`.
+    pub async fn breaker_news(
         &self,
         now: UnixMillis,
-    ) -> StoreResult<Vec<(QueueName, UnixMillis)>> {
+        closed_since: UnixMillis,
+    ) -> StoreResult<BreakerNews> {
         let client = self.runner.pool.get().await?;
-        limits::open_breakers(&client, now).await
+        limits::breaker_news(&client, now, closed_since).await
     }
 
     /// PostgreSQL keeps its planner statistics itself (autovacuum's analyze): nothing to do

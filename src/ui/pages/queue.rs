@@ -86,6 +86,13 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
                         button type="submit" id="pause" class="secondary" { "Pause deliveries" }
                     }
                 }
+                @if stats.breaker != "closed" {
+                    form method="post" action={ (queue_url(&name)) "/close-breaker" }
+                        data-confirm=(close_breaker_question(&name, &stats)) {
+                        (csrf)
+                        button type="submit" id="close-breaker" { "Close the breaker" }
+                    }
+                }
                 form method="post" action={ (queue_url(&name)) "/delete" }
                     data-confirm=(delete_question(&name, &stats)) {
                     (csrf)
@@ -255,12 +262,24 @@ fn breaker_detail(stats: &QueueStats) -> Markup {
                     }
                 }
                 p class="muted" {
-                    "It closes by itself when a probe is delivered: the API has no call to close it by hand. "
-                    "Fixing the target, or pointing the queue at a working one in the settings below, lets the next probe through."
+                    "It closes by itself when a probe is delivered. Fixed the target, or pointed the queue at a working one in the settings below? "
+                    "Close the breaker (in Actions) to deliver at once instead of waiting for the probe."
                 }
             }
         }
     }
+}
+
+/// What closing the breaker asks: what it sets off, counted when the page was drawn.
+fn close_breaker_question(name: &QueueName, stats: &QueueStats) -> String {
+    let jobs = match stats.ready {
+        1 => "its 1 ready job is".to_owned(),
+        n => format!("its {n} ready jobs are"),
+    };
+    format!(
+        "Close the circuit breaker of queue {name}? Deliveries resume at once: {jobs} sent to          the target now. If it still fails, {} failed attempts in a row open the breaker again.",
+        stats.breaker_threshold
+    )
 }
 
 /// What deleting the queue asks: what goes with it, counted when the page was drawn.
@@ -541,6 +560,23 @@ async fn set_paused(ctx: Ctx, name: String, paused: bool) -> UiResult {
             &back,
         ),
         Ok(_) => ctx.done(Flash::notice("Resumed."), &back),
+        Err(refused) => ctx.refused(&refused, &back),
+    })
+}
+
+/// `POST /ui/queue/{name}/close-breaker`.
+pub async fn close_breaker(ctx: Ctx, Path(name): Path<String>) -> UiResult {
+    let name = queue_name(&name)?;
+    let done: ApiAnswer<OkBody> = ctx
+        .api()
+        .post(&format!("/queue/{name}/_close-breaker"), None)
+        .await;
+    let back = queue_url(&name);
+    Ok(match done {
+        Ok(_) => ctx.done(
+            Flash::notice("Breaker closed: deliveries resume now."),
+            &back,
+        ),
         Err(refused) => ctx.refused(&refused, &back),
     })
 }
