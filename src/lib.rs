@@ -38,6 +38,7 @@ pub mod events;
 pub mod http_server;
 pub mod humanize;
 pub mod json;
+pub mod latency;
 pub mod maintenance;
 pub mod model;
 pub mod origin_guard;

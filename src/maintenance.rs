@@ -453,6 +453,7 @@ fn last_complete_minute(
         minute: now - now.rem_euclid(MINUTE_MS) - MINUTE_MS,
         delivered: figures.hour_delivered[last_complete],
         failed: figures.hour_failed[last_complete],
+        latency: figures.latency[0],
     }
 }
 
@@ -466,6 +467,8 @@ mod tests {
         figures.hour_delivered[ACTIVITY_MINUTES - 1] = 99; // the current minute: not yet
         figures.hour_delivered[ACTIVITY_MINUTES - 2] = 7;
         figures.hour_failed[ACTIVITY_MINUTES - 2] = 3;
+        figures.latency[0].record(40);
+        figures.latency[1].record(9_000); // the current minute's: not yet
         let queue = QueueName::parse("q").expect("a valid name");
         let now = 10 * MINUTE_MS + 42_000;
         assert_eq!(
@@ -475,6 +478,7 @@ mod tests {
                 minute: 9 * MINUTE_MS,
                 delivered: 7,
                 failed: 3,
+                latency: figures.latency[0],
             }
         );
     }

@@ -424,7 +424,7 @@ impl Leases {
             Duration::from_millis(latency_ms),
             Duration::from_millis(u64::try_from(now.saturating_sub(id.created_at())).unwrap_or(0)),
         );
-        self.record_activity(name, true, now);
+        self.record_activity(name, true, latency_ms, now);
         // Its key's next job, and a lease under the queue's concurrency, may go now.
         inner.wakeups.mark_due(name, now);
         Ok(())
@@ -464,7 +464,7 @@ impl Leases {
         };
         self.settle(&queue, id, lease.lease, outcome).await?;
         telemetry::lease_nacked(name, Duration::from_millis(latency_ms));
-        self.record_activity(name, false, now);
+        self.record_activity(name, false, latency_ms, now);
         match retry_at {
             Some(at) => inner.wakeups.mark_due(name, at),
             None => {
@@ -511,9 +511,10 @@ impl Leases {
         check(answer)
     }
 
-    fn record_activity(&self, name: &QueueName, delivered: bool, now: UnixMillis) {
+    /// Count a worker's answer, `latency_ms` after its lease, in the queue's activity.
+    fn record_activity(&self, name: &QueueName, delivered: bool, latency_ms: u64, now: UnixMillis) {
         if let Some(pool) = &self.inner.pool {
-            pool.activity().record(name, delivered, now);
+            pool.activity().record(name, delivered, latency_ms, now);
         }
     }
 

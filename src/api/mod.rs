@@ -11,6 +11,7 @@ pub mod dlq;
 pub mod error;
 pub mod extract;
 pub mod forq;
+pub mod health;
 pub mod jobs;
 pub mod keys;
 pub mod openapi;
@@ -89,6 +90,7 @@ pub fn router(state: AppState) -> Router {
         ));
     let admin = dlq::router()
         .merge(queue_stats::admin_router())
+        .merge(health::admin_router())
         .merge(keys::router())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

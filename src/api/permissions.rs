@@ -41,7 +41,7 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
             "/queue/{name}/_pause" | "/queue/{name}/_resume" | "/queue/{name}/_close-breaker",
         ) => Admin,
         ("GET", "/queue/{name}/_stats") => Queue(READER),
-        ("GET", "/admin/queues/stats") => AllQueues(READER),
+        ("GET", "/admin/queues/stats" | "/admin/queues/health") => AllQueues(READER),
         // batch
         ("POST", "/queue/{name}/_batch") => Queue(PRODUCER),
         // schedules

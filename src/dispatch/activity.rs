@@ -1,8 +1,10 @@
 //! What each queue's attempts ended in recently (delivered, failed), for its stats: a ring
 //! of sixty one-second buckets (the last minute) and a ring of sixty one-minute buckets (the
-//! last hour, the UI's chart) per queue, kept in memory by the node that made the attempts.
+//! last hour, the UI's chart, each with how long its attempts took) per queue, kept in
+//! memory by the node that made the attempts.
 
 use super::per_queue::PerQueue;
+use crate::latency::LatencyHistogram;
 use crate::model::{QueueName, UnixMillis};
 use crate::store::ActivityFigures;
 
@@ -21,6 +23,8 @@ pub struct Activity {
 struct Window {
     seconds: [Bucket; SECONDS],
     minutes: [Bucket; MINUTES],
+    /// `latency[m % 60]`: how long the attempts of `minutes[m % 60]` took.
+    latency: [LatencyHistogram; MINUTES],
 }
 
 /// The attempts of one period (a second or a minute, numbered from the epoch).
@@ -68,17 +72,35 @@ pub struct LastMinute {
 }
 
 impl Activity {
-    /// Count one attempt of `queue` that ended at `now`.
-    pub fn record(&self, queue: &QueueName, delivered: bool, now: UnixMillis) {
+    /// Count one attempt of `queue` that ended at `now` after `latency_ms`.
+    pub fn record(&self, queue: &QueueName, delivered: bool, latency_ms: u64, now: UnixMillis) {
         let second = now.div_euclid(1000);
         let minute = now.div_euclid(60_000);
         let mut windows = self.windows.lock();
         let window = windows.entry(queue.clone()).or_insert_with(|| Window {
             seconds: [Bucket::default(); SECONDS],
             minutes: [Bucket::default(); MINUTES],
+            latency: [LatencyHistogram::default(); MINUTES],
         });
         window.seconds[slot(second, SECONDS)].count(second, delivered);
-        window.minutes[slot(minute, MINUTES)].count(minute, delivered);
+        let at = slot(minute, MINUTES);
+        if window.minutes[at].period != minute {
+            window.latency[at] = LatencyHistogram::default();
+        }
+        window.minutes[at].count(minute, delivered);
+        window.latency[at].record(latency_ms);
+    }
+
+    /// How long `queue`'s attempts of the minute `minutes_ago` before `now`'s took.
+    fn latency_of(&self, queue: &QueueName, now: UnixMillis, minutes_ago: i64) -> LatencyHistogram {
+        let minute = now.div_euclid(60_000) - minutes_ago;
+        let windows = self.windows.lock();
+        match windows.get(queue) {
+            Some(window) if window.minutes[slot(minute, MINUTES)].period == minute => {
+                window.latency[slot(minute, MINUTES)]
+            }
+            _ => LatencyHistogram::default(),
+        }
     }
 
     /// `queue`'s attempts in the 60 seconds up to `now`.
@@ -125,6 +147,10 @@ impl Activity {
             last_minute_failed: last_minute.failed,
             hour_delivered: hour.map(|m| m.delivered),
             hour_failed: hour.map(|m| m.failed),
+            latency: [
+                self.latency_of(queue, now, 1),
+                self.latency_of(queue, now, 0),
+            ],
         }
     }
 
@@ -156,9 +182,9 @@ mod tests {
         let activity = Activity::default();
         let q = QueueName::parse("q").unwrap();
         let t0 = 1_700_000_000_000;
-        activity.record(&q, true, t0);
-        activity.record(&q, true, t0 + 500);
-        activity.record(&q, false, t0 + 30_000);
+        activity.record(&q, true, 1, t0);
+        activity.record(&q, true, 1, t0 + 500);
+        activity.record(&q, false, 1, t0 + 30_000);
         let seen = |at| activity.last_minute(&q, at);
         assert_eq!(
             seen(t0 + 30_000),
@@ -183,7 +209,7 @@ mod tests {
         );
         assert_eq!(seen(t0 + 90_000), LastMinute::default());
         // A bucket reused a minute later starts from zero.
-        activity.record(&q, true, t0 + 60_100);
+        activity.record(&q, true, 1, t0 + 60_100);
         assert_eq!(
             seen(t0 + 60_100),
             LastMinute {
@@ -202,13 +228,32 @@ mod tests {
     }
 
     #[test]
+    fn each_minute_keeps_how_long_its_attempts_took() {
+        let activity = Activity::default();
+        let q = QueueName::parse("q").unwrap();
+        let t0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000; // a minute's start
+        activity.record(&q, true, 3, t0);
+        activity.record(&q, false, 4_000, t0 + 1);
+        activity.record(&q, true, 40, t0 + 60_000);
+        let [before, current] = activity.figures(&q, t0 + 60_001).latency;
+        assert_eq!(before.count(), 2);
+        assert!(before.quantile(1.0).unwrap() > 2_500.0, "{before:?}");
+        assert_eq!(current.count(), 1);
+        // An hour later the slot of t0's minute is reused: its histogram starts afresh.
+        let later = t0 + 60 * 60_000;
+        activity.record(&q, true, 3, later);
+        let [before, current] = activity.figures(&q, later).latency;
+        assert_eq!((before.count(), current.count()), (0, 1));
+    }
+
+    #[test]
     fn the_last_hour_is_sixty_minutes_oldest_first() {
         let activity = Activity::default();
         let q = QueueName::parse("q").unwrap();
         let t0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000; // a minute's start
-        activity.record(&q, true, t0);
-        activity.record(&q, false, t0 + 59_999);
-        activity.record(&q, true, t0 + 5 * 60_000);
+        activity.record(&q, true, 1, t0);
+        activity.record(&q, false, 1, t0 + 59_999);
+        activity.record(&q, true, 1, t0 + 5 * 60_000);
         let hour = activity.last_hour(&q, t0 + 5 * 60_000 + 1);
         assert_eq!(
             hour[MINUTES - 1],
@@ -228,7 +273,7 @@ mod tests {
         // An hour later the first minute has left the window, and its slot, reused by a
         // new minute, starts from zero.
         let later = t0 + 60 * 60_000;
-        activity.record(&q, false, later);
+        activity.record(&q, false, 1, later);
         let hour = activity.last_hour(&q, later);
         assert_eq!(
             hour[MINUTES - 1],

@@ -95,7 +95,9 @@ impl Attempt {
             Some(Transition::Reopened { .. }) | None => {}
         }
         let delivered = matches!(result, AttemptResult::Delivered { .. });
-        inner.activity.record(&queue.name, delivered, now);
+        inner
+            .activity
+            .record(&queue.name, delivered, result.latency_ms(), now);
         inner.adaptive.record(
             &queue.name,
             load_of(&result),

@@ -52,6 +52,15 @@ pub enum AttemptResult {
     },
 }
 
+impl AttemptResult {
+    /// How long the attempt took, answered or not.
+    pub fn latency_ms(&self) -> u64 {
+        match self {
+            Self::Delivered { latency_ms, .. } | Self::Failed { latency_ms, .. } => *latency_ms,
+        }
+    }
+}
+
 /// How deliveries leave the server: the SSRF guard's policy, whether plain http is refused,
 /// and the egress proxy they go through, if one is configured.
 #[derive(Debug, Clone, Default)]

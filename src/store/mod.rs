@@ -47,6 +47,8 @@ use std::sync::mpsc as std_mpsc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use cluster::Cluster;
+/// How long the activity history keeps a minute, and a minute, in ms.
+pub use decisions::activity::{KEPT_MS as HISTORY_KEPT_MS, MINUTE_MS};
 pub use error::{StoreError, StoreResult};
 pub use records::{
     ActivityFigures, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::cron::CronSpec;
 use crate::json::CanonicalJson;
+use crate::latency::LatencyHistogram;
 use crate::model::{JobId, QueueName, ScheduleName, Secret, SignatureScheme, Target, UnixMillis};
 use crate::policy::{QueueChange, QueuePolicy, Rate};
 use crate::trace_context::TraceContext;
@@ -396,6 +397,9 @@ pub struct ActivityFigures {
     pub last_minute_failed: u64,
     pub hour_delivered: [u64; ACTIVITY_MINUTES],
     pub hour_failed: [u64; ACTIVITY_MINUTES],
+    /// How long the attempts took: `[the minute before, the current minute]`, for the
+    /// activity history (which stores each complete minute's).
+    pub latency: [LatencyHistogram; 2],
 }
 
 impl Default for ActivityFigures {
@@ -405,6 +409,7 @@ impl Default for ActivityFigures {
             last_minute_failed: 0,
             hour_delivered: [0; ACTIVITY_MINUTES],
             hour_failed: [0; ACTIVITY_MINUTES],
+            latency: [LatencyHistogram::default(); 2],
         }
     }
 }
@@ -418,6 +423,9 @@ impl ActivityFigures {
             self.hour_delivered[i] += other.hour_delivered[i];
             self.hour_failed[i] += other.hour_failed[i];
         }
+        for (mine, theirs) in self.latency.iter_mut().zip(&other.latency) {
+            mine.add(theirs);
+        }
     }
 
     /// These figures `minutes` later, with no attempt since: the hour moves on (its oldest
@@ -429,9 +437,15 @@ impl ActivityFigures {
             moved[..ACTIVITY_MINUTES - minutes].copy_from_slice(&hour[minutes..]);
             moved
         };
+        let latency = match minutes {
+            0 => self.latency,
+            1 => [self.latency[1], LatencyHistogram::default()],
+            _ => [LatencyHistogram::default(); 2],
+        };
         ActivityFigures {
             hour_delivered: shift(&self.hour_delivered),
             hour_failed: shift(&self.hour_failed),
+            latency,
             ..*self
         }
     }
@@ -1143,6 +1157,8 @@ pub struct ActivityMinute {
     pub minute: UnixMillis,
     pub delivered: u64,
     pub failed: u64,
+    /// How long its attempts took.
+    pub latency: LatencyHistogram,
 }
 
 /// What the nodes sharing a database said about circuit breakers since a node last looked.

@@ -18,6 +18,7 @@ const HTMX_CONFIG: &str = r#"{"includeIndicatorStyles":false,"allowEval":false,"
 pub enum Section {
     Queues,
     DeadLetters,
+    Health,
     Keys,
     None,
 }
@@ -62,6 +63,7 @@ pub fn page(
                         @if let Some((current, _)) = session {
                             (nav_link("/ui", "Queues", Section::Queues))
                             (nav_link("/ui/dlq", "Dead letters", Section::DeadLetters))
+                            (nav_link("/ui/health", "Health", Section::Health))
                             (nav_link("/ui/keys", "API keys", Section::Keys))
                             form method="get" action="/ui/find" role="search" class="find" {
                                 label for="find-job" class="visually-hidden" { "Find a job by id" }

@@ -84,7 +84,9 @@ pub fn with_ui(api: Router, config: &Config) -> Router {
 }
 
 fn router(state: UiState) -> Router {
-    use pages::{dashboard, dead_letters, job, keys, login, queue, queue_settings, schedules};
+    use pages::{
+        dashboard, dead_letters, health, job, keys, login, queue, queue_settings, schedules,
+    };
     let pages = Router::new()
         .route("/", get(dashboard::page))
         .route("/_queues", get(dashboard::rows))
@@ -128,6 +130,7 @@ fn router(state: UiState) -> Router {
         .route("/dlq", get(dead_letters::page))
         .route("/dlq/_stats", get(dead_letters::stats))
         .route("/dlq/action", post(dead_letters::act))
+        .route("/health", get(health::page))
         .route("/keys", get(keys::page))
         .route("/keys/create", post(keys::create))
         .route("/keys/revoke", post(keys::revoke))

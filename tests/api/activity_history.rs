@@ -2,8 +2,10 @@
 //! attempts per minute, recorded and read back, quiet minutes not written, a day kept and
 //! older minutes forgotten, kept across a restart, a deleted queue's minutes gone with it.
 
+use hookq::latency::LatencyHistogram;
 use hookq::model::QueueName;
 use hookq::store::ActivityMinute;
+use serde_json::Value;
 
 use crate::helpers::*;
 
@@ -16,7 +18,23 @@ fn row(queue: &str, minute: i64, delivered: u64, failed: u64) -> ActivityMinute 
         minute,
         delivered,
         failed,
+        latency: LatencyHistogram::default(),
     }
+}
+
+/// [`row`] whose attempts took `latencies` (ms).
+fn timed_row(
+    queue: &str,
+    minute: i64,
+    delivered: u64,
+    failed: u64,
+    latencies: &[u64],
+) -> ActivityMinute {
+    let mut row = row(queue, minute, delivered, failed);
+    for &ms in latencies {
+        row.latency.record(ms);
+    }
+    row
 }
 
 #[tokio::test]
@@ -177,4 +195,129 @@ async fn a_queues_page_draws_its_last_day_from_its_stats() {
     assert!(refreshed.contains("last day: 9 delivered, 3 failed"));
     let hour = visitor.get("/ui/queue/alpha").await.body;
     assert!(hour.contains(r#"id="range-day" href="/ui/queue/alpha?range=day""#));
+}
+
+/// Issue 27, "seeing health": latency percentiles, failure rate and throughput per queue and
+/// in total over a chosen range, from the stored history (so they outlive a restart).
+#[tokio::test]
+async fn health_over_a_range_gives_percentiles_failure_rates_and_throughput() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("alpha", "http://127.0.0.1:9/a", None)
+        .await;
+    app.create_queue_ok("beta", "http://127.0.0.1:9/b", None)
+        .await;
+    app.create_queue_ok("quiet", "http://127.0.0.1:9/q", None)
+        .await;
+    let now = hookq::model::now_millis();
+    let this_minute = now - now.rem_euclid(MINUTE);
+    // alpha: 98 fast attempts and 2 slow failures a minute ago; beta: 10 failures of 3 s
+    // three hours ago (outside the default hour, inside six).
+    let mut fast = vec![3; 98];
+    fast.extend([4_000, 4_000]);
+    app.store()
+        .record_activity(
+            vec![
+                timed_row("alpha", this_minute - MINUTE, 98, 2, &fast),
+                timed_row("beta", this_minute - 3 * 60 * MINUTE, 0, 10, &[3_000; 10]),
+            ],
+            now,
+        )
+        .await
+        .unwrap();
+    let app = app.restart(|c| c.dispatch = false).await;
+
+    let hour = app.get("/admin/queues/health").await.expect(200);
+    assert_eq!(hour["range"], "1h", "{hour}");
+    assert_eq!(hour["to"], this_minute, "{hour}");
+    assert_eq!(hour["from"], this_minute - 60 * MINUTE, "{hour}");
+    let names: Vec<&str> = hour["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "beta", "quiet"], "every queue, by name");
+    let alpha = &hour["queues"][0];
+    assert_eq!(
+        (alpha["delivered"].as_u64(), alpha["failed"].as_u64()),
+        (Some(98), Some(2))
+    );
+    assert_eq!(alpha["failureRate"], 0.02, "{alpha}");
+    assert_eq!(
+        alpha["attemptsPerMinute"], 1.7,
+        "100 attempts over 60 minutes: {alpha}"
+    );
+    let p50 = alpha["latencyMs"]["p50"].as_f64().unwrap();
+    let p99 = alpha["latencyMs"]["p99"].as_f64().unwrap();
+    assert!(p50 > 0.0 && p50 <= 5.0, "{alpha}");
+    assert!(
+        p99 > 2_500.0 && p99 <= 5_000.0,
+        "the slow 2% show in p99: {alpha}"
+    );
+    let beta = &hour["queues"][1];
+    assert_eq!(
+        beta["failureRate"],
+        Value::Null,
+        "no attempt in the hour: {beta}"
+    );
+    assert_eq!(beta["latencyMs"], Value::Null, "{beta}");
+    assert_eq!(hour["total"]["delivered"], 98);
+
+    let six = app.get("/admin/queues/health?range=6h").await.expect(200);
+    assert_eq!(six["total"]["failed"], 12, "{six}");
+    assert_eq!(six["queues"][1]["failureRate"], 1.0);
+    let p50 = six["queues"][1]["latencyMs"]["p50"].as_f64().unwrap();
+    assert!(p50 > 2_500.0 && p50 <= 5_000.0, "{six}");
+    let total_p50 = six["total"]["latencyMs"]["p50"].as_f64().unwrap();
+    assert!(total_p50 <= 5.0, "most attempts were fast: {six}");
+
+    // The UI's health page: the least healthy first, sortable, over a chosen range.
+    let mut visitor = crate::ui::UiVisitor::new(&app);
+    let page = visitor.get("/ui/health?range=6h").await.body;
+    assert!(
+        page.contains(r#"<strong id="range-6h" aria-current="page">"#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"href="/ui/health?range=24h&amp;sort=failure-rate""#),
+        "{page}"
+    );
+    let order = |page: &str| -> Vec<usize> {
+        ["alpha", "beta", "quiet"]
+            .iter()
+            .map(|q| {
+                page.find(&format!(r#"id="health-{q}""#))
+                    .expect("a row per queue")
+            })
+            .collect()
+    };
+    let rows = order(&page);
+    assert!(
+        rows[1] < rows[0] && rows[0] < rows[2],
+        "beta (100% failed) first, quiet last"
+    );
+    assert!(page.contains("100.00%") && page.contains("2.00%"), "{page}");
+    let total = &page[page.find(r#"id="health-total""#).unwrap()..];
+    assert!(
+        total.contains("<dd>12</dd>"),
+        "the failures of the range: {total}"
+    );
+    let by_name = visitor.get("/ui/health?range=6h&sort=name").await.body;
+    let rows = order(&by_name);
+    assert!(rows[0] < rows[1] && rows[1] < rows[2], "A–Z");
+    assert!(by_name.contains(r#"aria-sort="ascending""#), "{by_name}");
+    // A range the page does not offer falls back to the hour, as an unknown sort does.
+    let fallback = visitor.get("/ui/health?range=7d&sort=nonsense").await.body;
+    assert!(fallback.contains(r#"<strong id="range-1h""#), "{fallback}");
+
+    for bad in ["0s", "30s", "90s", "25h", "soon"] {
+        let refused = app
+            .get(&format!("/admin/queues/health?range={bad}"))
+            .await
+            .expect_error(422);
+        assert!(
+            refused.contains("range must be a duration from 1m to 24h"),
+            "{refused}"
+        );
+    }
 }

@@ -152,6 +152,7 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         (Method::GET, "/admin/dlq".into(), None, ALL_READ),
         (Method::GET, "/admin/dlq/stats".into(), None, ALL_READ),
         (Method::GET, "/admin/queues/stats".into(), None, ALL_READ),
+        (Method::GET, "/admin/queues/health".into(), None, ALL_READ),
         (
             Method::POST,
             "/admin/dlq/replay".into(),

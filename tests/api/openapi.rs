@@ -27,6 +27,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/queue/{name}/_settings"),
     ("GET", "/queue/{name}/_stats"),
     ("GET", "/admin/queues/stats"),
+    ("GET", "/admin/queues/health"),
     ("POST", "/queue/{name}/_batch"),
     ("POST", "/queue/{name}/_pause"),
     ("POST", "/queue/{name}/_close-breaker"),

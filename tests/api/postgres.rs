@@ -1535,3 +1535,60 @@ async fn postgres_deliveries_arriving_together_complete_as_one_group() {
     );
     close([Node { store, pg }], db).await;
 }
+
+/// The node that writes the activity history adds up every node's latency of the minute it
+/// records: each node publishes its previous and current minute's histograms, and a reader
+/// ages them by the minutes since they were written.
+#[tokio::test]
+async fn postgres_nodes_share_their_latency_histograms_aged_by_the_minute() {
+    let Some(db) = TestDatabase::create("the shared-latency test").await else {
+        return;
+    };
+    let (a, b) = (node(&db).await, node(&db).await);
+    a.create_queue(queue_named("q")).await.unwrap();
+    let q = QueueName::parse("q").unwrap();
+    let minute = 60_000;
+    let at = (now_millis() / minute) * minute + 10_000;
+    let mut figures = hookq::store::ActivityFigures::default();
+    figures.hour_delivered[hookq::store::records::ACTIVITY_MINUTES - 2] = 2;
+    figures.latency[0].record(40);
+    figures.latency[0].record(45);
+    figures.latency[1].record(3_000);
+    a.cluster()
+        .publish_activity(at, &[(q.clone(), figures)])
+        .await
+        .unwrap();
+
+    let seen = b
+        .cluster()
+        .activity_of_other_nodes_by_queue(at)
+        .await
+        .unwrap();
+    assert_eq!(
+        seen[&q].latency, figures.latency,
+        "as written, the same minute"
+    );
+    // A minute on, a's current minute is the previous one; two on, both are gone.
+    let later = b
+        .cluster()
+        .activity_of_other_nodes_by_queue(at + minute)
+        .await
+        .unwrap();
+    assert_eq!(later[&q].latency[0], figures.latency[1]);
+    assert_eq!(later[&q].latency[1].count(), 0);
+    let much_later = b
+        .cluster()
+        .activity_of_other_nodes_by_queue(at + 2 * minute)
+        .await
+        .unwrap();
+    assert_eq!(much_later[&q].latency[0].count(), 0);
+    // a reads nothing of its own.
+    assert!(
+        a.cluster()
+            .activity_of_other_nodes_by_queue(at)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    close([a, b], db).await;
+}

@@ -604,6 +604,26 @@ async fn ui_browser_every_page_fits_a_phone() {
         dead.push(id);
     }
 
+    // An hour of history for the health page: mostly fast, a few slow failures.
+    let now = hookq::model::now_millis();
+    let minute = 60_000;
+    let history = (1..=60)
+        .map(|ago| {
+            let mut latency = hookq::latency::LatencyHistogram::default();
+            for n in 0..40 {
+                latency.record(if n < 38 { 8 + n % 30 } else { 4_500 });
+            }
+            hookq::store::ActivityMinute {
+                queue: hookq::model::QueueName::parse("orders").unwrap(),
+                minute: now - now.rem_euclid(minute) - ago * minute,
+                delivered: 38,
+                failed: 2,
+                latency,
+            }
+        })
+        .collect();
+    app.store().record_activity(history, now).await.unwrap();
+
     browser.client().set_window_size(390, 844).await.unwrap();
     let pages = [
         ("/ui", "#queue-rows", "dashboard"),
@@ -616,6 +636,7 @@ async fn ui_browser_every_page_fits_a_phone() {
         ),
         ("/ui/dlq?queue=orders", "#groups", "dead-letters"),
         ("/ui/keys", "main", "keys"),
+        ("/ui/health", "#health-queues", "health"),
     ];
     for (path, ready, name) in pages {
         browser.goto(&app.url(path)).await;

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
+use crate::latency::LatencyHistogram;
 use crate::model::{QueueName, UnixMillis};
 use crate::store::error::StoreResult;
 use crate::store::records::{ACTIVITY_MINUTES, ActivityFigures};
@@ -30,14 +31,17 @@ pub async fn publish(
     let statement = client
         .prepare_cached(
             "INSERT INTO queue_activity (queue, node, at, last_minute_delivered,
-                                         last_minute_failed, hour_delivered, hour_failed)
-             SELECT name, $2, $3, $4, $5, $6, $7 FROM queues WHERE name = $1
+                                         last_minute_failed, hour_delivered, hour_failed,
+                                         latency_previous, latency_current)
+             SELECT name, $2, $3, $4, $5, $6, $7, $8, $9 FROM queues WHERE name = $1
              ON CONFLICT (queue, node) DO UPDATE SET
                  at = EXCLUDED.at,
                  last_minute_delivered = EXCLUDED.last_minute_delivered,
                  last_minute_failed = EXCLUDED.last_minute_failed,
                  hour_delivered = EXCLUDED.hour_delivered,
-                 hour_failed = EXCLUDED.hour_failed",
+                 hour_failed = EXCLUDED.hour_failed,
+                 latency_previous = EXCLUDED.latency_previous,
+                 latency_current = EXCLUDED.latency_current",
         )
         .await?;
     let rows: Vec<_> = busy
@@ -49,18 +53,29 @@ pub async fn publish(
                 count(figures.last_minute_failed),
                 figures.hour_delivered.map(count).to_vec(),
                 figures.hour_failed.map(count).to_vec(),
+                figures.latency.map(|minute| minute.to_stored()),
             )
         })
         .collect();
     let writes = rows
         .iter()
-        .map(|(queue, delivered, failed, hour_d, hour_f)| {
+        .map(|(queue, delivered, failed, hour_d, hour_f, latency)| {
             let statement = &statement;
             async move {
                 client
                     .execute(
                         statement,
-                        &[queue, &node, &at, delivered, failed, hour_d, hour_f],
+                        &[
+                            queue,
+                            &node,
+                            &at,
+                            delivered,
+                            failed,
+                            hour_d,
+                            hour_f,
+                            &latency[0],
+                            &latency[1],
+                        ],
                     )
                     .await
             }
@@ -81,7 +96,7 @@ pub async fn of_other_nodes(
     let rows = client
         .query(
             "SELECT queue, at, last_minute_delivered, last_minute_failed, hour_delivered,
-                    hour_failed
+                    hour_failed, latency_previous, latency_current
              FROM queue_activity
              WHERE node <> $1 AND at > $2 AND ($3::text IS NULL OR queue = $3)",
             &[&node, &(now - HOUR_MS), &queue.map(QueueName::as_str)],
@@ -96,6 +111,10 @@ pub async fn of_other_nodes(
             last_minute_failed: if fresh { uncount(row.get(3)) } else { 0 },
             hour_delivered: hour(row.get(4)),
             hour_failed: hour(row.get(5)),
+            latency: [
+                LatencyHistogram::from_stored(row.get(6)),
+                LatencyHistogram::from_stored(row.get(7)),
+            ],
         };
         let minutes = (now.div_euclid(60_000) - at.div_euclid(60_000)).max(0);
         sums.entry(QueueName::from_stored(row.get(0)))

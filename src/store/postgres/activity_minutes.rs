@@ -3,6 +3,7 @@
 //! `store::decisions::activity`.
 
 use super::tx::PgTx;
+use crate::latency::LatencyHistogram;
 use crate::model::{QueueName, UnixMillis};
 use crate::store::dialect::ActivityRows;
 use crate::store::error::StoreResult;
@@ -14,17 +15,19 @@ impl ActivityRows for PgTx<'_> {
         let minutes: Vec<i64> = rows.iter().map(|r| r.minute).collect();
         let delivered: Vec<i64> = rows.iter().map(|r| stored(r.delivered)).collect();
         let failed: Vec<i64> = rows.iter().map(|r| stored(r.failed)).collect();
+        let latency: Vec<String> = rows.iter().map(|r| r.latency.to_stored()).collect();
         // One statement for every row; the join skips a queue deleted meanwhile.
         self.tx
             .execute(
-                "INSERT INTO activity_minutes (queue, minute, delivered, failed)
-                 SELECT q.name, f.minute, f.delivered, f.failed
-                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
-                     AS f(queue, minute, delivered, failed)
+                "INSERT INTO activity_minutes (queue, minute, delivered, failed, latency)
+                 SELECT q.name, f.minute, f.delivered, f.failed, f.latency
+                 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[])
+                     AS f(queue, minute, delivered, failed, latency)
                  JOIN queues q ON q.name = f.queue
                  ON CONFLICT (queue, minute) DO UPDATE SET
-                     delivered = EXCLUDED.delivered, failed = EXCLUDED.failed",
-                &[&queues, &minutes, &delivered, &failed],
+                     delivered = EXCLUDED.delivered, failed = EXCLUDED.failed,
+                     latency = EXCLUDED.latency",
+                &[&queues, &minutes, &delivered, &failed, &latency],
             )
             .await?;
         Ok(())
@@ -46,7 +49,7 @@ impl ActivityRows for PgTx<'_> {
         let rows = self
             .tx
             .query(
-                "SELECT queue, minute, delivered, failed FROM activity_minutes
+                "SELECT queue, minute, delivered, failed, latency FROM activity_minutes
                  WHERE minute >= $1 AND ($2::text IS NULL OR queue = $2)
                  ORDER BY queue, minute",
                 &[&since, &queue.map(QueueName::as_str)],
@@ -59,6 +62,7 @@ impl ActivityRows for PgTx<'_> {
                 minute: row.get(1),
                 delivered: u64::try_from(row.get::<_, i64>(2)).unwrap_or(0),
                 failed: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
+                latency: LatencyHistogram::from_stored(row.get(4)),
             })
             .collect())
     }

@@ -82,6 +82,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "breaker closing",
         sql: include_str!("../../../migrations/postgres/0012_breaker_closing.sql"),
     },
+    Migration {
+        version: 13,
+        name: "activity latency",
+        sql: include_str!("../../../migrations/postgres/0013_activity_latency.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -4,6 +4,7 @@
 use rusqlite::params;
 
 use super::tx::SqliteTx;
+use crate::latency::LatencyHistogram;
 use crate::model::{QueueName, UnixMillis};
 use crate::store::dialect::ActivityRows;
 use crate::store::error::StoreResult;
@@ -13,10 +14,11 @@ impl ActivityRows for SqliteTx<'_> {
     async fn put_activity_minutes(&self, rows: &[ActivityMinute]) -> StoreResult<()> {
         // Through `queues`, so a queue deleted since its figures were taken is skipped.
         let mut put = self.0.prepare_cached(
-            "INSERT INTO activity_minutes (queue, minute, delivered, failed)
-             SELECT name, ?2, ?3, ?4 FROM queues WHERE name = ?1
+            "INSERT INTO activity_minutes (queue, minute, delivered, failed, latency)
+             SELECT name, ?2, ?3, ?4, ?5 FROM queues WHERE name = ?1
              ON CONFLICT (queue, minute) DO UPDATE SET
-                 delivered = excluded.delivered, failed = excluded.failed",
+                 delivered = excluded.delivered, failed = excluded.failed,
+                 latency = excluded.latency",
         )?;
         for row in rows {
             put.execute(params![
@@ -24,6 +26,7 @@ impl ActivityRows for SqliteTx<'_> {
                 row.minute,
                 stored(row.delivered),
                 stored(row.failed),
+                row.latency.to_stored(),
             ])?;
         }
         Ok(())
@@ -42,7 +45,7 @@ impl ActivityRows for SqliteTx<'_> {
         queue: Option<&QueueName>,
     ) -> StoreResult<Vec<ActivityMinute>> {
         let mut stmt = self.0.prepare_cached(
-            "SELECT queue, minute, delivered, failed FROM activity_minutes
+            "SELECT queue, minute, delivered, failed, latency FROM activity_minutes
              WHERE minute >= ?1 AND (?2 IS NULL OR queue = ?2) ORDER BY queue, minute",
         )?;
         let queue = queue.map(QueueName::as_str);
@@ -52,6 +55,7 @@ impl ActivityRows for SqliteTx<'_> {
                 minute: row.get(1)?,
                 delivered: u64::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
                 failed: u64::try_from(row.get::<_, i64>(3)?).unwrap_or(0),
+                latency: LatencyHistogram::from_stored(&row.get::<_, String>(4)?),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

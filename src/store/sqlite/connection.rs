@@ -75,6 +75,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0016_dead_letter_leases",
         include_str!("../../../migrations/0016_dead_letter_leases.sql"),
     ),
+    (
+        "0017_activity_latency",
+        include_str!("../../../migrations/0017_activity_latency.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -2,6 +2,7 @@
 
 pub mod dashboard;
 pub mod dead_letters;
+pub mod health;
 pub mod job;
 pub mod keys;
 pub mod login;

@@ -1,0 +1,198 @@
+//! Delivery health over a chosen range of the last day (`GET /admin/queues/health`): per
+//! queue and in total, attempts delivered and failed, the failure rate, the attempts per
+//! minute and the latency percentiles (p50, p95, p99), all from the stored activity history.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::error::{ApiError, ApiErrorBody, ApiResult};
+use crate::latency::LatencyHistogram;
+use crate::model::{QueueName, UnixMillis, now_millis};
+use crate::store::{ActivityMinute, HISTORY_KEPT_MS, MINUTE_MS};
+
+/// The range when none is asked for.
+const DEFAULT_RANGE: Duration = Duration::from_secs(3600);
+
+/// The routes behind the admin key (a reader of every queue).
+pub fn admin_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(queue_health))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct HealthParams {
+    /// How far back: a duration from `1m` to `24h` (default `1h`), in whole minutes.
+    range: Option<String>,
+}
+
+/// Delivery health over a range: in total and per queue.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthReport {
+    pub ok: bool,
+    /// The range, as asked (`"1h"` by default).
+    pub range: String,
+    /// The first minute counted (unix ms, a minute's start).
+    pub from: UnixMillis,
+    /// The end of the range: the start of the current minute, which is not counted yet.
+    pub to: UnixMillis,
+    /// Every queue's attempts together.
+    pub total: HealthFigures,
+    /// Each queue's, in name order (queues without an attempt included).
+    pub queues: Vec<QueueHealth>,
+}
+
+/// One queue's delivery health.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueueHealth {
+    pub name: String,
+    #[serde(flatten)]
+    pub figures: HealthFigures,
+}
+
+/// Attempts over the range, and how they went.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthFigures {
+    /// Attempts delivered (2xx, or acked by a pull worker).
+    pub delivered: u64,
+    /// Attempts failed (an error answer, a timeout, a refused connection, a nack).
+    pub failed: u64,
+    /// `failed / (delivered + failed)`; `null` without an attempt.
+    pub failure_rate: Option<f64>,
+    /// Attempts per minute over the range.
+    pub attempts_per_minute: f64,
+    /// How long attempts took (a pull job: from its lease to its worker's answer);
+    /// `null` without an attempt.
+    pub latency_ms: Option<LatencyPercentiles>,
+}
+
+/// Latency percentiles in milliseconds, estimated within the history's buckets.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+pub struct LatencyPercentiles {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+/// Delivery health over the last `range` (default 1 hour), from the stored history: per
+/// queue and in total, attempts delivered and failed, the failure rate, attempts per minute
+/// and latency percentiles.
+#[utoipa::path(
+    get,
+    path = "/admin/queues/health",
+    tag = "queues",
+    params(HealthParams),
+    responses(
+        (status = 200, description = "Delivery health over the range", body = HealthReport),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 403, description = "A scoped key without every queue in its scope", body = ApiErrorBody),
+        (status = 422, description = "A range that is not a duration from 1m to 24h", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn queue_health(
+    State(state): State<AppState>,
+    Query(params): Query<HealthParams>,
+) -> ApiResult<Json<HealthReport>> {
+    let (range, range_ms) = parse_range(params.range.as_deref())?;
+    let now = now_millis();
+    let to = now - now.rem_euclid(MINUTE_MS);
+    let from = to - range_ms;
+    let mut by_queue: BTreeMap<QueueName, Tally> = state
+        .store
+        .registry()
+        .all()
+        .iter()
+        .map(|queue| (queue.name.clone(), Tally::default()))
+        .collect();
+    let mut total = Tally::default();
+    for minute in state.store.activity_last_day(now, None).await? {
+        if minute.minute < from || minute.minute >= to {
+            continue;
+        }
+        total.add(&minute);
+        if let Some(tally) = by_queue.get_mut(&minute.queue) {
+            tally.add(&minute);
+        }
+    }
+    let minutes = range_ms / MINUTE_MS;
+    Ok(Json(HealthReport {
+        ok: true,
+        range,
+        from,
+        to,
+        total: total.figures(minutes),
+        queues: by_queue
+            .into_iter()
+            .map(|(name, tally)| QueueHealth {
+                name: name.to_string(),
+                figures: tally.figures(minutes),
+            })
+            .collect(),
+    }))
+}
+
+/// `range` as asked (default `1h`) and in ms: whole minutes from one to a day (what the
+/// history keeps).
+fn parse_range(range: Option<&str>) -> ApiResult<(String, UnixMillis)> {
+    let refused = || {
+        ApiError::Unprocessable(format!(
+            "range must be a duration from 1m to 24h in whole minutes, e.g. \"1h\" (got {:?})",
+            range.unwrap_or_default()
+        ))
+    };
+    let (text, duration) = match range {
+        None => ("1h".to_owned(), DEFAULT_RANGE),
+        Some(text) => (
+            text.to_owned(),
+            humantime::parse_duration(text).map_err(|_| refused())?,
+        ),
+    };
+    let ms = UnixMillis::try_from(duration.as_millis()).map_err(|_| refused())?;
+    if !(MINUTE_MS..=HISTORY_KEPT_MS).contains(&ms) || ms % MINUTE_MS != 0 {
+        return Err(refused());
+    }
+    Ok((text, ms))
+}
+
+/// Attempts added up over minutes.
+#[derive(Default)]
+struct Tally {
+    delivered: u64,
+    failed: u64,
+    latency: LatencyHistogram,
+}
+
+impl Tally {
+    fn add(&mut self, minute: &ActivityMinute) {
+        self.delivered += minute.delivered;
+        self.failed += minute.failed;
+        self.latency.add(&minute.latency);
+    }
+
+    fn figures(&self, minutes: i64) -> HealthFigures {
+        let attempts = self.delivered + self.failed;
+        let tenth = |ms: f64| (ms * 10.0).round() / 10.0;
+        let percentile = |q| self.latency.quantile(q).map(tenth);
+        HealthFigures {
+            delivered: self.delivered,
+            failed: self.failed,
+            failure_rate: (attempts > 0).then(|| self.failed as f64 / attempts as f64),
+            attempts_per_minute: tenth(attempts as f64 / minutes.max(1) as f64),
+            latency_ms: match (percentile(0.5), percentile(0.95), percentile(0.99)) {
+                (Some(p50), Some(p95), Some(p99)) => Some(LatencyPercentiles { p50, p95, p99 }),
+                _ => None,
+            },
+        }
+    }
+}
