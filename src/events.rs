@@ -228,7 +228,14 @@ impl EventSender {
             current,
             previous: None,
         });
-        let signed = signing::headers(self.target.scheme, keys, event.id, now, body.as_bytes());
+        let signed = signing::headers(
+            self.target.scheme,
+            keys,
+            event.id,
+            now,
+            body.as_bytes(),
+            signing::Signatures::Computed,
+        );
         for (name, value) in signed {
             request = request.header(name, value);
         }

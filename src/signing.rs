@@ -21,6 +21,17 @@ pub struct SigningKeys<'a> {
     pub previous: Option<&'a Secret>,
 }
 
+/// Whether the signatures are computed (a message to send) or only stood for (the headers
+/// shown to a person, who must never see one that could be replayed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signatures {
+    Computed,
+    Masked,
+}
+
+/// What a masked signature reads.
+pub const MASKED: &str = "(signature, masked)";
+
 /// The headers to add to message `id` (a job's, or an event's) with `body`, sent at `now`.
 /// The plain path (hyper, no secret) allocates nothing.
 pub fn headers(
@@ -29,13 +40,19 @@ pub fn headers(
     id: JobId,
     now: UnixMillis,
     body: &[u8],
+    signatures: Signatures,
 ) -> Vec<(&'static str, String)> {
     let mut headers = Vec::new();
     let now_ms = u64::try_from(now).unwrap_or_default();
     if let (true, Some(keys)) = (scheme.hyper(), keys) {
         headers.push((
             signature::HEADER,
-            signature::header_value(keys.current.expose().as_bytes(), now_ms, body),
+            match signatures {
+                Signatures::Computed => {
+                    signature::header_value(keys.current.expose().as_bytes(), now_ms, body)
+                }
+                Signatures::Masked => MASKED.to_owned(),
+            },
         ));
     }
     if scheme.standard() {
@@ -54,7 +71,10 @@ pub fn headers(
                 );
                 return None;
             }
-            Some(standard::signature_header(&secrets, &id, seconds, body))
+            Some(match signatures {
+                Signatures::Computed => standard::signature_header(&secrets, &id, seconds, body),
+                Signatures::Masked => MASKED.to_owned(),
+            })
         });
         headers.push((standard::ID_HEADER, id));
         headers.push((standard::TIMESTAMP_HEADER, seconds.to_string()));
@@ -90,23 +110,62 @@ mod tests {
         let body = b"{}";
         let at = 1_700_000_000_123;
         assert_eq!(
-            names(&headers(SignatureScheme::Hyper, keys, id(), at, body)),
+            names(&headers(
+                SignatureScheme::Hyper,
+                keys,
+                id(),
+                at,
+                body,
+                Signatures::Computed
+            )),
             ["X-HYPER-SIGNATURE"]
         );
-        let standard = headers(SignatureScheme::Standard, keys, id(), at, body);
+        let standard = headers(
+            SignatureScheme::Standard,
+            keys,
+            id(),
+            at,
+            body,
+            Signatures::Computed,
+        );
         assert_eq!(
             names(&standard),
             ["webhook-id", "webhook-timestamp", "webhook-signature"]
         );
         assert_eq!(standard[1].1, "1700000000");
         assert_eq!(
-            names(&headers(SignatureScheme::Both, keys, id(), at, body)).len(),
+            names(&headers(
+                SignatureScheme::Both,
+                keys,
+                id(),
+                at,
+                body,
+                Signatures::Computed
+            ))
+            .len(),
             4
         );
         // Unsigned: hyper sends nothing, standard its id and time.
-        assert!(headers(SignatureScheme::Hyper, None, id(), at, body).is_empty());
+        assert!(
+            headers(
+                SignatureScheme::Hyper,
+                None,
+                id(),
+                at,
+                body,
+                Signatures::Computed
+            )
+            .is_empty()
+        );
         assert_eq!(
-            names(&headers(SignatureScheme::Standard, None, id(), at, body)),
+            names(&headers(
+                SignatureScheme::Standard,
+                None,
+                id(),
+                at,
+                body,
+                Signatures::Computed
+            )),
             ["webhook-id", "webhook-timestamp"]
         );
     }
@@ -118,7 +177,14 @@ mod tests {
             current: &new,
             previous: Some(&old),
         });
-        let sent = headers(SignatureScheme::Both, keys, id(), 1_700_000_000_000, b"{}");
+        let sent = headers(
+            SignatureScheme::Both,
+            keys,
+            id(),
+            1_700_000_000_000,
+            b"{}",
+            Signatures::Computed,
+        );
         let hyper = &sent[0].1;
         assert!(!hyper.contains(' '));
         let signatures = &sent[3].1;
@@ -142,7 +208,42 @@ mod tests {
             id(),
             1_700_000_000_000,
             b"{}",
+            Signatures::Computed,
         );
         assert_eq!(sent[2].1.split(' ').count(), 1);
+    }
+
+    #[test]
+    fn masked_headers_are_the_same_headers_without_a_signature_in_them() {
+        let secret = Secret::parse(NEW).unwrap();
+        let keys = Some(SigningKeys {
+            current: &secret,
+            previous: None,
+        });
+        let at = 1_700_000_000_123;
+        let sent = headers(
+            SignatureScheme::Both,
+            keys,
+            id(),
+            at,
+            b"{}",
+            Signatures::Computed,
+        );
+        let shown = headers(
+            SignatureScheme::Both,
+            keys,
+            id(),
+            at,
+            b"{}",
+            Signatures::Masked,
+        );
+        assert_eq!(names(&sent), names(&shown));
+        assert_eq!(shown[0].1, MASKED);
+        assert_eq!(shown[3].1, MASKED);
+        assert_eq!(
+            (&shown[1], &shown[2]),
+            (&sent[1], &sent[2]),
+            "id and time are no secret"
+        );
     }
 }

@@ -16,9 +16,11 @@ use super::dlq::{DlqStateName, FailureReasonName};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{ApiQuery, JobPath, KnownQueue, page_size, required};
 use super::openapi::IdBody;
+use crate::dispatch::webhook::{Outgoing, delivery_headers};
 use crate::model::{JobStatus, now_millis};
+use crate::signing::Signatures;
 use crate::store::{
-    AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, PageRequest, Position,
+    AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, PageRequest, Position, Queue,
     Selection,
 };
 
@@ -128,6 +130,54 @@ pub struct JobView {
     /// `lastStatus` and `latencyMs`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<AttemptView>>,
+    /// The request headers of its latest attempt, signatures masked (only on the single-job
+    /// route, for a job of a push queue that was attempted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_headers: Option<RequestHeadersView>,
+}
+
+/// The headers an attempt was sent with, rebuilt by the webhook client's own rule from the
+/// job and its queue's current settings: a signature reads `(signature, masked)`, and the
+/// time in a Standard Webhooks `webhook-timestamp` is when the attempt ended.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RequestHeadersView {
+    /// The attempt they belong to.
+    pub attempt: u32,
+    /// `[name, value]` pairs, in the order sent.
+    pub headers: Vec<[String; 2]>,
+}
+
+/// The headers `record`'s latest attempt was sent with (see [`RequestHeadersView`]); `None`
+/// for a pull queue's job or one not attempted yet.
+fn request_headers(
+    queue: &Queue,
+    record: &JobRecord,
+    history: &[AttemptRecord],
+) -> Option<RequestHeadersView> {
+    if queue.is_pull() || record.attempts == 0 {
+        return None;
+    }
+    let at = match (&record.state, record.delivery, history.last()) {
+        (JobState::Delivered, Some(delivery), _) => delivery.at,
+        (JobState::InFlight, ..) => now_millis(),
+        (_, _, Some(last)) => last.at,
+        _ => now_millis(),
+    };
+    let job = Outgoing {
+        id: record.id,
+        attempt: record.attempts,
+        payload: record.payload.clone(),
+        schedule: record.schedule.as_ref(),
+        trace: record.trace.as_ref(),
+    };
+    let headers = delivery_headers(queue, &job, at, Signatures::Masked)
+        .into_iter()
+        .map(|(name, value)| [name.to_owned(), value.into_owned()])
+        .collect();
+    Some(RequestHeadersView {
+        attempt: record.attempts,
+        headers,
+    })
 }
 
 /// Which schedule tick enqueued a job (what its `X-Hookq-Schedule` and
@@ -215,6 +265,7 @@ impl TryFrom<JobRecord> for JobView {
                 state: dead.state.into(),
             }),
             history: None,
+            request_headers: None,
         })
     }
 }
@@ -381,8 +432,10 @@ async fn get_job(
     JobPath { queue, id }: JobPath,
 ) -> ApiResult<Json<JobView>> {
     let (record, history) = state.store.get_job(queue.name.clone(), id).await?;
+    let sent = request_headers(&queue, &record, &history);
     let mut view = JobView::try_from(record)?;
     view.history = Some(history.into_iter().map(AttemptView::from).collect());
+    view.request_headers = sent;
     Ok(Json(view))
 }
 

@@ -3,14 +3,16 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::header::{CONTENT_TYPE, HeaderValue, LOCATION, RETRY_AFTER, USER_AGENT};
+use std::borrow::Cow;
+
+use reqwest::header::{HeaderValue, LOCATION, RETRY_AFTER};
 
 use std::sync::Arc;
 
 use super::guard::{AddressPolicy, GuardedResolver};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, Target, UnixMillis};
-use crate::signing::{self, SigningKeys};
+use crate::signing::{self, Signatures, SigningKeys};
 use crate::store::{Queue, ScheduleTick};
 use crate::trace_context::{TRACEPARENT, TRACESTATE, TraceContext};
 
@@ -33,6 +35,59 @@ pub struct Outgoing<'a> {
     pub schedule: Option<&'a ScheduleTick>,
     /// The trace this attempt continues: sent as `traceparent` (and `tracestate`).
     pub trace: Option<&'a TraceContext>,
+}
+
+/// Every header of one delivery of `job` from `queue` at `now`, in the order they are sent:
+/// what the webhook client sends (`Signatures::Computed`) and what a job's page shows of
+/// it (`Masked`), written once for both.
+pub fn delivery_headers(
+    queue: &Queue,
+    job: &Outgoing<'_>,
+    now: UnixMillis,
+    signatures: Signatures,
+) -> Vec<(&'static str, Cow<'static, str>)> {
+    // At most 4 + 2 (a schedule) + 2 (a trace) + 4 (both signature schemes): one allocation.
+    let mut headers: Vec<(&'static str, Cow<'static, str>)> = Vec::with_capacity(12);
+    headers.extend([
+        ("content-type", Cow::Borrowed("application/json")),
+        (
+            "user-agent",
+            Cow::Borrowed(concat!("hookq/", env!("CARGO_PKG_VERSION"))),
+        ),
+        (JOB_ID_HEADER, Cow::Owned(job.id.to_string())),
+        (ATTEMPT_HEADER, Cow::Owned(job.attempt.to_string())),
+    ]);
+    if let Some(tick) = job.schedule {
+        headers.push((
+            SCHEDULE_HEADER,
+            Cow::Owned(tick.schedule.as_str().to_owned()),
+        ));
+        headers.push((SCHEDULE_TICK_HEADER, Cow::Owned(tick.tick.to_string())));
+    }
+    if let Some(trace) = job.trace {
+        headers.push((TRACEPARENT, Cow::Owned(trace.traceparent())));
+        if let Some(state) = &trace.state {
+            headers.push((TRACESTATE, Cow::Owned(state.as_str().to_owned())));
+        }
+    }
+    let keys = queue.secret.as_ref().map(|current| SigningKeys {
+        current,
+        previous: queue.previous_secret_at(now).map(|p| &p.secret),
+    });
+    let signed = signing::headers(
+        queue.signature_scheme,
+        keys,
+        job.id,
+        now,
+        job.payload.as_bytes(),
+        signatures,
+    );
+    headers.extend(
+        signed
+            .into_iter()
+            .map(|(name, value)| (name, Cow::Owned(value))),
+    );
+    headers
 }
 
 /// What one attempt ended in.
@@ -117,13 +172,6 @@ impl WebhookClient {
         timeout: Duration,
         now: UnixMillis,
     ) -> AttemptResult {
-        let Outgoing {
-            id,
-            attempt,
-            payload,
-            schedule,
-            trace,
-        } = job;
         let Some(target) = &queue.target else {
             // The dispatcher never pushes a pull queue's jobs; a queue made pull while its
             // job was being handed over ends here, and the attempt is retried.
@@ -144,35 +192,15 @@ impl WebhookClient {
                 latency_ms: 0,
             };
         }
-        let mut request = self
-            .client
-            .post(target.url().clone())
-            .timeout(timeout)
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(USER_AGENT, concat!("hookq/", env!("CARGO_PKG_VERSION")))
-            .header(JOB_ID_HEADER, id.to_string())
-            .header(ATTEMPT_HEADER, attempt.to_string());
-        if let Some(tick) = schedule {
-            request = request
-                .header(SCHEDULE_HEADER, tick.schedule.as_str())
-                .header(SCHEDULE_TICK_HEADER, tick.tick.to_string());
-        }
-        if let Some(trace) = trace {
-            request = request.header(TRACEPARENT, trace.traceparent());
-            if let Some(state) = &trace.state {
-                request = request.header(TRACESTATE, state.as_str());
-            }
-        }
-        let keys = queue.secret.as_ref().map(|current| SigningKeys {
-            current,
-            previous: queue.previous_secret_at(now).map(|p| &p.secret),
-        });
-        let signed = signing::headers(queue.signature_scheme, keys, id, now, payload.as_bytes());
-        for (name, value) in signed {
-            request = request.header(name, value);
+        let mut request = self.client.post(target.url().clone()).timeout(timeout);
+        for (name, value) in delivery_headers(queue, &job, now, Signatures::Computed) {
+            request = match value {
+                Cow::Borrowed(value) => request.header(name, HeaderValue::from_static(value)),
+                Cow::Owned(value) => request.header(name, value),
+            };
         }
         let started = Instant::now();
-        let response = match request.body(payload.into_string()).send().await {
+        let response = match request.body(job.payload.into_string()).send().await {
             Ok(response) => response,
             Err(err) => return transport_failure(&err, started),
         };

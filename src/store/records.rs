@@ -369,6 +369,9 @@ pub struct JobRecord {
     pub schedule: Option<ScheduleTick>,
     /// When its lease runs out, for a job in flight.
     pub lease_expires_at: Option<UnixMillis>,
+    /// The trace its deliveries continue, for a live job (dead letters and the delivery log
+    /// do not keep it).
+    pub trace: Option<TraceContext>,
     /// The answer that acknowledged it, for a job in the delivery log.
     pub delivery: Option<Delivery>,
     /// How it came to be a dead letter, for a dead-lettered job.
@@ -784,6 +787,7 @@ impl DeadLetter {
             ordering_key: self.ordering_key,
             schedule: self.schedule,
             lease_expires_at: None,
+            trace: None,
             delivery: None,
             dead: Some(DeadLetterFacts {
                 failed_at: self.failed_at,

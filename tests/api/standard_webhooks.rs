@@ -551,3 +551,78 @@ async fn the_official_verifiers_accept_a_delivery_a_retry_a_replay_and_a_rotatio
         }
     }
 }
+
+/// Issue 27, "a job's whole story": the job shows the request headers its latest attempt
+/// was sent with, built by the webhook client's own rule, its signatures masked: the same
+/// names the worker received, the same values but for the signatures.
+#[tokio::test]
+async fn a_job_shows_the_headers_its_attempt_was_sent_with_signatures_masked() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "no")).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    app.put_queue(
+        "q",
+        &json!({ "target": receiver.url, "secret": SECRET, "signatureScheme": "both" }),
+    )
+    .await
+    .expect(201);
+    let id = app.enqueue_ok("q", &json!({ "n": 1 })).await;
+    app.wait_until_error("q", &id).await;
+    let received = receiver.wait_for(1).await.remove(0);
+
+    let job = app.get(&format!("/queue/q/{id}")).await.expect(200);
+    let sent = &job["requestHeaders"];
+    assert_eq!(sent["attempt"], 1, "{job}");
+    let headers: Vec<(String, String)> = sent["headers"]
+        .as_array()
+        .expect("headers")
+        .iter()
+        .map(|pair| {
+            (
+                pair[0].as_str().unwrap().to_owned(),
+                pair[1].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for (name, value) in &headers {
+        let got = received
+            .header(name)
+            .unwrap_or_else(|| panic!("{name} was not sent"));
+        match name.as_str() {
+            "X-HYPER-SIGNATURE" | "webhook-signature" => {
+                assert_eq!(value, "(signature, masked)");
+                assert!(!job.to_string().contains(got), "no signature leaks");
+            }
+            // The time the page shows is when the attempt ended: within a second.
+            "webhook-timestamp" => {
+                let (shown, sent): (i64, i64) = (value.parse().unwrap(), got.parse().unwrap());
+                assert!((shown - sent).abs() <= 1, "{shown} vs {sent}");
+            }
+            _ => assert_eq!(value, got, "{name}"),
+        }
+    }
+    let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in [
+        "X-Hookq-Job-Id",
+        "X-Hookq-Attempt",
+        "X-HYPER-SIGNATURE",
+        "webhook-id",
+        "webhook-signature",
+    ] {
+        assert!(names.contains(&expected), "{names:?}");
+    }
+
+    let mut visitor = crate::ui::UiVisitor::new(&app);
+    let page = visitor.get(&format!("/ui/queue/q/job/{id}")).await.body;
+    assert!(page.contains("Request headers of attempt 1"), "{page}");
+    assert!(page.contains(r#"id="request-headers""#), "{page}");
+    assert!(page.contains("(signature, masked)"), "{page}");
+
+    // A pull queue's job was never sent with headers.
+    app.put_queue("pulled", &json!({})).await.expect(201);
+    let pulled = app.enqueue_ok("pulled", &json!({ "n": 2 })).await;
+    let job = app
+        .get(&format!("/queue/pulled/{pulled}"))
+        .await
+        .expect(200);
+    assert!(job.get("requestHeaders").is_none(), "{job}");
+}

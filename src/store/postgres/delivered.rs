@@ -38,6 +38,7 @@ fn delivered_from_row(row: &Row) -> JobRecord {
         ordering_key: row.get(7),
         schedule: ScheduleTick::from_columns(row.get(8), row.get(9)),
         lease_expires_at: None,
+        trace: None,
         delivery: Some(Delivery {
             at: delivered_at,
             status: status.unwrap_or_default(),

@@ -486,7 +486,7 @@ pub(super) fn attempt_of(stored: i32) -> u32 {
 /// The columns of a live job, in the order [`live_from_row`] reads them.
 const LIVE_COLUMNS: &str = "id, queue, status, payload, attempts, created_at, run_at, \
      last_error, last_status, not_before, priority, ordering_key, schedule, schedule_tick, \
-     leased_until";
+     leased_until, traceparent, tracestate";
 
 fn live_from_row(row: &Row) -> StoreResult<JobRecord> {
     let state = match row.get::<_, i16>(2) {
@@ -513,6 +513,7 @@ fn live_from_row(row: &Row) -> StoreResult<JobRecord> {
         ordering_key: row.get(11),
         schedule: ScheduleTick::from_columns(row.get(12), row.get(13)),
         lease_expires_at: row.get(14),
+        trace: TraceContext::from_columns(row.get(15), row.get(16)),
         delivery: None,
         dead: None,
     })

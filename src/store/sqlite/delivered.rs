@@ -32,6 +32,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         ordering_key: row.get(7)?,
         schedule: ScheduleTick::from_columns(row.get(8)?, row.get(9)?),
         lease_expires_at: None,
+        trace: None,
         delivery: Some(Delivery {
             at: delivered_at,
             status: row.get(11)?,

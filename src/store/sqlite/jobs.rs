@@ -297,7 +297,7 @@ pub fn next_due(conn: &Connection, queue: &QueueName) -> StoreResult<Option<Unix
 
 const RECORD_COLUMNS: &str = "id, queue, status, payload, attempts, created_at, run_at, \
      last_error, last_status, not_before, priority, ordering_key, schedule, schedule_tick, \
-     leased_until";
+     leased_until, traceparent, tracestate";
 
 fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     Ok(JobRecord {
@@ -315,6 +315,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         ordering_key: row.get(11)?,
         schedule: ScheduleTick::from_columns(row.get(12)?, row.get(13)?),
         lease_expires_at: row.get(14)?,
+        trace: TraceContext::from_columns(row.get(15)?, row.get(16)?),
         delivery: None,
         dead: None,
     })

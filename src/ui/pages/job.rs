@@ -514,6 +514,27 @@ fn live_part(
                     pre class="error" { (error) }
                 }
             }
+            @if let Some(sent) = &job.request_headers {
+                section aria-labelledby="headers-title" {
+                    h2 id="headers-title" { "Request headers of attempt " (sent.attempt) }
+                    p class="muted" {
+                        "As the queue's current settings send them: signatures masked; a "
+                        code { "webhook-timestamp" } " reads when the attempt ended."
+                    }
+                    div class="table-wrap" {
+                        table id="request-headers" {
+                            tbody {
+                                @for [name, value] in &sent.headers {
+                                    tr {
+                                        th scope="row" class="mono" { (name) }
+                                        td class="mono" { (value) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }
