@@ -145,6 +145,43 @@ async fn the_dashboard_shows_what_needs_attention_first_and_whole() {
         oldest.starts_with(r#"class="num oldest">"#) && oldest.as_bytes()[19].is_ascii_digit(),
         "the paused queue's due job has an age: {bravo}"
     );
+
+    // Sortable: by name A–Z, or by a figure largest first (ties by name); the live refresh
+    // keeps the order, and so does the chart's range link.
+    let in_order = |rows: &str, expected: [&str; 4]| {
+        let at: Vec<usize> = expected
+            .iter()
+            .map(|name| {
+                rows.find(&format!(r#"<tr id="queue-{name}""#))
+                    .expect("listed")
+            })
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{expected:?}: {rows}");
+    };
+    let page = visitor.get("/ui?sort=name").await.body;
+    in_order(&page, ["alpha", "bravo", "charlie", "delta"]);
+    assert!(page.contains(r#"hx-get="/ui/_queues?sort=name""#), "{page}");
+    assert!(page.contains(r#"aria-sort="ascending""#), "{page}");
+    assert!(
+        page.contains(r#"id="range-day" href="/ui?range=day&amp;sort=name""#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"id="sort-attention" href="/ui""#),
+        "back to the default: {page}"
+    );
+    // charlie holds the dead letter; the others none (ties by name).
+    in_order(
+        &visitor.get("/ui/_queues?sort=dead").await.body,
+        ["charlie", "alpha", "bravo", "delta"],
+    );
+    // bravo (paused) and delta (behind its breaker) hold a due job each.
+    in_order(
+        &visitor.get("/ui/_queues?range=day&sort=ready").await.body,
+        ["bravo", "delta", "alpha", "charlie"],
+    );
+    // An unknown sort is the default.
+    in_order(&visitor.get("/ui/_queues?sort=nonsense").await.body, order);
 }
 
 /// Issue 27, defect 6: every chart of the dashboard is drawn to one y-scale, labelled, so a

@@ -1,7 +1,7 @@
 //! The dashboard: every queue with its target, counts, the age of its oldest due job, its
 //! dead letters (a link to them), last-minute and last-hour activity, breaker and pause
-//! state, the queues needing attention first (refreshed every 2 s), and a form to create a
-//! queue.
+//! state, the queues needing attention first or sorted by a column (refreshed every 2 s),
+//! and a form to create a queue.
 
 use axum::extract::Query;
 use maud::{Markup, html};
@@ -21,7 +21,9 @@ pub const REFRESH: &str = "every 2s";
 /// `GET /ui`.
 pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
     let range = ChartRange::of(&query);
-    let rows = queue_rows(ctx.api(), range).await?;
+    let order = QueueOrder::named(query.sort.as_deref());
+    let rows = queue_rows(ctx.api(), range, order).await?;
+    let sortable = |column: QueueOrder, label: Markup| sort_link(column, order, range, label);
     // The new-queue form's answer goes beside it; any other message atop the page.
     let flash = ctx.take_flash();
     let answer = Flash::answer_to(flash.as_ref(), NEW_QUEUE_FORM);
@@ -36,24 +38,40 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
                         tr {
                             // On a phone the `wide` and `extra` columns are hidden, so that
                             // the state and the breaker stay in view without scrolling.
-                            th scope="col" { "Queue" }
+                            th scope="col" aria-sort=[order.aria(QueueOrder::Name)] {
+                                (sortable(QueueOrder::Name, html! { "Queue" }))
+                            }
                             th scope="col" class="wide" { "Target" }
-                            th scope="col" { "State" }
+                            th scope="col" aria-sort=[order.aria(QueueOrder::Attention)] {
+                                (sortable(QueueOrder::Attention, html! { "State" }))
+                            }
                             th scope="col" { "Breaker" }
-                            th scope="col" class="num" { "Ready" }
-                            th scope="col" class="num" { "Oldest ready" }
-                            th scope="col" class="num" { "Dead" }
+                            th scope="col" class="num" aria-sort=[order.aria(QueueOrder::Ready)] {
+                                (sortable(QueueOrder::Ready, html! { "Ready" }))
+                            }
+                            th scope="col" class="num" aria-sort=[order.aria(QueueOrder::Oldest)] {
+                                (sortable(QueueOrder::Oldest, html! { "Oldest ready" }))
+                            }
+                            th scope="col" class="num" aria-sort=[order.aria(QueueOrder::Dead)] {
+                                (sortable(QueueOrder::Dead, html! { "Dead" }))
+                            }
                             th scope="col" class="num extra" { "Scheduled" }
-                            th scope="col" class="num extra" { "In flight" }
-                            th scope="col" class="num extra" { "Delivered/" wbr; "min" }
-                            th scope="col" class="num extra" { "Failed/" wbr; "min" }
+                            th scope="col" class="num extra" aria-sort=[order.aria(QueueOrder::InFlight)] {
+                                (sortable(QueueOrder::InFlight, html! { "In flight" }))
+                            }
+                            th scope="col" class="num extra" aria-sort=[order.aria(QueueOrder::Delivered)] {
+                                (sortable(QueueOrder::Delivered, html! { "Delivered/" wbr; "min" }))
+                            }
+                            th scope="col" class="num extra" aria-sort=[order.aria(QueueOrder::Failed)] {
+                                (sortable(QueueOrder::Failed, html! { "Failed/" wbr; "min" }))
+                            }
                             th scope="col" class="wide" {
                                 @if range == ChartRange::Hour {
                                     "Last hour" br;
-                                    a id="range-day" href="/ui?range=day" { "last day" }
+                                    a id="range-day" href={ "/ui" (dashboard_query(ChartRange::Day, order)) } { "last day" }
                                 } @else {
                                     "Last day" br;
-                                    a id="range-hour" href="/ui" { "last hour" }
+                                    a id="range-hour" href={ "/ui" (dashboard_query(ChartRange::Hour, order)) } { "last hour" }
                                 }
                             }
                         }
@@ -107,16 +125,122 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
 
 /// `GET /ui/_queues`: the table body alone, for the live refresh.
 pub async fn rows(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
+    let order = QueueOrder::named(query.sort.as_deref());
     Ok(fragment(
-        queue_rows(ctx.api(), ChartRange::of(&query)).await?,
+        queue_rows(ctx.api(), ChartRange::of(&query), order).await?,
     ))
 }
 
 /// `?range=day`: the charts show the last day (from the store's history) instead of the
-/// last hour.
+/// last hour. On the dashboard, `?sort=` orders the queues by a column.
 #[derive(Deserialize, Default)]
 pub struct ChartQuery {
     range: Option<String>,
+    sort: Option<String>,
+}
+
+/// How the dashboard orders its queues (`?sort=`): those needing an operator first (the
+/// default), by name, or by a figure, largest first (ties by name).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum QueueOrder {
+    Attention,
+    Name,
+    Ready,
+    Oldest,
+    Dead,
+    InFlight,
+    Delivered,
+    Failed,
+}
+
+impl QueueOrder {
+    const ALL: [(Self, &'static str); 8] = [
+        (Self::Attention, "attention"),
+        (Self::Name, "name"),
+        (Self::Ready, "ready"),
+        (Self::Oldest, "oldest"),
+        (Self::Dead, "dead"),
+        (Self::InFlight, "in-flight"),
+        (Self::Delivered, "delivered"),
+        (Self::Failed, "failed"),
+    ];
+
+    /// The order `sort` names; the default for anything else.
+    fn named(sort: Option<&str>) -> Self {
+        Self::ALL
+            .iter()
+            .find(|(_, name)| Some(*name) == sort)
+            .map_or(Self::Attention, |(order, _)| *order)
+    }
+
+    fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(order, _)| *order == self)
+            .map_or("attention", |(_, name)| name)
+    }
+
+    /// `aria-sort` of `column`'s heading: set on the one the rows are sorted by.
+    fn aria(self, column: Self) -> Option<&'static str> {
+        (self == column).then_some(if self == Self::Name {
+            "ascending"
+        } else {
+            "descending"
+        })
+    }
+
+    /// Sort `queues` (in name order, as the API lists them) by this order; stable, so
+    /// ties keep name order.
+    fn sort(self, queues: &mut [NamedQueueStats]) {
+        let figure = |line: &NamedQueueStats| -> i64 {
+            let s = &line.stats;
+            let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            match self {
+                Self::Attention | Self::Name => 0,
+                Self::Ready => count(s.ready),
+                Self::Oldest => s.oldest_ready_age_ms.unwrap_or(-1),
+                Self::Dead => count(s.dead),
+                Self::InFlight => count(s.in_flight),
+                Self::Delivered => count(s.delivered_last_minute),
+                Self::Failed => count(s.failed_last_minute),
+            }
+        };
+        match self {
+            Self::Name => {}
+            Self::Attention => queues.sort_by_key(|line| attention(&line.stats)),
+            _ => queues.sort_by_key(|line| std::cmp::Reverse(figure(line))),
+        }
+    }
+}
+
+/// The dashboard's query for `range` and `order` (empty for the defaults, so the plain
+/// `/ui` stays the plain `/ui`).
+fn dashboard_query(range: ChartRange, order: QueueOrder) -> String {
+    let mut parts = Vec::new();
+    if range == ChartRange::Day {
+        parts.push("range=day".to_owned());
+    }
+    if order != QueueOrder::Attention {
+        parts.push(format!("sort={}", order.name()));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+/// A column heading: a link that sorts by `column`, or, when the rows are sorted by it
+/// already, its label marked so.
+fn sort_link(column: QueueOrder, current: QueueOrder, range: ChartRange, label: Markup) -> Markup {
+    html! {
+        @if column == current {
+            (label) " ▾"
+        } @else {
+            a id={ "sort-" (column.name()) } href={ "/ui" (dashboard_query(range, column)) }
+                title="Sort by this column" { (label) }
+        }
+    }
 }
 
 /// The period the charts cover (the dashboard's, and a queue's).
@@ -209,10 +333,9 @@ pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
 
 /// The `<tbody>` of the queues table, polling itself: one API request for every queue
 /// (`GET /admin/queues/stats`), however many there are.
-async fn queue_rows(api: &ApiClient, range: ChartRange) -> ApiAnswer<Markup> {
+async fn queue_rows(api: &ApiClient, range: ChartRange, order: QueueOrder) -> ApiAnswer<Markup> {
     let mut all: AllQueueStats = api.get("/admin/queues/stats").await?;
-    // Stable: within each level of attention, name order (the API's).
-    all.queues.sort_by_key(|line| attention(&line.stats));
+    order.sort(&mut all.queues);
     // One y-scale for every chart of the page, so that rows compare.
     let scale = chart::shared_scale(all.queues.iter().map(|line| match range {
         ChartRange::Hour => (
@@ -222,7 +345,7 @@ async fn queue_rows(api: &ApiClient, range: ChartRange) -> ApiAnswer<Markup> {
         ChartRange::Day => (&line.last_day.delivered[..], &line.last_day.failed[..]),
     }));
     Ok(html! {
-        tbody id="queue-rows" hx-get={ "/ui/_queues" (range.query()) } hx-trigger=(REFRESH) hx-swap="outerHTML" {
+        tbody id="queue-rows" hx-get={ "/ui/_queues" (dashboard_query(range, order)) } hx-trigger=(REFRESH) hx-swap="outerHTML" {
             @if all.queues.is_empty() {
                 tr { td colspan="12" class="muted" { "No queues yet: create one below." } }
             }
