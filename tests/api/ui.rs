@@ -487,7 +487,11 @@ async fn the_queue_page_enqueues_pauses_and_edits_settings_through_the_api() {
         .await;
     let job_url = enqueued.location().to_owned();
     assert!(job_url.starts_with("/ui/queue/q/job/"), "{job_url}");
-    let id = job_url.rsplit('/').next().unwrap().to_owned();
+    assert!(job_url.ends_with("?was=enqueued"), "{job_url}");
+    let id = job_url
+        .trim_start_matches("/ui/queue/q/job/")
+        .trim_end_matches("?was=enqueued")
+        .to_owned();
     let job = app.get_job("q", &id).await.json();
     assert_eq!(job["job"], json!({"hello": "ui"}));
     assert_eq!(job["priority"], 5);
@@ -497,6 +501,12 @@ async fn the_queue_page_enqueues_pauses_and_edits_settings_through_the_api() {
     assert!(
         page.body.contains("hx-trigger"),
         "a READY job's page refreshes itself"
+    );
+    assert!(
+        page.body
+            .contains(&format!("/ui/queue/q/job/{id}/_details?was=enqueued")),
+        "its refresh remembers the job was just enqueued: {}",
+        page.body
     );
     visitor.submit("/ui/queue/q/resume", &[]).await;
     receiver.wait_for(1).await;
@@ -946,6 +956,38 @@ async fn hookq_ui_off_leaves_only_the_api() {
 /// A job seen in flight that then leaves the queue was delivered (an in-flight job cannot be
 /// cancelled, and a failure keeps it): its page says so, instead of a bare NOT FOUND under
 /// the "Enqueued" notice.
+#[tokio::test]
+async fn a_test_job_delivered_before_its_page_loads_reads_as_delivered() {
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut visitor = UiVisitor::new(&app);
+    visitor.get("/ui/queue/q").await;
+    let enqueued = visitor
+        .submit("/ui/queue/q/enqueue", &[("payload", r#"{"test": true}"#)])
+        .await;
+    let job_url = enqueued.location().to_owned();
+    receiver.wait_for(1).await;
+    let id = job_url
+        .trim_start_matches("/ui/queue/q/job/")
+        .trim_end_matches("?was=enqueued")
+        .to_owned();
+    app.wait_until_gone("q", &id).await;
+    let page = visitor.get(&job_url).await.body;
+    assert!(page.contains("Enqueued job"), "{page}");
+    assert!(
+        page.contains(r#"data-status="DELIVERED""#),
+        "not NOT FOUND: {page}"
+    );
+    assert!(page.contains("does not keep delivered jobs"), "{page}");
+    // Its refresh, had it been READY at the last look, says the same.
+    let refresh = visitor
+        .get(&format!("/ui/queue/q/job/{id}/_details?was=enqueued"))
+        .await
+        .body;
+    assert!(refresh.contains(r#"data-status="DELIVERED""#), "{refresh}");
+}
+
 #[tokio::test]
 async fn a_job_seen_in_flight_then_gone_reads_as_delivered_not_as_missing() {
     let gate = CancellationToken::new();

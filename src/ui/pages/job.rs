@@ -46,7 +46,12 @@ fn job_url(queue: &QueueName, id: &JobId) -> String {
 }
 
 /// `GET /ui/queue/{name}/job/{id}`.
-pub async fn page(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResult {
+/// `?was=enqueued`: the page follows the enqueue form's answer (see [`Gone`]).
+pub async fn page(
+    ctx: Ctx,
+    Path((name, id)): Path<(String, String)>,
+    Query(seen): Query<Seen>,
+) -> UiResult {
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
     let job = fetch(ctx.api(), &name, &id).await?;
     let hold = hold_of(ctx.api(), &name, job.as_ref()).await?;
@@ -56,7 +61,7 @@ pub async fn page(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> UiResul
     let content = html! {
         p { a href=(queue_url(&name)) { "← Queue " (name) } }
         h1 { "Job " span class="mono" { (id) } }
-        (live_part(job.as_ref(), hold, Gone::Unknown, &ctx.current, &name, &id))
+        (live_part(job.as_ref(), hold, Gone::of(&seen), &ctx.current, &name, &id))
         @if let Some(job) = &job {
             (payload_section(job, &name, &id))
             @if job.status == JobStatusName::Error {
@@ -231,15 +236,10 @@ pub async fn details(
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
     let job = fetch(ctx.api(), &name, &id).await?;
     let hold = hold_of(ctx.api(), &name, job.as_ref()).await?;
-    let gone = if seen.was.as_deref() == Some(WAS_IN_FLIGHT) {
-        Gone::AfterFlight
-    } else {
-        Gone::Unknown
-    };
     Ok(fragment(live_part(
         job.as_ref(),
         hold,
-        gone,
+        Gone::of(&seen),
         &ctx.current,
         &name,
         &id,
@@ -253,16 +253,32 @@ pub struct Seen {
 }
 
 const WAS_IN_FLIGHT: &str = "in-flight";
+/// `?was=enqueued`: the page was opened by the enqueue form's answer, for the job it stored.
+pub const WAS_ENQUEUED: &str = "enqueued";
 
 /// What a job the API no longer finds became, as far as the page can tell.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Gone {
     /// It was in flight at the last refresh. An in-flight job leaves the queue only when
     /// its worker answers 2xx (a cancel refuses it; a failure keeps it, READY or ERROR),
     /// so it was delivered, on a queue that does not keep delivered jobs.
     AfterFlight,
+    /// The page's visitor enqueued it a moment ago and has not seen it in flight: with a
+    /// quick worker it is delivered before the page loads. Only a cancel (someone else's,
+    /// within those seconds) would also take it away.
+    JustEnqueued,
     /// Delivered, cancelled, or removed with its dead letter.
     Unknown,
+}
+
+impl Gone {
+    fn of(seen: &Seen) -> Self {
+        match seen.was.as_deref() {
+            Some(WAS_IN_FLIGHT) => Self::AfterFlight,
+            Some(WAS_ENQUEUED) => Self::JustEnqueued,
+            _ => Self::Unknown,
+        }
+    }
 }
 
 /// `GET /ui/queue/{name}/job/{id}/payload.json`: the payload exactly as stored (what the
@@ -356,6 +372,13 @@ fn live_part(
                 Tone::Good,
                 "Delivered: its worker answered 2xx. This queue does not keep delivered jobs, \
                  so there is nothing more to show (its keepDelivered setting keeps them).",
+            ),
+            Gone::JustEnqueued => (
+                "DELIVERED",
+                Tone::Good,
+                "Delivered (this queue does not keep delivered jobs, so there is nothing more \
+                 to show; its keepDelivered setting keeps them). Only a cancel would also have \
+                 taken it away this soon.",
             ),
             Gone::Unknown => (
                 "NOT FOUND",
@@ -451,6 +474,10 @@ fn live_part(
     let refresh = live.then(|| {
         if job.in_flight {
             format!("{url}/_details?was={WAS_IN_FLIGHT}")
+        } else if gone == Gone::JustEnqueued {
+            // Not yet seen in flight: if it is gone at the next look, it went out between
+            // two refreshes.
+            format!("{url}/_details?was={WAS_ENQUEUED}")
         } else {
             format!("{url}/_details")
         }

@@ -625,7 +625,12 @@ pub async fn enqueue(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiRe
     Ok(match enqueued {
         Ok(job) => ctx.done(
             Flash::notice(format!("Enqueued job {}.", job.id)),
-            &format!("{}/job/{}", queue_url(&name), job.id),
+            &format!(
+                "{}/job/{}?was={}",
+                queue_url(&name),
+                job.id,
+                super::job::WAS_ENQUEUED
+            ),
         ),
         // Refused: back to the form, the API's reason beside its button, as typed.
         Err(refused) => {
