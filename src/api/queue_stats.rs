@@ -167,7 +167,15 @@ fn last_day_by_queue(
 )]
 async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQueueStats>> {
     let now = now_millis();
-    let mut last_day = last_day_by_queue(state.store.activity_last_day(now, None).await?, now);
+    let day = state.store.activity_last_day(now, None).await?;
+    let mut hour_by_queue: HashMap<QueueName, Vec<ActivityMinute>> = HashMap::new();
+    for minute in day.iter().filter(|m| m.minute >= now - HOUR_MS) {
+        hour_by_queue
+            .entry(minute.queue.clone())
+            .or_default()
+            .push(minute.clone());
+    }
+    let mut last_day = last_day_by_queue(day, now);
     let mut others = state
         .store
         .cluster()
@@ -183,6 +191,9 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
         let mut stats = stats_of(&state, &queue, counts, now);
         let of_others = others.remove(&queue.name).unwrap_or_default();
         add_activity(&state, &mut stats, &queue.name, of_others, now);
+        if let Some(hour) = hour_by_queue.get(&queue.name) {
+            fill_hour_from_history(&mut stats, hour, now);
+        }
         queues.push(NamedQueueStats {
             name: queue.name.to_string(),
             target: queue.target.as_ref().map(|t| t.as_str().to_owned()),
@@ -231,6 +242,11 @@ async fn queue_stats(
         .activity_of_other_nodes(&queue.name, now)
         .await?;
     add_activity(&state, &mut stats, &queue.name, of_others, now);
+    let hour = state
+        .store
+        .activity_since(now - HOUR_MS, Some(queue.name.clone()))
+        .await?;
+    fill_hour_from_history(&mut stats, &hour, now);
     if with_last_day {
         let minutes = state
             .store
@@ -270,6 +286,27 @@ fn add_activity(
         delivered: activity.hour_delivered.to_vec(),
         failed: activity.hour_failed.to_vec(),
     };
+}
+
+/// Fill `stats`' last hour with the activity history's minutes of it (`minutes`, of this
+/// queue) where they count more than memory does: after a restart memory starts empty and
+/// the stored complete minutes do not, so the hour's chart survives it. The two count the
+/// same attempts (the history is every node's memory, a minute late), so per minute the
+/// larger is the truer.
+fn fill_hour_from_history(stats: &mut QueueStats, minutes: &[ActivityMinute], now: UnixMillis) {
+    let this_minute = now - now.rem_euclid(60_000);
+    let hour = &mut stats.last_hour;
+    for minute in minutes {
+        let ago = (this_minute - minute.minute).div_euclid(60_000);
+        let Some(index) = usize::try_from(ago)
+            .ok()
+            .and_then(|ago| hour.delivered.len().checked_sub(ago + 1))
+        else {
+            continue;
+        };
+        hour.delivered[index] = hour.delivered[index].max(minute.delivered);
+        hour.failed[index] = hour.failed[index].max(minute.failed);
+    }
 }
 
 /// Set every queue's gauges for `/metrics`: the same figures as `_stats` (but the hour).

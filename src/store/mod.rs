@@ -428,8 +428,17 @@ impl Store {
         now: UnixMillis,
         queue: Option<QueueName>,
     ) -> StoreResult<Vec<ActivityMinute>> {
+        self.activity_since(now - HISTORY_KEPT_MS + 1, queue).await
+    }
+
+    /// The recorded attempts per minute from `since` on of `queue` (or of every queue).
+    pub async fn activity_since(
+        &self,
+        since: UnixMillis,
+        queue: Option<QueueName>,
+    ) -> StoreResult<Vec<ActivityMinute>> {
         in_snapshot!(self, |tx| {
-            decisions::activity::last_day(tx, now, queue.as_ref()).await
+            decisions::activity::since(tx, since, queue.as_ref()).await
         })
     }
 

@@ -30,12 +30,12 @@ pub async fn record(tx: &impl Tx, rows: &[ActivityMinute], now: UnixMillis) -> S
     tx.purge_activity_before(now - KEPT_MS).await
 }
 
-/// The recorded minutes of the day before `now` of `queue` (or of every queue), by queue
-/// then minute.
-pub async fn last_day(
+/// The recorded minutes from `since` on (at most the day kept) of `queue` (or of every
+/// queue), by queue then minute.
+pub async fn since(
     tx: &impl Tx,
-    now: UnixMillis,
+    since: UnixMillis,
     queue: Option<&QueueName>,
 ) -> StoreResult<Vec<ActivityMinute>> {
-    tx.activity_minutes_since(now - KEPT_MS + 1, queue).await
+    tx.activity_minutes_since(since, queue).await
 }
