@@ -623,6 +623,15 @@ async fn ui_browser_every_page_fits_a_phone() {
         })
         .collect();
     app.store().record_activity(history, now).await.unwrap();
+    // A key, so the keys page shows its table.
+    let key = json!({ "name": "billing-service", "role": "producer", "queues": ["orders"] });
+    app.call(
+        reqwest::Method::POST,
+        "/admin/keys",
+        Some(key.to_string().as_bytes()),
+    )
+    .await
+    .expect(201);
 
     browser.client().set_window_size(390, 844).await.unwrap();
     let pages = [
@@ -747,5 +756,124 @@ async fn ui_browser_the_dashboard_fits_a_phone_and_says_when_the_server_stops_an
     assert!(!live_status_shown(&browser).await);
     let _dir = app.stop().await;
     browser.wait_for("#live-status:not([hidden])").await;
+    browser.close().await;
+}
+
+/// Issue 27, "done means": the views operators use to find and act, in the browser — a job
+/// found by its id from the header, dead letters found by text, a group of them replayed
+/// after a confirmation counting it, a schedule added, paused, resumed, run and deleted, a
+/// key created (shown once) and revoked, the keys page fitting a phone — with no console
+/// error.
+#[tokio::test]
+async fn ui_browser_operators_find_jobs_replay_a_group_keep_schedules_and_keys() {
+    let Some(browser) = Browser::start("ui_browser_find_act").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::with_body(503, "upstream busy")).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    app.create_queue_ok("orders", &receiver.url, None).await;
+    let mut dead = Vec::new();
+    for text in ["apple", "needle in a haystack", "pear"] {
+        let id = app.enqueue_ok("orders", &json!({ "note": text })).await;
+        app.wait_until_error("orders", &id).await;
+        dead.push(id);
+    }
+    browser.client().set_window_size(1100, 1200).await.unwrap();
+
+    // Find a job by its id, from the header's box on any page.
+    browser.goto(&app.url("/ui")).await;
+    browser.fill("#find-job", &dead[2]).await;
+    browser.click("#find").await;
+    browser.wait_for("#job-status").await;
+    assert_eq!(
+        browser.current_path().await,
+        format!("/ui/queue/orders/job/{}", dead[2])
+    );
+
+    // Dead letters found by text in their payload.
+    browser.goto(&app.url("/ui/dlq?queue=orders")).await;
+    browser.fill("#filter-search", "needle").await;
+    browser.click("#filter-show").await;
+    browser.wait_for("#letters").await;
+    let letters = browser.text_of("#letters").await;
+    assert!(
+        letters.contains(&dead[1][..8]) || letters.contains("needle"),
+        "{letters}"
+    );
+    assert!(
+        !letters.contains("pear"),
+        "only the letter with the text: {letters}"
+    );
+
+    // The group of all three, replayed at once after a question that counts them.
+    receiver.set_default(Reply::ok());
+    browser.goto(&app.url("/ui/dlq?queue=orders")).await;
+    browser.click("#replay-group-0").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Replay all 3 pending dead letters of orders"),
+        "{question}"
+    );
+    for id in &dead {
+        app.wait_until_gone("orders", id).await;
+    }
+
+    // A schedule: added, paused, resumed, run now (after a question), deleted.
+    browser.goto(&app.url("/ui/queue/orders")).await;
+    browser.fill("#schedule-name", "nightly").await;
+    browser.fill("#schedule-cron", "0 3 * * *").await;
+    browser
+        .fill("#schedule-job", r#"{"report": "daily"}"#)
+        .await;
+    browser.click("#save-schedule").await;
+    browser.click("#pause-schedule-nightly").await;
+    browser.click("#resume-schedule-nightly").await;
+    browser.click("#run-schedule-nightly").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Run schedule nightly now?"),
+        "{question}"
+    );
+    // The run's job page follows, then back to the queue.
+    browser.wait_for("#job-status").await;
+    receiver.wait_for(4).await; // the three replays and the schedule's run
+    browser.goto(&app.url("/ui/queue/orders")).await;
+    browser.click("#delete-schedule-nightly").await;
+    browser.accept_confirm().await;
+    eventually("the schedule deleted", || async {
+        let list = app.get("/queue/orders/_schedules").await.json();
+        list["schedules"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            .then_some(())
+    })
+    .await;
+
+    // A key: created and shown once, then revoked after a question naming it.
+    browser.goto(&app.url("/ui/keys")).await;
+    browser.fill("#new-key-name", "billing-service").await;
+    browser.fill("#new-key-queues", "orders").await;
+    browser.click("#create-key").await;
+    let created = browser.text_of("#new-key-result").await;
+    assert!(
+        created.contains("Copy it now") && created.contains("hq_"),
+        "{created}"
+    );
+    browser.goto(&app.url("/ui/keys")).await;
+    let listed = browser.text_of("main").await;
+    assert!(
+        listed.contains("billing-service") && !listed.contains("hq_"),
+        "shown once: {listed}"
+    );
+    assert_fits_a_phone(&browser).await;
+    browser.click("form[action='/ui/keys/revoke'] button").await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with("Revoke key billing-service?"),
+        "{question}"
+    );
+    browser.wait_for(".badge.bad").await;
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }

@@ -136,7 +136,7 @@ pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
                     input type="search" id="filter-search" name="search" maxlength="200"
                         value=(filter.search.as_deref().unwrap_or(""));
                 }
-                div class="field" { button type="submit" class="secondary" { "Show" } }
+                div class="field" { button type="submit" id="filter-show" class="secondary" { "Show" } }
             }
         }
         @if let Some((queue, groups)) = &groups {

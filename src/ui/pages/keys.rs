@@ -32,11 +32,13 @@ pub async fn page(ctx: Ctx) -> UiResult {
         @if list.keys.is_empty() {
             p { "No keys yet." }
         } @else {
-            table {
+            // On a phone the `wide` columns are hidden: name, role, queues, state and the
+            // revoke button stay in view without scrolling sideways.
+            div class="table-wrap" { table {
                 thead { tr {
                     th scope="col" { "Name" } th scope="col" { "Role" }
-                    th scope="col" { "Queues" } th scope="col" { "Created" }
-                    th scope="col" { "State" } th scope="col" { "Id" } th scope="col" { "" }
+                    th scope="col" { "Queues" } th scope="col" class="wide" { "Created" }
+                    th scope="col" { "State" } th scope="col" class="wide" { "Id" } th scope="col" { "" }
                 } }
                 tbody {
                     @for key in &list.keys {
@@ -44,14 +46,14 @@ pub async fn page(ctx: Ctx) -> UiResult {
                             td { (key.name) }
                             td { (key.role.as_str()) }
                             td { code { (key.queues.join(", ")) } }
-                            td { (format::when(key.created_at)) }
+                            td class="wide" { (format::when(key.created_at)) }
                             td {
                                 @match key.revoked_at {
                                     Some(at) => { (badge("revoked", Tone::Bad)) " " (format::when(at)) },
                                     None => (badge("live", Tone::Good)),
                                 }
                             }
-                            td { code { (key.id) } }
+                            td class="wide" { code { (key.id) } }
                             td {
                                 @if key.revoked_at.is_none() {
                                     form method="post" action="/ui/keys/revoke" {
@@ -67,7 +69,7 @@ pub async fn page(ctx: Ctx) -> UiResult {
                         }
                     }
                 }
-            }
+            } }
         }
         section aria-labelledby="new-key" {
             h2 id="new-key" { "New key" }
