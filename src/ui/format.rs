@@ -104,6 +104,19 @@ pub fn pretty_json(compact: &str, max_bytes: usize) -> Pretty {
 mod tests {
     use super::*;
 
+    /// Issue 27: every time the UI shows relatively reads absolutely on hover.
+    #[test]
+    fn a_time_reads_relative_and_shows_the_exact_utc_time_on_hover() {
+        let an_hour_ago = crate::model::now_millis() - 3_600_000;
+        let html = when(an_hour_ago).into_string();
+        let exact = time(an_hour_ago);
+        assert!(exact.ends_with('Z') && exact.contains('T'), "{exact}");
+        assert_eq!(
+            html,
+            format!(r#"<time datetime="{exact}" title="{exact}">1h ago</time>"#)
+        );
+    }
+
     #[test]
     fn json_is_indented_without_touching_strings_or_numbers() {
         let pretty = |compact: &str| pretty_json(compact, usize::MAX).text;
