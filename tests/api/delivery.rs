@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::helpers::{
-    Received, Reply, TestReceiver, assert_signed, payload, refused_url, spawn_app, without_history,
+    Received, Reply, TestReceiver, as_listed, assert_signed, payload, refused_url, spawn_app,
 };
 
 #[tokio::test]
@@ -208,7 +208,7 @@ async fn exhausted_retries_dead_letter_the_job_with_the_workers_body() {
     let attempts: Vec<u32> = received.iter().map(Received::attempt).collect();
     assert_eq!(attempts, [1, 2, 3]);
     let errors = app.list("q", "ERROR").await;
-    assert_eq!(errors, [without_history(job)]);
+    assert_eq!(errors, [as_listed(job)]);
     assert!(app.list("q", "READY").await.is_empty());
 }
 

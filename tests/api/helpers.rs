@@ -1003,11 +1003,12 @@ pub fn refused_url() -> String {
     format!("http://{addr}/hook")
 }
 
-/// A job as `GET /queue/{name}/{id}` shows it, minus the extra `history` that only that
-/// route adds: what the listing shows.
-pub fn without_history(mut job: Value) -> Value {
+/// A job as `GET /queue/{name}/{id}` shows it, minus what only that route adds (`history`,
+/// `requestHeaders`): what the listing shows.
+pub fn as_listed(mut job: Value) -> Value {
     if let Some(object) = job.as_object_mut() {
         object.remove("history");
+        object.remove("requestHeaders");
     }
     job
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use crate::helpers::{Reply, TestReceiver, payload, refused_url, spawn_app, without_history};
+use crate::helpers::{Reply, TestReceiver, as_listed, payload, refused_url, spawn_app};
 
 const NOWHERE: &str = "http://127.0.0.1:9/hook";
 
@@ -137,10 +137,7 @@ async fn get_job_returns_the_job_as_the_list_shows_it() {
     app.create_queue_ok("q", NOWHERE, None).await;
     let id = app.enqueue_ok("q", &json!({ "a": 1 })).await;
     let job = app.get_job("q", &id).await.expect(200);
-    assert_eq!(
-        without_history(job.clone()),
-        app.list("q", "READY").await[0]
-    );
+    assert_eq!(as_listed(job.clone()), app.list("q", "READY").await[0]);
     assert_eq!(job["job"], json!({ "a": 1 }));
 }
 
