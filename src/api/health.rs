@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -14,6 +14,7 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
+use super::extract::ApiQuery;
 use crate::latency::LatencyHistogram;
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::store::{ActivityMinute, HISTORY_KEPT_MS, MINUTE_MS};
@@ -93,6 +94,7 @@ pub struct LatencyPercentiles {
     params(HealthParams),
     responses(
         (status = 200, description = "Delivery health over the range", body = HealthReport),
+        (status = 400, description = "A query string that does not decode", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
         (status = 403, description = "A scoped key without every queue in its scope", body = ApiErrorBody),
         (status = 422, description = "A range that is not a duration from 1m to 24h", body = ApiErrorBody),
@@ -102,7 +104,7 @@ pub struct LatencyPercentiles {
 )]
 async fn queue_health(
     State(state): State<AppState>,
-    Query(params): Query<HealthParams>,
+    ApiQuery(params): ApiQuery<HealthParams>,
 ) -> ApiResult<Json<HealthReport>> {
     let (range, range_ms) = parse_range(params.range.as_deref())?;
     let now = now_millis();

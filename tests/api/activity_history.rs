@@ -335,6 +335,12 @@ async fn health_over_a_range_gives_percentiles_failure_rates_and_throughput() {
     let fallback = visitor.get("/ui/health?range=7d&sort=nonsense").await.body;
     assert!(fallback.contains(r#"<strong id="range-1h""#), "{fallback}");
 
+    // A query that does not decode is refused in the API's own shape, too.
+    let refused = app
+        .get("/admin/queues/health?range=1h&range=2h")
+        .await
+        .expect_error(400);
+    assert!(!refused.is_empty());
     for bad in ["0s", "30s", "90s", "25h", "soon"] {
         let refused = app
             .get(&format!("/admin/queues/health?range={bad}"))
