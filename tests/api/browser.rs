@@ -407,7 +407,28 @@ struct Driver {
 impl Driver {
     /// Starts chromedriver on a port it picks and learns the port from its stdout. It and
     /// the browser keep their temporary files, configuration and cache under `home`.
+    ///
+    /// With `--port=0` chromedriver picks a port on one address family, then binds the
+    /// same number on the other, which another process may hold: it then exits ("Address
+    /// already in use") before reporting a port, and is started again, a few times at most.
     async fn spawn(bin: &Path, home: &Path) -> Driver {
+        const STARTS: usize = 5;
+        for _ in 1..STARTS {
+            if let Ok(driver) = Self::start_once(bin, home).await {
+                return driver;
+            }
+        }
+        Self::start_once(bin, home).await.unwrap_or_else(|output| {
+            panic!(
+                "chromedriver ({}) exited without reporting its port {STARTS} times; \
+                 output:\n{output}",
+                bin.display()
+            )
+        })
+    }
+
+    /// One start of chromedriver; its output if it exits before reporting its port.
+    async fn start_once(bin: &Path, home: &Path) -> Result<Driver, String> {
         let dir = |name: &str| {
             let dir = home.join(name);
             std::fs::create_dir_all(&dir)
@@ -442,18 +463,14 @@ impl Driver {
         };
         driver.port = match tokio::time::timeout(WAIT, port_rx).await {
             Ok(Ok(port)) => port,
-            Ok(Err(_)) => panic!(
-                "chromedriver ({}) exited without reporting its port; output:\n{}",
-                bin.display(),
-                driver.output()
-            ),
+            Ok(Err(_)) => return Err(driver.output()),
             Err(_) => panic!(
                 "chromedriver ({}) did not report its port within {WAIT:?}; output:\n{}",
                 bin.display(),
                 driver.output()
             ),
         };
-        driver
+        Ok(driver)
     }
 
     /// Everything the driver (and the browser through it) printed so far.
