@@ -174,7 +174,6 @@ pub fn check_max_attempts(value: u32) -> Result<u32, InvalidInput> {
         .ok_or_else(|| out_of_range("maxAttempts", "1 to 100"))
 }
 
-/// A duration such as `500ms`, `5s`, `2m`.
 /// The delay before retry `n` (1 = the first retry) in a backoff schedule: `steps[n - 1]`,
 /// the last step repeating; `None` for an empty schedule.
 pub fn backoff_step(steps: &[Duration], n: u32) -> Option<Duration> {
@@ -182,6 +181,7 @@ pub fn backoff_step(steps: &[Duration], n: u32) -> Option<Duration> {
     steps.get(index.min(steps.len().saturating_sub(1))).copied()
 }
 
+/// A duration such as `500ms`, `5s`, `2m`.
 pub fn parse_duration(field: &str, raw: &str) -> Result<Duration, InvalidInput> {
     humantime::parse_duration(raw.trim()).map_err(|_| {
         InvalidInput(format!(

@@ -18,7 +18,7 @@ use super::error::{ApiErrorBody, ApiResult};
 use super::extract::{ApiQuery, KnownQueue, flag};
 use crate::dispatch::{BreakerState, LastMinute};
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::{ActivityFigures, ActivityMinute};
+use crate::store::{ActivityFigures, ActivityMinute, HISTORY_KEPT_MS, MINUTE_MS};
 use crate::store::{Queue, QueueCounts, StoreError};
 use crate::telemetry::{self, QueueFigures};
 
@@ -135,7 +135,7 @@ const HOUR_MS: i64 = 3_600_000;
 
 /// Every queue's stored minutes of the last day, added up per hour before `now`.
 fn last_day_by_queue(
-    minutes: Vec<ActivityMinute>,
+    minutes: &[ActivityMinute],
     now: UnixMillis,
 ) -> HashMap<QueueName, LastDayView> {
     let mut by_queue: HashMap<QueueName, LastDayView> = HashMap::new();
@@ -145,7 +145,9 @@ fn last_day_by_queue(
         let Some(index) = (DAY_HOURS - 1).checked_sub(hours_ago) else {
             continue; // a day old or more
         };
-        let day = by_queue.entry(minute.queue).or_insert_with(empty_day);
+        let day = by_queue
+            .entry(minute.queue.clone())
+            .or_insert_with(empty_day);
         day.delivered[index] += minute.delivered;
         day.failed[index] += minute.failed;
     }
@@ -168,14 +170,11 @@ fn last_day_by_queue(
 async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQueueStats>> {
     let now = now_millis();
     let day = state.store.activity_last_day(now, None).await?;
-    let mut hour_by_queue: HashMap<QueueName, Vec<ActivityMinute>> = HashMap::new();
-    for minute in day.iter().filter(|m| m.minute >= now - HOUR_MS) {
-        hour_by_queue
-            .entry(minute.queue.clone())
-            .or_default()
-            .push(minute.clone());
+    let mut last_day = last_day_by_queue(&day, now);
+    let mut day_by_queue: HashMap<&QueueName, Vec<&ActivityMinute>> = HashMap::new();
+    for minute in &day {
+        day_by_queue.entry(&minute.queue).or_default().push(minute);
     }
-    let mut last_day = last_day_by_queue(day, now);
     let mut others = state
         .store
         .cluster()
@@ -191,8 +190,8 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
         let mut stats = stats_of(&state, &queue, counts, now);
         let of_others = others.remove(&queue.name).unwrap_or_default();
         add_activity(&state, &mut stats, &queue.name, of_others, now);
-        if let Some(hour) = hour_by_queue.get(&queue.name) {
-            fill_hour_from_history(&mut stats, hour, now);
+        if let Some(minutes) = day_by_queue.get(&queue.name) {
+            fill_hour_from_history(&mut stats, minutes.iter().copied(), now);
         }
         queues.push(NamedQueueStats {
             name: queue.name.to_string(),
@@ -242,17 +241,19 @@ async fn queue_stats(
         .activity_of_other_nodes(&queue.name, now)
         .await?;
     add_activity(&state, &mut stats, &queue.name, of_others, now);
-    let hour = state
+    // One read: the hour's minutes, or the day's when the day is asked for too.
+    let since = if with_last_day {
+        now - HISTORY_KEPT_MS + 1
+    } else {
+        now - HOUR_MS
+    };
+    let minutes = state
         .store
-        .activity_since(now - HOUR_MS, Some(queue.name.clone()))
+        .activity_since(since, Some(queue.name.clone()))
         .await?;
-    fill_hour_from_history(&mut stats, &hour, now);
+    fill_hour_from_history(&mut stats, &minutes, now);
     if with_last_day {
-        let minutes = state
-            .store
-            .activity_last_day(now, Some(queue.name.clone()))
-            .await?;
-        let mut last_day = last_day_by_queue(minutes, now);
+        let mut last_day = last_day_by_queue(&minutes, now);
         stats.last_day = Some(last_day.remove(&queue.name).unwrap_or_else(empty_day));
     }
     Ok(Json(stats))
@@ -289,15 +290,19 @@ fn add_activity(
 }
 
 /// Fill `stats`' last hour with the activity history's minutes of it (`minutes`, of this
-/// queue) where they count more than memory does: after a restart memory starts empty and
-/// the stored complete minutes do not, so the hour's chart survives it. The two count the
-/// same attempts (the history is every node's memory, a minute late), so per minute the
-/// larger is the truer.
-fn fill_hour_from_history(stats: &mut QueueStats, minutes: &[ActivityMinute], now: UnixMillis) {
-    let this_minute = now - now.rem_euclid(60_000);
+/// queue; those outside the hour are passed over) where they count more than memory does:
+/// after a restart memory starts empty and the stored complete minutes do not, so the
+/// hour's chart survives it. The two count the same attempts (the history is every node's
+/// memory, a minute late), so per minute the larger is the truer.
+fn fill_hour_from_history<'m>(
+    stats: &mut QueueStats,
+    minutes: impl IntoIterator<Item = &'m ActivityMinute>,
+    now: UnixMillis,
+) {
+    let this_minute = now - now.rem_euclid(MINUTE_MS);
     let hour = &mut stats.last_hour;
     for minute in minutes {
-        let ago = (this_minute - minute.minute).div_euclid(60_000);
+        let ago = (this_minute - minute.minute).div_euclid(MINUTE_MS);
         let Some(index) = usize::try_from(ago)
             .ok()
             .and_then(|ago| hour.delivered.len().checked_sub(ago + 1))
