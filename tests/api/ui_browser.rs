@@ -794,6 +794,15 @@ async fn ui_browser_operators_find_jobs_replay_a_group_keep_schedules_and_keys()
     browser.goto(&app.url("/ui/dlq?queue=orders")).await;
     browser.fill("#filter-search", "needle").await;
     browser.click("#filter-show").await;
+    // The old page has a #letters too: wait for the new one's address first.
+    eventually("the search's page", || async {
+        browser
+            .current_path()
+            .await
+            .contains("search=needle")
+            .then_some(())
+    })
+    .await;
     browser.wait_for("#letters").await;
     let letters = browser.text_of("#letters").await;
     assert!(
@@ -828,6 +837,9 @@ async fn ui_browser_operators_find_jobs_replay_a_group_keep_schedules_and_keys()
     browser.click("#save-schedule").await;
     browser.click("#pause-schedule-nightly").await;
     browser.click("#resume-schedule-nightly").await;
+    // Each button posts and reloads: wait for the page after the resume (its pause button)
+    // before clicking a button the page before it had too.
+    browser.wait_for("#pause-schedule-nightly").await;
     browser.click("#run-schedule-nightly").await;
     let question = browser.accept_confirm().await;
     assert!(
