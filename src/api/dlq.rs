@@ -15,12 +15,15 @@ use super::AppState;
 
 use super::cursor::Cursor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
-use super::extract::{ApiJson, ApiQuery, DeadLetterId, flag, page_size, queue_name, required};
+use super::extract::{
+    ApiJson, ApiQuery, DeadLetterId, ListOrder, flag, newest_first, page_size, queue_name,
+    required, search_text,
+};
 use crate::maintenance::REPEAT_FAILURE_REPLAYS;
 use crate::model::{JobId, QueueName, now_millis};
 use crate::store::{
     DeadLetter, DeadLetterPage, DlqState, DlqStats, ErrorGroup, ErrorGroupCount, FailureReason,
-    Filter, PageRequest, Selection,
+    Filter, PageRequest, Selection, TextMatch,
 };
 
 pub const DEFAULT_PAGE: usize = 50;
@@ -100,43 +103,8 @@ struct ListParams {
     /// without case; on SQLite, ASCII letters only); at most 200 characters.
     search: Option<String>,
     /// `newest` (the default: the latest failure first) or `oldest`.
-    #[param(inline, value_type = Option<DlqOrder>)]
+    #[param(inline, value_type = Option<ListOrder>)]
     order: Option<String>,
-}
-
-/// The order of a dead-letter listing, by failure time.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-pub enum DlqOrder {
-    Newest,
-    Oldest,
-}
-
-/// Whether `order` asks for the newest failure first (the default).
-fn newest_first(order: Option<&str>) -> ApiResult<bool> {
-    match order {
-        None | Some("newest") => Ok(true),
-        Some("oldest") => Ok(false),
-        Some(_) => Err(ApiError::Unprocessable(
-            "order must be newest or oldest".into(),
-        )),
-    }
-}
-
-/// The longest text a listing searches for.
-const MAX_SEARCH_CHARS: usize = 200;
-
-/// The `search` of a listing: trimmed, `None` when empty; 422 when too long.
-fn search_text(raw: Option<&str>) -> ApiResult<Option<String>> {
-    let Some(text) = raw.map(str::trim).filter(|text| !text.is_empty()) else {
-        return Ok(None);
-    };
-    if text.chars().count() > MAX_SEARCH_CHARS {
-        return Err(ApiError::Unprocessable(format!(
-            "search must be at most {MAX_SEARCH_CHARS} characters"
-        )));
-    }
-    Ok(Some(text.to_owned()))
 }
 
 /// A dead letter, as the admin API shows it.
@@ -320,7 +288,7 @@ async fn list(
     let page = PageRequest {
         after,
         limit: limit + 1,
-        newest_first: newest_first(params.order.as_deref())?,
+        newest_first: newest_first(params.order.as_deref(), true)?,
         with_payload: include_payload,
         with_total: true,
     };
@@ -446,7 +414,8 @@ async fn stats(State(state): State<AppState>) -> ApiResult<Json<DlqStatsView>> {
     Ok(Json(stats.into()))
 }
 
-/// `{"ids":[…]}` or `{"queue":"…","all":true}`; `delay_seconds` on replay only.
+/// `{"ids":[…]}`, `{"queue":"…","all":true}`, `{"queue":"…","group":{…}}` or
+/// `{"all":true,"search":"…"}` (with or without `queue`); `delay_seconds` on replay only.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"queue": "emails", "all": true}))]
@@ -455,11 +424,18 @@ pub struct SelectionBody {
     #[serde(default)]
     #[schema(min_items = 1, max_items = 1000)]
     ids: Option<Vec<String>>,
-    /// With `"all": true`: every pending dead letter of this queue.
+    /// With `"all": true`: every pending dead letter of this queue (that matches `search`,
+    /// if given).
     #[serde(default)]
     queue: Option<String>,
     #[serde(default)]
     all: bool,
+    /// With `"all": true`: only the pending dead letters whose payload or last error
+    /// contains this text, as `GET /admin/dlq?search=` lists them (of `queue`, or without
+    /// it of every queue).
+    #[serde(default)]
+    #[schema(max_length = 200)]
+    search: Option<String>,
     /// With `queue`: the pending dead letters of this group (as `GET /admin/dlq/groups`
     /// lists it).
     #[serde(default)]
@@ -472,7 +448,30 @@ pub struct SelectionBody {
 
 impl SelectionBody {
     fn selection(&self) -> ApiResult<Selection> {
-        match (&self.ids, &self.queue, self.all, &self.group) {
+        let search = search_text(self.search.as_deref())?;
+        if self.search.is_some() && search.is_none() {
+            return Err(ApiError::Unprocessable(
+                "search must not be empty: to act on every pending letter of a queue, \
+                 leave it out"
+                    .into(),
+            ));
+        }
+        let queue = self
+            .queue
+            .as_deref()
+            .map(|queue| QueueName::parse(queue).map_err(|e| ApiError::Unprocessable(e.0)))
+            .transpose()?;
+        if let Some(text) = search {
+            return match (&self.ids, self.all, &self.group) {
+                (None, true, None) => Ok(Selection::Matching(TextMatch { queue, text })),
+                _ => Err(ApiError::Unprocessable(
+                    "a search selects with \"all\": true: {\"search\":\"…\",\"all\":true}, \
+                     with or without \"queue\", and no ids or group"
+                        .into(),
+                )),
+            };
+        }
+        match (&self.ids, queue, self.all, &self.group) {
             (Some(ids), None, false, None) => {
                 if ids.is_empty() || ids.len() > MAX_IDS {
                     return Err(ApiError::Unprocessable(format!(
@@ -491,11 +490,9 @@ impl SelectionBody {
                 parsed.dedup();
                 Ok(Selection::Ids(parsed))
             }
-            (None, Some(queue), true, None) => Ok(Selection::Queue(
-                QueueName::parse(queue).map_err(|e| ApiError::Unprocessable(e.0))?,
-            )),
+            (None, Some(queue), true, None) => Ok(Selection::Queue(queue)),
             (None, Some(queue), false, Some(group)) => Ok(Selection::Group(ErrorGroup {
-                queue: QueueName::parse(queue).map_err(|e| ApiError::Unprocessable(e.0))?,
+                queue,
                 status: group.status,
                 line: group.error.clone(),
             })),
@@ -505,7 +502,8 @@ impl SelectionBody {
                     .into(),
             )),
             _ => Err(ApiError::Unprocessable(
-                "give either \"ids\": [...], or \"queue\" with \"all\": true or with \"group\""
+                "give either \"ids\": [...], \"queue\" with \"all\": true or with \"group\", \
+                 or \"all\": true with a \"search\""
                     .into(),
             )),
         }
@@ -515,10 +513,14 @@ impl SelectionBody {
 /// 404 when `selection` names a queue that does not exist.
 async fn require_known_queue(state: &AppState, selection: &Selection) -> ApiResult<()> {
     match selection {
-        Selection::Queue(queue) | Selection::Group(ErrorGroup { queue, .. }) => {
+        Selection::Queue(queue)
+        | Selection::Group(ErrorGroup { queue, .. })
+        | Selection::Matching(TextMatch {
+            queue: Some(queue), ..
+        }) => {
             state.store.queue(queue).await?;
         }
-        Selection::Ids(_) => {}
+        Selection::Ids(_) | Selection::Matching(TextMatch { queue: None, .. }) => {}
     }
     Ok(())
 }
@@ -615,36 +617,37 @@ async fn groups(
 
 /// How many pending dead letters `selection` names now (what a replay reports as requested).
 async fn pending_in(state: &AppState, selection: &Selection) -> ApiResult<u64> {
-    match selection {
-        Selection::Ids(ids) => Ok(ids.len() as u64),
-        Selection::Queue(queue) => {
-            let filter = Filter {
-                queue: Some(queue.clone()),
-                state: Some(DlqState::Pending),
-                text: None,
-            };
-            let count_only = PageRequest {
-                after: None,
-                limit: 0,
-                newest_first: true,
-                with_payload: false,
-                with_total: true,
-            };
-            Ok(state
+    let filter = match selection {
+        Selection::Ids(ids) => return Ok(ids.len() as u64),
+        Selection::Group(group) => {
+            return Ok(state
                 .store
-                .list_dead_letters(filter, count_only)
+                .error_groups(group.queue.clone(), usize::MAX)
                 .await?
-                .total
-                .unwrap_or_default())
+                .into_iter()
+                .find(|counted| counted.status == group.status && counted.line == group.line)
+                .map_or(0, |counted| counted.count));
         }
-        Selection::Group(group) => Ok(state
-            .store
-            .error_groups(group.queue.clone(), usize::MAX)
-            .await?
-            .into_iter()
-            .find(|counted| counted.status == group.status && counted.line == group.line)
-            .map_or(0, |counted| counted.count)),
-    }
+        Selection::Queue(queue) => Filter {
+            queue: Some(queue.clone()),
+            state: Some(DlqState::Pending),
+            text: None,
+        },
+        Selection::Matching(matched) => matched.filter(),
+    };
+    let count_only = PageRequest {
+        after: None,
+        limit: 0,
+        newest_first: true,
+        with_payload: false,
+        with_total: true,
+    };
+    Ok(state
+        .store
+        .list_dead_letters(filter, count_only)
+        .await?
+        .total
+        .unwrap_or_default())
 }
 
 /// What a replay did.

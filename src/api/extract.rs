@@ -17,6 +17,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::body::{parse_json, read_limited};
@@ -399,6 +400,43 @@ pub fn page_size(raw: Option<&str>, default: usize, max: usize) -> ApiResult<usi
             "limit must be a whole number of at least 1".into(),
         )),
     }
+}
+
+/// The order of a listing by its time (creation, failure or delivery): the newest or the
+/// oldest first.
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum ListOrder {
+    Newest,
+    Oldest,
+}
+
+/// Whether `order` asks for the newest first; `newest_by_default` when absent.
+pub fn newest_first(order: Option<&str>, newest_by_default: bool) -> ApiResult<bool> {
+    match order {
+        None => Ok(newest_by_default),
+        Some("newest") => Ok(true),
+        Some("oldest") => Ok(false),
+        Some(_) => Err(ApiError::Unprocessable(
+            "order must be newest or oldest".into(),
+        )),
+    }
+}
+
+/// The longest text a listing searches for.
+pub const MAX_SEARCH_CHARS: usize = 200;
+
+/// The `search` of a listing or a selection: trimmed, `None` when empty; 422 when too long.
+pub fn search_text(raw: Option<&str>) -> ApiResult<Option<String>> {
+    let Some(text) = raw.map(str::trim).filter(|text| !text.is_empty()) else {
+        return Ok(None);
+    };
+    if text.chars().count() > MAX_SEARCH_CHARS {
+        return Err(ApiError::Unprocessable(format!(
+            "search must be at most {MAX_SEARCH_CHARS} characters"
+        )));
+    }
+    Ok(Some(text.to_owned()))
 }
 
 /// A boolean flag (`true`/`false`, `1`/`0`, `yes`/`no`, or present without a value); absent

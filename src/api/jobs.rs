@@ -14,14 +14,16 @@ use super::AppState;
 use super::cursor::{Cursor, invalid_cursor};
 use super::dlq::{DlqStateName, FailureReasonName};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
-use super::extract::{ApiQuery, JobPath, KnownQueue, page_size, required};
+use super::extract::{
+    ApiQuery, JobPath, KnownQueue, ListOrder, newest_first, page_size, required, search_text,
+};
 use super::openapi::IdBody;
 use crate::dispatch::webhook::{Outgoing, delivery_headers};
 use crate::model::{JobStatus, now_millis};
 use crate::signing::Signatures;
 use crate::store::{
-    AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, PageRequest, Position, Queue,
-    Selection,
+    AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, JobsPage, PageRequest,
+    Position, Queue, Selection,
 };
 
 pub const DEFAULT_PAGE: usize = 100;
@@ -288,15 +290,23 @@ pub struct DeadLetterFactsView {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// Which jobs: READY (oldest first by creation), ERROR (by failure time) or DELIVERED
-    /// (the delivery log, newest first; empty unless the queue keeps its deliveries).
+    /// Which jobs: READY (by creation, oldest first), ERROR (by failure time, oldest first)
+    /// or DELIVERED (the delivery log by delivery time, newest first; empty unless the queue
+    /// keeps its deliveries).
     #[param(inline, required = true, value_type = JobStatusName)]
     status: Option<String>,
     /// Page size: default 100, larger values are capped at 1000.
     #[param(value_type = Option<u64>, minimum = 1)]
     limit: Option<String>,
-    /// The `next` value of the previous page (opaque).
+    /// The `next` value of the previous page (opaque; pass the same `order` and `search`).
     cursor: Option<String>,
+    /// `newest` or `oldest` first; the default is the status's own order (above).
+    #[param(inline, value_type = Option<ListOrder>)]
+    order: Option<String>,
+    /// Only the jobs whose payload or last error (a DELIVERED job: payload) contains this
+    /// text, letters compared without case (on SQLite, ASCII letters only); at most 200
+    /// characters.
+    search: Option<String>,
 }
 
 /// A page of a queue's jobs.
@@ -320,7 +330,7 @@ pub struct JobList {
         (status = 400, description = "Invalid cursor or query string", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
-        (status = 422, description = "Missing or invalid `status`, or a bad `limit`", body = ApiErrorBody),
+        (status = 422, description = "Missing or invalid `status`, or a bad `limit`, `order` or `search`", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
@@ -338,6 +348,8 @@ pub async fn list_jobs(
     )
     .and_then(|s| JobStatus::parse(s).map_err(|e| ApiError::Unprocessable(e.0)))?;
     let limit = page_size(params.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
+    let newest_first = newest_first(params.order.as_deref(), status == JobStatus::Delivered)?;
+    let text = search_text(params.search.as_deref())?;
     let cursor = params.cursor.as_deref().map(Cursor::decode).transpose()?;
     let (mut records, position_of): (Vec<JobRecord>, fn(&JobRecord) -> Cursor) = match status {
         JobStatus::Ready => {
@@ -346,7 +358,13 @@ pub async fn list_jobs(
                 Some(Cursor::Ready(id)) => Some(id),
                 Some(_) => return Err(invalid_cursor()),
             };
-            let records = state.store.list_ready(name, after, limit + 1).await?;
+            let page = JobsPage {
+                after,
+                limit: limit + 1,
+                newest_first,
+                text,
+            };
+            let records = state.store.list_ready(name, page).await?;
             (records, |r| Cursor::Ready(r.id))
         }
         JobStatus::Error => {
@@ -354,12 +372,12 @@ pub async fn list_jobs(
             let filter = Filter {
                 queue: Some(name),
                 state: Some(DlqState::Pending),
-                text: None,
+                text,
             };
             let page = PageRequest {
                 after,
                 limit: limit + 1,
-                newest_first: false,
+                newest_first,
                 with_payload: true,
                 with_total: false,
             };
@@ -379,12 +397,18 @@ pub async fn list_jobs(
             })
         }
         JobStatus::Delivered => {
-            let before = match cursor {
+            let after = match cursor {
                 None => None,
                 Some(Cursor::Delivered(position)) => Some(position),
                 Some(_) => return Err(invalid_cursor()),
             };
-            let records = state.store.list_delivered(name, before, limit + 1).await?;
+            let page = JobsPage {
+                after,
+                limit: limit + 1,
+                newest_first,
+                text,
+            };
+            let records = state.store.list_delivered(name, page).await?;
             (records, |r| {
                 Cursor::Delivered(Position {
                     at: r.run_at,

@@ -20,9 +20,9 @@ use std::future::Future;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
-    DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobRecord, Lease,
-    NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch, Schedule,
-    ScheduleTick, Selection,
+    DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobRecord, JobsPage,
+    Lease, NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch,
+    Schedule, ScheduleTick, Selection,
 };
 use super::status::JobStatus;
 use crate::event::Event;
@@ -236,12 +236,12 @@ pub trait JobRows {
     ) -> StoreResult<Vec<(JobId, QueueName)>>;
     /// Live job `id` of `queue`.
     async fn live_job(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>>;
-    /// One page of `queue`'s live jobs in id (creation) order, after `after`.
+    /// One page of `queue`'s live jobs in id (creation) order, oldest or newest first, after
+    /// the id that ended the previous page, with the text asked for in payload or last error.
     async fn list_live(
         &self,
         queue: &QueueName,
-        after: Option<JobId>,
-        limit: usize,
+        page: &JobsPage<JobId>,
     ) -> StoreResult<Vec<JobRecord>>;
     /// Live jobs by status of `queue` (or of every queue with live jobs) at `now`.
     async fn live_counts(
@@ -284,12 +284,12 @@ pub trait DeliveryRows {
         before: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<JobId>>;
-    /// One page of `queue`'s delivery log, newest first, after `before`.
+    /// One page of `queue`'s delivery log by delivery time, newest or oldest first, after the
+    /// position that ended the previous page, with the text asked for in the payload.
     async fn list_delivered(
         &self,
         queue: &QueueName,
-        before: Option<Position>,
-        limit: usize,
+        page: &JobsPage<Position>,
     ) -> StoreResult<Vec<JobRecord>>;
 }
 

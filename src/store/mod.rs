@@ -54,10 +54,10 @@ pub use records::{
     ActivityFigures, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed,
     ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
     ERROR_LINE_CHARS, Enqueued, ErrorGroup, ErrorGroupCount, Failure, FailureReason, Filter,
-    FiredTick, IdempotencyKey, JobRecord, JobState, Last24h, Lease, LeaseAnswer, LeaseExpiry,
-    NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position, PreviousSecret,
-    Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick, SchedulerRound,
-    Selection, SharedLimits,
+    FiredTick, IdempotencyKey, JobRecord, JobState, JobsPage, Last24h, Lease, LeaseAnswer,
+    LeaseExpiry, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position,
+    PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick,
+    SchedulerRound, Selection, SharedLimits, TextMatch,
 };
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -684,16 +684,15 @@ impl Store {
         on_backend!(self, db => db.maintain().await)
     }
 
-    /// One page of a queue's READY jobs (live), oldest first.
+    /// One page of a queue's READY jobs (live), by creation.
     pub async fn list_ready(
         &self,
         queue: QueueName,
-        after: Option<JobId>,
-        limit: usize,
+        page: JobsPage<JobId>,
     ) -> StoreResult<Vec<JobRecord>> {
         in_snapshot!(self, |tx| {
             tx.require_queue(&queue).await?;
-            tx.list_live(&queue, after, limit).await
+            tx.list_live(&queue, &page).await
         })
     }
 
@@ -751,17 +750,15 @@ impl Store {
         })
     }
 
-    /// One page of a queue's delivery log, newest first, after `before` (the last record of
-    /// the previous page).
+    /// One page of a queue's delivery log, by delivery time.
     pub async fn list_delivered(
         &self,
         queue: QueueName,
-        before: Option<Position>,
-        limit: usize,
+        page: JobsPage<Position>,
     ) -> StoreResult<Vec<JobRecord>> {
         in_snapshot!(self, |tx| {
             tx.require_queue(&queue).await?;
-            tx.list_delivered(&queue, before, limit).await
+            tx.list_delivered(&queue, &page).await
         })
     }
 

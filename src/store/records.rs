@@ -841,6 +841,13 @@ pub fn contains_pattern(text: &str) -> String {
     pattern
 }
 
+/// The SQL test that a row's payload or last error contains the pattern bound at `param`
+/// ([`contains_pattern`]); `like` is the dialect's case-blind `LIKE` (SQLite's `LIKE` folds
+/// ASCII letters, PostgreSQL's `ILIKE` every letter).
+pub fn payload_or_error_like(like: &str, param: &str) -> String {
+    format!(r"(payload {like} {param} ESCAPE '\' OR last_error {like} {param} ESCAPE '\')")
+}
+
 /// One page of dead letters: the records and, when asked for, how many match in all.
 #[derive(Debug, Clone)]
 pub struct DeadLetterPage {
@@ -864,11 +871,61 @@ impl PageRequest {
     /// The keyset page as SQL: the order of `(failed_at, id)` and the comparison that starts
     /// the page after `after` in it.
     pub fn keyset(&self) -> (&'static str, &'static str) {
-        if self.newest_first {
-            ("DESC", "<")
-        } else {
-            ("ASC", ">")
+        keyset(self.newest_first)
+    }
+}
+
+/// A keyset page's order as SQL: the direction of its key and the comparison that starts
+/// the page after the previous page's last key.
+fn keyset(newest_first: bool) -> (&'static str, &'static str) {
+    if newest_first {
+        ("DESC", "<")
+    } else {
+        ("ASC", ">")
+    }
+}
+
+/// One page of a queue's READY jobs (`K`: a job id, their order) or of its delivery log
+/// (`K`: a [`Position`] by delivery time): after the previous page's last key, in which
+/// order, and the text its jobs must contain.
+#[derive(Debug, Clone)]
+pub struct JobsPage<K> {
+    /// The last key of the previous page; `None` for the first page.
+    pub after: Option<K>,
+    pub limit: usize,
+    pub newest_first: bool,
+    /// Only the jobs whose payload (or, for a live job, last error) contains this text,
+    /// letters compared without case (on SQLite, ASCII letters only).
+    pub text: Option<String>,
+}
+
+impl<K> JobsPage<K> {
+    /// `limit` jobs after `after`, oldest first, whatever their text.
+    pub fn oldest(after: Option<K>, limit: usize) -> Self {
+        Self {
+            after,
+            limit,
+            newest_first: false,
+            text: None,
         }
+    }
+
+    /// `limit` jobs after `after`, newest first, whatever their text.
+    pub fn newest(after: Option<K>, limit: usize) -> Self {
+        Self {
+            newest_first: true,
+            ..Self::oldest(after, limit)
+        }
+    }
+
+    /// See [`PageRequest::keyset`].
+    pub fn keyset(&self) -> (&'static str, &'static str) {
+        keyset(self.newest_first)
+    }
+
+    /// The text as a `LIKE` pattern ([`contains_pattern`]), if the page looks for one.
+    pub fn pattern(&self) -> Option<String> {
+        self.text.as_deref().map(contains_pattern)
     }
 }
 
@@ -880,6 +937,37 @@ pub enum Selection {
     Queue(QueueName),
     /// The pending dead letters of a queue that failed the same way.
     Group(ErrorGroup),
+    /// The pending dead letters (of one queue, or of every queue) whose payload or last error
+    /// contains a text: what a search lists.
+    Matching(TextMatch),
+}
+
+/// Pending dead letters whose payload or last error contains `text`, compared as a listing's
+/// [`Filter::text`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextMatch {
+    /// `None`: of every queue.
+    pub queue: Option<QueueName>,
+    pub text: String,
+}
+
+impl TextMatch {
+    /// The listing filter that shows exactly these letters.
+    pub fn filter(&self) -> Filter {
+        Filter {
+            queue: self.queue.clone(),
+            state: Some(DlqState::Pending),
+            text: Some(self.text.clone()),
+        }
+    }
+
+    /// The queue, for SQL (`NULL`: every queue), and the text as a `LIKE` pattern.
+    pub fn params(&self) -> (Option<&str>, String) {
+        (
+            self.queue.as_ref().map(QueueName::as_str),
+            contains_pattern(&self.text),
+        )
+    }
 }
 
 /// The most characters of an error's first line that tell its group.
@@ -922,12 +1010,12 @@ impl ReplayReport {
 }
 
 /// A replay's walk through its selection, a chunk at a time, whatever the backend: named
-/// ids in chunks of `size`; a queue's (or a group's) pending records, the same selection
+/// ids in chunks of `size`; a queue's (a group's, a search's) pending records, the same selection
 /// again until a chunk claims nothing, or one of its jobs could not be put back (its record
 /// is pending again and would only be claimed anew).
 pub struct ReplayWalk {
     selection: Selection,
-    /// The named ids not walked yet; `None` for a whole queue or group.
+    /// The named ids not walked yet; `None` for a whole queue, a group or a search.
     remaining: Option<Vec<JobId>>,
     size: usize,
     done: bool,
@@ -939,7 +1027,7 @@ impl ReplayWalk {
     pub fn new(selection: Selection, size: usize) -> Self {
         let remaining = match &selection {
             Selection::Ids(ids) => Some(ids.clone()),
-            Selection::Queue(_) | Selection::Group(_) => None,
+            Selection::Queue(_) | Selection::Group(_) | Selection::Matching(_) => None,
         };
         Self {
             selection,

@@ -1,7 +1,7 @@
 //! `POST /queue/{name}/_batch`: up to 1 000 jobs in one commit, all or nothing.
 
 use axum::http::Method;
-use hookq::store::{NewJob, StoreError};
+use hookq::store::{JobsPage, NewJob, StoreError};
 use serde_json::{Value, json};
 
 use crate::dlq_support::StoreFixture;
@@ -257,7 +257,11 @@ async fn a_batch_that_fails_in_the_store_stores_none_of_its_jobs() {
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Database(_)), "{err:?}");
-    let ready = fx.store.list_ready(queue, None, 10).await.unwrap();
+    let ready = fx
+        .store
+        .list_ready(queue, JobsPage::oldest(None, 10))
+        .await
+        .unwrap();
     assert_eq!(ready.len(), 1, "only the job stored before");
     fx.close().await;
 }

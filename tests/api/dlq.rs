@@ -533,6 +533,86 @@ async fn the_listing_finds_dead_letters_by_text_in_their_payload_or_error() {
         .expect_error(422);
 }
 
+/// Issue 27, "all matching this filter": a search is a selection too. Replay and acknowledge
+/// act on every pending letter it finds (in one queue, or in all), and on nothing else.
+#[tokio::test]
+async fn replay_and_acknowledge_act_on_every_pending_letter_a_search_finds() {
+    let (app, receiver) = failing_queue().await;
+    app.create_queue_ok("other", &receiver.url, None).await;
+    receiver.set_default(Reply::with_body(500, "card DECLINED"));
+    let declined = make_dead_letters(&app, "q", 2).await;
+    let declined_elsewhere = make_dead_letters(&app, "other", 1).await;
+    receiver.set_default(Reply::with_body(500, "nope"));
+    let by_payload = app
+        .enqueue_ok("q", &json!({ "note": "declined twice" }))
+        .await;
+    app.wait_until_error("q", &by_payload).await;
+    let unrelated = make_dead_letters(&app, "q", 1).await.remove(0);
+
+    // In one queue: its two letters that say "declined" in their error and the one that says
+    // it in its payload; not the other queue's, not the unrelated one.
+    let in_q = json!({ "queue": "q", "all": true, "search": "declined" });
+    assert_eq!(
+        acknowledge(&app, &in_q).await,
+        json!({ "ok": true, "acknowledged": 3 })
+    );
+    for id in declined.iter().chain([&by_payload]) {
+        assert_eq!(dead_letter(&app, "q", id).await["status"], "acknowledged");
+    }
+    assert_eq!(
+        dead_letter(&app, "q", &unrelated).await["status"],
+        "pending"
+    );
+    let elsewhere = &declined_elsewhere[0];
+    assert_eq!(
+        dead_letter(&app, "other", elsewhere).await["status"],
+        "pending"
+    );
+
+    // Without a queue: every queue's, counted as the listing counts them.
+    receiver.set_default(Reply::ok());
+    let everywhere = json!({ "all": true, "search": "DECLINED" });
+    assert_eq!(
+        replay(&app, &everywhere).await,
+        json!({ "ok": true, "requested": 1, "claimed": 1, "replayed": 1, "failed": 0 })
+    );
+    wait_for_successes(&receiver, &declined_elsewhere).await;
+    assert_eq!(
+        dead_letter(&app, "q", &unrelated).await["status"],
+        "pending"
+    );
+    // Nothing left to find: nothing happens.
+    assert_eq!(replay(&app, &everywhere).await["replayed"], 0);
+
+    // A search selects with "all" only, is not empty, not too long, in a known queue.
+    for (body, status) in [
+        (json!({ "search": "declined" }), 422),
+        (json!({ "queue": "q", "search": "declined" }), 422),
+        (
+            json!({ "ids": [unrelated], "all": true, "search": "x" }),
+            422,
+        ),
+        (json!({ "queue": "q", "all": true, "search": "   " }), 422),
+        (json!({ "all": true, "search": "x".repeat(201) }), 422),
+        (
+            json!({ "queue": "q", "all": true, "search": "x", "group": { "status": 500, "error": "nope" } }),
+            422,
+        ),
+        (
+            json!({ "queue": "nosuch", "all": true, "search": "x" }),
+            404,
+        ),
+    ] {
+        for route in ["/admin/dlq/replay", "/admin/dlq/acknowledge"] {
+            post_admin(&app, route, &body).await.expect_error(status);
+        }
+    }
+    assert_eq!(
+        dead_letter(&app, "q", &unrelated).await["status"],
+        "pending"
+    );
+}
+
 #[tokio::test]
 async fn the_listing_walks_oldest_first_when_asked() {
     let (app, _receiver) = failing_queue().await;

@@ -285,3 +285,166 @@ async fn retry_of_a_ready_job_is_409_and_of_an_unknown_job_404() {
         .expect_error(404);
     app.retry("nope", &id).await.expect_error(404);
 }
+
+/// Issue 27, "finding things" and "newest/oldest": each of a queue's job lists finds jobs by
+/// text (a waiting job by its payload or its last error, a dead one likewise, a delivered one
+/// by its payload, letters compared without case) and walks either way, page by page.
+#[tokio::test]
+async fn a_queues_job_lists_find_text_and_walk_newest_or_oldest_first() {
+    let receiver = TestReceiver::by_rule(|received| {
+        let body = received.body_text();
+        if body.contains("fail") {
+            Some(Reply::with_body(500, "Quota EXCEEDED"))
+        } else if body.contains("hold") {
+            Some(Reply::with_body(503, "Mailbox full"))
+        } else {
+            None
+        }
+    })
+    .await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    app.put_queue(
+        "q",
+        &json!({ "target": receiver.url, "keepDelivered": "1h" }),
+    )
+    .await
+    .expect(201);
+    // Held: one failed attempt, then an hour's wait for the next.
+    app.put_queue(
+        "held",
+        &json!({ "target": receiver.url, "maxAttempts": 5, "backoff": ["1h"] }),
+    )
+    .await
+    .expect(201);
+
+    let mut delivered = Vec::new();
+    for n in 0..4 {
+        let id = app
+            .enqueue_ok("q", &json!({ "n": n, "to": format!("ADA{n}@example.com") }))
+            .await;
+        app.wait_for_job("q", &id, "delivered", |r| r.json()["status"] == "DELIVERED")
+            .await;
+        delivered.push(id);
+    }
+    let dead = app.enqueue_ok("q", &json!({ "kind": "fail" })).await;
+    app.wait_until_error("q", &dead).await;
+    let dead_by_payload = app
+        .enqueue_ok("q", &json!({ "kind": "fail", "note": "ada" }))
+        .await;
+    app.wait_until_error("q", &dead_by_payload).await;
+    let waiting = app.enqueue_ok("held", &json!({ "kind": "hold" })).await;
+    let other = app
+        .enqueue_ok("held", &json!({ "kind": "hold", "to": "grace" }))
+        .await;
+    for id in [&waiting, &other] {
+        app.wait_for_job("held", id, "one failed attempt", |r| {
+            r.json()["attempts"] == 1
+        })
+        .await;
+    }
+
+    let listed = |queue: &'static str, query: String| {
+        let app = &app;
+        async move {
+            ids(app.list_raw(queue, &query).await.expect(200)["jobs"]
+                .as_array()
+                .unwrap())
+        }
+    };
+    // Text in the payload, whatever its case; the delivery log newest first by default.
+    let mut newest: Vec<String> = delivered.iter().rev().cloned().collect();
+    assert_eq!(
+        listed("q", "status=DELIVERED&search=ada".into()).await,
+        newest
+    );
+    assert_eq!(
+        listed("q", "status=DELIVERED&search=ada2".into()).await,
+        [delivered[2].clone()]
+    );
+    // Oldest first, a page at a time, with the search kept.
+    let first = app
+        .list_raw("q", "status=DELIVERED&search=example&order=oldest&limit=3")
+        .await
+        .expect(200);
+    assert_eq!(ids(first["jobs"].as_array().unwrap()), delivered[..3]);
+    let next = first["next"].as_str().unwrap();
+    assert_eq!(
+        listed(
+            "q",
+            format!("status=DELIVERED&search=example&order=oldest&limit=3&cursor={next}")
+        )
+        .await,
+        [delivered[3].clone()]
+    );
+    // Newest first a page at a time too.
+    let page = app
+        .list_raw("q", "status=DELIVERED&order=newest&limit=2")
+        .await
+        .expect(200);
+    assert_eq!(ids(page["jobs"].as_array().unwrap()), newest[..2]);
+    let next = page["next"].as_str().unwrap();
+    newest.drain(..2);
+    assert_eq!(
+        listed(
+            "q",
+            format!("status=DELIVERED&order=newest&limit=2&cursor={next}")
+        )
+        .await,
+        newest
+    );
+
+    // A dead letter by its error or its payload; newest failure first when asked.
+    assert_eq!(
+        listed("q", "status=ERROR&search=quota%20exceeded".into()).await,
+        [dead.clone(), dead_by_payload.clone()]
+    );
+    assert_eq!(
+        listed("q", "status=ERROR&search=ADA".into()).await,
+        [dead_by_payload.as_str()]
+    );
+    assert_eq!(
+        listed("q", "status=ERROR&order=newest".into()).await,
+        [dead_by_payload.clone(), dead.clone()]
+    );
+
+    // A waiting job by its last error or its payload; newest first, a page at a time.
+    assert_eq!(
+        listed("held", "status=READY&search=mailbox%20FULL".into()).await,
+        [waiting.clone(), other.clone()]
+    );
+    assert_eq!(
+        listed("held", "status=READY&search=grace".into()).await,
+        [other.as_str()]
+    );
+    let page = app
+        .list_raw("held", "status=READY&order=newest&limit=1")
+        .await
+        .expect(200);
+    assert_eq!(ids(page["jobs"].as_array().unwrap()), [other.as_str()]);
+    let next = page["next"].as_str().unwrap();
+    assert_eq!(
+        listed(
+            "held",
+            format!("status=READY&order=newest&limit=1&cursor={next}")
+        )
+        .await,
+        [waiting.as_str()]
+    );
+    // `%` and `_` are text; nothing found is an empty page.
+    assert_eq!(
+        listed("held", "status=READY&search=100%25".into()).await,
+        Vec::<String>::new()
+    );
+
+    // Bad values get the route's own error.
+    for query in [
+        "status=READY&order=sideways".to_owned(),
+        format!("status=READY&search={}", "x".repeat(201)),
+    ] {
+        let error = app.list_raw("held", &query).await.expect_error(422);
+        assert!(
+            error.contains("order") || error.contains("search"),
+            "{error}"
+        );
+    }
+}

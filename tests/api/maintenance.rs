@@ -8,8 +8,8 @@ use hookq::maintenance::{REPEAT_FAILURE_REPLAYS, SWEEP_BATCH};
 use hookq::model::{JobId, UnixMillis, now_millis};
 use hookq::store::testing::Stored;
 use hookq::store::{
-    DlqState, Failure, FailureReason, Filter, JobState, NewJob, Outcome, PageRequest, Selection,
-    Store,
+    DlqState, Failure, FailureReason, Filter, JobState, JobsPage, NewJob, Outcome, PageRequest,
+    Selection, Store,
 };
 
 use crate::dlq_support::{DAY_MS, HOUR_MS, StoreFixture, count_stored};
@@ -288,7 +288,7 @@ async fn ttl_expiry_dead_letters_more_jobs_than_one_batch_holds_across_batches()
     );
     assert!(
         fx.store
-            .list_ready(queue, None, 10)
+            .list_ready(queue, JobsPage::oldest(None, 10))
             .await
             .unwrap()
             .is_empty()

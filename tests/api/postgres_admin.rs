@@ -15,8 +15,8 @@ use hookq::model::{JobId, QueueName, ScheduleName, now_millis};
 use hookq::policy::QueueChange;
 use hookq::store::Store;
 use hookq::store::{
-    Delivery, DlqState, FailureReason, Filter, JobState, NewJob, NewSchedule, Outcome, PageRequest,
-    Position, Saved, Selection, StoreError,
+    Delivery, DlqState, FailureReason, Filter, JobState, JobsPage, NewJob, NewSchedule, Outcome,
+    PageRequest, Position, Saved, Selection, StoreError,
 };
 use serde_json::json;
 
@@ -1025,14 +1025,19 @@ async fn postgres_admin_get_job_finds_a_job_live_delivered_or_dead_with_its_hist
     let mut listed = Vec::new();
     let mut after = None;
     loop {
-        let page = store.list_ready(q("other"), after, 2).await.unwrap();
+        let page = store
+            .list_ready(q("other"), JobsPage::oldest(after, 2))
+            .await
+            .unwrap();
         let Some(last) = page.last() else { break };
         after = Some(last.id);
         listed.extend(page.iter().map(|r| r.id));
     }
     assert_eq!(listed, more.iter().map(|j| j.id).collect::<Vec<_>>());
     assert!(matches!(
-        store.list_ready(q("nope"), None, 10).await,
+        store
+            .list_ready(q("nope"), JobsPage::oldest(None, 10))
+            .await,
         Err(StoreError::QueueNotFound)
     ));
 
@@ -1068,7 +1073,10 @@ async fn postgres_admin_get_job_finds_a_job_live_delivered_or_dead_with_its_hist
     let mut pages = Vec::new();
     let mut before = None;
     loop {
-        let page = store.list_delivered(q("other"), before, 3).await.unwrap();
+        let page = store
+            .list_delivered(q("other"), JobsPage::newest(before, 3))
+            .await
+            .unwrap();
         let Some(last) = page.last() else { break };
         before = Some(Position {
             at: last.run_at,
@@ -1078,7 +1086,9 @@ async fn postgres_admin_get_job_finds_a_job_live_delivered_or_dead_with_its_hist
     }
     assert_eq!(pages, expected);
     assert!(matches!(
-        store.list_delivered(q("nope"), None, 10).await,
+        store
+            .list_delivered(q("nope"), JobsPage::newest(None, 10))
+            .await,
         Err(StoreError::QueueNotFound)
     ));
     // `q`'s kept job (delivered at t0 + 200) is older than its cutoff; `other` purges up to

@@ -12,7 +12,8 @@ use hookq::model::{JobId, QueueName, ScheduleName, UnixMillis};
 use hookq::policy::QueueChange;
 use hookq::scheduler::{ScheduleChanges, Scheduler};
 use hookq::store::{
-    Failure, JobState, NewJob, NewSchedule, Outcome, Saved, Schedule, SchedulerRound, Selection,
+    Failure, JobState, JobsPage, NewJob, NewSchedule, Outcome, Saved, Schedule, SchedulerRound,
+    Selection,
 };
 use serde_json::{Value, json};
 
@@ -82,7 +83,7 @@ async fn fire(fx: &StoreFixture, now: UnixMillis) -> SchedulerRound {
 /// The live jobs of `queue`, oldest first.
 async fn jobs_of(fx: &StoreFixture, queue: &QueueName) -> Vec<hookq::store::JobRecord> {
     fx.store
-        .list_ready(queue.clone(), None, 1000)
+        .list_ready(queue.clone(), JobsPage::oldest(None, 1000))
         .await
         .expect("list the jobs")
 }

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hookq::model::{JobId, QueueName, UnixMillis};
 use hookq::store::testing::{Inspector, Stored};
 use hookq::store::{
-    DeadLetterPage, DlqState, Failure, FailureReason, Filter, JobRecord, JobState, Lease,
+    DeadLetterPage, DlqState, Failure, FailureReason, Filter, JobRecord, JobState, JobsPage, Lease,
     LeaseAnswer, LeaseExpiry, NewJob, Outcome, PageRequest, Selection, StoreError,
 };
 use proptest::prelude::*;
@@ -1061,7 +1061,7 @@ async fn check(fx: &StoreFixture, raw: &Inspector, m: &Model) {
     let mut live_in_store: BTreeSet<JobId> = BTreeSet::new();
     for (q, name) in QUEUES.iter().enumerate() {
         let listed: Vec<JobRecord> = store
-            .list_ready(queue_name(q), None, ALL)
+            .list_ready(queue_name(q), JobsPage::oldest(None, ALL))
             .await
             .expect("list ready");
         let expected: Vec<&Job> = m

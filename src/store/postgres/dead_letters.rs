@@ -26,7 +26,7 @@ use crate::store::postgres::jobs::prepared;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
     ErrorGroupCount, FailureReason, Filter, Last24h, PageRequest, ScheduleTick, Selection,
-    contains_pattern,
+    contains_pattern, payload_or_error_like,
 };
 use crate::store::status::codes;
 
@@ -47,6 +47,15 @@ fn in_group() -> &'static str {
     )
 }
 
+/// The pending dead letters a [`TextMatch`](crate::store::TextMatch) names: `$1` queue
+/// (`NULL`: every queue), `$2` the pattern.
+fn matching() -> &'static str {
+    sql_once!(
+        "($1::text IS NULL OR queue = $1) AND state = 'pending' AND {contains}",
+        contains = payload_or_error_like("ILIKE", "$2::text")
+    )
+}
+
 /// The ids of claimed rows (`RETURNING failed_at, id`), oldest failure first, as a replay
 /// puts them back.
 fn in_failure_order(rows: &[Row]) -> Vec<JobId> {
@@ -56,7 +65,7 @@ fn in_failure_order(rows: &[Row]) -> Vec<JobId> {
     claimed.into_iter().map(|(_, id)| job_id(id)).collect()
 }
 
-/// `group` as `$1`–`$3` of [`in_group`]./// `group` as `$1`–`$3` of [`in_group`].
+/// `group` as `$1`–`$3` of [`in_group`].
 fn group_params(group: &ErrorGroup) -> (&str, Option<i32>, &str) {
     (
         group.queue.as_str(),
@@ -212,6 +221,17 @@ pub async fn delete(tx: &Transaction<'_>, selection: &Selection) -> StoreResult<
             )
             .await?
         }
+        Selection::Matching(matched) => {
+            let (queue, pattern) = matched.params();
+            tx.query(
+                sql_once!(
+                    "DELETE FROM dead_letters WHERE {matching} RETURNING id",
+                    matching = matching()
+                ),
+                &[&queue, &pattern],
+            )
+            .await?
+        }
     };
     Ok(rows.iter().map(|row| job_id(row.get(0))).collect())
 }
@@ -362,6 +382,24 @@ impl DeadLetterRows for PgTx<'_> {
                     .await?;
                 Ok(in_failure_order(&claimed))
             }
+            Selection::Matching(matched) => {
+                let (queue, pattern) = matched.params();
+                let claimed = self
+                    .tx
+                    .query(
+                        sql_once!(
+                            "UPDATE dead_letters SET state = 'replaying', updated_at = $3
+                             WHERE id IN (SELECT id FROM dead_letters WHERE {matching}
+                                          ORDER BY failed_at, id LIMIT $4
+                                          FOR UPDATE SKIP LOCKED)
+                             RETURNING failed_at, id",
+                            matching = matching()
+                        ),
+                        &[&queue, &pattern, &now, &limit_param(limit)],
+                    )
+                    .await?;
+                Ok(in_failure_order(&claimed))
+            }
         }
     }
 
@@ -451,9 +489,7 @@ impl DeadLetterRows for PgTx<'_> {
         if let Some(pattern) = &pattern {
             params.push(pattern);
             let n = params.len();
-            conditions.push(format!(
-                r"(payload ILIKE ${n}::text ESCAPE '\' OR last_error ILIKE ${n}::text ESCAPE '\')"
-            ));
+            conditions.push(payload_or_error_like("ILIKE", &format!("${n}::text")));
         }
         let clause = if conditions.is_empty() {
             "TRUE".to_owned()
@@ -661,6 +697,20 @@ impl DeadLetterRows for PgTx<'_> {
                             in_group = in_group()
                         ),
                         &[&queue, &status, &line, &now],
+                    )
+                    .await?
+            }
+            Selection::Matching(matched) => {
+                let (queue, pattern) = matched.params();
+                self.tx
+                    .execute(
+                        sql_once!(
+                            "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = $3,
+                                    updated_at = $3
+                             WHERE {matching}",
+                            matching = matching()
+                        ),
+                        &[&queue, &pattern, &now],
                     )
                     .await?
             }

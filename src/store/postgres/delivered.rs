@@ -13,7 +13,9 @@ use crate::sql_once;
 use crate::store::dialect::DeliveryRows;
 use crate::store::error::StoreResult;
 use crate::store::postgres::jobs::{attempt_param, prepared};
-use crate::store::records::{Delivery, JobRecord, JobState, Lease, Position, ScheduleTick};
+use crate::store::records::{
+    Delivery, JobRecord, JobState, JobsPage, Lease, Position, ScheduleTick,
+};
 use crate::store::status::codes::IN_FLIGHT;
 
 /// The columns of a delivered job, in the order [`delivered_from_row`] reads them.
@@ -131,38 +133,36 @@ impl DeliveryRows for PgTx<'_> {
 
     /// One page of `queue`'s delivery log, newest delivery first, after `before`, through
     /// `delivered_by_queue` (read backwards).
+    /// The page is one range of `delivered_by_queue`: the first page starts past either end
+    /// of it, so both pages take the same statement.
     async fn list_delivered(
         &self,
         queue: &QueueName,
-        before: Option<Position>,
-        limit: usize,
+        page: &JobsPage<Position>,
     ) -> StoreResult<Vec<JobRecord>> {
-        let limit = super::jobs::limit_param(limit);
-        let rows = match before {
-            Some(before) => {
-                self.tx
-                    .query(
-                        &format!(
-                            "SELECT {DELIVERED_COLUMNS} FROM delivered
-                         WHERE queue = $1 AND (delivered_at, id) < ($2::bigint, $3::uuid)
-                         ORDER BY delivered_at DESC, id DESC LIMIT $4"
-                        ),
-                        &[&queue.as_str(), &before.at, &uuid(before.id), &limit],
-                    )
-                    .await?
-            }
-            None => {
-                self.tx
-                    .query(
-                        &format!(
-                            "SELECT {DELIVERED_COLUMNS} FROM delivered WHERE queue = $1
-                         ORDER BY delivered_at DESC, id DESC LIMIT $2"
-                        ),
-                        &[&queue.as_str(), &limit],
-                    )
-                    .await?
-            }
+        let (direction, compare) = page.keyset();
+        let (at, id) = match page.after {
+            Some(position) => (position.at, uuid(position.id)),
+            None if page.newest_first => (UnixMillis::MAX, uuid::Uuid::max()),
+            None => (UnixMillis::MIN, uuid::Uuid::nil()),
         };
+        let rows = prepared::query(
+            self.tx,
+            &format!(
+                "SELECT {DELIVERED_COLUMNS} FROM delivered
+                 WHERE queue = $1 AND (delivered_at, id) {compare} ($2::bigint, $3::uuid)
+                   AND ($4::text IS NULL OR payload ILIKE $4::text ESCAPE '\\')
+                 ORDER BY delivered_at {direction}, id {direction} LIMIT $5"
+            ),
+            &[
+                &queue.as_str(),
+                &at,
+                &id,
+                &page.pattern(),
+                &super::jobs::limit_param(page.limit),
+            ],
+        )
+        .await?;
         Ok(rows.iter().map(delivered_from_row).collect())
     }
 }

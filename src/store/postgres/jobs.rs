@@ -30,8 +30,8 @@ use crate::sql_once;
 use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, Lease, NewJob, QueueCounts,
-    ScheduleTick,
+    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, JobsPage, Lease, NewJob, QueueCounts,
+    ScheduleTick, payload_or_error_like,
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
@@ -862,36 +862,35 @@ impl JobRows for PgTx<'_> {
 
     /// One page of `queue`'s live jobs in id (creation) order after `after`, through
     /// `jobs_by_queue`.
+    /// The page is one range of the queue's jobs by id: the first page starts past either
+    /// end of it (the nil or the max UUID), so both pages take the same statement.
     async fn list_live(
         &self,
         queue: &QueueName,
-        after: Option<JobId>,
-        limit: usize,
+        page: &JobsPage<JobId>,
     ) -> StoreResult<Vec<JobRecord>> {
-        let limit = limit_param(limit);
-        let rows = match after {
-            Some(after) => {
-                prepared::query(
-                    self.tx,
-                    &format!(
-                        "SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 AND id > $2
-                         ORDER BY id LIMIT $3"
-                    ),
-                    &[&queue.as_str(), &uuid(after), &limit],
-                )
-                .await?
-            }
-            None => {
-                prepared::query(
-                    self.tx,
-                    &format!(
-                        "SELECT {LIVE_COLUMNS} FROM jobs WHERE queue = $1 ORDER BY id LIMIT $2"
-                    ),
-                    &[&queue.as_str(), &limit],
-                )
-                .await?
-            }
+        let (direction, compare) = page.keyset();
+        let after = match page.after {
+            Some(id) => uuid(id),
+            None if page.newest_first => Uuid::max(),
+            None => Uuid::nil(),
         };
+        let rows = prepared::query(
+            self.tx,
+            &format!(
+                "SELECT {LIVE_COLUMNS} FROM jobs
+                 WHERE queue = $1 AND id {compare} $2 AND ($3::text IS NULL OR {contains})
+                 ORDER BY id {direction} LIMIT $4",
+                contains = payload_or_error_like("ILIKE", "$3::text"),
+            ),
+            &[
+                &queue.as_str(),
+                &after,
+                &page.pattern(),
+                &limit_param(page.limit),
+            ],
+        )
+        .await?;
         rows.iter().map(live_from_row).collect()
     }
 

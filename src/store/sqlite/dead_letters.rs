@@ -15,7 +15,7 @@ use crate::store::error::StoreResult;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
     ErrorGroupCount, FailureReason, Filter, Last24h, PageRequest, ScheduleTick, Selection,
-    contains_pattern,
+    contains_pattern, payload_or_error_like,
 };
 
 /// A dead letter's error line ([`ErrorGroup`]): the first line of its last error, a trailing
@@ -34,6 +34,15 @@ fn in_group() -> &'static str {
     sql_once!(
         "queue = ?1 AND state = 'pending' AND last_status IS ?2 AND {line} = ?3",
         line = error_line()
+    )
+}
+
+/// The pending dead letters a [`TextMatch`] names: `?1` queue (`NULL`: every queue), `?2`
+/// the pattern.
+fn matching() -> &'static str {
+    sql_once!(
+        "(?1 IS NULL OR queue = ?1) AND state = 'pending' AND {contains}",
+        contains = payload_or_error_like("LIKE", "?2")
     )
 }
 
@@ -142,8 +151,7 @@ fn where_clause(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
         values.push(state.as_str().to_owned().into());
     }
     if let Some(text) = &filter.text {
-        // LIKE compares ASCII letters without case.
-        conditions.push(r"(payload LIKE ? ESCAPE '\' OR last_error LIKE ? ESCAPE '\')");
+        conditions.push(sql_once!("{}", payload_or_error_like("LIKE", "?")));
         let pattern = contains_pattern(text);
         values.push(pattern.clone().into());
         values.push(pattern.into());
@@ -212,6 +220,22 @@ pub fn claim_for_replay(
                 }
             }
         }
+        Selection::Matching(matched) => {
+            let (queue, pattern) = matched.params();
+            let mut stmt = conn.prepare_cached(sql_once!(
+                "UPDATE dead_letters SET state = 'replaying', updated_at = ?3
+                 WHERE rowid IN (SELECT rowid FROM dead_letters WHERE {matching}
+                                 ORDER BY failed_at LIMIT ?4)
+                 RETURNING id",
+                matching = matching()
+            ))?;
+            let rows = stmt.query_map(params![queue, pattern, now, limit as i64], |row| {
+                id_from_row(row, 0)
+            })?;
+            for id in rows {
+                claimed.push(id?);
+            }
+        }
     }
     Ok(claimed)
 }
@@ -254,6 +278,16 @@ pub fn delete(conn: &Connection, selection: &Selection) -> StoreResult<Vec<JobId
                     in_group = in_group()
                 ))?
                 .query_map(params![queue, status, line], |row| id_from_row(row, 0))?
+                .collect::<Result<_, _>>()?)
+        }
+        Selection::Matching(matched) => {
+            let (queue, pattern) = matched.params();
+            Ok(conn
+                .prepare_cached(sql_once!(
+                    "DELETE FROM dead_letters WHERE {matching} RETURNING id",
+                    matching = matching()
+                ))?
+                .query_map(params![queue, pattern], |row| id_from_row(row, 0))?
                 .collect::<Result<_, _>>()?)
         }
     }
@@ -615,6 +649,18 @@ impl DeadLetterRows for SqliteTx<'_> {
                         in_group = in_group()
                     ))?
                     .execute(params![queue, status, line, now])?)
+            }
+            Selection::Matching(matched) => {
+                let (queue, pattern) = matched.params();
+                Ok(self
+                    .0
+                    .prepare_cached(sql_once!(
+                        "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = ?3,
+                                updated_at = ?3
+                         WHERE {matching}",
+                        matching = matching()
+                    ))?
+                    .execute(params![queue, pattern, now])?)
             }
         }
     }

@@ -9,7 +9,9 @@ use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::dialect::DeliveryRows;
 use crate::store::error::StoreResult;
-use crate::store::records::{Delivery, JobRecord, JobState, Lease, Position, ScheduleTick};
+use crate::store::records::{
+    Delivery, JobRecord, JobState, JobsPage, Lease, Position, ScheduleTick,
+};
 
 /// The columns of a record, in the order [`record_from_row`] reads them.
 const COLUMNS: &str = "id, queue, payload, attempts, created_at, not_before, priority, \
@@ -110,23 +112,27 @@ impl DeliveryRows for SqliteTx<'_> {
 
     /// One page of `queue`'s log, newest delivery first, after `before` (the last record of the
     /// previous page).
+    /// The page is one range of `delivered_by_queue`: the first page starts past either end
+    /// of it, so both pages take the same statement.
     async fn list_delivered(
         &self,
         queue: &QueueName,
-        before: Option<Position>,
-        limit: usize,
+        page: &JobsPage<Position>,
     ) -> StoreResult<Vec<JobRecord>> {
-        let (at, id) = match before {
+        let (direction, compare) = page.keyset();
+        let (at, id) = match page.after {
             Some(position) => (position.at, position.id.as_bytes().to_vec()),
-            None => (UnixMillis::MAX, vec![0xff; 17]),
+            None if page.newest_first => (UnixMillis::MAX, vec![0xff; 17]),
+            None => (UnixMillis::MIN, Vec::new()),
         };
         let mut stmt = self.0.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM delivered
-             WHERE queue = ?1 AND (delivered_at, id) < (?2, ?3)
-             ORDER BY delivered_at DESC, id DESC LIMIT ?4"
+             WHERE queue = ?1 AND (delivered_at, id) {compare} (?2, ?3)
+               AND (?4 IS NULL OR payload LIKE ?4 ESCAPE '\\')
+             ORDER BY delivered_at {direction}, id {direction} LIMIT ?5"
         ))?;
         let rows = stmt.query_map(
-            params![queue.as_str(), at, id, limit as i64],
+            params![queue.as_str(), at, id, page.pattern(), page.limit as i64],
             record_from_row,
         )?;
         Ok(rows.collect::<Result<_, _>>()?)

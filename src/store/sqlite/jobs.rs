@@ -14,7 +14,8 @@ use crate::sql_once;
 use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobRecord, Lease, NewJob, QueueCounts, ScheduleTick,
+    AttemptRecord, ClaimedJob, Failure, JobRecord, JobsPage, Lease, NewJob, QueueCounts,
+    ScheduleTick, payload_or_error_like,
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
@@ -648,20 +649,27 @@ impl JobRows for SqliteTx<'_> {
         get(self.0, queue, id)
     }
 
+    /// The page is one range of `jobs_by_queue`: the first page starts past either end of
+    /// it (an empty id, or one above every id), so both pages take the same statement.
     async fn list_live(
         &self,
         queue: &QueueName,
-        after: Option<JobId>,
-        limit: usize,
+        page: &JobsPage<JobId>,
     ) -> StoreResult<Vec<JobRecord>> {
-        let after: &[u8] = after.as_ref().map_or(&[], |id| &id.as_bytes()[..]);
+        let (direction, compare) = page.keyset();
+        let after: Vec<u8> = match page.after {
+            Some(id) => id.as_bytes().to_vec(),
+            None if page.newest_first => vec![0xff; 17],
+            None => Vec::new(),
+        };
         let mut stmt = self.0.prepare_cached(&format!(
             "SELECT {RECORD_COLUMNS} FROM jobs
-             WHERE queue = ?1 AND id > ?2
-             ORDER BY id LIMIT ?3"
+             WHERE queue = ?1 AND id {compare} ?2 AND (?3 IS NULL OR {contains})
+             ORDER BY id {direction} LIMIT ?4",
+            contains = payload_or_error_like("LIKE", "?3"),
         ))?;
         let rows = stmt.query_map(
-            params![queue.as_str(), after, limit as i64],
+            params![queue.as_str(), after, page.pattern(), page.limit as i64],
             record_from_row,
         )?;
         Ok(rows.collect::<Result<_, _>>()?)
