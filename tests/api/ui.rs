@@ -671,8 +671,10 @@ async fn the_dead_letters_page_finds_letters_by_text_and_lists_oldest_first() {
         page.body.contains(r#"value="Declined""#),
         "the search stays in its field"
     );
-    // "Every pending letter" would act beyond what is listed: not offered while searching.
+    // "Every pending letter" would act beyond what is listed: while searching, the actions
+    // on all take what the search finds.
     assert!(!page.body.contains("replay-queue"));
+    assert!(page.body.contains(r#"id="replay-matching""#));
     assert!(
         visitor
             .get("/ui/dlq?queue=q&status=pending")
@@ -711,6 +713,114 @@ async fn a_dead_jobs_page_says_when_and_why_it_died() {
     assert!(page.contains("the worker answered 410 Gone"), "{page}");
     assert!(page.contains(r#"<span id="dead-letter-state">pending</span>"#));
     assert!(!page.contains("replayed once before"));
+}
+
+/// Issue 27: a queue's job lists find text and turn around, the search and order kept by
+/// every link of the list; on the ERROR tab, "all matching" acts on what the search finds
+/// (counted in its question) and on nothing else.
+#[tokio::test]
+async fn a_queues_job_lists_search_turn_around_and_act_on_all_a_search_finds() {
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let receiver = TestReceiver::always(Reply::with_body(500, "card declined")).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut declined = Vec::new();
+    for n in 0..3 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+        declined.push(id);
+    }
+    receiver.set_default(Reply::with_body(500, "nope"));
+    let other = app.enqueue_ok("q", &json!({ "n": 9 })).await;
+    app.wait_until_error("q", &other).await;
+
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor
+        .get("/ui/queue/q?status=ERROR&search=DECLINED&order=newest")
+        .await
+        .body;
+    let positions: Vec<usize> = declined
+        .iter()
+        .map(|id| page.find(&format!(r#"value="{id}""#)).expect("listed"))
+        .collect();
+    assert!(
+        positions[2] < positions[1] && positions[1] < positions[0],
+        "newest first"
+    );
+    assert!(!page.contains(&format!(r#"value="{other}""#)), "not found");
+    assert!(page.contains(r#"id="jobs-search" name="search" maxlength="200" value="DECLINED""#));
+    assert!(page.contains(r#"<option value="newest" selected>"#));
+    // Every pending letter it finds, counted; not every letter of the queue.
+    assert!(
+        page.contains("Replay all 3 pending dead letters of q that contain “DECLINED”{delay}?"),
+        "{page}"
+    );
+    assert!(!page.contains(r#"id="replay-queue""#));
+    // The tabs keep the search; the pages keep it and the order.
+    assert!(page.contains(r#"href="/ui/queue/q?status=READY&amp;search=DECLINED#jobs-title""#));
+    let paged = visitor
+        .get("/ui/queue/q/_jobs?status=ERROR&search=declined&order=oldest")
+        .await
+        .body;
+    assert!(
+        paged.contains(r#"<option value="oldest" selected>"#),
+        "{paged}"
+    );
+    // Nothing found says so.
+    assert!(
+        visitor
+            .get("/ui/queue/q?status=READY&search=declined")
+            .await
+            .body
+            .contains("No READY job contains “declined”.")
+    );
+
+    let back = "/ui/queue/q?status=ERROR&order=oldest&search=declined#jobs-title";
+    let acked = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[
+                ("action", "acknowledge-matching"),
+                ("queue", "q"),
+                ("search", "declined"),
+                ("back", back),
+            ],
+        )
+        .await;
+    assert_eq!(acked.location(), back);
+    assert!(
+        visitor
+            .follow(acked)
+            .await
+            .body
+            .contains("Acknowledged 3 dead letters.")
+    );
+    let pending = app.get("/admin/dlq?queue=q").await.expect(200);
+    assert_eq!(pending["total_count"], 1, "{pending}");
+    assert_eq!(pending["messages"][0]["id"], json!(other));
+
+    // The dead letters page offers the same across every queue.
+    let all = visitor.get("/ui/dlq?status=pending&search=nope").await.body;
+    assert!(
+        all.contains("Replay the 1 pending dead letter that contains “nope”{delay}? They go back to their queues"),
+        "{all}"
+    );
+    let replayed = visitor
+        .submit(
+            "/ui/dlq/action",
+            &[
+                ("action", "replay-matching"),
+                ("search", "nope"),
+                ("back", "/ui/dlq?status=pending&search=nope"),
+            ],
+        )
+        .await;
+    assert!(
+        visitor
+            .follow(replayed)
+            .await
+            .body
+            .contains("Replayed 1 of 1.")
+    );
 }
 
 #[tokio::test]
@@ -1273,7 +1383,7 @@ async fn every_live_part_can_keep_focus_and_the_job_list_is_live() {
     let mut visitor = UiVisitor::new(&app);
     let page = visitor.get("/ui/queue/q").await.body;
     assert!(
-        page.contains(r#"hx-get="/ui/queue/q/_jobs?status=READY""#),
+        page.contains(r#"hx-get="/ui/queue/q/_jobs?status=READY&amp;order=oldest""#),
         "the job list refreshes itself"
     );
     for path in [

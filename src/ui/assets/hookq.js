@@ -1,7 +1,7 @@
 // hookq admin UI: confirmations that say what will happen to how many, actions on a
 // selection that cannot be sent empty (with a box that selects a whole page, and a live
-// refresh that waits while something is selected), and a notice while the live refresh
-// gets no answer. A file of its own (the CSP allows no inline script);
+// refresh that waits while something is selected or typed), and a notice while the live
+// refresh gets no answer. A file of its own (the CSP allows no inline script);
 // without it every page still works, with no confirmation and the server saying when
 // nothing was selected.
 "use strict";
@@ -84,10 +84,31 @@ function readySelections(root) {
 document.addEventListener("DOMContentLoaded", () => readySelections(document));
 document.addEventListener("htmx:load", (event) => readySelections(event.target));
 
-// A live refresh would redraw a list with nothing ticked: it waits while something is.
+// Whether a field inside `root` holds what the user typed or chose but did not send yet.
+function isBeingEdited(root) {
+  for (const field of root.querySelectorAll("input:not([type=checkbox]):not([type=hidden]), textarea")) {
+    if (field.value !== field.defaultValue) {
+      return true;
+    }
+  }
+  for (const select of root.querySelectorAll("select")) {
+    const initial = Math.max(0, Array.from(select.options).findIndex((o) => o.defaultSelected));
+    if (select.selectedIndex !== initial) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A live refresh would redraw a list with nothing ticked, or a search box as it was: it
+// waits while something is ticked or being typed.
 document.addEventListener("htmx:beforeRequest", (event) => {
   const target = event.detail.elt;
-  if (target && target.querySelector && target.querySelector('input[name="ids"]:checked')) {
+  if (
+    target &&
+    target.querySelector &&
+    (target.querySelector('input[name="ids"]:checked') || isBeingEdited(target))
+  ) {
     event.preventDefault();
   }
 });

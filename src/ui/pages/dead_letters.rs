@@ -1,6 +1,7 @@
-//! The dead letters: live figures, a filter by queue and state, a queue's pending letters
-//! grouped by error (each group replayed or acknowledged at once), and a page of letters to
-//! select and replay (with an optional delay), acknowledge or delete, after a confirmation.
+//! The dead letters: live figures, a filter by queue, state and text, a queue's pending
+//! letters grouped by error (each group replayed or acknowledged at once), and a page of
+//! letters to select and replay (with an optional delay), acknowledge or delete, or to act
+//! on all at once (of a queue, or all a search finds), after a confirmation.
 
 use axum::extract::Query;
 use maud::{Markup, html};
@@ -250,9 +251,9 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
                             data-confirm="Delete {n} dead letters for good? Their jobs and their history are removed; this cannot be undone." {
                             "Delete selected"
                         }
-                        // Every pending letter of the queue, when that is what the list shows.
-                        @if let Some(queue) = filter.queue.as_ref().filter(|_| filter.status == "pending" && filter.search.is_none()) {
-                            (whole_queue_actions(queue, letters.total_count))
+                        // Every pending letter the list shows (of a queue, or a search finds).
+                        @if filter.status == "pending" {
+                            (all_pending_actions(filter.queue.as_ref(), filter.search.as_deref(), letters.total_count))
                         }
                     }
                     p class="hint" id="selection" data-selected-count
@@ -383,25 +384,52 @@ pub fn select_all() -> Markup {
     }
 }
 
-/// Replay or acknowledge every pending letter of `queue` (`pending` of them, as the page
-/// counted them), whatever is ticked, each after a question with the count; `{delay}` is
-/// filled in by `hookq.js`.
-pub fn whole_queue_actions(queue: &QueueName, pending: u64) -> Markup {
+/// Replay or acknowledge, whatever is ticked, every pending letter of `queue` or, with a
+/// `search`, every pending letter (of `queue`, or of every queue) the search finds: `pending`
+/// of them, as the page counted them. Each asks first, with the count; `{delay}` is filled
+/// in by `hookq.js`. Nothing for every letter of every queue: no page lists that.
+pub fn all_pending_actions(
+    queue: Option<&QueueName>,
+    search: Option<&str>,
+    pending: u64,
+) -> Markup {
     let letters = if pending == 1 {
         "the 1 pending dead letter".to_owned()
     } else {
         format!("all {pending} pending dead letters")
     };
+    let (target, which, label, back_to) = match (queue, search) {
+        (Some(queue), None) => (
+            "queue",
+            format!("of {queue}"),
+            format!("every pending letter of {queue}"),
+            queue.to_string(),
+        ),
+        (queue, Some(search)) => (
+            "matching",
+            {
+                let contain = if pending == 1 { "contains" } else { "contain" };
+                match queue {
+                    Some(queue) => format!("of {queue} that {contain} “{search}”"),
+                    None => format!("that {contain} “{search}”"),
+                }
+            },
+            format!("all {pending} matching"),
+            queue.map_or_else(|| "their queues".to_owned(), ToString::to_string),
+        ),
+        (None, None) => return html! {},
+    };
     html! {
-        input type="hidden" name="queue" value=(queue);
-        button type="submit" name="action" value="replay-queue" id="replay-queue" class="secondary"
-            data-confirm={ "Replay " (letters) " of " (queue) "{delay}? They go back to " (queue)
+        @if let Some(queue) = queue { input type="hidden" name="queue" value=(queue); }
+        @if let Some(search) = search { input type="hidden" name="search" value=(search); }
+        button type="submit" name="action" value={ "replay-" (target) } id={ "replay-" (target) } class="secondary"
+            data-confirm={ "Replay " (letters) " " (which) "{delay}? They go back to " (back_to)
                            " as READY jobs and are delivered again." } {
-            "Replay every pending letter of " (queue)
+            "Replay " (label)
         }
-        button type="submit" name="action" value="acknowledge-queue" id="acknowledge-queue" class="secondary"
-            data-confirm={ "Acknowledge " (letters) " of " (queue) "? They stay listed as acknowledged and are not delivered again." } {
-            "Acknowledge every pending letter of " (queue)
+        button type="submit" name="action" value={ "acknowledge-" (target) } id={ "acknowledge-" (target) } class="secondary"
+            data-confirm={ "Acknowledge " (letters) " " (which) "? They stay listed as acknowledged and are not delivered again." } {
+            "Acknowledge " (label)
         }
     }
 }
@@ -426,7 +454,8 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
         .unwrap_or("/ui/dlq")
         .to_owned();
     // An action is a verb and what it acts on: `replay` (the ticked letters),
-    // `replay-queue` (every pending one of the queue), `replay-group` (one group of them).
+    // `replay-queue` (every pending one of the queue), `replay-group` (one group of them),
+    // `replay-matching` (every pending one a search finds, of the queue if one is named).
     let action = form.get("action").unwrap_or_default();
     let (verb, target) = action.split_once('-').unwrap_or((action, "selected"));
     let ids: Vec<&str> = form.all("ids");
@@ -435,6 +464,14 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
         ("replay" | "acknowledge" | "delete", "selected") => json!({ "ids": ids }),
         ("replay" | "acknowledge", "queue") => json!({ "queue": queue, "all": true }),
         ("replay" | "acknowledge", "group") => json!({ "queue": queue, "group": group_of(&form) }),
+        ("replay" | "acknowledge", "matching") => {
+            let mut matching =
+                json!({ "all": true, "search": form.get("search").unwrap_or_default() });
+            if !queue.is_empty() {
+                matching["queue"] = json!(queue);
+            }
+            matching
+        }
         _ => return Ok(ctx.done(Flash::error("Choose replay, acknowledge or delete."), &back)),
     };
     if target == "selected" && ids.is_empty() {

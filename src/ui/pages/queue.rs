@@ -1,6 +1,6 @@
 //! A queue's page: live figures and chart, pause/resume and delete, a form to enqueue a
-//! test job, its jobs by status (READY, ERROR, DELIVERED) page by page, its schedules, and
-//! its settings form ([`super::queue_settings`]).
+//! test job, its jobs by status (READY, ERROR, DELIVERED) page by page, found by text and
+//! listed either way, its schedules, and its settings form ([`super::queue_settings`]).
 
 use axum::extract::{Path, Query};
 use maud::{Markup, html};
@@ -10,6 +10,7 @@ use super::dashboard::{ChartQuery, ChartRange, REFRESH, breaker, pause_state};
 use super::dead_letters;
 use super::queue_settings::{SETTINGS_FORM, settings_form};
 use super::schedules::{self, SCHEDULE_FORM};
+use crate::api::dlq::DlqPage;
 use crate::api::jobs::{JobList, JobView};
 use crate::api::openapi::{IdBody, OkBody};
 use crate::api::queue_stats::QueueStats;
@@ -28,11 +29,69 @@ const PAGE: usize = 25;
 #[derive(Deserialize)]
 pub struct JobsQuery {
     status: Option<String>,
+    /// Text the listed jobs' payload or last error contains.
+    search: Option<String>,
+    /// `newest` or `oldest` first (by default, the status's own order).
+    order: Option<String>,
     cursor: Option<String>,
     /// `day`: the chart shows the last day instead of the last hour.
     range: Option<String>,
     /// The schedule whose values fill the schedule form.
     edit: Option<String>,
+}
+
+/// Which of a queue's jobs the list shows: a status, the text looked for, the order.
+struct JobsFilter {
+    status: &'static str,
+    search: Option<String>,
+    newest_first: bool,
+}
+
+impl JobsFilter {
+    fn of(query: &JobsQuery) -> Self {
+        let status = match query.status.as_deref() {
+            Some("ERROR") => "ERROR",
+            Some("DELIVERED") => "DELIVERED",
+            _ => "READY",
+        };
+        Self {
+            status,
+            search: query
+                .search
+                .as_deref()
+                .map(str::trim)
+                .filter(|text| !text.is_empty())
+                .map(str::to_owned),
+            // The delivery log reads newest first; the waiting jobs and the dead letters
+            // oldest first (the next to go, the longest failing).
+            newest_first: match query.order.as_deref() {
+                Some("newest") => true,
+                Some("oldest") => false,
+                _ => status == "DELIVERED",
+            },
+        }
+    }
+
+    /// This filter as a query string (`status=…&order=…&search=…`), `status` replaced by
+    /// `tab` and the order by that tab's own when given: a tab keeps the search.
+    fn query(&self, tab: Option<&str>) -> String {
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        query.append_pair("status", tab.unwrap_or(self.status));
+        if tab.is_none() {
+            query.append_pair(
+                "order",
+                if self.newest_first {
+                    "newest"
+                } else {
+                    "oldest"
+                },
+            );
+        }
+        if let Some(search) = &self.search {
+            query.append_pair("search", search);
+        }
+        query.finish()
+    }
 }
 
 /// A queue name from a UI path: 404 unless it is a valid name (so it can go into an API
@@ -126,12 +185,8 @@ async fn jobs_panel(
     stats: &QueueStats,
 ) -> ApiAnswer<Markup> {
     let api = ctx.api();
-    let status = match query.status.as_deref() {
-        Some("ERROR") => "ERROR",
-        Some("DELIVERED") => "DELIVERED",
-        _ => "READY",
-    };
-    let mut page_query = format!("status={status}");
+    let filter = JobsFilter::of(query);
+    let mut page_query = filter.query(None);
     if let Some(cursor) = &query.cursor {
         page_query.push_str("&cursor=");
         page_query.extend(url::form_urlencoded::byte_serialize(cursor.as_bytes()));
@@ -139,20 +194,30 @@ async fn jobs_panel(
     let jobs: JobList = api
         .get(&format!("/queue/{name}?{page_query}&limit={PAGE}"))
         .await?;
+    // The dead letters a search finds, counted for "all matching": the admin listing
+    // counts what the ERROR tab lists.
+    let pending = match (&filter.search, filter.status) {
+        (Some(search), "ERROR") => {
+            let matching: DlqPage = api
+                .get(&format!(
+                    "/admin/dlq?queue={name}&limit=1&{}",
+                    url::form_urlencoded::Serializer::new(String::new())
+                        .append_pair("search", search)
+                        .finish()
+                ))
+                .await?;
+            matching.total_count
+        }
+        _ => stats.dead,
+    };
     let refresh = format!("{}/_jobs?{page_query}", queue_url(name));
     let list = JobsList {
         name,
-        status,
+        filter: &filter,
         paged: query.cursor.is_some(),
         jobs: &jobs,
     };
-    Ok(jobs_section(
-        ctx,
-        &list,
-        Hold::of(stats),
-        stats.dead,
-        &refresh,
-    ))
+    Ok(jobs_section(ctx, &list, Hold::of(stats), pending, &refresh))
 }
 
 /// `GET /ui/queue/{name}/_stats`: the figures panel alone, for the live refresh.
@@ -401,27 +466,35 @@ fn enqueue_form(ctx: &Ctx, name: &QueueName, answer: Option<&Flash>) -> Markup {
 /// One page of a queue's jobs of one status.
 struct JobsList<'a> {
     name: &'a QueueName,
-    status: &'a str,
+    filter: &'a JobsFilter,
     /// Not the first page.
     paged: bool,
     jobs: &'a JobList,
 }
 
-/// The list of jobs. Every link in it has an id: the refresh replaces the section, and htmx
-/// gives focus back to the new element of the id the focused one had. On the ERROR tab the
-/// dead letters can be ticked (a page at once too) and replayed or acknowledged, or all
-/// `dead` pending ones at once; the refresh waits while any is ticked (`hookq.js`).
-fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, dead: u64, refresh: &str) -> Markup {
+/// The list of jobs, with its search and order. Every control in it has an id: the refresh
+/// replaces the section, and htmx gives focus back to the new element of the id the focused
+/// one had; the refresh waits while the search is being typed (`hookq.js`). On the ERROR tab
+/// the dead letters can be ticked (a page at once too) and replayed or acknowledged, or all
+/// `pending` ones (those the search finds, when searching) at once; the refresh waits while
+/// any is ticked.
+fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, pending: u64, refresh: &str) -> Markup {
     let JobsList {
         name,
-        status,
+        filter,
         paged,
         jobs,
     } = *list;
+    let status = filter.status;
     let selectable = status == "ERROR";
-    let back = format!("{}?status=ERROR#jobs-title", queue_url(name));
+    let here = format!("{}?{}", queue_url(name), filter.query(None));
+    let back = format!("{here}#jobs-title");
     let tab = |label: &str| {
-        let href = format!("{}?status={label}#jobs-title", queue_url(name));
+        let href = format!(
+            "{}?{}#jobs-title",
+            queue_url(name),
+            filter.query(Some(label))
+        );
         html! {
             @if label == status {
                 a id={ "tab-" (label) } href=(href) aria-current="page" { (label) }
@@ -435,11 +508,13 @@ fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, dead: u64, refresh: 
             hx-get=(refresh) hx-trigger=(REFRESH) hx-swap="outerHTML" {
             h2 id="jobs-title" { "Jobs" }
             nav class="tabs" aria-label="Jobs by status" { (tab("READY")) (tab("ERROR")) (tab("DELIVERED")) }
+            (jobs_filter_form(name, filter))
             @if jobs.jobs.is_empty() {
                 p class="muted" id="no-jobs" {
-                    @match status {
-                        "DELIVERED" => "None kept. Delivered jobs are listed here while the queue keeps them (keepDelivered).",
-                        "ERROR" => "No dead letters.",
+                    @match (status, &filter.search) {
+                        (_, Some(search)) => { "No " (status) " job contains “" (search) "”." },
+                        ("DELIVERED", None) => "None kept. Delivered jobs are listed here while the queue keeps them (keepDelivered).",
+                        ("ERROR", None) => "No dead letters.",
                         _ => "Nothing waiting.",
                     }
                 }
@@ -450,7 +525,7 @@ fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, dead: u64, refresh: 
                     (jobs_table(name, hold, status, jobs, selectable))
                     div class="actions" {
                         (dead_letters::selection_actions())
-                        (dead_letters::whole_queue_actions(name, dead))
+                        (dead_letters::all_pending_actions(Some(name), filter.search.as_deref(), pending))
                     }
                     p class="hint" id="selection" data-selected-count
                         data-none="Nothing selected: tick the dead letters to act on."
@@ -460,11 +535,40 @@ fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, dead: u64, refresh: 
                 (jobs_table(name, hold, status, jobs, selectable))
             }
             p class="pager" {
-                @if paged { a id="first-page" href={ (queue_url(name)) "?status=" (status) "#jobs-title" } { "First page" } " " }
+                @if paged { a id="first-page" href=(back) { "First page" } " " }
                 @if let Some(next) = &jobs.next {
-                    a id="next-page" href={ (queue_url(name)) "?status=" (status) "&cursor=" (next) "#jobs-title" } { "Next page" }
+                    a id="next-page" href={ (here) "&cursor=" (next) "#jobs-title" } { "Next page" }
                 }
             }
+        }
+    }
+}
+
+/// The list's search (in payloads and last errors) and order, kept across the tabs.
+fn jobs_filter_form(name: &QueueName, filter: &JobsFilter) -> Markup {
+    let (newest, oldest) = match filter.status {
+        "DELIVERED" => ("newest delivery first", "oldest delivery first"),
+        "ERROR" => ("newest failure first", "oldest failure first"),
+        _ => ("newest first", "oldest first"),
+    };
+    html! {
+        form method="get" action={ (queue_url(name)) "#jobs-title" } class="actions" id="jobs-filter" {
+            input type="hidden" name="status" value=(filter.status);
+            div class="field" {
+                label for="jobs-search" {
+                    @if filter.status == "DELIVERED" { "Text in payload" } @else { "Text in payload or error" }
+                }
+                input type="search" id="jobs-search" name="search" maxlength="200"
+                    value=(filter.search.as_deref().unwrap_or(""));
+            }
+            div class="field" {
+                label for="jobs-order" { "Order" }
+                select id="jobs-order" name="order" {
+                    option value="oldest" selected[!filter.newest_first] { (oldest) }
+                    option value="newest" selected[filter.newest_first] { (newest) }
+                }
+            }
+            div class="field" { button type="submit" id="jobs-show" class="secondary" { "Show" } }
         }
     }
 }
