@@ -9,7 +9,7 @@ use reqwest::{Method, Url};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{CliError, CliResult, RemoteArgs};
+use super::{CliError, CliResult, ListFilter, RemoteArgs};
 
 /// A bulk replay of a big queue is one request: give the server time.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
@@ -42,6 +42,11 @@ pub use crate::api::settings::QueueSettings;
 pub enum Selection {
     Ids(Vec<String>),
     Queue(String),
+    /// The pending letters a search finds, of one queue or of every queue.
+    Matching {
+        queue: Option<String>,
+        text: String,
+    },
 }
 
 impl Selection {
@@ -49,6 +54,11 @@ impl Selection {
         match self {
             Self::Ids(ids) => json!({ "ids": ids }),
             Self::Queue(queue) => json!({ "queue": queue, "all": true }),
+            Self::Matching { queue: None, text } => json!({ "all": true, "search": text }),
+            Self::Matching {
+                queue: Some(queue),
+                text,
+            } => json!({ "queue": queue, "all": true, "search": text }),
         }
     }
 }
@@ -60,6 +70,7 @@ pub struct DlqQuery {
     pub status: String,
     pub limit: u32,
     pub cursor: Option<String>,
+    pub filter: ListFilter,
 }
 
 /// The route family: admin routes take the admin key.
@@ -316,11 +327,13 @@ impl Client {
         status: &str,
         limit: u32,
         cursor: Option<&str>,
+        filter: &ListFilter,
     ) -> CliResult<Reply<JobList>> {
         let mut query = vec![("status", status.to_owned()), ("limit", limit.to_string())];
         if let Some(cursor) = cursor {
             query.push(("cursor", cursor.to_owned()));
         }
+        query.extend(filter.query());
         let url = self.url(&["queue", queue], &query);
         self.call(Method::GET, Route::Queue, url, None).await
     }
@@ -336,6 +349,7 @@ impl Client {
         if let Some(cursor) = &params.cursor {
             query.push(("cursor", cursor.clone()));
         }
+        query.extend(params.filter.query());
         let url = self.url(&["admin", "dlq"], &query);
         self.call(Method::GET, Route::Admin, url, None).await
     }

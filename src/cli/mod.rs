@@ -324,7 +324,35 @@ pub struct JobsArgs {
     #[arg(long)]
     pub all: bool,
     #[command(flatten)]
+    pub filter: ListFilter,
+    #[command(flatten)]
     pub remote: RemoteArgs,
+}
+
+/// What a listing finds, and which way it reads.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ListFilter {
+    /// Only those whose payload or last error contains this text (letters compared without
+    /// case).
+    #[arg(long)]
+    pub search: Option<String>,
+    /// newest or oldest first (default: the listing's own order).
+    #[arg(long, value_parser = ["newest", "oldest"])]
+    pub order: Option<String>,
+}
+
+impl ListFilter {
+    /// The query parameters it adds to a listing.
+    pub fn query(&self) -> Vec<(&'static str, String)> {
+        let mut query = Vec::new();
+        if let Some(search) = &self.search {
+            query.push(("search", search.clone()));
+        }
+        if let Some(order) = &self.order {
+            query.push(("order", order.clone()));
+        }
+        query
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -431,6 +459,8 @@ pub struct DlqListArgs {
     #[arg(long)]
     pub cursor: Option<String>,
     #[command(flatten)]
+    pub filter: ListFilter,
+    #[command(flatten)]
     pub remote: RemoteArgs,
 }
 
@@ -464,18 +494,23 @@ pub enum KeyCommand {
     },
 }
 
-/// Which dead letters: `--ids a,b` or `--queue q --all`.
+/// Which dead letters: `--ids a,b`, `--queue q --all`, or `--all --search text` (with or
+/// without `--queue`).
 #[derive(Debug, Args)]
 pub struct SelectionArgs {
     /// Dead-letter (job) ids, comma-separated.
-    #[arg(long, value_delimiter = ',', num_args = 1.., required_unless_present = "queue", conflicts_with_all = ["queue", "all"])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., required_unless_present_any = ["queue", "search"], conflicts_with_all = ["queue", "all", "search"])]
     pub ids: Vec<String>,
     /// Every pending dead letter of this queue (needs --all).
     #[arg(long, requires = "all")]
     pub queue: Option<String>,
-    /// Confirm acting on the whole queue.
-    #[arg(long, requires = "queue")]
+    /// Confirm acting on every pending letter of the queue, or that the search finds.
+    #[arg(long)]
     pub all: bool,
+    /// Every pending dead letter whose payload or last error contains this text, as
+    /// `hookq dlq list --search` lists them (of --queue, or of every queue; needs --all).
+    #[arg(long, requires = "all")]
+    pub search: Option<String>,
 }
 
 /// Either `--header` (X-HYPER-SIGNATURE) or the three Standard Webhooks headers.

@@ -390,7 +390,13 @@ async fn jobs(args: JobsArgs) -> CliResult<()> {
     let mut last_json;
     loop {
         let reply = client
-            .list_jobs(&args.queue, &status, args.limit, cursor.as_deref())
+            .list_jobs(
+                &args.queue,
+                &status,
+                args.limit,
+                cursor.as_deref(),
+                &args.filter,
+            )
             .await?;
         if let Some(page) = reply.json.get("jobs").and_then(Value::as_array) {
             raw_jobs.extend(page.iter().cloned());
@@ -452,6 +458,7 @@ async fn dlq_list(args: DlqListArgs) -> CliResult<()> {
             status: args.status.to_ascii_lowercase(),
             limit: args.limit,
             cursor: args.cursor.clone(),
+            filter: args.filter.clone(),
         })
         .await?;
     let page = &reply.data;
@@ -648,6 +655,17 @@ fn show_queue(settings: &QueueSettings, stats: &QueueStats) -> String {
 }
 
 fn selection(args: &SelectionArgs) -> CliResult<Selection> {
+    if let Some(text) = &args.search {
+        return match (args.all, args.ids.is_empty()) {
+            (true, true) => Ok(Selection::Matching {
+                queue: args.queue.clone(),
+                text: text.clone(),
+            }),
+            _ => Err(CliError::Usage(
+                "act on what a search finds with --all --search text [--queue q]".into(),
+            )),
+        };
+    }
     match (&args.queue, args.all, args.ids.is_empty()) {
         (Some(queue), true, true) => Ok(Selection::Queue(queue.clone())),
         (None, false, false) => {
@@ -664,7 +682,8 @@ fn selection(args: &SelectionArgs) -> CliResult<Selection> {
             Ok(Selection::Ids(ids))
         }
         _ => Err(CliError::Usage(
-            "select dead letters with --ids a,b or with --queue q --all".into(),
+            "select dead letters with --ids a,b, with --queue q --all, or with --all --search text"
+                .into(),
         )),
     }
 }
@@ -688,9 +707,13 @@ fn progress(selection: &Selection, verb: &str, total_ids: usize) -> Option<Progr
         return None;
     }
     let bar = match selection {
-        Selection::Queue(queue) => {
+        Selection::Queue(_) | Selection::Matching { .. } => {
+            let which = match selection {
+                Selection::Queue(queue) => format!("the dead letters of {queue}"),
+                _ => "the dead letters found".to_owned(),
+            };
             let spinner = ProgressBar::new_spinner();
-            spinner.set_message(format!("{verb} the dead letters of {queue}…"));
+            spinner.set_message(format!("{verb} {which}…"));
             spinner.enable_steady_tick(Duration::from_millis(100));
             spinner
         }
@@ -717,7 +740,7 @@ async fn in_batches<T>(
 ) -> CliResult<Vec<Reply<T>>> {
     let total_ids = match &selection {
         Selection::Ids(ids) => ids.len(),
-        Selection::Queue(_) => 0,
+        Selection::Queue(_) | Selection::Matching { .. } => 0,
     };
     let bar = progress(&selection, verb, total_ids);
     let mut replies = Vec::new();

@@ -594,6 +594,65 @@ async fn dlq_list_stats_replay_and_ack_drive_the_admin_api() {
         .fails_with(1, "(HTTP 422)");
 }
 
+/// Issue 27, "finding things" from the command line: `jobs` and `dlq list` take `--search`
+/// and `--order`, and `dlq replay|ack --all --search` act on every pending letter a search
+/// finds.
+#[tokio::test]
+async fn jobs_and_dlq_find_text_turn_around_and_act_on_what_a_search_finds() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "card declined")).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let mut declined = Vec::new();
+    for n in 0..2 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+        declined.push(id);
+    }
+    receiver.set_default(Reply::with_body(500, "nope"));
+    let other = app.enqueue_ok("q", &json!({ "n": 9 })).await;
+    app.wait_until_error("q", &other).await;
+
+    let jobs = at(
+        &app,
+        &[
+            "jobs", "q", "--status", "ERROR", "--search", "DECLINED", "--order", "newest", "--json",
+        ],
+    )
+    .await
+    .json();
+    let listed: Vec<&str> = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|job| job["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [declined[1].as_str(), declined[0].as_str()]);
+    let letters = at(&app, &["dlq", "list", "--search", "nope", "--json"])
+        .await
+        .json();
+    assert_eq!(message_ids(&letters), [other.as_str()]);
+    at(&app, &["jobs", "q", "--order", "sideways"])
+        .await
+        .fails_with(2, "--order");
+
+    let acked = at(&app, &["dlq", "ack", "--all", "--search", "declined"]).await;
+    assert_eq!(acked.ok(), "acknowledged 2\n");
+    receiver.set_default(Reply::ok());
+    let replayed = at(
+        &app,
+        &["dlq", "replay", "--queue", "q", "--all", "--search", "nope"],
+    )
+    .await;
+    assert_eq!(
+        replayed.ok(),
+        "replayed 1 of 1 requested (claimed 1, failed 0)\n"
+    );
+    app.wait_until_gone("q", &other).await;
+    at(&app, &["dlq", "ack", "--search", "x"])
+        .await
+        .fails_with(2, "--all");
+}
+
 #[tokio::test]
 async fn admin_commands_use_the_admin_key_and_queue_commands_the_api_key() {
     let api_key = "k".repeat(32);
