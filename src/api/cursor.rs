@@ -65,6 +65,22 @@ impl Cursor {
             Self::Ready(_) | Self::Delivered(_) => Err(invalid_cursor()),
         }
     }
+
+    /// The id of a READY listing, or a 400 if this cursor came from another listing.
+    pub fn into_ready(self) -> ApiResult<JobId> {
+        match self {
+            Self::Ready(id) => Ok(id),
+            Self::Error(_) | Self::Delivered(_) => Err(invalid_cursor()),
+        }
+    }
+
+    /// The delivery-order position, or a 400 if this cursor came from another listing.
+    pub fn into_delivered(self) -> ApiResult<Position> {
+        match self {
+            Self::Delivered(position) => Ok(position),
+            Self::Ready(_) | Self::Error(_) => Err(invalid_cursor()),
+        }
+    }
 }
 
 pub fn invalid_cursor() -> ApiError {

@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
-use super::cursor::{Cursor, invalid_cursor};
+use super::cursor::Cursor;
 use super::dlq::{DlqStateName, FailureReasonName};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{
@@ -353,11 +353,7 @@ pub async fn list_jobs(
     let cursor = params.cursor.as_deref().map(Cursor::decode).transpose()?;
     let (mut records, position_of): (Vec<JobRecord>, fn(&JobRecord) -> Cursor) = match status {
         JobStatus::Ready => {
-            let after = match cursor {
-                None => None,
-                Some(Cursor::Ready(id)) => Some(id),
-                Some(_) => return Err(invalid_cursor()),
-            };
+            let after = cursor.map(Cursor::into_ready).transpose()?;
             let page = JobsPage {
                 after,
                 limit: limit + 1,
@@ -397,11 +393,7 @@ pub async fn list_jobs(
             })
         }
         JobStatus::Delivered => {
-            let after = match cursor {
-                None => None,
-                Some(Cursor::Delivered(position)) => Some(position),
-                Some(_) => return Err(invalid_cursor()),
-            };
+            let after = cursor.map(Cursor::into_delivered).transpose()?;
             let page = JobsPage {
                 after,
                 limit: limit + 1,

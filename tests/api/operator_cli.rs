@@ -602,15 +602,9 @@ async fn jobs_and_dlq_find_text_turn_around_and_act_on_what_a_search_finds() {
     let receiver = TestReceiver::always(Reply::with_body(500, "card declined")).await;
     let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     app.create_queue_ok("q", &receiver.url, None).await;
-    let mut declined = Vec::new();
-    for n in 0..2 {
-        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
-        app.wait_until_error("q", &id).await;
-        declined.push(id);
-    }
+    let declined = make_dead_letters(&app, "q", 2).await;
     receiver.set_default(Reply::with_body(500, "nope"));
-    let other = app.enqueue_ok("q", &json!({ "n": 9 })).await;
-    app.wait_until_error("q", &other).await;
+    let other = make_dead_letters(&app, "q", 1).await.remove(0);
 
     let jobs = at(
         &app,

@@ -8,6 +8,7 @@ use reqwest::header::{CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::dlq_support::make_dead_letters;
 use crate::helpers::*;
 
 pub const ADMIN_KEY: &str = "ui-admin-key-0123456789";
@@ -723,15 +724,9 @@ async fn a_queues_job_lists_search_turn_around_and_act_on_all_a_search_finds() {
     let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
     let receiver = TestReceiver::always(Reply::with_body(500, "card declined")).await;
     app.create_queue_ok("q", &receiver.url, None).await;
-    let mut declined = Vec::new();
-    for n in 0..3 {
-        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
-        app.wait_until_error("q", &id).await;
-        declined.push(id);
-    }
+    let declined = make_dead_letters(&app, "q", 3).await;
     receiver.set_default(Reply::with_body(500, "nope"));
-    let other = app.enqueue_ok("q", &json!({ "n": 9 })).await;
-    app.wait_until_error("q", &other).await;
+    let other = make_dead_letters(&app, "q", 1).await.remove(0);
 
     let mut visitor = UiVisitor::new(&app);
     let page = visitor

@@ -54,12 +54,7 @@ impl Filter {
                 .into_iter()
                 .find(|s| Some(*s) == query.status.as_deref())
                 .unwrap_or("pending"),
-            search: query
-                .search
-                .as_deref()
-                .map(str::trim)
-                .filter(|text| !text.is_empty())
-                .map(str::to_owned),
+            search: searched_text(query.search.as_deref()),
             oldest_first: query.order.as_deref() == Some("oldest"),
         }
     }
@@ -79,6 +74,13 @@ impl Filter {
         }
         query.finish()
     }
+}
+
+/// The text a listing's search box sent, trimmed; `None` when empty.
+pub fn searched_text(raw: Option<&str>) -> Option<String> {
+    raw.map(str::trim)
+        .filter(|text| !text.is_empty())
+        .map(str::to_owned)
 }
 
 /// `GET /ui/dlq`.

@@ -56,12 +56,7 @@ impl JobsFilter {
         };
         Self {
             status,
-            search: query
-                .search
-                .as_deref()
-                .map(str::trim)
-                .filter(|text| !text.is_empty())
-                .map(str::to_owned),
+            search: dead_letters::searched_text(query.search.as_deref()),
             // The delivery log reads newest first; the waiting jobs and the dead letters
             // oldest first (the next to go, the longest failing).
             newest_first: match query.order.as_deref() {
