@@ -424,7 +424,7 @@ pub fn newest_first(order: Option<&str>, newest_by_default: bool) -> ApiResult<b
 }
 
 /// The longest text a listing searches for.
-pub const MAX_SEARCH_CHARS: usize = 200;
+const MAX_SEARCH_CHARS: usize = 200;
 
 /// The `search` of a listing or a selection: trimmed, `None` when empty; 422 when too long.
 pub fn search_text(raw: Option<&str>) -> ApiResult<Option<String>> {
