@@ -185,6 +185,25 @@ impl Browser {
         }
     }
 
+    /// Waits (up to [`WAIT`]) until the page the browser shows has `part` in its path and
+    /// query: after a form's submit, the old page may still answer a selector both have.
+    pub async fn wait_for_path_with(&self, part: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let path = self.current_path().await;
+            if path.contains(part) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "browser: still on {path} after {WAIT:?}, not a page with {part:?}\n{}",
+                    self.page_context().await
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
     /// Waits (up to [`WAIT`]) for a JavaScript `confirm()` dialog (what `hx-confirm` opens),
     /// accepts it and returns its text.
     pub async fn accept_confirm(&self) -> String {

@@ -795,14 +795,7 @@ async fn ui_browser_operators_find_jobs_replay_a_group_keep_schedules_and_keys()
     browser.fill("#filter-search", "needle").await;
     browser.click("#filter-show").await;
     // The old page has a #letters too: wait for the new one's address first.
-    eventually("the search's page", || async {
-        browser
-            .current_path()
-            .await
-            .contains("search=needle")
-            .then_some(())
-    })
-    .await;
+    browser.wait_for_path_with("search=needle").await;
     browser.wait_for("#letters").await;
     let letters = browser.text_of("#letters").await;
     assert!(
@@ -834,14 +827,7 @@ async fn ui_browser_operators_find_jobs_replay_a_group_keep_schedules_and_keys()
         json!("needle")
     );
     browser.click("#jobs-show").await;
-    eventually("the queue's search", || async {
-        browser
-            .current_path()
-            .await
-            .contains("search=needle")
-            .then_some(())
-    })
-    .await;
+    browser.wait_for_path_with("search=needle").await;
     browser.click("#acknowledge-matching").await;
     let question = browser.accept_confirm().await;
     assert!(
