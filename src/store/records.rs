@@ -929,6 +929,36 @@ impl<K> JobsPage<K> {
     }
 }
 
+/// The id before every job (the nil UUID) or, newest first, after every job (the max UUID):
+/// no job has either, so a first page can start past one as a next page starts past the
+/// previous page's last id, and both take the same statement.
+fn end_id(newest_first: bool) -> JobId {
+    JobId::from_bytes(if newest_first { [0xff; 16] } else { [0; 16] })
+}
+
+impl JobsPage<JobId> {
+    /// The id the page starts after: the previous page's last, or the end its order starts
+    /// from ([`end_id`]).
+    pub fn start(&self) -> JobId {
+        self.after.unwrap_or_else(|| end_id(self.newest_first))
+    }
+}
+
+impl JobsPage<Position> {
+    /// The position the page starts after: the previous page's last, or the end its order
+    /// starts from (see [`end_id`]).
+    pub fn start(&self) -> Position {
+        self.after.unwrap_or_else(|| Position {
+            at: if self.newest_first {
+                UnixMillis::MAX
+            } else {
+                UnixMillis::MIN
+            },
+            id: end_id(self.newest_first),
+        })
+    }
+}
+
 /// Which dead letters an admin action applies to.
 #[derive(Debug, Clone)]
 pub enum Selection {

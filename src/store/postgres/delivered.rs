@@ -133,19 +133,14 @@ impl DeliveryRows for PgTx<'_> {
 
     /// One page of `queue`'s delivery log, newest delivery first, after `before`, through
     /// `delivered_by_queue` (read backwards).
-    /// The page is one range of `delivered_by_queue`: the first page starts past either end
-    /// of it, so both pages take the same statement.
+    /// The page is one range of `delivered_by_queue` ([`JobsPage::start`]).
     async fn list_delivered(
         &self,
         queue: &QueueName,
         page: &JobsPage<Position>,
     ) -> StoreResult<Vec<JobRecord>> {
         let (direction, compare) = page.keyset();
-        let (at, id) = match page.after {
-            Some(position) => (position.at, uuid(position.id)),
-            None if page.newest_first => (UnixMillis::MAX, uuid::Uuid::max()),
-            None => (UnixMillis::MIN, uuid::Uuid::nil()),
-        };
+        let after = page.start();
         let rows = prepared::query(
             self.tx,
             &format!(
@@ -156,8 +151,8 @@ impl DeliveryRows for PgTx<'_> {
             ),
             &[
                 &queue.as_str(),
-                &at,
-                &id,
+                &after.at,
+                &uuid(after.id),
                 &page.pattern(),
                 &super::jobs::limit_param(page.limit),
             ],

@@ -862,19 +862,14 @@ impl JobRows for PgTx<'_> {
 
     /// One page of `queue`'s live jobs in id (creation) order after `after`, through
     /// `jobs_by_queue`.
-    /// The page is one range of the queue's jobs by id: the first page starts past either
-    /// end of it (the nil or the max UUID), so both pages take the same statement.
+    /// The page is one range of the queue's jobs by id ([`JobsPage::start`]).
     async fn list_live(
         &self,
         queue: &QueueName,
         page: &JobsPage<JobId>,
     ) -> StoreResult<Vec<JobRecord>> {
         let (direction, compare) = page.keyset();
-        let after = match page.after {
-            Some(id) => uuid(id),
-            None if page.newest_first => Uuid::max(),
-            None => Uuid::nil(),
-        };
+        let after = uuid(page.start());
         let rows = prepared::query(
             self.tx,
             &format!(

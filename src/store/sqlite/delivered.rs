@@ -112,19 +112,14 @@ impl DeliveryRows for SqliteTx<'_> {
 
     /// One page of `queue`'s log, newest delivery first, after `before` (the last record of the
     /// previous page).
-    /// The page is one range of `delivered_by_queue`: the first page starts past either end
-    /// of it, so both pages take the same statement.
+    /// The page is one range of `delivered_by_queue` ([`JobsPage::start`]).
     async fn list_delivered(
         &self,
         queue: &QueueName,
         page: &JobsPage<Position>,
     ) -> StoreResult<Vec<JobRecord>> {
         let (direction, compare) = page.keyset();
-        let (at, id) = match page.after {
-            Some(position) => (position.at, position.id.as_bytes().to_vec()),
-            None if page.newest_first => (UnixMillis::MAX, vec![0xff; 17]),
-            None => (UnixMillis::MIN, Vec::new()),
-        };
+        let after = page.start();
         let mut stmt = self.0.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM delivered
              WHERE queue = ?1 AND (delivered_at, id) {compare} (?2, ?3)
@@ -132,7 +127,13 @@ impl DeliveryRows for SqliteTx<'_> {
              ORDER BY delivered_at {direction}, id {direction} LIMIT ?5"
         ))?;
         let rows = stmt.query_map(
-            params![queue.as_str(), at, id, page.pattern(), page.limit as i64],
+            params![
+                queue.as_str(),
+                after.at,
+                &after.id.as_bytes()[..],
+                page.pattern(),
+                page.limit as i64
+            ],
             record_from_row,
         )?;
         Ok(rows.collect::<Result<_, _>>()?)

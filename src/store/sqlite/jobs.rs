@@ -649,19 +649,14 @@ impl JobRows for SqliteTx<'_> {
         get(self.0, queue, id)
     }
 
-    /// The page is one range of `jobs_by_queue`: the first page starts past either end of
-    /// it (an empty id, or one above every id), so both pages take the same statement.
+    /// The page is one range of `jobs_by_queue` ([`JobsPage::start`]).
     async fn list_live(
         &self,
         queue: &QueueName,
         page: &JobsPage<JobId>,
     ) -> StoreResult<Vec<JobRecord>> {
         let (direction, compare) = page.keyset();
-        let after: Vec<u8> = match page.after {
-            Some(id) => id.as_bytes().to_vec(),
-            None if page.newest_first => vec![0xff; 17],
-            None => Vec::new(),
-        };
+        let after = page.start();
         let mut stmt = self.0.prepare_cached(&format!(
             "SELECT {RECORD_COLUMNS} FROM jobs
              WHERE queue = ?1 AND id {compare} ?2 AND (?3 IS NULL OR {contains})
@@ -669,7 +664,12 @@ impl JobRows for SqliteTx<'_> {
             contains = payload_or_error_like("LIKE", "?3"),
         ))?;
         let rows = stmt.query_map(
-            params![queue.as_str(), after, page.pattern(), page.limit as i64],
+            params![
+                queue.as_str(),
+                &after.as_bytes()[..],
+                page.pattern(),
+                page.limit as i64
+            ],
             record_from_row,
         )?;
         Ok(rows.collect::<Result<_, _>>()?)
