@@ -19,7 +19,6 @@ use super::Runner;
 use super::groups::{Groups, stopped};
 use super::jobs::{UnkeyedRow, insert_unkeyed};
 use crate::model::{JobId, QueueName, UnixMillis};
-use crate::store::dialect::Durability;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::NewJob;
 use crate::store::{AfterCommit, BatchStats};
@@ -145,11 +144,11 @@ fn answer(reply: Reply, stored: StoreResult<bool>) {
     let _ = reply.answer.send(answer);
 }
 
-/// Insert `rows` in one durable transaction; the ids stored (a job whose queue is gone is
-/// not).
+/// Insert `rows` in one durable statement, committed on its own; the ids stored (a job
+/// whose queue is gone is not).
 async fn insert(runner: &Runner, rows: Arc<[JobRow]>) -> StoreResult<HashSet<JobId>> {
     runner
-        .write(Durability::Durable, move |pg| {
+        .one_statement(move |client, node| {
             Box::pin(async move {
                 let rows: Vec<UnkeyedRow<'_>> = rows
                     .iter()
@@ -159,7 +158,7 @@ async fn insert(runner: &Runner, rows: Arc<[JobRow]>) -> StoreResult<HashSet<Job
                         leased_until: row.leased_until,
                     })
                     .collect();
-                let stored = insert_unkeyed(pg.tx, pg.node, &rows).await?;
+                let stored = insert_unkeyed(client, node, &rows).await?;
                 Ok(stored.into_iter().collect())
             })
         })

@@ -40,46 +40,46 @@ use crate::trace_context::TraceContext;
 /// Statements prepared once per connection (deadpool's statement cache) and reused: the
 /// per-job statements would otherwise be parsed and planned on every call.
 pub(super) mod prepared {
-    use deadpool_postgres::Transaction;
+    use deadpool_postgres::GenericClient;
     use tokio_postgres::types::ToSql;
     use tokio_postgres::{Error, Row};
 
     type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
     pub async fn execute(
-        tx: &Transaction<'_>,
+        client: &impl GenericClient,
         sql: &str,
         params: Params<'_>,
     ) -> Result<u64, Error> {
-        let statement = tx.prepare_cached(sql).await?;
-        tx.execute(&statement, params).await
+        let statement = client.prepare_cached(sql).await?;
+        client.execute(&statement, params).await
     }
 
     pub async fn query(
-        tx: &Transaction<'_>,
+        client: &impl GenericClient,
         sql: &str,
         params: Params<'_>,
     ) -> Result<Vec<Row>, Error> {
-        let statement = tx.prepare_cached(sql).await?;
-        tx.query(&statement, params).await
+        let statement = client.prepare_cached(sql).await?;
+        client.query(&statement, params).await
     }
 
     pub async fn query_opt(
-        tx: &Transaction<'_>,
+        client: &impl GenericClient,
         sql: &str,
         params: Params<'_>,
     ) -> Result<Option<Row>, Error> {
-        let statement = tx.prepare_cached(sql).await?;
-        tx.query_opt(&statement, params).await
+        let statement = client.prepare_cached(sql).await?;
+        client.query_opt(&statement, params).await
     }
 
     pub async fn query_one(
-        tx: &Transaction<'_>,
+        client: &impl GenericClient,
         sql: &str,
         params: Params<'_>,
     ) -> Result<Row, Error> {
-        let statement = tx.prepare_cached(sql).await?;
-        tx.query_one(&statement, params).await
+        let statement = client.prepare_cached(sql).await?;
+        client.query_one(&statement, params).await
     }
 }
 
@@ -193,7 +193,7 @@ pub(super) struct UnkeyedRow<'a> {
 /// given: callers sort them by queue, so two nodes' statements take the capped queues'
 /// counter rows in one order and cannot deadlock.
 pub(super) async fn insert_unkeyed(
-    tx: &Transaction<'_>,
+    client: &impl GenericClient,
     node: Uuid,
     rows: &[UnkeyedRow<'_>],
 ) -> StoreResult<Vec<JobId>> {
@@ -231,7 +231,7 @@ pub(super) async fn insert_unkeyed(
         tracestates.push(tracestate);
     }
     let stored = prepared::query(
-        tx,
+        client,
         sql_once!(
             "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
                                not_before, ttl_from, priority, leased_until, leased_by,
@@ -410,17 +410,14 @@ pub async fn claim(
     limit: usize,
     node: Uuid,
 ) -> StoreResult<Vec<ClaimedJob>> {
-    prepared::execute(
-        tx,
-        hot::promote_due(),
-        &[&queue.as_str(), &now, &PROMOTE_BATCH],
-    )
-    .await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = prepared::query(
-        tx,
-        hot::claim(),
-        &[&queue.as_str(), &leased_until, &limit, &node],
+    // Both prepared first, then sent together, the promotion first: one round trip, and
+    // the claim sees the jobs the promotion made ready (the connection runs them in order).
+    let promote = tx.prepare_cached(hot::promote_due()).await?;
+    let claim = tx.prepare_cached(hot::claim()).await?;
+    let (_, rows) = futures_util::future::try_join(
+        tx.execute(&promote, &[&queue.as_str(), &now, &PROMOTE_BATCH]),
+        tx.query(&claim, &[&queue.as_str(), &leased_until, &limit, &node]),
     )
     .await?;
     let mut claimed: Vec<ClaimedJob> = rows

@@ -77,6 +77,24 @@ impl<T, F> Work<T> for F where
 {
 }
 
+/// A write that is one statement, on a connection of its own ([`Runner::one_statement`]),
+/// given this node's identity.
+pub trait OneStatement<T>:
+    for<'c> FnOnce(
+    &'c deadpool_postgres::Client,
+    Uuid,
+) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'c>>
+{
+}
+
+impl<T, F> OneStatement<T> for F where
+    F: for<'c> FnOnce(
+        &'c deadpool_postgres::Client,
+        Uuid,
+    ) -> Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'c>>
+{
+}
+
 /// The PostgreSQL store of one node: a connection pool, the node's identity (what its leases
 /// carry) and its mirror of the queues ([`Registry`]), kept in step with its own changes at
 /// once and with other nodes' through [`PgStore::refresh_queues`].
@@ -501,15 +519,38 @@ pub(super) struct Runner {
 }
 
 impl Runner {
-    /// Run `work` in one transaction of this node, committed with `durability`.
+    /// Run `work` in one transaction of this node, committed with `durability`. A relaxed
+    /// transaction's `SET LOCAL` goes out with `work`'s first statement, in one round trip
+    /// (the connection runs them in the order sent).
     pub async fn write<T>(&self, durability: Durability, work: impl Work<T>) -> StoreResult<T> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        if durability == Durability::Relaxed {
-            tx.batch_execute("SET LOCAL synchronous_commit = off")
-                .await?;
-        }
-        self.run(tx, work).await
+        let pg = PgTx {
+            tx: &tx,
+            node: self.node,
+        };
+        let result = match durability {
+            Durability::Durable => work(pg).await?,
+            Durability::Relaxed => {
+                let relax = async {
+                    tx.batch_execute("SET LOCAL synchronous_commit = off")
+                        .await
+                        .map_err(StoreError::from)
+                };
+                futures_util::future::try_join(relax, work(pg)).await?.1
+            }
+        };
+        tx.commit().await?;
+        Ok(result)
+    }
+
+    /// Run `write`, one statement, on its own: PostgreSQL commits it as it returns,
+    /// durably (every session commits with `synchronous_commit = on`, see
+    /// [`connect`](connect::connect)), and a failed statement leaves nothing behind. One
+    /// round trip, where [`write`](Self::write) adds a `BEGIN` and a `COMMIT`.
+    pub async fn one_statement<T>(&self, write: impl OneStatement<T>) -> StoreResult<T> {
+        let client = self.pool.get().await?;
+        write(&client, self.node).await
     }
 
     /// Run `work` in a read-only transaction on one snapshot (`REPEATABLE READ`): its
