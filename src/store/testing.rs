@@ -10,8 +10,8 @@ use crate::model::{JobId, QueueName, UnixMillis};
 
 /// While held, the store commits nothing: writes wait (and enqueues past the bound are
 /// refused). Dropping it lets them through. On SQLite it holds the single writer; on
-/// PostgreSQL, a transaction of its own holds `queue_sizes` in SHARE mode, which every write
-/// to a job (through the counting triggers) waits for.
+/// PostgreSQL, a transaction of its own holds `jobs` in SHARE mode, which every write to a
+/// job (an insert, a claim, a delete) waits for.
 pub struct WriteHold {
     /// Dropped with the hold: its receiver, wherever the hold is kept, then lets go.
     _release: Box<dyn Send + Sync>,

@@ -87,6 +87,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "activity latency",
         sql: include_str!("../../../migrations/postgres/0013_activity_latency.sql"),
     },
+    Migration {
+        version: 14,
+        name: "statement counts",
+        sql: include_str!("../../../migrations/postgres/0014_statement_counts.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -174,8 +174,7 @@ impl PgStore {
             };
             let locked = async {
                 let tx = client.transaction().await?;
-                tx.batch_execute("LOCK TABLE queue_sizes IN SHARE MODE")
-                    .await?;
+                tx.batch_execute("LOCK TABLE jobs IN SHARE MODE").await?;
                 Ok::<_, StoreError>(tx)
             }
             .await;
@@ -583,7 +582,8 @@ impl From<tokio_postgres::Error> for StoreError {
         use tokio_postgres::error::SqlState;
         match error.code() {
             Some(code) if *code == SqlState::DISK_FULL => StoreError::StorageFull,
-            // Raised by the `jobs_counted_in` trigger: the queue holds its maxQueued jobs.
+            // Raised by the `jobs_counted_in` trigger: the queue holds its maxQueued jobs
+            // (migrations/postgres/0014_statement_counts.sql).
             Some(code) if code.code() == "HQ001" => StoreError::QueueFull,
             Some(code)
                 if *code == SqlState::T_R_DEADLOCK_DETECTED
