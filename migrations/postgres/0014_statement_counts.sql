@@ -13,52 +13,46 @@ DROP TRIGGER jobs_counted_out ON jobs;
 DROP FUNCTION hookq_count_job_in();
 DROP FUNCTION hookq_count_job_out();
 
-CREATE FUNCTION hookq_count_jobs_in() RETURNS trigger LANGUAGE plpgsql AS $$
+-- One function for both triggers: INSERT reads the statement's new rows, DELETE its old.
+CREATE FUNCTION hookq_count_jobs() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    added RECORD;
+    counted RECORD;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM queue_sizes) THEN
         RETURN NULL;
     END IF;
-    FOR added IN
-        SELECT s.queue, s.live, s.cap, n.jobs, n.fresh
-        FROM (SELECT queue, count(*) AS jobs,
-                     count(*) FILTER (WHERE replay_count = 0) AS fresh
-              FROM new_jobs GROUP BY queue) n
-        JOIN queue_sizes s ON s.queue = n.queue
-        ORDER BY s.queue
-        FOR UPDATE OF s
-    LOOP
-        IF added.fresh > 0 AND added.live + added.fresh > added.cap THEN
-            RAISE EXCEPTION 'queue % holds its maxQueued jobs', added.queue
-                USING ERRCODE = 'HQ001';
-        END IF;
-        UPDATE queue_sizes SET live = live + added.jobs WHERE queue = added.queue;
-    END LOOP;
+    IF TG_OP = 'INSERT' THEN
+        FOR counted IN
+            SELECT s.queue, s.live, s.cap, n.jobs, n.fresh
+            FROM (SELECT queue, count(*) AS jobs,
+                         count(*) FILTER (WHERE replay_count = 0) AS fresh
+                  FROM new_jobs GROUP BY queue) n
+            JOIN queue_sizes s ON s.queue = n.queue
+            ORDER BY s.queue
+            FOR UPDATE OF s
+        LOOP
+            IF counted.fresh > 0 AND counted.live + counted.fresh > counted.cap THEN
+                RAISE EXCEPTION 'queue % holds its maxQueued jobs', counted.queue
+                    USING ERRCODE = 'HQ001';
+            END IF;
+            UPDATE queue_sizes SET live = live + counted.jobs WHERE queue = counted.queue;
+        END LOOP;
+    ELSE
+        FOR counted IN
+            SELECT s.queue, n.jobs
+            FROM (SELECT queue, count(*) AS jobs FROM old_jobs GROUP BY queue) n
+            JOIN queue_sizes s ON s.queue = n.queue
+            ORDER BY s.queue
+            FOR UPDATE OF s
+        LOOP
+            UPDATE queue_sizes SET live = live - counted.jobs WHERE queue = counted.queue;
+        END LOOP;
+    END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER jobs_counted_in AFTER INSERT ON jobs
     REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION hookq_count_jobs_in();
-
-CREATE FUNCTION hookq_count_jobs_out() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    removed RECORD;
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM queue_sizes) THEN
-        RETURN NULL;
-    END IF;
-    FOR removed IN
-        SELECT s.queue, n.jobs
-        FROM (SELECT queue, count(*) AS jobs FROM old_jobs GROUP BY queue) n
-        JOIN queue_sizes s ON s.queue = n.queue
-        ORDER BY s.queue
-        FOR UPDATE OF s
-    LOOP
-        UPDATE queue_sizes SET live = live - removed.jobs WHERE queue = removed.queue;
-    END LOOP;
-    RETURN NULL;
-END $$;
+    FOR EACH STATEMENT EXECUTE FUNCTION hookq_count_jobs();
 CREATE TRIGGER jobs_counted_out AFTER DELETE ON jobs
     REFERENCING OLD TABLE AS old_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION hookq_count_jobs_out();
+    FOR EACH STATEMENT EXECUTE FUNCTION hookq_count_jobs();
