@@ -458,8 +458,8 @@ impl PgStore {
 
     /// When `queue` next has a job due.
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
-        let client = self.runner.pool.get().await?;
-        jobs::next_due(&client, &queue).await
+        self.read(move |pg| Box::pin(async move { jobs::next_due(pg.tx, &queue).await }))
+            .await
     }
 
     /// Hold the cluster-wide duty `name` (a periodic sweep, the scheduler) until `until`:
