@@ -17,7 +17,7 @@
 //! answering anyone else, the writer rewrites the committed state ([`resync`]), and if that
 //! fails too it stops writing for good (see [`super::resync`] for why).
 
-use std::sync::mpsc::{self as std_mpsc, RecvTimeoutError};
+use std::sync::mpsc as std_mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -292,21 +292,14 @@ fn take_waiting(rx: &std_mpsc::Receiver<Box<dyn WriteOp>>, batch: &mut Vec<Box<d
     }
 }
 
-/// Wait up to [`LINGER`] for more operations to join the batch.
+/// Let [`LINGER`] pass, then add the operations that arrived meanwhile.
+///
+/// Asleep rather than waiting on the channel: a sender whose receiver waits on it wakes
+/// the receiver (a system call for the sender, a context switch for this thread) for every
+/// operation, where one whose receiver sleeps only queues its operation.
 fn linger(rx: &std_mpsc::Receiver<Box<dyn WriteOp>>, batch: &mut Vec<Box<dyn WriteOp>>) {
-    let deadline = Instant::now() + LINGER;
-    while batch.len() < MAX_BATCH {
-        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-            break;
-        };
-        match rx.recv_timeout(left) {
-            Ok(op) => {
-                batch.push(op);
-                take_waiting(rx, batch);
-            }
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
-        }
-    }
+    thread::sleep(LINGER);
+    take_waiting(rx, batch);
 }
 
 /// Switch the connection's `synchronous` level between transactions, when it changes.
