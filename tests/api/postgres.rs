@@ -664,6 +664,42 @@ pub async fn plan_of(client: &deadpool_postgres::Object, explain: &str) -> Strin
     lines.join("\n")
 }
 
+/// Prepare the statements a claim round runs on queue `q` (the next-due probe, the
+/// promotion, the claim of `claim_limit` jobs), answering each one's name and the
+/// `EXECUTE` that runs it.
+async fn prepare_claim_round(
+    client: &deadpool_postgres::Object,
+    claim_limit: u32,
+) -> [(&'static str, String); 3] {
+    let round = [
+        (
+            "next_due",
+            postgres::jobs::hot::next_due(),
+            "text",
+            "'q'".to_owned(),
+        ),
+        (
+            "promote_due",
+            postgres::jobs::hot::promote_due(),
+            "text, bigint, bigint",
+            "'q', 1000000, 100".to_owned(),
+        ),
+        (
+            "claim",
+            postgres::jobs::hot::claim(),
+            "text, bigint, bigint, uuid",
+            format!("'q', 1000000, {claim_limit}, gen_random_uuid()"),
+        ),
+    ];
+    for (name, sql, types, _) in &round {
+        client
+            .batch_execute(&format!("PREPARE {name} ({types}) AS {sql}"))
+            .await
+            .unwrap();
+    }
+    round.map(|(name, _, _, args)| (name, format!("EXECUTE {name}({args})")))
+}
+
 #[tokio::test]
 async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
     let Some(db) = TestDatabase::create("postgres_claim_plan").await else {
@@ -722,27 +758,8 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
         .batch_execute("SET plan_cache_mode = force_generic_plan")
         .await
         .unwrap();
-    let hot = [
-        ("next_due", postgres::jobs::hot::next_due(), "text", "'q'"),
-        (
-            "promote_due",
-            postgres::jobs::hot::promote_due(),
-            "text, bigint, bigint",
-            "'q', 1000000, 100",
-        ),
-        (
-            "claim",
-            postgres::jobs::hot::claim(),
-            "text, bigint, bigint, uuid",
-            "'q', 1000000, 16, gen_random_uuid()",
-        ),
-    ];
-    for (name, sql, types, args) in hot {
-        client
-            .batch_execute(&format!("PREPARE {name} ({types}) AS {sql}"))
-            .await
-            .unwrap();
-        let plan = plan_of(&client, &format!("EXPLAIN EXECUTE {name}({args})")).await;
+    for (name, execute) in prepare_claim_round(&client, 16).await {
+        let plan = plan_of(&client, &format!("EXPLAIN {execute}")).await;
         assert!(
             !plan.contains("Seq Scan"),
             "{name}'s generic plan reads indexes only:\n{plan}"
@@ -826,34 +843,11 @@ async fn postgres_the_claim_round_reads_in_index_order_on_stale_statistics() {
         )
         .await
         .unwrap();
-    let hot = [
-        ("next_due", postgres::jobs::hot::next_due(), "text", "'q'"),
-        (
-            "promote_due",
-            postgres::jobs::hot::promote_due(),
-            "text, bigint, bigint",
-            "'q', 1000000, 100",
-        ),
-        (
-            "claim",
-            postgres::jobs::hot::claim(),
-            "text, bigint, bigint, uuid",
-            "'q', 1000000, 256, gen_random_uuid()",
-        ),
-    ];
-    for (name, sql, types, _) in hot {
-        client
-            .batch_execute(&format!("PREPARE {name} ({types}) AS {sql}"))
-            .await
-            .unwrap();
-    }
+    let round = prepare_claim_round(&client, 256).await;
+    let (_, claim) = &round[2];
     // Without the setting, the claim sorts the backlog: what the setting is for (if a
     // later PostgreSQL plans this well by itself, this line says the test proves nothing).
-    let unset = plan_of(
-        &client,
-        "EXPLAIN EXECUTE claim('q', 1000000, 256, gen_random_uuid())",
-    )
-    .await;
+    let unset = plan_of(&client, &format!("EXPLAIN {claim}")).await;
     assert!(unset.contains("Sort"), "the stale plan sorts:\n{unset}");
     for mode in ["force_custom_plan", "force_generic_plan"] {
         client
@@ -863,13 +857,13 @@ async fn postgres_the_claim_round_reads_in_index_order_on_stale_statistics() {
             ))
             .await
             .unwrap();
-        for (name, _, _, args) in hot {
-            let plan = plan_of(&client, &format!("EXPLAIN EXECUTE {name}({args})")).await;
+        for (name, execute) in &round {
+            let plan = plan_of(&client, &format!("EXPLAIN {execute}")).await;
             assert!(
                 !plan.contains("Sort") && !plan.contains("Seq Scan"),
                 "{mode}: {name} reads an index in its order:\n{plan}"
             );
-            if name == "claim" {
+            if *name == "claim" {
                 assert!(plan.contains("Index Scan using jobs_ready"), "{plan}");
             }
         }
