@@ -2,7 +2,8 @@
 //! on embedded SQLite or on PostgreSQL shared by several nodes.
 //!
 //! The path of one job, module by module:
-//! - [`origin_guard`] then [`api`]: a request from a foreign page (its `Origin`, or a rebound
+//! - [`request_id`], [`origin_guard`] then [`api`]: every request gets an id (its
+//!   `x-request-id` and its log span); a request from a foreign page (its `Origin`, or a rebound
 //!   `Host`) is refused first; then HTTP routes (hyper Queue API), auth and scoped keys
 //!   ([`access`]), JSON errors. An enqueue canonicalizes the body ([`json`]), stores it
 //!   through the [`store`] and wakes the dispatcher.
@@ -46,6 +47,7 @@ pub mod otel;
 pub mod policy;
 pub mod pull;
 pub mod redact;
+pub mod request_id;
 pub mod scheduler;
 pub mod signing;
 pub mod store;
@@ -230,10 +232,10 @@ impl Server {
             schedule_changes,
             shutdown: shutdown.clone(),
         });
-        let app = origin_guard::Guarded::new(
+        let app = request_id::RequestIds::new(origin_guard::Guarded::new(
             ui::with_ui(api::router(state.clone()), &state.config),
             &state.config,
-        );
+        ));
         http_server::serve(listener, app, limits, shutdown).await;
 
         tracing::info!("shutting down: no new jobs accepted, finishing deliveries");

@@ -8,22 +8,25 @@
 //! Unknown, wrong or revoked credentials get the one 401; a valid scoped key outside its
 //! role or queues gets 403.
 
+use std::convert::Infallible;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request};
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use futures_util::future::{BoxFuture, Either};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tower::ServiceExt;
 
 use super::AppState;
 use super::error::ApiError;
 use super::permissions;
 use crate::access::{Grant, KEY_PREFIX, key_hash};
-use crate::config::ApiKey;
+use crate::config::{ApiKey, Config};
 
 /// Clock skew tolerated on a JWT's `exp`, in seconds.
 const JWT_LEEWAY_SECS: u64 = 60;
@@ -50,43 +53,116 @@ enum Zone {
     Admin,
 }
 
-pub async fn require_api_key(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    authorize(&state, Zone::Queues, request, next).await
-}
-
-/// The /admin routes: the admin key when one is set, else the API key.
-pub async fn require_admin_key(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    authorize(&state, Zone::Admin, request, next).await
-}
-
-async fn authorize(
-    state: &AppState,
+/// The layer that guards a zone's routes: `route_layer(Authorize::queues(state))`.
+///
+/// A plain service rather than an axum `from_fn` middleware: a request let in by a
+/// configured key (or to an open zone) goes straight to its route, with no boxed future and
+/// no clone of the route per request; only a scoped key, which needs a look-up in the store,
+/// takes the boxed path.
+#[derive(Clone)]
+pub struct Authorize {
+    state: AppState,
     zone: Zone,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let config = &state.config;
+    answer: Refusal,
+}
+
+/// How a refusal is answered: the API's error shape unless a dialect has its own.
+type Refusal = fn(ApiError) -> Response;
+
+impl Authorize {
+    /// The queue API: the API key (or its previous one), or a scoped key.
+    pub fn queues(state: AppState) -> Self {
+        Self {
+            state,
+            zone: Zone::Queues,
+            answer: IntoResponse::into_response,
+        }
+    }
+
+    /// The /admin routes: the admin key when one is set, else the API key; or a scoped key.
+    pub fn admin(state: AppState) -> Self {
+        Self {
+            state,
+            zone: Zone::Admin,
+            answer: IntoResponse::into_response,
+        }
+    }
+
+    /// Refusals (401, 403, and a failed key look-up) answered by `answer`.
+    pub fn answering(self, answer: Refusal) -> Self {
+        Self { answer, ..self }
+    }
+}
+
+impl<S> tower::Layer<S> for Authorize {
+    type Service = Authorized<S>;
+
+    fn layer(&self, inner: S) -> Authorized<S> {
+        Authorized {
+            inner,
+            state: self.state.clone(),
+            zone: self.zone,
+            answer: self.answer,
+        }
+    }
+}
+
+/// A route behind [`Authorize`].
+#[derive(Clone)]
+pub struct Authorized<S> {
+    inner: S,
+    state: AppState,
+    zone: Zone,
+    answer: Refusal,
+}
+
+impl<S> tower::Service<Request> for Authorized<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        if holds_configured_key(&self.state.config, self.zone, request.headers()) {
+            return Either::Left(self.inner.call(request));
+        }
+        // The service made ready is the one called; a fresh clone stays for the next call.
+        let fresh = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, fresh);
+        let (state, answer) = (self.state.clone(), self.answer);
+        Either::Right(Box::pin(async move {
+            Ok(match with_scoped_key(&state, request).await {
+                Ok(request) => ready.oneshot(request).await?,
+                Err(refused) => answer(refused),
+            })
+        }))
+    }
+}
+
+/// Whether the request may pass on a configured key: it carries one of the zone's keys
+/// (or a JWT signed with one), or the zone has no key at all (an open server, loopback
+/// only, see config.rs).
+fn holds_configured_key(config: &Config, zone: Zone, headers: &HeaderMap) -> bool {
     // No allocation: this runs on every request.
     let configured: [Option<&ApiKey>; 2] = match (zone, &config.admin_key) {
         (Zone::Admin, Some(admin)) => [Some(admin), None],
         _ => [config.api_key.as_ref(), config.api_key_previous.as_ref()],
     };
     let mut configured = configured.into_iter().flatten().peekable();
-    // No key configured for the zone: it is open (loopback only, see config.rs).
-    if configured.peek().is_none()
-        || configured
-            .any(|key| is_authorized_within(request.headers(), key, config.jwt_max_lifetime))
-    {
-        return Ok(next.run(request).await);
-    }
+    configured.peek().is_none()
+        || configured.any(|key| is_authorized_within(headers, key, config.jwt_max_lifetime))
+}
+
+/// The request, carrying its scoped key's [`Principal`], if it holds a live scoped key that
+/// allows this route; else 401 (no such key) or 403 (outside its role or queues).
+async fn with_scoped_key(state: &AppState, request: Request) -> Result<Request, ApiError> {
     let Some(grant) = scoped_key(state, request.headers()).await? else {
         return Err(ApiError::Unauthorized);
     };
@@ -110,7 +186,7 @@ async fn authorize(
     }
     let mut request = Request::from_parts(parts, body);
     request.extensions_mut().insert(Principal(grant));
-    Ok(next.run(request).await)
+    Ok(request)
 }
 
 /// The live scoped key the request carries, if any. Only `hq_…` credentials are looked up,

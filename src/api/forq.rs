@@ -18,9 +18,8 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -70,7 +69,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/api/v1/queues/{name}/messages", post(produce).get(consume))
         .route("/api/v1/queues/{name}/messages/{id}/ack", post(ack))
         .route("/api/v1/queues/{name}/messages/{id}/nack", post(nack))
-        .route_layer(middleware::from_fn_with_state(state, authenticate));
+        .route_layer(super::auth::Authorize::queues(state).answering(refusal));
     Router::new()
         .route("/healthcheck", get(healthcheck))
         .merge(protected)
@@ -163,17 +162,12 @@ impl From<PullError> for ForqError {
 type ForqResult<T> = Result<T, ForqError>;
 
 /// hookq's own authentication (configured keys, scoped keys and their permissions),
-/// answered in Forq's shape.
-async fn authenticate(state: State<AppState>, request: Request, next: Next) -> Response {
-    match super::auth::require_api_key(state, request, next).await {
-        Ok(response) => response,
-        Err(ApiError::Unauthorized | ApiError::Forbidden(_)) => {
-            ForqError::UNAUTHORIZED.into_response()
-        }
-        Err(ApiError::Unavailable(_)) | Err(ApiError::Internal(_)) => {
-            ForqError::INTERNAL.into_response()
-        }
-        Err(other) => other.into_response(),
+/// its refusals answered in Forq's shape.
+fn refusal(err: ApiError) -> Response {
+    match err {
+        ApiError::Unauthorized | ApiError::Forbidden(_) => ForqError::UNAUTHORIZED.into_response(),
+        ApiError::Unavailable(_) | ApiError::Internal(_) => ForqError::INTERNAL.into_response(),
+        other => other.into_response(),
     }
 }
 

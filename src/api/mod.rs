@@ -25,10 +25,7 @@ pub mod system;
 
 use std::sync::Arc;
 
-use axum::middleware;
 use axum::{Extension, Router};
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -84,48 +81,23 @@ pub fn router(state: AppState) -> Router {
         .merge(schedules::router())
         .merge(jobs::router())
         .merge(pull::router())
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_api_key,
-        ));
+        .route_layer(auth::Authorize::queues(state.clone()));
     let admin = dlq::router()
         .merge(queue_stats::admin_router())
         .merge(health::admin_router())
         .merge(keys::router())
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_admin_key,
-        ));
+        .route_layer(auth::Authorize::admin(state.clone()));
     let (routes, document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(system::public_router())
         .merge(protected)
         .merge(admin)
         .split_for_parts();
-    // Every response carries an `x-request-id`: the caller's own, or a new UUID. The
-    // request's span (debug level) carries it too, so log lines match responses.
-    let request_ids = tower::ServiceBuilder::new()
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
-        .layer(PropagateRequestIdLayer::x_request_id());
+    // Request ids and the request's span are set around the whole app, UI included
+    // (`crate::request_id`).
     routes
         .merge(forq::router(state.clone()))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(Extension(openapi::Document::new(&document)))
-        .layer(request_ids)
         .with_state(state)
-}
-
-fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
-    let id = request
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("-");
-    tracing::debug_span!(
-        "request",
-        method = %request.method(),
-        path = %request.uri().path(),
-        request_id = %id,
-    )
 }

@@ -9,7 +9,14 @@ use crate::helpers::{Reply, TestReceiver, spawn_app};
 async fn every_response_carries_a_request_id_and_a_callers_own_is_kept() {
     let app = spawn_app(|_| {}).await;
     let mut seen = Vec::new();
-    for path in ["/", "/queue", "/no/such/route", "/queue/missing/0"] {
+    // The API, a route that does not exist, and the UI's pages alike.
+    for path in [
+        "/",
+        "/queue",
+        "/no/such/route",
+        "/queue/missing/0",
+        "/ui/login",
+    ] {
         let response = app.http.get(app.url(path)).send().await.expect("request");
         let id = response
             .headers()
@@ -23,7 +30,7 @@ async fn every_response_carries_a_request_id_and_a_callers_own_is_kept() {
     }
     seen.sort();
     seen.dedup();
-    assert_eq!(seen.len(), 4, "each request gets its own id");
+    assert_eq!(seen.len(), 5, "each request gets its own id");
 
     let response = app
         .http
@@ -35,6 +42,18 @@ async fn every_response_carries_a_request_id_and_a_callers_own_is_kept() {
         .expect("request");
     assert_eq!(response.status(), 404);
     assert_eq!(response.headers()["x-request-id"], "trace-me-42");
+
+    // A request the origin guard refuses before any route is answered with one too.
+    let refused = app
+        .http
+        .get(app.url("/queue"))
+        .header("origin", "https://evil.example")
+        .header("x-request-id", "refused-7")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(refused.status(), 403);
+    assert_eq!(refused.headers()["x-request-id"], "refused-7");
 }
 
 #[tokio::test]
