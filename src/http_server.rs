@@ -30,7 +30,7 @@ pub struct Limits {
 /// open requests to finish (at most [`REQUEST_DRAIN_TIMEOUT`]).
 pub async fn serve(
     listener: TcpListener,
-    app: crate::request_id::RequestIds<crate::origin_guard::Guarded>,
+    app: crate::request_id::RequestIds<crate::origin_guard::Guarded<crate::ui::Site>>,
     limits: Limits,
     shutdown: CancellationToken,
 ) {

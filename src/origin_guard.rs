@@ -21,7 +21,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::Router;
 use axum::http::header::{HOST, ORIGIN};
 use axum::http::{HeaderMap, Request};
 use axum::response::{IntoResponse, Response};
@@ -128,16 +127,15 @@ fn is_loopback_name(name: &str) -> bool {
         || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The router behind the guard: a foreign request is answered 403 here and never reaches
-/// it.
+/// The app behind the guard: a foreign request is answered 403 here and never reaches it.
 #[derive(Clone)]
-pub struct Guarded {
+pub struct Guarded<S> {
     guard: Arc<OriginGuard>,
-    app: Router,
+    app: S,
 }
 
-impl Guarded {
-    pub fn new(app: Router, config: &Config) -> Self {
+impl<S> Guarded<S> {
+    pub fn new(app: S, config: &Config) -> Self {
         Self {
             guard: Arc::new(OriginGuard::new(config)),
             app,
@@ -145,17 +143,16 @@ impl Guarded {
     }
 }
 
-impl<B> tower::Service<Request<B>> for Guarded
+impl<S, B> tower::Service<Request<B>> for Guarded<S>
 where
-    Router: tower::Service<Request<B>, Response = Response, Error = Infallible>,
+    S: tower::Service<Request<B>, Response = Response, Error = Infallible>,
 {
     type Response = Response;
     type Error = Infallible;
-    type Future =
-        Either<Ready<Result<Response, Infallible>>, <Router as tower::Service<Request<B>>>::Future>;
+    type Future = Either<Ready<Result<Response, Infallible>>, S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        tower::Service::<Request<B>>::poll_ready(&mut self.app, cx)
+        self.app.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {

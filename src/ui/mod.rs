@@ -18,12 +18,14 @@ mod layout;
 mod pages;
 pub mod session;
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::extract::{FromRef, FromRequestParts, OriginalUri};
 use axum::http::header::LOCATION;
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderValue, Request, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Router, middleware};
@@ -34,8 +36,6 @@ use api_client::{ApiClient, ApiFailure};
 use layout::Section;
 use session::{Current, Flash, Sessions};
 
-/// The server's whole HTTP surface: the UI under `/ui` (unless `HOOKQ_UI=off`), everything
-/// else to the API.
 /// Where an operator opens the UI, for the start-up log: under `HOOKQ_PUBLIC_URL` when set,
 /// else on the address the server listens on (`localhost` for an unspecified one). `None`
 /// when the UI is off.
@@ -54,9 +54,41 @@ pub fn address(config: &Config, listening: std::net::SocketAddr) -> Option<Strin
     Some(format!("http://{host}:{}/ui", listening.port()))
 }
 
-pub fn with_ui(api: Router, config: &Config) -> Router {
+/// The server's whole HTTP surface: paths under `/ui` to the UI (unless `HOOKQ_UI=off`),
+/// every other path straight to the API, chosen by prefix: an API request pays one route
+/// look-up, not the UI router's and then, as its fallback, the API's.
+#[derive(Clone)]
+pub struct Site {
+    api: Router,
+    /// The UI under `/ui`, with the API as its fallback; `None` when the UI is off.
+    ui: Option<Router>,
+}
+
+impl<B> tower::Service<Request<B>> for Site
+where
+    Router: tower::Service<Request<B>, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = <Router as tower::Service<Request<B>>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Routers are always ready.
+        tower::Service::<Request<B>>::poll_ready(&mut self.api, cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let path = request.uri().path();
+        match &mut self.ui {
+            Some(ui) if path == "/ui" || path.starts_with("/ui/") => ui.call(request),
+            _ => self.api.call(request),
+        }
+    }
+}
+
+pub fn with_ui(api: Router, config: &Config) -> Site {
     if !config.ui {
-        return api;
+        return Site { api, ui: None };
     }
     let state = UiState(Arc::new(UiShared {
         api: ApiClient::new(
@@ -76,11 +108,12 @@ pub fn with_ui(api: Router, config: &Config) -> Router {
             config.database.backend()
         ),
     }));
-    Router::new()
+    let ui = Router::new()
         .nest("/ui", router(state))
         // `/ui/` is outside the nested router's paths: send it home too.
         .route("/ui/", get(|| async { go(false, "/ui") }))
-        .fallback_service(api)
+        .fallback_service(api.clone());
+    Site { api, ui: Some(ui) }
 }
 
 fn router(state: UiState) -> Router {
