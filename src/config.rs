@@ -233,6 +233,12 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_MAX_LEASE_WAITERS", default_value_t = 256)]
     pub max_lease_waiters: usize,
 
+    /// Whether Forq producers with a scoped producer key create the queue they name when it
+    /// does not exist. Off: only the configured key and admin keys create queues by
+    /// producing (creating a queue is admin-only on hookq's own API).
+    #[arg(long, env = "HOOKQ_FORQ_PRODUCERS_CREATE_QUEUES", default_value = "off", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub forq_producers_create_queues: bool,
+
     /// Open client connections served at once; further connections wait in the listen
     /// backlog until one closes. Keep it below the process's file-descriptor limit.
     #[arg(long, env = "HOOKQ_MAX_CONNECTIONS", default_value_t = 1024)]
@@ -359,6 +365,8 @@ pub struct Config {
     pub max_pending_writes: usize,
     /// Pull lease requests waiting for a job at once.
     pub max_lease_waiters: usize,
+    /// Scoped producer keys create queues by producing to them on Forq's API.
+    pub forq_producers_create_queues: bool,
     /// What clients may create at most (queues, schedules per queue).
     pub caps: crate::store::Caps,
 }
@@ -532,6 +540,7 @@ impl Config {
             body_timeout: args.body_timeout,
             max_pending_writes: args.max_pending_writes,
             max_lease_waiters: args.max_lease_waiters,
+            forq_producers_create_queues: args.forq_producers_create_queues,
             caps: crate::store::Caps {
                 queues: args.max_queues,
                 schedules_per_queue: args.max_schedules_per_queue,

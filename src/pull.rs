@@ -267,8 +267,10 @@ impl Leases {
         }
     }
 
-    /// A place among the waiting lease requests, or `TooManyWaiting`.
-    fn take_seat(&self, queue: &QueueName) -> Result<WaitingSeat, PullError> {
+    /// A place among the waiting lease requests, or `TooManyWaiting`: every wait for a
+    /// job of `queue` holds one (Forq's consumers of a queue not created yet, or of dead
+    /// letters, too), so waits are bounded by `HOOKQ_MAX_LEASE_WAITERS`.
+    pub fn take_seat(&self, queue: &QueueName) -> Result<WaitingSeat, PullError> {
         let inner = &self.inner;
         let taken = inner
             .waiting
@@ -586,7 +588,7 @@ const INHERITED_EXPIRIES_WATCHED: usize = 10_000;
 pub const ACKED: u16 = 200;
 
 /// One lease request among those waiting on a queue; its place is given back when it ends.
-struct WaitingSeat(Arc<Inner>, QueueName);
+pub struct WaitingSeat(Arc<Inner>, QueueName);
 
 impl Drop for WaitingSeat {
     fn drop(&mut self) {

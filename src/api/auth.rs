@@ -179,7 +179,8 @@ async fn with_scoped_key(state: &AppState, request: Request) -> Result<Request, 
     let queue = params
         .as_ref()
         .and_then(|p| p.iter().find(|(k, _)| *k == "name").map(|(_, v)| v));
-    if !grant.allows(need, queue) {
+    let dead_letters_of = queue.and_then(|q| permissions::forq_dead_letters_base(&route, q));
+    if !grant.allows(need, queue) && !dead_letters_of.is_some_and(|q| grant.allows(need, Some(q))) {
         return Err(ApiError::Forbidden(permissions::refusal(
             &grant, need, queue,
         )));

@@ -12,10 +12,17 @@
 //!
 //! A queue's dead letters are consumed as the queue `{queue}-dlq` (when no queue of that
 //! very name exists): a consume leases the oldest pending dead letter, an ack acknowledges
-//! it (hookq's dismissal: kept for audit until retention), a nack hides it for a while.
+//! it (hookq's dismissal: kept for audit until retention), a nack hides it for a while. A
+//! scoped key is judged on the queue whose data is served: `{queue}-dlq` needs `queue`.
+//!
+//! Who may create a queue by producing to it: the configured key (or an open server) and
+//! admin keys; a scoped producer key only when the operator allows it
+//! (`HOOKQ_FORQ_PRODUCERS_CREATE_QUEUES`). Every consume that waits holds a seat among the
+//! waiting lease requests (`HOOKQ_MAX_LEASE_WAITERS`), whether its queue exists yet or not.
 
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
@@ -26,8 +33,10 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use super::auth::Principal;
 use super::body::read_limited;
 use super::error::ApiError;
+use crate::access::{Need, Role};
 use crate::json::canonicalize;
 use crate::model::{JobId, QueueName, now_millis};
 use crate::pull::{LeaseId, LeaseRequest, PullError};
@@ -138,6 +147,8 @@ impl From<StoreError> for ForqError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::Overloaded | StoreError::QueueFull => Self::TOO_MANY,
+            // `HOOKQ_MAX_QUEUES` reached by a producer creating a queue.
+            StoreError::LimitReached { .. } => Self::TOO_MANY,
             StoreError::JobNotFound => Self::NOT_FOUND,
             other => {
                 tracing::error!(error = %other, "a Forq request failed");
@@ -170,6 +181,26 @@ fn refusal(err: ApiError) -> Response {
         other => other.into_response(),
     }
 }
+
+/// The caller's scoped key, if it came with one (none: a configured key or an open server,
+/// which may do everything the route offers).
+type Caller = Option<Extension<Principal>>;
+
+/// A scoped key judged on the queue whose data is served: the auth layer judged the path's
+/// name, or for `{queue}-dlq` either name ([`super::permissions::forq_dead_letters_base`]),
+/// before anyone knew which queue the request reaches.
+fn allowed_on(caller: &Caller, need: Need, queue: &QueueName) -> ForqResult<()> {
+    match caller {
+        Some(Extension(Principal(grant))) if !grant.allows(need, Some(queue.as_str())) => {
+            tracing::info!(key = %grant.name, queue = %queue, "Forq request refused: the key does not cover the queue served");
+            Err(ForqError::UNAUTHORIZED)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A consumer's need, on the queue whose messages it reads or answers.
+const CONSUMING: Need = Need::Queue(super::permissions::CONSUMER);
 
 /// `GET /healthcheck`: 204 when the database answers, 503 otherwise. No key needed.
 async fn healthcheck(State(state): State<AppState>) -> Response {
@@ -228,6 +259,7 @@ struct NewMessage {
 /// `POST /api/v1/queues/{queue}/messages` → 204: the message is durably stored.
 async fn produce(
     State(state): State<AppState>,
+    caller: Caller,
     name: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> ForqResult<StatusCode> {
@@ -263,7 +295,7 @@ async fn produce(
         .ok()
         .and_then(|json| canonicalize(&json).ok())
         .ok_or(ForqError::INTERNAL)?;
-    ensure_queue(&state, &name, now).await?;
+    ensure_queue(&state, &caller, &name, now).await?;
     let mut job = NewJob::now(JobId::new(), payload, now);
     job.not_before = not_before;
     let due_at = job.due_at();
@@ -274,12 +306,23 @@ async fn produce(
 }
 
 /// Queue `name`, created as a pull queue with Forq's retry schedule if it does not exist
-/// (Forq's queues are virtual: a producer names one and it is there).
-async fn ensure_queue(state: &AppState, name: &QueueName, now: i64) -> ForqResult<()> {
+/// (Forq's queues are virtual: a producer names one and it is there) and the caller may
+/// create queues ([`may_create_queues`]).
+async fn ensure_queue(
+    state: &AppState,
+    caller: &Caller,
+    name: &QueueName,
+    now: i64,
+) -> ForqResult<()> {
     match state.store.queue(name).await {
         Ok(_) => return Ok(()),
         Err(StoreError::QueueNotFound) => {}
         Err(err) => return Err(err.into()),
+    }
+    if !may_create_queues(state, caller) {
+        // As every refusal of a scoped key on Forq's routes: the one code its document has.
+        tracing::info!(queue = %name, "Forq produce refused: the key may not create queues");
+        return Err(ForqError::UNAUTHORIZED);
     }
     let mut queue = Queue::new(name.clone(), None, None, now);
     queue.policy.max_attempts = Some(FORQ_ATTEMPTS);
@@ -300,6 +343,19 @@ async fn ensure_queue(state: &AppState, name: &QueueName, now: i64) -> ForqResul
     }
 }
 
+/// Whether a producer may create the queue it names: the configured key (or an open
+/// server) and admin keys always; a scoped producer key only where the operator allows it
+/// (`HOOKQ_FORQ_PRODUCERS_CREATE_QUEUES`), as creating a queue is admin-only on hookq's own
+/// API and uses up `HOOKQ_MAX_QUEUES`.
+fn may_create_queues(state: &AppState, caller: &Caller) -> bool {
+    match caller {
+        None => true,
+        Some(Extension(Principal(grant))) => {
+            grant.role == Role::Admin || state.config.forq_producers_create_queues
+        }
+    }
+}
+
 /// A consumed message, exactly Forq's fields (its Java SDK refuses unknown ones).
 #[derive(Debug, Serialize)]
 struct MessageBody {
@@ -310,16 +366,23 @@ struct MessageBody {
 
 /// `GET /api/v1/queues/{queue}/messages`: a message as soon as one is due (leased for 5
 /// minutes), or 204 after 30 s without one. A queue nobody produced to yet waits like an
-/// empty one.
+/// empty one (as Forq's own consume polls whether or not anything was produced), holding a
+/// seat among the waiting lease requests like every wait.
 async fn consume(
     State(state): State<AppState>,
+    caller: Caller,
     name: Result<Path<String>, PathRejection>,
 ) -> ForqResult<Response> {
     let name = queue_name(name)?;
     let deadline = tokio::time::Instant::now() + CONSUME_WAIT;
     if let Some(queue) = dead_letters_of(&state, &name).await? {
+        allowed_on(&caller, CONSUMING, &queue)?;
         return consume_dead_letter(&state, &queue, deadline).await;
     }
+    // The auth layer let a key covering `x` pass for `x-dlq`: this is that very queue.
+    allowed_on(&caller, CONSUMING, &name)?;
+    // Held only while the queue does not exist: once it does, the lease's own wait holds one.
+    let mut seat = None;
     let leased = loop {
         let wait = deadline.saturating_duration_since(tokio::time::Instant::now());
         let request = LeaseRequest {
@@ -332,9 +395,11 @@ async fn consume(
         let created = waiters.notified();
         tokio::pin!(created);
         created.as_mut().enable();
+        drop(seat.take());
         match state.leases.lease(&name, request).await {
             Ok(leased) => break leased,
             Err(PullError::Store(StoreError::QueueNotFound)) => {
+                seat = Some(state.leases.take_seat(&name)?);
                 if tokio::time::timeout_at(deadline, created).await.is_err() {
                     return Ok(StatusCode::NO_CONTENT.into_response());
                 }
@@ -381,6 +446,7 @@ async fn consume_dead_letter(
     deadline: tokio::time::Instant,
 ) -> ForqResult<Response> {
     let waiters = state.wakeups.lease_waiters(queue);
+    let mut seat = None;
     loop {
         let woken = waiters.notified();
         tokio::pin!(woken);
@@ -403,6 +469,9 @@ async fn consume_dead_letter(
         let look_again = (tokio::time::Instant::now() + DLQ_RECHECK).min(deadline);
         if tokio::time::Instant::now() >= deadline {
             return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        if seat.is_none() {
+            seat = Some(state.leases.take_seat(queue)?);
         }
         let _ = tokio::time::timeout_at(look_again, woken).await;
     }
@@ -503,10 +572,11 @@ enum Verb {
 /// idempotent: 204 for an unknown or already acknowledged message.
 async fn ack(
     State(state): State<AppState>,
+    caller: Caller,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
 ) -> ForqResult<StatusCode> {
-    answer(&state, path, &headers, Verb::Ack).await
+    answer(&state, &caller, path, &headers, Verb::Ack).await
 }
 
 /// `POST …/messages/{id}/nack` → 204: a failed delivery, retried on the queue's schedule
@@ -514,16 +584,18 @@ async fn ack(
 /// an earlier delivery.
 async fn nack(
     State(state): State<AppState>,
+    caller: Caller,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
 ) -> ForqResult<StatusCode> {
-    answer(&state, path, &headers, Verb::Nack).await
+    answer(&state, &caller, path, &headers, Verb::Nack).await
 }
 
 /// An ack or a nack: of a dead letter (`{queue}-dlq`), or of a delivery, named by its
 /// receipt or, without one (an older client), the current one.
 async fn answer(
     state: &AppState,
+    caller: &Caller,
     path: Result<Path<(String, String)>, PathRejection>,
     headers: &HeaderMap,
     verb: Verb,
@@ -531,8 +603,10 @@ async fn answer(
     let (queue, id) = message_path(path)?;
     let given = receipt(headers)?;
     if let Some(dead_letters) = dead_letters_of(state, &queue).await? {
+        allowed_on(caller, CONSUMING, &dead_letters)?;
         return answer_dead_letter(state, &dead_letters, id, given, verb).await;
     }
+    allowed_on(caller, CONSUMING, &queue)?;
     // Forq's consumers answer pull queues only: a push queue's jobs in flight are hookq's
     // deliveries, which an older client's answer by id alone must not complete.
     match state.store.queue(&queue).await {

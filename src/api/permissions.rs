@@ -82,6 +82,18 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
     })
 }
 
+/// The queue a Forq route's `{queue}-dlq` may stand for: `queue`, whose dead letters it
+/// serves unless a queue of that very name exists — which only the handler can tell. The
+/// auth layer lets a key covering either name pass; the handler judges the key again on
+/// the queue it serves (`api::forq`).
+pub fn forq_dead_letters_base<'a>(route: &str, queue: &'a str) -> Option<&'a str> {
+    if route.starts_with("/api/v1/queues/") {
+        queue.strip_suffix("-dlq")
+    } else {
+        None
+    }
+}
+
 /// The 403's message: what the key lacks.
 pub fn refusal(grant: &Grant, need: Need, queue: Option<&str>) -> String {
     let role = grant.role;

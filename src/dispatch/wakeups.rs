@@ -32,6 +32,41 @@ struct Inner {
     lease_waiters: Mutex<HashMap<QueueName, Arc<Notify>>>,
 }
 
+impl Inner {
+    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<QueueName, Arc<Notify>>> {
+        self.lease_waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A lease request's ear on its queue's wake-ups ([`Wakeups::lease_waiters`]); the last
+/// one of a queue to go takes the queue's entry with it.
+pub struct LeaseWaiters {
+    notify: Arc<Notify>,
+    queue: QueueName,
+    owner: Arc<Inner>,
+}
+
+impl std::ops::Deref for LeaseWaiters {
+    type Target = Notify;
+
+    fn deref(&self) -> &Notify {
+        &self.notify
+    }
+}
+
+impl Drop for LeaseWaiters {
+    fn drop(&mut self) {
+        let mut waiters = self.owner.waiters();
+        // Only the map's reference and ours left: nobody else listens to this entry.
+        if let Some(entry) = waiters.get(&self.queue)
+            && Arc::ptr_eq(entry, &self.notify)
+            && Arc::strong_count(&self.notify) == 2
+        {
+            waiters.remove(&self.queue);
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     due: HashMap<QueueName, UnixMillis>,
@@ -60,12 +95,25 @@ impl Wakeups {
 
     /// What lease requests waiting on pull queue `queue` listen to: notified whenever a job
     /// of it may have fallen due. Enable the `Notified` before looking for jobs, so a job
-    /// arriving between the look and the wait still wakes it.
-    pub fn lease_waiters(&self, queue: &QueueName) -> Arc<Notify> {
-        self.waiters()
+    /// arriving between the look and the wait still wakes it. The queue's entry lives as
+    /// long as a [`LeaseWaiters`] of it does, so names probed and left cost nothing.
+    pub fn lease_waiters(&self, queue: &QueueName) -> LeaseWaiters {
+        let notify = self
+            .waiters()
             .entry(queue.clone())
             .or_insert_with(|| Arc::new(Notify::new()))
-            .clone()
+            .clone();
+        LeaseWaiters {
+            notify,
+            queue: queue.clone(),
+            owner: self.inner.clone(),
+        }
+    }
+
+    /// Queues with lease requests listening right now.
+    #[cfg(test)]
+    fn queues_with_lease_waiters(&self) -> usize {
+        self.waiters().len()
     }
 
     /// Wake every lease request waiting on `queue` (each looks for jobs again).
@@ -76,10 +124,7 @@ impl Wakeups {
     }
 
     fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<QueueName, Arc<Notify>>> {
-        self.inner
-            .lease_waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.inner.waiters()
     }
 
     /// Wake the dispatcher without news of a queue (a delivery slot was freed).
@@ -151,6 +196,33 @@ mod tests {
 
     fn queue(name: &str) -> QueueName {
         QueueName::parse(name).unwrap()
+    }
+
+    #[test]
+    fn a_queues_lease_waiters_entry_goes_with_its_last_listener() {
+        let wakeups = Wakeups::default();
+        let first = wakeups.lease_waiters(&queue("a"));
+        let second = wakeups.lease_waiters(&queue("a"));
+        let other = wakeups.lease_waiters(&queue("b"));
+        assert_eq!(wakeups.queues_with_lease_waiters(), 2);
+        drop(first);
+        assert_eq!(
+            wakeups.queues_with_lease_waiters(),
+            2,
+            "a still has a listener"
+        );
+        drop(second);
+        drop(other);
+        assert_eq!(wakeups.queues_with_lease_waiters(), 0);
+        // A queue forgotten while listened to: a new listener gets a fresh entry, which the
+        // old listener's going does not remove.
+        let old = wakeups.lease_waiters(&queue("c"));
+        wakeups.forget(&queue("c"));
+        let new = wakeups.lease_waiters(&queue("c"));
+        drop(old);
+        assert_eq!(wakeups.queues_with_lease_waiters(), 1);
+        drop(new);
+        assert_eq!(wakeups.queues_with_lease_waiters(), 0);
     }
 
     #[test]

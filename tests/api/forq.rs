@@ -8,21 +8,21 @@
 use axum::http::Method;
 use serde_json::{Value, json};
 
-use crate::helpers::{ApiClient, ApiResponse, TestApp, spawn_app};
+use crate::helpers::{ApiClient, ApiResponse, TestApp, eventually, spawn_app};
 
 const SECRET: &str = "forq-secret-forq-secret-forq-secret-0123";
 
 /// A Forq SDK's requests: the API key as `X-API-Key`, JSON accepted.
 struct ForqClient {
     api: ApiClient,
-    key: Option<&'static str>,
+    key: Option<String>,
 }
 
 impl ForqClient {
-    fn of(app: &TestApp, key: Option<&'static str>) -> Self {
+    fn of(app: &TestApp, key: Option<&str>) -> Self {
         Self {
             api: app.api.clone(),
-            key,
+            key: key.map(str::to_owned),
         }
     }
 
@@ -39,7 +39,7 @@ impl ForqClient {
             .http
             .request(method, format!("{}{path}", self.api.base))
             .header("Accept", "application/json");
-        if let Some(key) = self.key {
+        if let Some(key) = &self.key {
             request = request.header("X-API-Key", key);
         }
         if let Some(body) = body {
@@ -608,4 +608,175 @@ async fn a_push_queues_deliveries_are_not_forqs_to_answer() {
         );
     }
     app.get_job("pushed", &id).await.expect(200);
+}
+
+/// A scoped key made through the API with the configured key: the key itself.
+async fn scoped_key(app: &TestApp, role: &str, queues: &[&str]) -> String {
+    let body =
+        json!({ "name": format!("{role}-{}", queues.join("-")), "role": role, "queues": queues });
+    let created = app
+        .call(
+            Method::POST,
+            "/admin/keys",
+            Some(body.to_string().as_bytes()),
+        )
+        .await
+        .expect(201);
+    created["key"].as_str().expect("the key").to_owned()
+}
+
+/// Queue `name`'s one message dead-lettered (one attempt, nacked).
+async fn dead_letter_in(app: &TestApp, forq: &ForqClient, name: &str) -> Value {
+    no_content(
+        &forq
+            .produce(name, json!({"content": "secret payload"}))
+            .await,
+    );
+    app.patch_queue(name, &json!({"maxAttempts": 1}))
+        .await
+        .expect(200);
+    let message = forq.consume_one(name).await;
+    no_content(
+        &forq
+            .answer(name, &message, "nack", message["receipt"].as_str())
+            .await,
+    );
+    message
+}
+
+#[tokio::test]
+async fn a_dlq_consumer_is_judged_on_the_queue_whose_dead_letters_it_reads() {
+    let app = spawn_app(|c| {
+        c.api_key = Some(hookq::config::ApiKey::new(SECRET.into()));
+    })
+    .await;
+    let admin = ForqClient::of(&app, Some(SECRET));
+    let message = dead_letter_in(&app, &admin, "billing").await;
+    // `billing-*` covers the path's `billing-dlq`, not `billing`, whose dead letters it is.
+    let outside = ForqClient::of(
+        &app,
+        Some(&scoped_key(&app, "consumer", &["billing-*"]).await),
+    );
+    forq_error(&outside.consume("billing-dlq").await, 401, "unauthorized");
+    for verb in ["ack", "nack"] {
+        forq_error(
+            &outside.answer("billing-dlq", &message, verb, None).await,
+            401,
+            "unauthorized",
+        );
+    }
+    let id = message["id"].as_str().unwrap();
+    let job = app.get_job("billing", id).await.expect(200);
+    assert_eq!(job["deadLetter"]["state"], "pending", "untouched: {job}");
+
+    // A key covering `billing` reads and acknowledges them.
+    let inside = ForqClient::of(
+        &app,
+        Some(&scoped_key(&app, "consumer", &["billing"]).await),
+    );
+    let dead = inside.consume_one("billing-dlq").await;
+    assert_eq!(dead["id"], message["id"]);
+    no_content(&inside.ack("billing-dlq", &dead).await);
+    // A queue that is itself named `billing-dlq` is that queue, not `billing`'s dead letters.
+    no_content(&admin.produce("ops", json!({"content": "x"})).await);
+    app.put_queue("ops-dlq", &json!({})).await.expect(201);
+    app.enqueue_ok("ops-dlq", &json!({"n": 1})).await;
+    let ops = ForqClient::of(&app, Some(&scoped_key(&app, "consumer", &["ops"]).await));
+    forq_error(&ops.consume("ops-dlq").await, 401, "unauthorized");
+}
+
+#[tokio::test]
+async fn only_admins_and_the_configured_key_create_queues_by_producing() {
+    let app = spawn_app(|c| {
+        c.api_key = Some(hookq::config::ApiKey::new(SECRET.into()));
+        c.caps.queues = 2;
+    })
+    .await;
+    let producer = ForqClient::of(&app, Some(&scoped_key(&app, "producer", &["a*"]).await));
+    forq_error(
+        &producer.produce("a-new1", json!({"content": "x"})).await,
+        401,
+        "unauthorized",
+    );
+    app.call(Method::GET, "/queue/a-new1/_settings", None)
+        .await
+        .expect(404);
+    // An existing queue in its scope takes its messages.
+    let configured = ForqClient::of(&app, Some(SECRET));
+    no_content(&configured.produce("a-made", json!({"content": "x"})).await);
+    no_content(&producer.produce("a-made", json!({"content": "y"})).await);
+    // An admin key creates; past HOOKQ_MAX_QUEUES, Forq's 429, and the queue is not there.
+    let admin = ForqClient::of(&app, Some(&scoped_key(&app, "admin", &["*"]).await));
+    no_content(&admin.produce("a-admin", json!({"content": "x"})).await);
+    forq_error(
+        &configured.produce("a-over", json!({"content": "x"})).await,
+        429,
+        "too_many_requests",
+    );
+    app.call(Method::GET, "/queue/a-over/_settings", None)
+        .await
+        .expect(404);
+}
+
+#[tokio::test]
+async fn scoped_producers_create_queues_where_the_operator_allows_it() {
+    let app = spawn_app(|c| {
+        c.api_key = Some(hookq::config::ApiKey::new(SECRET.into()));
+        c.forq_producers_create_queues = true;
+    })
+    .await;
+    let producer = ForqClient::of(&app, Some(&scoped_key(&app, "producer", &["a*"]).await));
+    no_content(&producer.produce("a-new1", json!({"content": "x"})).await);
+    app.call(Method::GET, "/queue/a-new1/_settings", None)
+        .await
+        .expect(200);
+    // Still only within its scope.
+    forq_error(
+        &producer.produce("b-new", json!({"content": "x"})).await,
+        401,
+        "unauthorized",
+    );
+}
+
+#[tokio::test]
+async fn every_waiting_consume_holds_a_lease_waiters_seat() {
+    let app = spawn_app(|c| c.max_lease_waiters = 1).await;
+    let forq = ForqClient::of(&app, None);
+    app.put_queue("pulled", &json!({})).await.expect(201);
+    dead_letter_in(&app, &forq, "q").await;
+    forq.consume_one("q-dlq").await; // the one dead letter, leased: the next consume waits
+    // The one seat, taken by a native lease waiting on an empty queue.
+    let waiting = tokio::spawn({
+        let app_api = app.api.clone();
+        async move {
+            app_api
+                .call(
+                    Method::POST,
+                    "/queue/pulled/_lease",
+                    Some(br#"{"wait":"30s"}"#),
+                )
+                .await
+        }
+    });
+    eventually("the native lease waits", || async {
+        let stats = app.get("/queue/pulled/_stats").await.expect(200);
+        (stats["leaseRequestsWaiting"] == 1).then_some(())
+    })
+    .await;
+    // A consume of a queue nobody produced to, and one of dead letters, would wait: each
+    // needs a seat, and there is none. Answered at once, not after Forq's 30 s.
+    for queue in ["nobody-yet", "q-dlq"] {
+        let refused = tokio::time::timeout(std::time::Duration::from_secs(10), forq.consume(queue))
+            .await
+            .unwrap_or_else(|_| panic!("a consume of {queue} waited without a seat"));
+        forq_error(&refused, 429, "too_many_requests");
+    }
+    app.enqueue_ok("pulled", &json!({"n": 1})).await;
+    assert_eq!(
+        waiting.await.unwrap().expect(200)["jobs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 }
