@@ -196,6 +196,12 @@ impl Server {
                 defaults: config.delivery.defaults.clone(),
                 retry: config.delivery.retry(),
                 max_waiting: config.max_lease_waiters,
+                signer: pull::LeaseSigner::new(
+                    store
+                        .server_key(store::server_keys::LEASE_KEY)
+                        .await
+                        .context("cannot read or make the lease key")?,
+                ),
             },
         );
         let expiry_watch = tokio::spawn(leases.clone().watch_expiries(background.clone()));

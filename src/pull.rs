@@ -46,25 +46,38 @@ pub const MAX_NACK_ERROR: usize = 4096;
 const NACKED: &str = "nacked by the worker";
 
 /// What a worker holds for one leased job, and names in its ack, nack or extend: the lease
-/// (attempt and the expiry its claim set, which an extension keeps as its identity) and
-/// when it was taken (for the delivery's latency). Written `attempt-until-leasedAt`.
+/// (attempt and the expiry its claim set, which an extension keeps as its identity), when
+/// it was taken (for the delivery's latency), and a signature over both and the job's id
+/// under the server's lease key ([`LeaseSigner`]). Written
+/// `attempt-until-leasedAt-signature`. Only a lease `_lease` or a Forq consume handed out
+/// carries a valid signature: nobody can answer a lease they were not given (another
+/// worker's, read off `leaseExpiresAt`; a push delivery's), nor set the latency recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseId {
     pub lease: Lease,
     pub leased_at: UnixMillis,
+    signature: [u8; SIGNATURE_LEN],
 }
 
+/// Bytes of HMAC-SHA256 a lease id keeps: 128 bits, beyond guessing.
+const SIGNATURE_LEN: usize = 16;
+
 impl LeaseId {
+    /// A lease id as a worker sent it; its signature is checked where it is used
+    /// ([`Leases::ack`], [`Leases::nack`], [`Leases::extend`], [`LeaseSigner::check`]).
     pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
         let invalid = || InvalidInput("leaseId is not one this server handed out".into());
-        let mut parts = raw.splitn(3, '-');
+        let mut parts = raw.splitn(4, '-');
         let mut next = || parts.next().ok_or_else(invalid);
         let attempt = next()?.parse().map_err(|_| invalid())?;
         let until = next()?.parse().map_err(|_| invalid())?;
         let leased_at = next()?.parse().map_err(|_| invalid())?;
+        let mut signature = [0; SIGNATURE_LEN];
+        hex::decode_to_slice(next()?, &mut signature).map_err(|_| invalid())?;
         Ok(Self {
             lease: Lease { attempt, until },
             leased_at,
+            signature,
         })
     }
 }
@@ -73,9 +86,58 @@ impl fmt::Display for LeaseId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}-{}-{}",
-            self.lease.attempt, self.lease.until, self.leased_at
+            "{}-{}-{}-{}",
+            self.lease.attempt,
+            self.lease.until,
+            self.leased_at,
+            hex::encode(self.signature)
         )
+    }
+}
+
+/// Signs and checks lease ids under the server's lease key, which the database keeps
+/// (`store::server_keys`), so every node and every restart accepts the leases any of them
+/// handed out.
+#[derive(Clone)]
+pub struct LeaseSigner {
+    key: crate::store::server_keys::ServerKey,
+}
+
+impl LeaseSigner {
+    pub fn new(key: crate::store::server_keys::ServerKey) -> Self {
+        Self { key }
+    }
+
+    /// The lease id of `lease` on job `id`, taken at `leased_at`.
+    pub fn issue(&self, id: JobId, lease: Lease, leased_at: UnixMillis) -> LeaseId {
+        LeaseId {
+            lease,
+            leased_at,
+            signature: self.signature(id, lease, leased_at),
+        }
+    }
+
+    /// Whether `lease` was handed out by this server for job `id` (compared in constant
+    /// time).
+    pub fn check(&self, id: JobId, lease: &LeaseId) -> bool {
+        use subtle::ConstantTimeEq;
+        let expected = self.signature(id, lease.lease, lease.leased_at);
+        expected.ct_eq(&lease.signature).into()
+    }
+
+    fn signature(&self, id: JobId, lease: Lease, leased_at: UnixMillis) -> [u8; SIGNATURE_LEN] {
+        use hmac::{KeyInit, Mac};
+        // HMAC takes keys of any length: this cannot fail.
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.key)
+            .expect("HMAC accepts keys of any length");
+        mac.update(id.as_bytes());
+        mac.update(&lease.attempt.to_be_bytes());
+        mac.update(&lease.until.to_be_bytes());
+        mac.update(&leased_at.to_be_bytes());
+        let full = mac.finalize().into_bytes();
+        let mut signature = [0; SIGNATURE_LEN];
+        signature.copy_from_slice(&full[..SIGNATURE_LEN]);
+        signature
     }
 }
 
@@ -99,6 +161,8 @@ pub enum PullError {
     TooManyWaiting,
     #[error("lease lost")]
     LeaseLost,
+    #[error("leaseId was not handed out for this job: only a lease from _lease can be answered")]
+    NotHandedOut,
     #[error("job not found")]
     JobNotFound,
     #[error(transparent)]
@@ -157,6 +221,7 @@ struct Inner {
     /// The expiries of the leases this node handed out and has not seen pass yet.
     expiries: Mutex<BTreeSet<UnixMillis>>,
     expiry_news: Notify,
+    signer: LeaseSigner,
 }
 
 /// The settings of pull delivery, from the server's configuration.
@@ -164,6 +229,8 @@ pub struct PullConfig {
     pub defaults: Defaults,
     pub retry: RetryPolicy,
     pub max_waiting: usize,
+    /// Signs the lease ids handed out (the database's lease key).
+    pub signer: LeaseSigner,
 }
 
 impl Leases {
@@ -188,7 +255,30 @@ impl Leases {
                 max_waiting: config.max_waiting,
                 expiries: Mutex::default(),
                 expiry_news: Notify::new(),
+                signer: config.signer,
             }),
+        }
+    }
+
+    /// What signs and checks the lease ids handed to workers.
+    pub fn signer(&self) -> &LeaseSigner {
+        &self.inner.signer
+    }
+
+    /// The lease `lease` names on job `id` of queue `name`, if this server handed it out.
+    /// A job that is not there (or not in flight) is not found, whatever the lease.
+    async fn opened(
+        &self,
+        name: &QueueName,
+        id: JobId,
+        lease: &LeaseId,
+    ) -> Result<Lease, PullError> {
+        if self.inner.signer.check(id, lease) {
+            return Ok(lease.lease);
+        }
+        match self.inner.store.current_lease(name.clone(), id).await? {
+            Some(_) => Err(PullError::NotHandedOut),
+            None => Err(PullError::JobNotFound),
         }
     }
 
@@ -406,6 +496,7 @@ impl Leases {
 
     /// Job `id` of pull queue `name` is done (`ack`).
     pub async fn ack(&self, name: &QueueName, id: JobId, lease: LeaseId) -> Result<(), PullError> {
+        let held = self.opened(name, id, &lease).await?;
         // Any queue: one made push since its job was leased still takes the lease's answer
         // (the lease fences it; only leasing needs a pull queue).
         let queue = self.inner.store.queue(name).await?;
@@ -420,7 +511,7 @@ impl Leases {
             },
             keep: !queue.policy.keep_delivered(&inner.defaults).is_zero(),
         };
-        self.settle(&queue, id, lease.lease, outcome).await?;
+        self.settle(&queue, id, held, outcome).await?;
         telemetry::job_delivered(
             name,
             Duration::from_millis(latency_ms),
@@ -442,6 +533,7 @@ impl Leases {
         error: Option<String>,
         delay: Option<Duration>,
     ) -> Result<(), PullError> {
+        let held = self.opened(name, id, &lease).await?;
         let queue = self.inner.store.queue(name).await?;
         let inner = &self.inner;
         let now = now_millis();
@@ -453,7 +545,7 @@ impl Leases {
             at: now,
         };
         let retry = inner.retry.for_queue(&queue, &inner.defaults);
-        let outcome = match retry.next_attempt_at(lease.lease.attempt, now, None, random_spread()) {
+        let outcome = match retry.next_attempt_at(held.attempt, now, None, random_spread()) {
             None => Outcome::Dead { failure },
             Some(backoff) => Outcome::Retry {
                 run_at: delay.map_or(backoff, |d| now.saturating_add(millis(d))),
@@ -464,7 +556,7 @@ impl Leases {
             Outcome::Retry { run_at, .. } => Some(*run_at),
             _ => None,
         };
-        self.settle(&queue, id, lease.lease, outcome).await?;
+        self.settle(&queue, id, held, outcome).await?;
         telemetry::lease_nacked(name, Duration::from_millis(latency_ms));
         self.record_activity(name, false, latency_ms, now);
         match retry_at {
@@ -487,11 +579,12 @@ impl Leases {
         lease: LeaseId,
         visibility: Duration,
     ) -> Result<UnixMillis, PullError> {
+        let held = self.opened(name, id, &lease).await?;
         let until = now_millis().saturating_add(millis(visibility));
         let answer = self
             .inner
             .store
-            .extend_lease(name.clone(), id, lease.lease, until)
+            .extend_lease(name.clone(), id, held, until)
             .await?;
         check(answer)?;
         self.watch_expiry(until);
@@ -625,21 +718,59 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_lease_id_reads_back_as_written() {
-        let id = LeaseId {
-            lease: Lease {
-                attempt: 3,
-                until: 1_764_140_000_000,
-            },
-            leased_at: 1_764_139_970_000,
-        };
-        assert_eq!(LeaseId::parse(&id.to_string()).ok(), Some(id));
+    fn signer() -> LeaseSigner {
+        LeaseSigner::new([7; 32])
     }
 
     #[test]
-    fn a_lease_id_not_handed_out_is_refused() {
-        for raw in ["", "3", "3-4", "a-b-c", "3-4-5-6", "-1-2-3"] {
+    fn a_lease_id_reads_back_as_written_and_checks() {
+        let job = JobId::new();
+        let lease = Lease {
+            attempt: 3,
+            until: 1_764_140_000_000,
+        };
+        let id = signer().issue(job, lease, 1_764_139_970_000);
+        let read = LeaseId::parse(&id.to_string()).expect("parses");
+        assert_eq!(read, id);
+        assert!(signer().check(job, &read));
+    }
+
+    #[test]
+    fn a_lease_id_not_handed_out_does_not_check() {
+        let job = JobId::new();
+        let lease = Lease {
+            attempt: 1,
+            until: 1_764_140_000_000,
+        };
+        let id = signer().issue(job, lease, 1_764_139_970_000);
+        // Another job, another key, or any part changed: refused.
+        assert!(!signer().check(JobId::new(), &id));
+        assert!(!LeaseSigner::new([8; 32]).check(job, &id));
+        let text = id.to_string();
+        let (head, signature) = text.rsplit_once('-').unwrap();
+        for forged in [
+            format!("2-{}", &text[2..]),
+            text.replacen("1764139970000", "0", 1),
+            format!("{head}-{}", "0".repeat(32)),
+        ] {
+            let parsed = LeaseId::parse(&forged).expect("well formed");
+            assert!(!signer().check(job, &parsed), "{forged} accepted");
+        }
+        assert_eq!(signature.len(), 2 * SIGNATURE_LEN);
+    }
+
+    #[test]
+    fn a_lease_id_of_another_shape_is_refused() {
+        for raw in [
+            "",
+            "3",
+            "3-4",
+            "a-b-c",
+            "3-4-5",
+            "3-4-5-zz",
+            "3-4-5-00",
+            "-1-2-3-00000000000000000000000000000000",
+        ] {
             assert!(LeaseId::parse(raw).is_err(), "{raw:?} accepted");
         }
     }

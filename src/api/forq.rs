@@ -8,7 +8,8 @@
 //! Forq's retry schedule (1 s, 5 s, 15 s, 30 s, 60 s; 5 attempts). A message is a job whose
 //! payload is the JSON string of its content, so it can be listed, replayed and inspected
 //! through hookq's API; a native job (a JSON object) is consumed with its JSON text as
-//! `content`. A consumed message is leased for 5 minutes; its `receipt` is its lease.
+//! `content`. A consumed message is leased for 5 minutes; its `receipt` is its lease id,
+//! signed as the native API's are (`pull::LeaseId`), so a receipt cannot be forged.
 //!
 //! A queue's dead letters are consumed as the queue `{queue}-dlq` (when no queue of that
 //! very name exists): a consume leases the oldest pending dead letter, an ack acknowledges
@@ -164,7 +165,10 @@ impl From<PullError> for ForqError {
             PullError::TooManyWaiting => Self::TOO_MANY,
             // A lease lost (taken over by another consumer), a message gone, or a queue
             // hookq pushes: there is no such message to answer.
-            PullError::LeaseLost | PullError::JobNotFound | PullError::NotPull => Self::NOT_FOUND,
+            PullError::LeaseLost
+            | PullError::NotHandedOut
+            | PullError::JobNotFound
+            | PullError::NotPull => Self::NOT_FOUND,
             PullError::Store(err) => err.into(),
         }
     }
@@ -413,7 +417,11 @@ async fn consume(
     let body = MessageBody {
         id: job.id.to_string(),
         content: content_of(job.payload.as_str()),
-        receipt: receipt_of(job.lease()).ok_or(ForqError::INTERNAL)?,
+        receipt: state
+            .leases
+            .signer()
+            .issue(job.id, job.lease(), leased.leased_at)
+            .to_string(),
     };
     leased.handed();
     Ok(Json(body).into_response())
@@ -462,7 +470,7 @@ async fn consume_dead_letter(
             let body = MessageBody {
                 id: id.to_string(),
                 content: content_of(payload.as_str()),
-                receipt: receipt_of(lease).ok_or(ForqError::INTERNAL)?,
+                receipt: state.leases.signer().issue(id, lease, now).to_string(),
             };
             return Ok(Json(body).into_response());
         }
@@ -487,6 +495,9 @@ async fn answer_dead_letter(
     receipt: Option<LeaseId>,
     verb: Verb,
 ) -> ForqResult<StatusCode> {
+    if receipt.is_some_and(|r| !state.leases.signer().check(id, &r)) {
+        return Err(ForqError::NOT_FOUND);
+    }
     let now = now_millis();
     let hide_until = (verb == Verb::Nack).then(|| now + DLQ_NACK_HIDE.as_millis() as i64);
     let lease = receipt.map(|r| r.lease.until);
@@ -509,18 +520,8 @@ fn content_of(payload: &str) -> String {
     }
 }
 
-/// A lease as a Forq receipt: a decimal int64, as Forq's own receipts are (the expiry the
-/// claim set, times 128, plus the attempt; attempts never exceed 100).
-fn receipt_of(lease: Lease) -> Option<String> {
-    let attempt = i64::from(lease.attempt);
-    (attempt < 128)
-        .then(|| lease.until.checked_mul(128)?.checked_add(attempt))
-        .flatten()
-        .map(|receipt| receipt.to_string())
-}
-
 /// The lease a receipt names; `None` when no receipt was sent (an older client); an error
-/// when it is not one.
+/// when it is not one this server hands out. Its signature is checked where it is used.
 fn receipt(headers: &HeaderMap) -> ForqResult<Option<LeaseId>> {
     let Some(raw) = headers.get(RECEIPT_HEADER) else {
         return Ok(None);
@@ -529,22 +530,9 @@ fn receipt(headers: &HeaderMap) -> ForqResult<Option<LeaseId>> {
     if raw.is_empty() {
         return Ok(None);
     }
-    let receipt: i64 = raw.parse().map_err(|_| ForqError::INVALID_RECEIPT)?;
-    if receipt < 0 {
-        return Err(ForqError::INVALID_RECEIPT);
-    }
-    let lease = Lease {
-        attempt: (receipt % 128) as u32,
-        until: receipt / 128,
-    };
-    Ok(Some(lease_id(lease)))
-}
-
-fn lease_id(lease: Lease) -> LeaseId {
-    LeaseId {
-        lease,
-        leased_at: lease.until - VISIBILITY.as_millis() as i64,
-    }
+    LeaseId::parse(raw)
+        .map(Some)
+        .map_err(|_| ForqError::INVALID_RECEIPT)
 }
 
 /// The lease an answer without a receipt answers: the message's current one.
@@ -553,11 +541,15 @@ async fn current_lease(
     queue: &QueueName,
     id: JobId,
 ) -> ForqResult<Option<LeaseId>> {
+    // The server's own record, so signed here; taken `VISIBILITY` before it ends.
     Ok(state
         .store
         .current_lease(queue.clone(), id)
         .await?
-        .map(lease_id))
+        .map(|lease| {
+            let leased_at = lease.until - VISIBILITY.as_millis() as i64;
+            state.leases.signer().issue(id, lease, leased_at)
+        }))
 }
 
 /// Which answer a consumer gives.
@@ -651,11 +643,11 @@ mod tests {
             attempt: 5,
             until: 1_764_140_300_000,
         };
-        let raw = receipt_of(lease).expect("a receipt");
+        let issued = crate::pull::LeaseSigner::new([1; 32]).issue(JobId::new(), lease, 1);
         let mut headers = HeaderMap::new();
-        headers.insert(RECEIPT_HEADER, raw.parse().unwrap());
-        assert_eq!(receipt(&headers).unwrap().map(|l| l.lease), Some(lease));
-        for bad in ["x", "1.5", "-3", "99999999999999999999"] {
+        headers.insert(RECEIPT_HEADER, issued.to_string().parse().unwrap());
+        assert_eq!(receipt(&headers), Ok(Some(issued)));
+        for bad in ["x", "1.5", "-3", "99999999999999999999", "1-2-3"] {
             headers.insert(RECEIPT_HEADER, bad.parse().unwrap());
             assert_eq!(receipt(&headers), Err(ForqError::INVALID_RECEIPT), "{bad}");
         }

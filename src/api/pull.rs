@@ -22,7 +22,7 @@ use super::openapi::OkBody;
 use crate::model::UnixMillis;
 use crate::policy;
 use crate::pull::{
-    LeaseId, LeaseRequest, MAX_LEASE_BATCH, MAX_NACK_ERROR, MAX_VISIBILITY, MAX_WAIT,
+    LeaseId, LeaseRequest, LeaseSigner, MAX_LEASE_BATCH, MAX_NACK_ERROR, MAX_VISIBILITY, MAX_WAIT,
     MIN_VISIBILITY, PullError,
 };
 use crate::store::ClaimedJob;
@@ -46,7 +46,7 @@ impl From<PullError> for ApiError {
                 msg: err.to_string(),
                 retry_after_secs: 1,
             },
-            PullError::LeaseLost => Self::Conflict(err.to_string()),
+            PullError::LeaseLost | PullError::NotHandedOut => Self::Conflict(err.to_string()),
             PullError::JobNotFound => Self::job_not_found(),
             PullError::Store(err) => err.into(),
         }
@@ -104,11 +104,8 @@ pub struct LeasedJob {
 }
 
 impl LeasedJob {
-    fn of(job: ClaimedJob, leased_at: UnixMillis) -> ApiResult<Self> {
-        let lease_id = LeaseId {
-            lease: job.lease(),
-            leased_at,
-        };
+    fn of(job: ClaimedJob, leased_at: UnixMillis, signer: &LeaseSigner) -> ApiResult<Self> {
+        let lease_id = signer.issue(job.id, job.lease(), leased_at);
         Ok(Self {
             id: job.id.to_string(),
             job: RawValue::from_string(job.payload.into_string())
@@ -209,7 +206,7 @@ async fn lease(
         .jobs
         .iter()
         .cloned()
-        .map(|job| LeasedJob::of(job, leased_at))
+        .map(|job| LeasedJob::of(job, leased_at, state.leases.signer()))
         .collect::<ApiResult<Vec<_>>>()?;
     leased.handed();
     Ok(Json(LeasedJobs { ok: true, jobs }))

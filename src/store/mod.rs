@@ -35,6 +35,7 @@ pub mod queue_row;
 pub mod records;
 pub mod registry;
 pub mod sealing;
+pub mod server_keys;
 pub mod sqlite;
 mod status;
 #[cfg(any(test, feature = "testing"))]

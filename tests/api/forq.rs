@@ -124,10 +124,8 @@ async fn a_message_is_produced_consumed_and_acked_with_its_receipt() {
     let message = forq.consume_one("orders").await;
     assert_eq!(message["content"], "hello \"you\"");
     let receipt = message["receipt"].as_str().expect("receipt");
-    assert!(
-        receipt.parse::<i64>().is_ok(),
-        "a decimal int64, as Forq's: {receipt}"
-    );
+    // Opaque to clients, as Forq's own (`MessageResponse.Receipt`): a signed lease id.
+    assert_eq!(receipt.split('-').count(), 4, "{receipt}");
 
     // The queue is hookq's: a pull queue with Forq's schedule, its job the content.
     let settings = app.get("/queue/orders/_settings").await.expect(200);
@@ -779,4 +777,39 @@ async fn every_waiting_consume_holds_a_lease_waiters_seat() {
             .len(),
         1
     );
+}
+
+#[tokio::test]
+async fn a_receipt_not_handed_out_answers_nothing() {
+    let app = spawn_app(|_| {}).await;
+    let forq = ForqClient::of(&app, None);
+    let message = dead_letter_in(&app, &forq, "q").await;
+    forq.produce("q", json!({"content": "live"})).await;
+    let live = forq.consume_one("q").await;
+    let dead = forq.consume_one("q-dlq").await;
+    for (queue, held) in [("q", &live), ("q-dlq", &dead)] {
+        // The receipt's lease, with another signature: what another consumer could write.
+        let receipt = held["receipt"].as_str().unwrap();
+        let (lease, _) = receipt.rsplit_once('-').unwrap();
+        let forged = format!("{lease}-{}", "0".repeat(32));
+        for verb in ["ack", "nack"] {
+            forq_error(
+                &forq.answer(queue, held, verb, Some(&forged)).await,
+                404,
+                "not_found.message",
+            );
+        }
+    }
+    let job = app
+        .get_job("q", message["id"].as_str().unwrap())
+        .await
+        .expect(200);
+    assert_eq!(job["deadLetter"]["state"], "pending", "{job}");
+    let job = app
+        .get_job("q", live["id"].as_str().unwrap())
+        .await
+        .expect(200);
+    assert_eq!(job["inFlight"], true, "{job}");
+    no_content(&forq.ack("q", &live).await);
+    no_content(&forq.ack("q-dlq", &dead).await);
 }

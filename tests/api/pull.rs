@@ -495,3 +495,74 @@ async fn batches_idempotency_keys_and_schedules_feed_a_pull_queue() {
         .expect("the schedule's job");
     assert_eq!(scheduled["schedule"]["name"], "now", "{scheduled}");
 }
+
+/// A lease id for `attempt`/`until`/`leased_at` with a made-up signature: what anyone can
+/// write from the job's visible `attempt` and `leaseExpiresAt`.
+fn forged_lease(attempt: u64, until: i64, leased_at: i64) -> String {
+    format!("{attempt}-{until}-{leased_at}-{}", "0".repeat(32))
+}
+
+#[tokio::test]
+async fn a_push_deliverys_lease_cannot_be_settled_by_a_consumer() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("pushed", "http://127.0.0.1:9/", None)
+        .await;
+    let id = app.enqueue_ok("pushed", &json!({"n": 1})).await;
+    // In flight, as a push delivery holds it: attempt 1 until `until`, as the job view shows.
+    let now = hookq::model::now_millis();
+    let until = now + 60_000;
+    let queue = hookq::model::QueueName::parse("pushed").unwrap();
+    let claimed = app.store().claim(queue, now, until, 1).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let lease = forged_lease(1, until, now);
+    for (verb, body) in [
+        ("ack", json!({ "leaseId": lease })),
+        ("nack", json!({ "leaseId": lease, "delay": "1h" })),
+        ("extend", json!({ "leaseId": lease, "visibility": "1h" })),
+    ] {
+        let answer = app
+            .call(
+                Method::POST,
+                &format!("/queue/pushed/{id}/_{verb}"),
+                Some(body.to_string().as_bytes()),
+            )
+            .await;
+        assert_eq!(answer.status, 409, "{verb}: {}", answer.text());
+        assert!(
+            answer.text().contains("not handed out"),
+            "{}",
+            answer.text()
+        );
+    }
+    let job = app.get_job("pushed", &id).await.expect(200);
+    assert_eq!(job["inFlight"], true, "untouched: {job}");
+    assert_eq!(job["leaseExpiresAt"], until, "not extended: {job}");
+}
+
+#[tokio::test]
+async fn only_the_lease_handed_out_answers_and_its_latency_is_the_servers() {
+    let app = app_with_pull_queue(json!({})).await;
+    let id = app.enqueue_ok("q", &json!({"n": 1})).await;
+    let job = lease(&app, json!({})).await.remove(0);
+    let held = job["leaseId"].as_str().unwrap().to_owned();
+    let (attempt, rest) = held.split_once('-').unwrap();
+    let (until, rest) = rest.split_once('-').unwrap();
+    let (leased_at, signature) = rest.split_once('-').unwrap();
+    assert_eq!(until, job["leaseExpiresAt"].to_string());
+    // Another consumer who read `attempt` and `leaseExpiresAt`, and the holder claiming an
+    // earlier lease time (a made-up latency): neither answers.
+    let earlier = leased_at.parse::<i64>().unwrap() - 1_000_000;
+    for lease in [
+        forged_lease(
+            attempt.parse().unwrap(),
+            until.parse().unwrap(),
+            leased_at.parse().unwrap(),
+        ),
+        format!("{attempt}-{until}-{earlier}-{signature}"),
+    ] {
+        let refused = answer(&app, &job, "ack", json!({ "leaseId": lease })).await;
+        assert_eq!(refused.status, 409, "{}", refused.text());
+    }
+    assert_eq!(app.get_job("q", &id).await.expect(200)["inFlight"], true);
+    ack(&app, &job).await.expect(200);
+}

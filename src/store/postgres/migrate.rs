@@ -92,6 +92,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "statement counts",
         sql: include_str!("../../../migrations/postgres/0014_statement_counts.sql"),
     },
+    Migration {
+        version: 15,
+        name: "server keys",
+        sql: include_str!("../../../migrations/postgres/0015_server_keys.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -35,6 +35,7 @@ pub mod migrate;
 pub mod notify;
 pub mod queues;
 pub mod schedules;
+mod server_keys;
 mod tx;
 
 use anyhow::Context;

@@ -79,6 +79,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0017_activity_latency",
         include_str!("../../../migrations/0017_activity_latency.sql"),
     ),
+    (
+        "0018_server_keys",
+        include_str!("../../../migrations/0018_server_keys.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

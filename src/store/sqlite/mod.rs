@@ -26,6 +26,7 @@ mod queues;
 mod reader;
 mod resync;
 mod schedules;
+mod server_keys;
 mod tx;
 mod writer;
 
