@@ -256,9 +256,11 @@ pub fn keys_match(a: &[u8], b: &[u8]) -> bool {
     Sha256::digest(a).ct_eq(&Sha256::digest(b)).into()
 }
 
-/// An HS256 JWT signed with the key, with an `exp` in the future (within the leeway), and,
-/// with `max_lifetime`, valid for no longer than that: `exp - iat`, or `exp - now` when the
-/// token has no `iat`. The algorithm is pinned: `none` and every other `alg` are refused.
+/// An HS256 JWT signed with the key, with an `exp` in the future and no `iat` in the future
+/// (both within the leeway), and, with `max_lifetime`, minted for no longer than that
+/// (`exp - iat`) and valid from now for no longer (`exp - now`): a future `iat` cannot
+/// shorten the one, nor an old token in its last hour pass the other. The algorithm is pinned: `none`
+/// and every other `alg` are refused.
 fn valid_jwt(token: &str, key: &[u8], max_lifetime: Option<Duration>) -> bool {
     let mut validation = Validation::new(Algorithm::HS256);
     validation.leeway = JWT_LEEWAY_SECS;
@@ -272,18 +274,25 @@ fn valid_jwt(token: &str, key: &[u8], max_lifetime: Option<Duration>) -> bool {
     ) else {
         return false;
     };
+    let claims = &data.claims;
+    let now = jsonwebtoken::get_current_timestamp() as f64;
+    let leeway = JWT_LEEWAY_SECS as f64;
+    let iat = match claims.get("iat") {
+        None => None,
+        Some(iat) => match iat.as_f64() {
+            Some(iat) if iat <= now + leeway => Some(iat),
+            _ => return false,
+        },
+    };
     let Some(max) = max_lifetime else {
         return true;
     };
-    let claims = &data.claims;
     let Some(exp) = claims.get("exp").and_then(serde_json::Value::as_f64) else {
         return false;
     };
-    let start = claims
-        .get("iat")
-        .and_then(serde_json::Value::as_f64)
-        .unwrap_or(jsonwebtoken::get_current_timestamp() as f64);
-    exp - start <= max.as_secs_f64()
+    // Both: minted for longer (`exp - iat`), or valid from now for longer (`exp - now`).
+    let lifetime = (exp - now).max(iat.map_or(f64::MIN, |iat| exp - iat));
+    lifetime <= max.as_secs_f64() + leeway
 }
 
 #[cfg(test)]
@@ -366,6 +375,19 @@ mod tests {
         assert!(!is_authorized_within(&long, &key, hour));
         assert!(!is_authorized_within(&long_without_iat, &key, hour));
         assert!(is_authorized_within(&long, &key, None));
+        // A far `exp` with an `iat` just before it: the lifetime counts from now.
+        let far: i64 = 4_102_444_800; // 2100-01-01
+        let stretched = token(json!({ "exp": far, "iat": far - 60 }));
+        assert!(!is_authorized_within(&stretched, &key, hour));
+        assert!(
+            !is_authorized_within(&stretched, &key, None),
+            "iat in the future"
+        );
+        let skewed = token(json!({ "exp": now + 600, "iat": now + 30 }));
+        assert!(
+            is_authorized_within(&skewed, &key, hour),
+            "iat within the leeway"
+        );
     }
 
     #[test]
