@@ -426,11 +426,18 @@ pub fn newest_first(order: Option<&str>, newest_by_default: bool) -> ApiResult<b
 /// The longest text a listing searches for.
 const MAX_SEARCH_CHARS: usize = 200;
 
-/// The `search` of a listing or a selection: trimmed, `None` when empty; 422 when too long.
+/// The `search` of a listing or a selection: trimmed, `None` when empty; 422 when too long
+/// or holding a control character (a NUL ends the pattern early in SQLite's `instr`, so it
+/// would match every row, and select every dead letter for a replay).
 pub fn search_text(raw: Option<&str>) -> ApiResult<Option<String>> {
     let Some(text) = raw.map(str::trim).filter(|text| !text.is_empty()) else {
         return Ok(None);
     };
+    if text.chars().any(char::is_control) {
+        return Err(ApiError::Unprocessable(
+            "search must not hold control characters (such as NUL, tab or newline)".into(),
+        ));
+    }
     if text.chars().count() > MAX_SEARCH_CHARS {
         return Err(ApiError::Unprocessable(format!(
             "search must be at most {MAX_SEARCH_CHARS} characters"

@@ -531,6 +531,16 @@ async fn the_listing_finds_dead_letters_by_text_in_their_payload_or_error() {
     app.get(&format!("/admin/dlq?search={long}"))
         .await
         .expect_error(422);
+    // A NUL (which SQLite's instr reads as the pattern's end: every row) or another control
+    // character is refused, on every listing that searches.
+    for search in ["%00", "a%00b", "a%09b", "a%0Ab"] {
+        app.get(&format!("/admin/dlq?search={search}"))
+            .await
+            .expect_error(422);
+        app.get(&format!("/queue/q?search={search}"))
+            .await
+            .expect_error(422);
+    }
 }
 
 /// Issue 27, "all matching this filter": a search is a selection too. Replay and acknowledge
@@ -594,6 +604,8 @@ async fn replay_and_acknowledge_act_on_every_pending_letter_a_search_finds() {
         ),
         (json!({ "queue": "q", "all": true, "search": "   " }), 422),
         (json!({ "all": true, "search": "x".repeat(201) }), 422),
+        (json!({ "all": true, "search": "\u{0}" }), 422),
+        (json!({ "queue": "q", "all": true, "search": "a\u{0}" }), 422),
         (
             json!({ "queue": "q", "all": true, "search": "x", "group": { "status": 500, "error": "nope" } }),
             422,
