@@ -37,6 +37,23 @@ pub fn endpoint(url: &url::Url) -> String {
     }
 }
 
+/// Remove what a webhook URL's bearer may not show: its userinfo, query and fragment.
+pub fn strip_credentials(url: &mut url::Url) {
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
+}
+
+/// A redirect's `Location` as an error may show it: an absolute URL as [`endpoint`] shows
+/// it, a relative one without its query.
+pub fn location(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(url) => endpoint(&url),
+        Err(_) => raw.split(['?', '#']).next().unwrap_or_default().to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +83,17 @@ mod tests {
         assert_eq!(endpoint(&parsed), "https://hooks.example:8443/ops/in");
         let parsed = url::Url::parse("http://hooks.example/in?token=t0k3n").unwrap();
         assert_eq!(endpoint(&parsed), "http://hooks.example/in");
+    }
+
+    #[test]
+    fn webhook_urls_lose_their_tokens() {
+        let mut url = url::Url::parse("https://u:p@hooks.example/x/y?token=s3cret#f").unwrap();
+        strip_credentials(&mut url);
+        assert_eq!(url.as_str(), "https://hooks.example/x/y");
+        assert_eq!(
+            location("https://a:b@else.example:8443/p?token=s3cret"),
+            "https://else.example:8443/p"
+        );
+        assert_eq!(location("/next?token=s3cret"), "/next");
     }
 }

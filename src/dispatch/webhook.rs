@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::guard::{AddressPolicy, GuardedResolver};
 use crate::json::CanonicalJson;
 use crate::model::{JobId, Target, UnixMillis};
+use crate::redact;
 use crate::signing::{self, Signatures, SigningKeys};
 use crate::store::{Queue, ScheduleTick};
 use crate::trace_context::{TRACEPARENT, TRACESTATE, TraceContext};
@@ -202,7 +203,7 @@ impl WebhookClient {
         let started = Instant::now();
         let response = match request.body(job.payload.into_string()).send().await {
             Ok(response) => response,
-            Err(err) => return transport_failure(&err, started),
+            Err(err) => return transport_failure(err, started),
         };
         let status = response.status();
         let location = header_text(&response, LOCATION);
@@ -231,7 +232,9 @@ impl WebhookClient {
         if status.is_redirection() {
             error = format!(
                 "redirect to {} not followed (HTTP {status}): {error}",
-                location.as_deref().unwrap_or("<no Location>")
+                location
+                    .as_deref()
+                    .map_or_else(|| "<no Location>".to_owned(), redact::location)
             );
         }
         AttemptResult::Failed {
@@ -244,7 +247,14 @@ impl WebhookClient {
     }
 }
 
-fn transport_failure(err: &reqwest::Error, started: Instant) -> AttemptResult {
+/// A failed request as the job's error. reqwest names the URL in its message: shown as
+/// [`redact::endpoint`] shows it, since the job's error is read by producers and logged,
+/// and a target's query or userinfo is where tokens ride (`?token=…`).
+fn transport_failure(mut err: reqwest::Error, started: Instant) -> AttemptResult {
+    if let Some(url) = err.url_mut() {
+        redact::strip_credentials(url);
+    }
+    let err = &err;
     let error = if err.is_timeout() {
         format!(
             "timed out after {} waiting for the worker ({})",

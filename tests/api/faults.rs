@@ -812,3 +812,36 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
     assert_eq!(status, "HTTP/1.1 200 OK");
     assert_eq!(request_on(&mut second).await, "HTTP/1.1 200 OK");
 }
+
+#[tokio::test]
+async fn a_targets_token_never_reaches_the_jobs_error() {
+    // A reset connection: reqwest's error names the URL it was sending to.
+    let worker = RawReceiver::start(Fault::ResetAfterRequest).await;
+    let app = app_with_attempts(1).await;
+    let target = format!("http://127.0.0.1:{}/hook?token=s3cret-token", worker.port);
+    let job = dead_letter_of_one_job(&app, &target).await;
+    let error = error_of(&job);
+    eprintln!("reset: {error}");
+    assert!(
+        error.starts_with("request failed") || error.starts_with("connection failed"),
+        "{error}"
+    );
+    assert!(!error.contains("s3cret-token"), "the token leaked: {error}");
+    // A redirect's Location, the worker's to choose, loses its query too.
+    let receiver = TestReceiver::always(Reply::Respond {
+        status: 302,
+        body: String::new(),
+        headers: vec![(
+            "location",
+            "https://else.example/next?token=s3cret-token".into(),
+        )],
+    })
+    .await;
+    let app = app_with_attempts(1).await;
+    let job = dead_letter_of_one_job(&app, &receiver.url).await;
+    let error = error_of(&job);
+    assert!(
+        error.starts_with("redirect to https://else.example/next not followed"),
+        "{error}"
+    );
+}
