@@ -72,10 +72,11 @@ async fn list_queues(
 }
 
 /// A new queue: its target, an optional secret, and optionally its own delivery policy
-/// (what it leaves out follows the server's settings). Unknown fields are ignored, as hyper
-/// does, so clients that send extra fields still work.
+/// (what it leaves out follows the server's settings). An unknown field is refused (422,
+/// naming it), as `PATCH` does: a mistyped `secrett` must not make an unsigned queue. The
+/// official hyper-connect client sends `target` and `secret` only.
 #[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(example = json!({"target": "https://worker.example.com/jobs", "secret": "s3cret", "maxAttempts": 10, "concurrency": 8}))]
 pub struct CreateQueue {
     /// Where jobs are pushed: an absolute http(s) URL with a host and no credentials.
@@ -142,7 +143,7 @@ pub struct CreateQueue {
         (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
         (status = 409, description = "The queue already exists", body = ApiErrorBody),
         (status = 413, description = "Body larger than 16 KiB", body = ApiErrorBody),
-        (status = 422, description = "Invalid name, target, secret or policy value, or a `standard`/`both` queue whose secret is not `whsec_` + base64 of 24–64 bytes", body = ApiErrorBody),
+        (status = 422, description = "Invalid name, target, secret or policy value, an unknown field, or a `standard`/`both` queue whose secret is not `whsec_` + base64 of 24–64 bytes", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),

@@ -2,6 +2,8 @@
 
 use axum::http::Method;
 
+use serde_json::json;
+
 use crate::helpers::{TestApp, spawn_app};
 
 const MAX_JOB_BYTES: usize = 64;
@@ -200,4 +202,30 @@ async fn the_same_bad_value_gets_the_same_status_on_every_listing() {
     // An invalid `status` is a value too.
     assert_rejected(&app, Method::GET, "/queue/q?status=DONE", None, 422).await;
     assert_rejected(&app, Method::GET, "/admin/dlq?status=done", None, 422).await;
+}
+
+#[tokio::test]
+async fn a_queue_definition_with_an_unknown_field_is_refused_naming_it() {
+    let app = spawn_app(|_| {}).await;
+    // A typo of `secret` would otherwise make a queue whose deliveries are not signed.
+    let refused = app
+        .put_queue(
+            "emails",
+            &json!({"target": "http://127.0.0.1:9/", "secrett": "x"}),
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(
+        refused.text().contains("unknown field `secrett`"),
+        "{}",
+        refused.text()
+    );
+    app.get("/queue/emails/_settings").await.expect_error(404);
+    // What the official hyper-connect client sends still creates the queue.
+    app.put_queue(
+        "emails",
+        &json!({"target": "http://127.0.0.1:9/", "secret": "x"}),
+    )
+    .await
+    .expect(201);
 }
