@@ -263,14 +263,54 @@ impl Database {
         }
     }
 
-    /// What a `--db` value names: a `postgres://` or `postgresql://` URL, else a SQLite file.
-    pub fn named(db: &Path) -> Self {
-        match db.to_str() {
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                Self::Postgres(url.to_owned())
+    /// What a `--db` value names: a `postgres://` or `postgresql://` URL (which must parse),
+    /// a SQLite file (`sqlite:` and a path, or a plain path). Anything that looks like a
+    /// database URL or a keyword DSN but is neither is refused, rather than becoming a
+    /// SQLite file named after it (`postgres//db/hookq` would have made `./postgres/db/`,
+    /// `host=db password=…` a file named with the password). The value is never repeated:
+    /// it may hold a password.
+    pub fn named(db: &Path) -> anyhow::Result<Self> {
+        let Some(text) = db.to_str() else {
+            return Ok(Self::Sqlite(db.to_owned()));
+        };
+        if let Some(path) = text
+            .strip_prefix("sqlite://")
+            .or_else(|| text.strip_prefix("sqlite:"))
+        {
+            if path.is_empty() {
+                bail!("--db sqlite: needs a file path after it (sqlite:/var/lib/hookq/hookq.db)");
             }
-            _ => Self::Sqlite(db.to_owned()),
+            return Ok(Self::Sqlite(PathBuf::from(path)));
         }
+        let lower = text.to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            text.parse::<tokio_postgres::Config>().map_err(|e| {
+                anyhow::anyhow!("--db is not a PostgreSQL URL that parses ({e}); the form is postgres://user:password@host:5432/database")
+            })?;
+            return Ok(Self::Postgres(text.to_owned()));
+        }
+        if lower.starts_with("postgres")
+            && lower[8..].trim_start_matches("ql").starts_with([':', '/'])
+        {
+            bail!(
+                "--db looks like a PostgreSQL URL but is not one: write postgres://host/database \
+                 (or sqlite:PATH for a SQLite file of that name)"
+            );
+        }
+        if text.contains("://") {
+            bail!(
+                "--db names a URL hookq does not serve: use postgres:// or postgresql:// for \
+                 PostgreSQL, or a file path (or sqlite:PATH) for SQLite"
+            );
+        }
+        if text.contains('=') {
+            bail!(
+                "--db looks like a keyword connection string (host=… dbname=…), which hookq \
+                 does not take: write it as a URL, postgres://user:password@host:5432/database \
+                 (or sqlite:PATH for a SQLite file whose name holds `=`)"
+            );
+        }
+        Ok(Self::Sqlite(db.to_owned()))
     }
 
     /// `--db` as given, or, without it, the SQLite file in the OS data directory that
@@ -280,7 +320,7 @@ impl Database {
         data_dir: impl FnOnce() -> Option<PathBuf>,
     ) -> anyhow::Result<Self> {
         match db {
-            Some(db) => Ok(Self::named(db)),
+            Some(db) => Self::named(db),
             None => {
                 let dir = data_dir().context(
                     "cannot find the OS data directory (no HOME?); pass --db or set HOOKQ_DB",
@@ -654,8 +694,7 @@ impl Config {
 
 /// `500ms`, `5s`, `2m`, `1h` (and combinations such as `1m30s`).
 pub fn parse_duration(raw: &str) -> Result<Duration, String> {
-    humantime::parse_duration(raw.trim())
-        .map_err(|e| format!("`{raw}` is not a duration such as 500ms, 5s, 2m or 1h ({e})"))
+    crate::policy::read_duration(raw)
 }
 
 fn parse_synchronous(raw: &str) -> Result<Synchronous, String> {
@@ -763,6 +802,17 @@ mod tests {
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn a_space_separated_duration_list_is_refused_with_the_comma_form() {
+        let refused = parse_backoff("1s 5s").unwrap_err().to_string();
+        assert!(refused.contains("`1s,5s`"), "{refused}");
+        assert!(
+            parse_duration("1m 30s").is_err(),
+            "one duration is written without spaces"
+        );
+        assert_eq!(parse_duration(" 1m30s ").unwrap(), Duration::from_secs(90));
     }
 
     #[test]
@@ -889,23 +939,56 @@ mod tests {
     fn postgresql_urls_are_told_from_file_paths() {
         for url in ["postgres://u:p@db/hookq", "postgresql://db/hookq"] {
             assert_eq!(
-                Database::named(Path::new(url)),
+                Database::named(Path::new(url)).unwrap(),
                 Database::Postgres(url.to_owned())
             );
         }
-        for file in ["/var/lib/hookq/hookq.db", "postgres.db", "postgres:/x.db"] {
+        for file in [
+            "/var/lib/hookq/hookq.db",
+            "postgres.db",
+            "./postgres:/x.db",
+            "a b.db",
+        ] {
             assert_eq!(
-                Database::named(Path::new(file)),
+                Database::named(Path::new(file)).unwrap(),
+                Database::Sqlite(PathBuf::from(file))
+            );
+        }
+        for (given, file) in [
+            ("sqlite:jobs.db", "jobs.db"),
+            ("sqlite:///data/a=b.db", "/data/a=b.db"),
+        ] {
+            assert_eq!(
+                Database::named(Path::new(given)).unwrap(),
                 Database::Sqlite(PathBuf::from(file))
             );
         }
     }
 
     #[test]
+    fn a_mistyped_database_url_or_a_keyword_dsn_is_refused_without_repeating_it() {
+        for (given, says) in [
+            ("postgres//db/hookq", "looks like a PostgreSQL URL"),
+            ("postgresql:/db/hookq", "looks like a PostgreSQL URL"),
+            ("postgres://db:notaport/hookq", "URL that parses"),
+            ("mysql://db/hookq", "URL hookq does not serve"),
+            (
+                "host=db dbname=hookq password=s3cret",
+                "keyword connection string",
+            ),
+            ("sqlite:", "needs a file path"),
+        ] {
+            let refused = Database::named(Path::new(given)).unwrap_err().to_string();
+            assert!(refused.contains(says), "{given}: {refused}");
+            assert!(!refused.contains("s3cret"), "{refused}");
+        }
+    }
+
+    #[test]
     fn a_database_shows_its_path_or_its_url_without_the_password() {
-        let file = Database::named(Path::new("/var/lib/hookq/hookq.db"));
+        let file = Database::named(Path::new("/var/lib/hookq/hookq.db")).unwrap();
         assert_eq!(file.to_string(), "/var/lib/hookq/hookq.db");
-        let url = Database::named(Path::new("postgres://hookq:s3cret@db.example/hookq"));
+        let url = Database::named(Path::new("postgres://hookq:s3cret@db.example/hookq")).unwrap();
         let shown = url.to_string();
         assert!(shown.starts_with("postgres://hookq:"), "{shown}");
         assert!(shown.ends_with("@db.example/hookq"), "{shown}");
@@ -930,7 +1013,7 @@ mod tests {
         assert!(matches!(config.database, Database::Postgres(_)));
         // Its password does not print.
         assert!(!format!("{config:?}").contains("s3cret"));
-        assert!(!format!("{:?}", Database::named(Path::new(url))).contains("s3cret"));
+        assert!(!format!("{:?}", Database::named(Path::new(url)).unwrap()).contains("s3cret"));
     }
 
     #[test]

@@ -183,11 +183,23 @@ pub fn backoff_step(steps: &[Duration], n: u32) -> Option<Duration> {
 
 /// A duration such as `500ms`, `5s`, `2m`.
 pub fn parse_duration(field: &str, raw: &str) -> Result<Duration, InvalidInput> {
-    humantime::parse_duration(raw.trim()).map_err(|_| {
-        InvalidInput(format!(
-            "{field}: `{raw}` is not a duration such as 500ms, 5s or 2m"
-        ))
-    })
+    read_duration(raw).map_err(|why| InvalidInput(format!("{field}: {why}")))
+}
+
+/// A duration as hookq writes them everywhere (`500ms`, `5s`, `2m`, `1h`, `1m30s`), for the
+/// API's fields and the server's settings alike. No space inside: humantime would add the
+/// parts up, so `"1s 5s"` meant for a list of two steps would silently be one of 6 s.
+pub fn read_duration(raw: &str) -> Result<Duration, String> {
+    let text = raw.trim();
+    if text.contains(char::is_whitespace) {
+        return Err(format!(
+            "`{raw}` holds a space: write one duration without spaces (`1m30s`), and separate \
+             the steps of a list with commas (`{}`)",
+            text.split_whitespace().collect::<Vec<_>>().join(",")
+        ));
+    }
+    humantime::parse_duration(text)
+        .map_err(|_| format!("`{raw}` is not a duration such as 500ms, 5s, 2m or 1h"))
 }
 
 pub fn check_backoff(raw: &[String]) -> Result<Vec<Duration>, InvalidInput> {

@@ -467,7 +467,7 @@ async fn main() -> anyhow::Result<()> {
         Some(url)
             if matches!(
                 hookq::config::Database::named(std::path::Path::new(url)),
-                hookq::config::Database::Postgres(_)
+                Ok(hookq::config::Database::Postgres(_))
             ) =>
         {
             Some(FreshDatabase::create(url, seed).await?)
@@ -507,7 +507,7 @@ async fn main() -> anyhow::Result<()> {
         } else {
             "pushed to one worker".to_owned()
         },
-        hookq::config::Database::named(std::path::Path::new(&db))
+        db_shown(&db)
     );
 
     // The worker.
@@ -847,7 +847,7 @@ async fn main() -> anyhow::Result<()> {
         println!(
             "\nFAIL (server log kept in {}; database {})",
             kept.display(),
-            hookq::config::Database::named(std::path::Path::new(&db))
+            db_shown(&db)
         );
         for failure in &failed {
             println!("  - {failure}");
@@ -901,5 +901,13 @@ impl FreshDatabase {
             })?;
         tokio::spawn(connection);
         Ok(client)
+    }
+}
+
+/// The database as a log may show it (a URL without its password).
+fn db_shown(db: &str) -> String {
+    match hookq::config::Database::named(std::path::Path::new(db)) {
+        Ok(database) => database.to_string(),
+        Err(err) => err.to_string(),
     }
 }

@@ -611,18 +611,18 @@ fn dispatch(command: Command) -> CliResult<Outcome> {
             "`serve` runs the server, not an operator command".into(),
         )),
         Command::Verify(args) => verify::run(&args),
-        Command::Migrate(args) => match Database::named(&args.db) {
+        Command::Migrate(args) => match database(&args.db)? {
             Database::Postgres(url) => local::migrate_postgres(&url),
             Database::Sqlite(path) => local::migrate(&path),
         },
-        Command::Backup(args) if is_postgres(&args.db) => Err(CliError::Usage(
+        Command::Backup(args) if is_postgres(&args.db)? => Err(CliError::Usage(
             "`hookq backup` copies a SQLite file; back a PostgreSQL database up with \
              PostgreSQL's own tools (pg_dump, or base backups with WAL archiving: see \
              docs/operations.md)"
                 .into(),
         )),
         Command::Backup(args) => local::backup(&args.db, &args.dest),
-        Command::Check(args) if is_postgres(&args.db) => Err(CliError::Usage(
+        Command::Check(args) if is_postgres(&args.db)? => Err(CliError::Usage(
             "`hookq check` checks a SQLite file; PostgreSQL checks its own data (checksums, \
              amcheck), and `hookq migrate --db postgres://…` says which hookq schema it holds"
                 .into(),
@@ -632,7 +632,12 @@ fn dispatch(command: Command) -> CliResult<Outcome> {
     }
 }
 
+/// What a `--db` value names; a usage error when it names nothing hookq opens.
+fn database(db: &std::path::Path) -> CliResult<Database> {
+    Database::named(db).map_err(|e| CliError::Usage(e.to_string()))
+}
+
 /// Whether a `--db` value names a PostgreSQL database (the file commands refuse one).
-fn is_postgres(db: &std::path::Path) -> bool {
-    matches!(Database::named(db), Database::Postgres(_))
+fn is_postgres(db: &std::path::Path) -> CliResult<bool> {
+    Ok(matches!(database(db)?, Database::Postgres(_)))
 }

@@ -229,3 +229,17 @@ async fn a_queue_definition_with_an_unknown_field_is_refused_naming_it() {
     .await
     .expect(201);
 }
+
+#[tokio::test]
+async fn a_backoff_step_holding_a_space_is_refused_with_the_comma_form() {
+    let app = spawn_app(|_| {}).await;
+    // humantime would add "1s 5s" up to one step of 6 s.
+    let refused = app
+        .put_queue(
+            "q",
+            &json!({"target": "http://127.0.0.1:9/", "backoff": ["1s 5s"]}),
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(refused.text().contains("1s,5s"), "{}", refused.text());
+}

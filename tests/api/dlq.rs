@@ -605,7 +605,10 @@ async fn replay_and_acknowledge_act_on_every_pending_letter_a_search_finds() {
         (json!({ "queue": "q", "all": true, "search": "   " }), 422),
         (json!({ "all": true, "search": "x".repeat(201) }), 422),
         (json!({ "all": true, "search": "\u{0}" }), 422),
-        (json!({ "queue": "q", "all": true, "search": "a\u{0}" }), 422),
+        (
+            json!({ "queue": "q", "all": true, "search": "a\u{0}" }),
+            422,
+        ),
         (
             json!({ "queue": "q", "all": true, "search": "x", "group": { "status": 500, "error": "nope" } }),
             422,
