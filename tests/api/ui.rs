@@ -1039,7 +1039,7 @@ async fn dead_letters_are_replayed_acknowledged_and_deleted_in_bulk() {
         .await;
     let said = visitor.follow(refused).await.body;
     assert!(
-        said.contains("is not a duration such as 500ms, 5s or 2m"),
+        said.contains("is not a duration such as 500ms, 5s, 2m or 1h"),
         "{said}"
     );
     assert_eq!(app.get_job("q", &other).await.json()["status"], "ERROR");
