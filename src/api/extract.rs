@@ -41,19 +41,22 @@ impl FromRequestParts<AppState> for KnownQueue {
     }
 }
 
-/// `{name}` of a queue to create: 422 when the name is invalid.
-pub struct NewQueueName(pub QueueName);
+/// `{name}` of a queue to create: 422 when the name is invalid. Names are lower-cased; the
+/// name as given is kept so answers can say what it became.
+pub struct NewQueueName {
+    pub name: QueueName,
+    pub given: String,
+}
 
 impl FromRequestParts<AppState> for NewQueueName {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+        let Path(given) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::BadRequest(e.body_text()))?;
-        QueueName::parse(&raw)
-            .map(Self)
-            .map_err(|e| ApiError::Unprocessable(e.0))
+        let name = QueueName::parse(&given).map_err(|e| ApiError::Unprocessable(e.0))?;
+        Ok(Self { name, given })
     }
 }
 
@@ -134,9 +137,23 @@ impl FromRequestParts<AppState> for DeadLetterId {
     }
 }
 
-/// The query string decoded into `T`: 400 when it cannot be decoded. Values are checked by
-/// the parsers below (422).
+/// The query string decoded into `T`: 400 when it cannot be decoded; 422 naming a parameter
+/// `T` does not take (every query type refuses unknown fields: `?dealy=30s` must not pass
+/// as an enqueue without its delay). Values are checked by the parsers below (422).
 pub struct ApiQuery<T>(pub T);
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" (serde_urlencoded reports it only
+/// as text) as the API says it: the parameter, and those the route takes.
+fn unknown_parameter(rejection: &str) -> Option<String> {
+    let rest = rejection.split_once("unknown field ")?.1;
+    let (name, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
+    let takes = expected.trim_start_matches("one of ");
+    Some(if takes.is_empty() || takes.starts_with("there are no") {
+        format!("unknown query parameter {name}: this route takes none")
+    } else {
+        format!("unknown query parameter {name}: this route takes {takes}")
+    })
+}
 
 impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ApiQuery<T> {
     type Rejection = ApiError;
@@ -144,7 +161,13 @@ impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for ApiQuery<T> {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let Query(value) = Query::<T>::from_request_parts(parts, state)
             .await
-            .map_err(|e| ApiError::BadRequest(e.body_text()))?;
+            .map_err(|e| {
+                let text = e.body_text();
+                match unknown_parameter(&text) {
+                    Some(unknown) => ApiError::Unprocessable(unknown),
+                    None => ApiError::BadRequest(text),
+                }
+            })?;
         Ok(Self(value))
     }
 }
@@ -243,7 +266,7 @@ pub fn check_ordering_key(key: &str) -> ApiResult<()> {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct EnqueueQuery {
     delay: Option<String>,
     run_at: Option<String>,

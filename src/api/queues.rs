@@ -18,7 +18,7 @@ use super::settings::{
 };
 use crate::dispatch::guard::AddressPolicy;
 use crate::model::{JobId, Secret, SignatureScheme, Target, now_millis};
-use crate::store::{Enqueued, NewJob, Queue};
+use crate::store::{Enqueued, NewJob, Queue, StoreError};
 use crate::{otel, telemetry};
 
 /// Queue definitions are small; this bounds what a client can make us read.
@@ -150,7 +150,7 @@ pub struct CreateQueue {
 )]
 async fn create_queue(
     State(state): State<AppState>,
-    NewQueueName(name): NewQueueName,
+    NewQueueName { name, given }: NewQueueName,
     ApiJson(request): ApiJson<CreateQueue, MAX_QUEUE_BODY>,
 ) -> ApiResult<(StatusCode, Json<OkBody>)> {
     let target = match &request.target {
@@ -183,8 +183,17 @@ async fn create_queue(
     check_burst_has_a_rate(&queue, &policy)?;
     check_signing(&queue, &policy)?;
     queue.apply(&policy);
-    state.store.create_queue(queue).await?;
-    tracing::info!(queue = %name, "queue created");
+    match state.store.create_queue(queue).await {
+        // `Emails` is `emails`: say which queue exists, not just that one does.
+        Err(StoreError::QueueExists) if given != name.as_str() => {
+            return Err(ApiError::Conflict(format!(
+                "queue already exists: `{given}` names queue `{name}` (queue names are \
+                 lower-cased)"
+            )));
+        }
+        created => created?,
+    }
+    tracing::info!(queue = %name, given = %given, "queue created");
     Ok((StatusCode::CREATED, Json(OkBody::OK)))
 }
 

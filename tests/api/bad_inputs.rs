@@ -243,3 +243,60 @@ async fn a_backoff_step_holding_a_space_is_refused_with_the_comma_form() {
     assert_eq!(refused.status, 422, "{}", refused.text());
     assert!(refused.text().contains("1s,5s"), "{}", refused.text());
 }
+
+#[tokio::test]
+async fn an_unknown_query_parameter_is_refused_naming_it() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("emails", "http://127.0.0.1:9/", None)
+        .await;
+    // A typo of `delay` would otherwise enqueue for delivery at once.
+    let refused = app
+        .call(Method::POST, "/queue/emails?dealy=30s", Some(b"{}"))
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(
+        refused.text().contains("unknown query parameter `dealy`")
+            && refused.text().contains("`delay`"),
+        "{}",
+        refused.text()
+    );
+    assert!(
+        app.list("emails", "READY").await.is_empty(),
+        "nothing stored"
+    );
+    for path in [
+        "/queue/emails?stauts=READY",
+        "/queue/emails/_stats?rnage=1h",
+        "/admin/dlq?limt=5",
+        "/admin/queues/health?from=1h",
+    ] {
+        let refused = app.call(Method::GET, path, None).await;
+        assert_eq!(refused.status, 422, "{path}: {}", refused.text());
+        assert!(
+            refused.text().contains("unknown query parameter"),
+            "{}",
+            refused.text()
+        );
+    }
+    // What the hyper clients send still passes.
+    app.call(Method::GET, "/queue/emails?status=READY", None)
+        .await
+        .expect(200);
+}
+
+#[tokio::test]
+async fn a_queue_name_in_capitals_is_told_what_it_became() {
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("Emails", "http://127.0.0.1:9/", None)
+        .await;
+    app.get("/queue/emails/_settings").await.expect(200);
+    let again = app
+        .create_queue("EMAILS", "http://127.0.0.1:9/", None)
+        .await;
+    assert_eq!(again.status, 409);
+    assert!(
+        again.text().contains("`EMAILS` names queue `emails`"),
+        "{}",
+        again.text()
+    );
+}
