@@ -52,7 +52,15 @@ pub struct CreatedKey {
     /// The key: `hq_` and 64 hex digits. Send it as `Authorization: Bearer <key>` or
     /// `X-API-Key: <key>`.
     pub key: String,
+    /// Present when the key does nothing yet: the server has no API key, so it is open and
+    /// every request is allowed, with or without a scoped key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
+
+/// Why a scoped key made on an open server does nothing (the API key opens the queue API
+/// zone; without one the zone is open).
+pub const OPEN_SERVER_WARNING: &str = "this server has no API key (HOOKQ_API_KEY), so it is open: every request is allowed and scoped keys are not enforced until one is set";
 
 /// A key as listed: never the key nor its hash.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -150,7 +158,19 @@ async fn create_key(
         })
         .await?;
     tracing::info!(key_id = %id, role = %role, "api key created");
-    Ok((StatusCode::CREATED, Json(CreatedKey { ok: true, id, key })))
+    let warning = state.config.api_key.is_none().then(|| {
+        tracing::warn!(key_id = %id, "{OPEN_SERVER_WARNING}");
+        OPEN_SERVER_WARNING.to_owned()
+    });
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedKey {
+            ok: true,
+            id,
+            key,
+            warning,
+        }),
+    ))
 }
 
 /// List the scoped keys (never a key nor its hash).

@@ -467,6 +467,10 @@ pub struct DlqListArgs {
 #[derive(Debug, Subcommand)]
 pub enum KeyCommand {
     /// Create a key with a role and its queues; prints the key, shown only this once.
+    ///
+    /// Scoped keys are enforced once the server has an API key (HOOKQ_API_KEY): an open
+    /// server (no API key, loopback only) allows every request, with or without a scoped
+    /// key, and says so when a key is created there.
     Create {
         /// A name for people (what the key is for).
         #[arg(long)]

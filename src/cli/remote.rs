@@ -189,6 +189,9 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
             let reply = Client::new(&remote)?
                 .create_key(&name, &role, &queues)
                 .await?;
+            if let Some(warning) = &reply.data.warning {
+                eprintln!("warning: {warning}");
+            }
             print_or(&remote, &reply.json, || {
                 format!(
                     "created key {} ({name}, {role})\n{}\n(shown only now: store it safely)\n",

@@ -1048,3 +1048,51 @@ async fn key_create_list_and_revoke_work_against_a_running_server() {
         .await
         .fails_with(1, "(HTTP 404)");
 }
+
+#[tokio::test]
+async fn a_key_created_on_an_open_server_says_it_does_nothing_yet() {
+    let app = spawn_app(|_| {}).await;
+    // The API's answer carries the warning...
+    let created = app
+        .call(
+            axum::http::Method::POST,
+            "/admin/keys",
+            Some(br#"{"name":"x","role":"producer","queues":["q"]}"#),
+        )
+        .await
+        .expect(201);
+    let warning = created["warning"].as_str().expect("a warning");
+    assert!(warning.contains("no API key"), "{warning}");
+    // ...and the CLI says it on stderr, keeping stdout the key alone.
+    let run = at(
+        &app,
+        &[
+            "key", "create", "--name", "y", "--role", "reader", "--queues", "q",
+        ],
+    )
+    .await;
+    assert!(
+        run.stderr.contains("warning: this server has no API key"),
+        "{run:?}"
+    );
+    assert!(run.ok().contains("hq_"), "{run:?}");
+    // With an API key, no warning.
+    const KEY: &str = "the-configured-api-key-for-the-cli";
+    let keyed = spawn_app(|config| config.api_key = Some(ApiKey::new(KEY.into()))).await;
+    let created = keyed
+        .call(
+            axum::http::Method::POST,
+            "/admin/keys",
+            Some(br#"{"name":"x","role":"producer","queues":["q"]}"#),
+        )
+        .await
+        .expect(201);
+    assert!(created.get("warning").is_none(), "{created}");
+    // `--help` says so before anyone tries.
+    let help = hookq(&["key", "create", "--help"], &[], None).await;
+    assert!(
+        help.ok()
+            .contains("Scoped keys are enforced once the server has an API key"),
+        "{help:?}"
+    );
+}

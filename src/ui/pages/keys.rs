@@ -142,8 +142,12 @@ pub async fn create(ctx: Ctx, form: FormData) -> UiResult {
         .await;
     Ok(match created {
         Ok(created) => {
+            let warning = created
+                .warning
+                .map(|warning| format!(" (note: {warning})"))
+                .unwrap_or_default();
             let said = Flash::notice(format!(
-                "Key {name} created ({role}). Copy it now, it is not shown again: {}",
+                "Key {name} created ({role}). Copy it now, it is not shown again: {}{warning}",
                 created.key
             ));
             ctx.done(said.beside(FormOutcome::of(NEW_KEY_FORM)), &back)
