@@ -300,3 +300,34 @@ async fn a_queue_name_in_capitals_is_told_what_it_became() {
         again.text()
     );
 }
+
+#[tokio::test]
+async fn a_body_of_the_wrong_type_is_refused_naming_the_field_and_its_form() {
+    let app = spawn_app(|_| {}).await;
+    app.put_queue("q", &json!({})).await.expect(201);
+    let refused = app
+        .call(Method::POST, "/queue/q/_lease", Some(br#"{"wait": 20}"#))
+        .await;
+    assert_eq!(refused.status, 422);
+    assert!(
+        refused
+            .text()
+            .contains("`wait` takes a duration such as `20s`"),
+        "{}",
+        refused.text()
+    );
+    let refused = app
+        .put_queue(
+            "other",
+            &json!({"maxAttempts": "ten", "target": "http://127.0.0.1:9/"}),
+        )
+        .await;
+    assert_eq!(refused.status, 422);
+    assert!(
+        refused
+            .text()
+            .contains("`maxAttempts` must be a whole number, not the string"),
+        "{}",
+        refused.text()
+    );
+}
