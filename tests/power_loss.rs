@@ -12,12 +12,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use forgetfs::{ScratchMount, Tear};
+
+#[path = "skipped.rs"]
+mod skipped;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// Where the tests keep the database on a forgetfs mount.
+/// A forgetfs mount, or `None` (recorded as skipped) where this machine cannot mount one.
+fn scratch() -> Option<ScratchMount> {
+    let disk = ScratchMount::for_test();
+    if disk.is_none() {
+        skipped::record("FUSE (apt-get install fuse3; run as root)");
+    }
+    disk
+}
+
 fn database(disk: &ScratchMount) -> PathBuf {
     disk.at("hookq.db")
 }
@@ -204,7 +216,7 @@ enum Meets {
 }
 
 async fn acknowledged_after_a_failed_fsync_survive_a_cut(meets: Meets) {
-    let Some(disk) = ScratchMount::for_test() else {
+    let Some(disk) = scratch() else {
         return;
     };
     let (worker, calls) = worker(20).await;
@@ -265,7 +277,7 @@ async fn acknowledged_after_a_failed_fsync_survive_a_cut(meets: Meets) {
 /// 201s it cannot keep; a restart on a healed disk resumes with everything acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_that_keeps_failing_stops_writes_and_says_so_until_a_restart() {
-    let Some(disk) = ScratchMount::for_test() else {
+    let Some(disk) = scratch() else {
         return;
     };
     let server = Server::start(&database(&disk)).await;
@@ -309,7 +321,7 @@ async fn a_disk_that_keeps_failing_stops_writes_and_says_so_until_a_restart() {
 /// after every cut. The long run (100 cuts) is in docs/reliability.md.
 #[test]
 fn ten_power_cuts_and_three_failed_fsyncs_lose_no_acknowledged_job() {
-    let Some(disk) = ScratchMount::for_test() else {
+    let Some(disk) = scratch() else {
         return;
     };
     // The harness mounts its own disk; this one only proved that mounting works here.

@@ -14,6 +14,8 @@ use std::process::{Command, ExitCode};
 
 #[path = "build_identity.rs"]
 mod build_identity;
+#[path = "skipped.rs"]
+mod skipped;
 
 fn main() -> ExitCode {
     if std::env::var_os("HOOKQ_TEST_POSTGRES_URL").is_none() {
@@ -27,6 +29,10 @@ fn main() -> ExitCode {
         eprintln!(
             "skipped: the suite on PostgreSQL needs a cluster: eval \"$(bash \
              tests/postgres/cluster.sh start)\" first"
+        );
+        skipped::record(
+            "PostgreSQL, for the whole suite's second run (apt-get install postgresql; eval \
+             \"$(bash tests/postgres/cluster.sh start)\")",
         );
         return ExitCode::SUCCESS;
     }
@@ -43,6 +49,8 @@ fn main() -> ExitCode {
         // The PostgreSQL-only tests already ran, on PostgreSQL, in the first run.
         .args(["--skip", "postgres"])
         .env("HOOKQ_TEST_BACKEND", "postgres")
+        // Its skips are this run's.
+        .env(skipped::RUN_VARIABLE, skipped::run_id())
         .status();
     match status {
         Ok(status) if status.success() => ExitCode::SUCCESS,

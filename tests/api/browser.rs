@@ -74,6 +74,7 @@ impl Browser {
                     "skipped: {test_name} needs chromium and chromedriver (Debian packages \
                      chromium, chromium-driver)"
                 );
+                crate::skipped::record("Chromium (apt-get install chromium chromium-driver)");
                 return None;
             }
         };

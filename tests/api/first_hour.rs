@@ -28,6 +28,7 @@ fn python3() -> Option<&'static str> {
         }
         _ => {
             eprintln!("skipped: no python3");
+            crate::skipped::record("python3");
             None
         }
     }

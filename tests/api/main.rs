@@ -3,6 +3,8 @@
 
 #[path = "../build_identity.rs"]
 mod build_identity;
+#[path = "../skipped.rs"]
+mod skipped;
 
 mod activity_history;
 mod auth;

@@ -39,6 +39,10 @@ pub struct TestDatabase {
     pub url: String,
 }
 
+/// What a PostgreSQL test needs when it is skipped, and how to get it.
+pub const POSTGRES_NEEDED: &str =
+    "PostgreSQL (apt-get install postgresql; eval \"$(bash tests/postgres/cluster.sh start)\")";
+
 impl TestDatabase {
     /// A fresh, empty database, or `None` (after saying so) when no cluster is configured.
     pub async fn create(test_name: &str) -> Option<Self> {
@@ -54,6 +58,7 @@ impl TestDatabase {
                 "skipped: {test_name} needs PostgreSQL: eval \"$(bash tests/postgres/cluster.sh \
                  start)\" first"
             );
+            crate::skipped::record(POSTGRES_NEEDED);
             return None;
         };
         let name = format!("hookq_test_{}", uuid::Uuid::new_v4().simple());

@@ -369,6 +369,10 @@ fn unavailable(why: &str) {
          compat/standard-webhooks/python -r compat/standard-webhooks/requirements.txt`)."
     );
     eprintln!("skipped: the official Standard Webhooks verifiers test: {why}");
+    crate::skipped::record(
+        "the official Standard Webhooks verifiers (npm ci and pip install in \
+         compat/standard-webhooks, as .ci/run does)",
+    );
 }
 
 /// Each case: a delivery's headers and body, a secret, and whether it must verify.
