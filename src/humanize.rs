@@ -1,5 +1,6 @@
 //! How values are written for people, in the CLI's tables and the UI's pages alike: times
-//! (RFC 3339 and relative), ages in one unit, text cut to one short line.
+//! (RFC 3339 and relative), ages in one unit, text cut to one short line, an error with
+//! each of its causes once.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -59,8 +60,51 @@ pub fn age(millis: u64) -> String {
     }
 }
 
+/// An error with its causes, `a: b: c`, each cause once: a cause whose text its error
+/// already shows (tokio-postgres' and deadpool's errors repeat their source in their own
+/// message) is not repeated ("error connecting to server: error connecting to server").
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// An error whose message repeats its source's, as tokio-postgres' does.
+    #[derive(Debug)]
+    struct Repeating(std::io::Error);
+
+    impl std::fmt::Display for Repeating {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "error connecting to server: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Repeating {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let err = anyhow::Error::new(Repeating(refused)).context("connecting to the database");
+        assert_eq!(
+            error_chain(err.as_ref()),
+            "connecting to the database: error connecting to server: refused"
+        );
+    }
     use super::*;
 
     #[test]

@@ -37,8 +37,10 @@ fn main() -> std::process::ExitCode {
     match served {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!("{err:#}");
-            eprintln!("hookq: {err:#}");
+            // Each cause once: PostgreSQL's errors repeat their source in their own text.
+            let text = hookq::humanize::error_chain(err.as_ref());
+            tracing::error!("{text}");
+            eprintln!("hookq: {text}");
             std::process::ExitCode::FAILURE
         }
     }

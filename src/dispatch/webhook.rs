@@ -336,16 +336,4 @@ async fn read_capped(
 }
 
 /// An error with its causes, `a: b: c`, which is where reqwest keeps the useful part.
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use crate::humanize::error_chain;
