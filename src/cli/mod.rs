@@ -603,7 +603,7 @@ pub fn run(command: Command) -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", crate::humanize::error_chain(&err));
             ExitCode::from(err.exit_code())
         }
     }

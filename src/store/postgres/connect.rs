@@ -1,6 +1,8 @@
 //! Connecting to PostgreSQL: the URL parsed once, a `deadpool` pool of `tokio-postgres`
-//! clients, TLS by rustls with the Mozilla root certificates (`sslmode=require` or
-//! `verify-full` in the URL; `prefer`, the default, uses TLS when the server offers it).
+//! clients, TLS by rustls with the Mozilla root certificates (`sslmode=require` in the URL;
+//! `prefer`, the default, uses TLS when the server offers it; either checks the certificate
+//! and host name as libpq's `verify-full` does, and tokio-postgres' URL parser knows no
+//! `verify-ca`/`verify-full`).
 
 use std::str::FromStr;
 use std::sync::Arc;
