@@ -187,6 +187,7 @@ async fn postgres_schema_is_applied_once_and_then_left_alone() {
             "queue_sizes",
             "queues",
             "schedules",
+            "server_keys",
         ]
     );
     pool.close();
