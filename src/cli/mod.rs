@@ -446,6 +446,9 @@ pub enum DlqCommand {
 
 #[derive(Debug, Args)]
 pub struct DlqListArgs {
+    /// Only this queue's dead letters (also as `--queue`).
+    #[arg(value_name = "QUEUE", conflicts_with = "queue")]
+    pub queue_arg: Option<String>,
     /// Only this queue's dead letters.
     #[arg(long)]
     pub queue: Option<String>,
@@ -473,8 +476,11 @@ pub enum KeyCommand {
     /// key, and says so when a key is created there.
     Create {
         /// A name for people (what the key is for).
-        #[arg(long)]
-        name: String,
+        #[arg(value_name = "NAME", required_unless_present = "name_flag")]
+        name: Option<String>,
+        /// The name, as a flag (the same as NAME).
+        #[arg(long = "name", value_name = "NAME", conflicts_with = "name")]
+        name_flag: Option<String>,
         /// producer, consumer, reader or admin.
         #[arg(long)]
         role: String,
@@ -502,8 +508,11 @@ pub enum KeyCommand {
 /// without `--queue`).
 #[derive(Debug, Args)]
 pub struct SelectionArgs {
+    /// Dead-letter (job) ids, as arguments (the same as `--ids`).
+    #[arg(value_name = "ID", conflicts_with_all = ["ids", "queue", "all", "search"])]
+    pub listed: Vec<String>,
     /// Dead-letter (job) ids, comma-separated.
-    #[arg(long, value_delimiter = ',', num_args = 1.., required_unless_present_any = ["queue", "search"], conflicts_with_all = ["queue", "all", "search"])]
+    #[arg(long, value_delimiter = ',', num_args = 1.., required_unless_present_any = ["queue", "search", "listed"], conflicts_with_all = ["queue", "all", "search"])]
     pub ids: Vec<String>,
     /// Every pending dead letter of this queue (needs --all).
     #[arg(long, requires = "all")]

@@ -182,10 +182,14 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
         Command::Dlq(DlqCommand::Ack { selection, remote }) => dlq_ack(&selection, &remote).await?,
         Command::Key(KeyCommand::Create {
             name,
+            name_flag,
             role,
             queues,
             remote,
         }) => {
+            let name = name
+                .or(name_flag)
+                .ok_or_else(|| CliError::Usage("name the key: hookq key create NAME".into()))?;
             let reply = Client::new(&remote)?
                 .create_key(&name, &role, &queues)
                 .await?;
@@ -457,7 +461,7 @@ async fn dlq_list(args: DlqListArgs) -> CliResult<()> {
     let client = Client::new(&args.remote)?;
     let reply = client
         .dlq_list(&DlqQuery {
-            queue: args.queue.clone(),
+            queue: args.queue_arg.clone().or_else(|| args.queue.clone()),
             status: args.status.to_ascii_lowercase(),
             limit: args.limit,
             cursor: args.cursor.clone(),
@@ -658,8 +662,10 @@ fn show_queue(settings: &QueueSettings, stats: &QueueStats) -> String {
 }
 
 fn selection(args: &SelectionArgs) -> CliResult<Selection> {
+    // `dlq replay ID…` and `--ids ID,ID` are one list (clap lets only one of them through).
+    let given: Vec<&String> = args.listed.iter().chain(&args.ids).collect();
     if let Some(text) = &args.search {
-        return match (args.all, args.ids.is_empty()) {
+        return match (args.all, given.is_empty()) {
             (true, true) => Ok(Selection::Matching {
                 queue: args.queue.clone(),
                 text: text.clone(),
@@ -669,12 +675,11 @@ fn selection(args: &SelectionArgs) -> CliResult<Selection> {
             )),
         };
     }
-    match (&args.queue, args.all, args.ids.is_empty()) {
+    match (&args.queue, args.all, given.is_empty()) {
         (Some(queue), true, true) => Ok(Selection::Queue(queue.clone())),
         (None, false, false) => {
-            let mut ids: Vec<String> = args
-                .ids
-                .iter()
+            let mut ids: Vec<String> = given
+                .into_iter()
                 .map(|id| id.trim().to_owned())
                 .filter(|id| !id.is_empty())
                 .collect();
@@ -685,7 +690,7 @@ fn selection(args: &SelectionArgs) -> CliResult<Selection> {
             Ok(Selection::Ids(ids))
         }
         _ => Err(CliError::Usage(
-            "select dead letters with --ids a,b, with --queue q --all, or with --all --search text"
+            "select dead letters by id (ID… or --ids a,b), with --queue q --all, or with --all --search text"
                 .into(),
         )),
     }

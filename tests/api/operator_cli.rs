@@ -1096,3 +1096,51 @@ async fn a_key_created_on_an_open_server_says_it_does_nothing_yet() {
         "{help:?}"
     );
 }
+
+/// The forms a newcomer tries first work beside the flags: `key create NAME`,
+/// `dlq list QUEUE`, `dlq replay ID…` and `dlq ack ID…`.
+#[tokio::test]
+async fn names_queues_and_ids_are_taken_by_position_as_well_as_by_flag() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "nope")).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let ids = make_dead_letters(&app, "q", 3).await;
+
+    let by_position = at(&app, &["dlq", "list", "q", "--json"]).await.json();
+    assert_eq!(by_position["total_count"], 3);
+    at(&app, &["dlq", "list", "q", "--queue", "q"])
+        .await
+        .fails_with(2, "cannot be used with");
+
+    receiver.set_default(Reply::ok());
+    let replayed = at(&app, &["dlq", "replay", &ids[0], &ids[1]]).await;
+    assert_eq!(
+        replayed.ok(),
+        "replayed 2 of 2 requested (claimed 2, failed 0)\n"
+    );
+    let acked = at(&app, &["dlq", "ack", &ids[2]]).await;
+    assert_eq!(acked.ok(), "acknowledged 1\n");
+    at(&app, &["dlq", "replay", &ids[0], "--ids", &ids[1]])
+        .await
+        .fails_with(2, "cannot be used with");
+
+    let created = at(
+        &app,
+        &[
+            "key", "create", "billing", "--role", "producer", "--queues", "q", "--json",
+        ],
+    )
+    .await
+    .json();
+    assert!(
+        created["key"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("hq_"))
+    );
+    at(
+        &app,
+        &["key", "create", "--role", "producer", "--queues", "q"],
+    )
+    .await
+    .fails_with(2, "NAME");
+}
