@@ -610,17 +610,10 @@ async fn a_push_queues_deliveries_are_not_forqs_to_answer() {
 
 /// A scoped key made through the API with the configured key: the key itself.
 async fn scoped_key(app: &TestApp, role: &str, queues: &[&str]) -> String {
-    let body =
-        json!({ "name": format!("{role}-{}", queues.join("-")), "role": role, "queues": queues });
-    let created = app
-        .call(
-            Method::POST,
-            "/admin/keys",
-            Some(body.to_string().as_bytes()),
-        )
+    let name = format!("{role}-{}", queues.join("-"));
+    crate::helpers::create_key(app, &name, role, Some(queues))
         .await
-        .expect(201);
-    created["key"].as_str().expect("the key").to_owned()
+        .1
 }
 
 /// Queue `name`'s one message dead-lettered (one attempt, nacked).

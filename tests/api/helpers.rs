@@ -1050,3 +1050,28 @@ pub fn assert_signed(delivery: &Received, secret: &str) {
     wrong.update(&delivery.body);
     assert!(wrong.verify_slice(&sig).is_err());
 }
+
+/// Create a key through the API (with the configured key) and return `(id, key)`.
+pub async fn create_key(
+    app: &TestApp,
+    name: &str,
+    role: &str,
+    queues: Option<&[&str]>,
+) -> (String, String) {
+    let mut body = serde_json::json!({ "name": name, "role": role });
+    if let Some(queues) = queues {
+        body["queues"] = serde_json::json!(queues);
+    }
+    let created = app
+        .call(
+            Method::POST,
+            "/admin/keys",
+            Some(body.to_string().as_bytes()),
+        )
+        .await
+        .expect(201);
+    assert_eq!(created["ok"], true);
+    let key = created["key"].as_str().expect("the key").to_owned();
+    assert!(key.starts_with("hq_") && key.len() == 67, "{key}");
+    (created["id"].as_str().expect("an id").to_owned(), key)
+}

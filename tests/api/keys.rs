@@ -12,7 +12,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{ApiClient, ApiResponse, TestApp, spawn_app};
+use crate::helpers::{ApiClient, ApiResponse, TestApp, create_key, spawn_app};
 use crate::postgres::TestDatabase;
 
 const KEY: &str = "the-configured-api-key-0123456789";
@@ -27,31 +27,6 @@ fn as_key(app: &TestApp, key: &str) -> ApiClient {
     let mut client = app.api.clone();
     client.api_key = Some(key.to_owned());
     client
-}
-
-/// Create a key through the API (with the configured key) and return `(id, key)`.
-async fn create_key(
-    app: &TestApp,
-    name: &str,
-    role: &str,
-    queues: Option<&[&str]>,
-) -> (String, String) {
-    let mut body = json!({ "name": name, "role": role });
-    if let Some(queues) = queues {
-        body["queues"] = json!(queues);
-    }
-    let created = app
-        .call(
-            Method::POST,
-            "/admin/keys",
-            Some(body.to_string().as_bytes()),
-        )
-        .await
-        .expect(201);
-    assert_eq!(created["ok"], true);
-    let key = created["key"].as_str().expect("the key").to_owned();
-    assert!(key.starts_with("hq_") && key.len() == 67, "{key}");
-    (created["id"].as_str().expect("an id").to_owned(), key)
 }
 
 /// Every route, on the in-scope queue `billing-eu` (or beside it), and the roles that may
