@@ -239,10 +239,24 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_FORQ_PRODUCERS_CREATE_QUEUES", default_value = "off", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub forq_producers_create_queues: bool,
 
-    /// Open client connections served at once; further connections wait in the listen
-    /// backlog until one closes. Keep it below the process's file-descriptor limit.
+    /// Open client connections served at once. At the cap the oldest idle kept-alive
+    /// connection is closed to make room; when none is idle, further connections wait in the
+    /// listen backlog until one closes. Keep it below the process's file-descriptor limit.
     #[arg(long, env = "HOOKQ_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
+
+    /// Open connections one client address (an IPv6 /64) may hold. Past it, a new one closes
+    /// that address's oldest idle connection, or, with all of them busy, is answered 429.
+    /// Behind a reverse proxy every connection comes from the proxy: raise it to
+    /// HOOKQ_MAX_CONNECTIONS there [default: a quarter of HOOKQ_MAX_CONNECTIONS, at least 1]
+    #[arg(long, env = "HOOKQ_MAX_CONNECTIONS_PER_PEER")]
+    pub max_connections_per_peer: Option<usize>,
+
+    /// A kept-alive connection with no request in flight for this long is closed. The
+    /// header timeout runs in that wait too (hyper starts it as soon as a connection waits
+    /// for its next request), so the shorter of the two applies; the default is the same.
+    #[arg(long, env = "HOOKQ_IDLE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
 }
 
 /// Where the data lives: the one choice `--db` / `HOOKQ_DB` makes.
@@ -557,7 +571,9 @@ impl Config {
             },
             connections: Limits {
                 max_connections: args.max_connections,
+                max_connections_per_peer: args.max_connections_per_peer,
                 header_timeout: args.header_timeout,
+                idle_timeout: args.idle_timeout,
             },
             events: parse_events_target(
                 args.events_target.as_deref(),
@@ -676,8 +692,19 @@ impl Config {
         if self.connections.header_timeout.is_zero() || self.body_timeout.is_zero() {
             bail!("HOOKQ_HEADER_TIMEOUT and HOOKQ_BODY_TIMEOUT must be greater than zero");
         }
-        if self.connections.max_connections == 0 {
+        let connections = &self.connections;
+        if connections.max_connections == 0 {
             bail!("HOOKQ_MAX_CONNECTIONS / --max-connections must be at least 1");
+        }
+        if !(1..=connections.max_connections).contains(&connections.per_peer()) {
+            bail!(
+                "HOOKQ_MAX_CONNECTIONS_PER_PEER / --max-connections-per-peer must be from 1 to \
+                 HOOKQ_MAX_CONNECTIONS ({})",
+                connections.max_connections
+            );
+        }
+        if connections.idle_timeout.is_zero() {
+            bail!("HOOKQ_IDLE_TIMEOUT / --idle-timeout must be greater than zero");
         }
         if self.caps.queues == 0 || self.caps.schedules_per_queue == 0 {
             bail!("HOOKQ_MAX_QUEUES and HOOKQ_MAX_SCHEDULES_PER_QUEUE must be at least 1");
@@ -915,6 +942,50 @@ mod tests {
             c.delivery.jitter = bad;
             assert!(c.validate().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_per_peer_connection_cap_is_within_the_global_one() {
+        let c = Config::from_args(args(&["--db", "x.db"])).unwrap();
+        assert_eq!(c.connections.per_peer(), 256, "a quarter by default");
+        assert_eq!(c.connections.idle_timeout, Duration::from_secs(10));
+        let c = Config::from_args(args(&["--db", "x.db", "--max-connections", "2"])).unwrap();
+        assert_eq!(c.connections.per_peer(), 1, "at least one");
+        let behind_a_proxy = [
+            "--db",
+            "x.db",
+            "--max-connections",
+            "64",
+            "--max-connections-per-peer",
+            "64",
+        ];
+        assert_eq!(
+            Config::from_args(args(&behind_a_proxy))
+                .unwrap()
+                .connections
+                .per_peer(),
+            64
+        );
+        for bad in ["0", "65"] {
+            let err = Config::from_args(args(&[
+                "--db",
+                "x.db",
+                "--max-connections",
+                "64",
+                "--max-connections-per-peer",
+                bad,
+            ]))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("HOOKQ_MAX_CONNECTIONS_PER_PEER"),
+                "{bad}: {err}"
+            );
+        }
+        let err = Config::from_args(args(&["--db", "x.db", "--idle-timeout", "0s"]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("HOOKQ_IDLE_TIMEOUT"), "{err}");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! on embedded SQLite or on PostgreSQL shared by several nodes.
 //!
 //! The path of one job, module by module:
+//! - [`http_server`]: accepts connections under the caps the [`connections`] table keeps
+//!   (idle kept-alive ones make room, oldest first) and serves them over HTTP/1.1.
 //! - [`request_id`], [`origin_guard`] then [`api`]: every request gets an id (its
 //!   `x-request-id` and its log span); a request from a foreign page (its `Origin`, or a rebound
 //!   `Host`) is refused first; then HTTP routes (hyper Queue API), auth and scoped keys
@@ -32,6 +34,7 @@ pub mod api;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod connections;
 pub mod cron;
 pub mod dispatch;
 pub mod event;

@@ -38,6 +38,9 @@ pub const BREAKER: &str = "hookq_breaker_state";
 pub const SCHEDULE_TICKS: &str = "hookq_schedule_ticks_total";
 pub const EVENTS: &str = "hookq_events_total";
 pub const BUILD_INFO: &str = "hookq_build_info";
+pub const CONNECTIONS_OPEN: &str = "hookq_connections_open";
+pub const CONNECTIONS_EVICTED: &str = "hookq_connections_evicted_total";
+pub const CONNECTIONS_REFUSED: &str = "hookq_connections_refused_total";
 
 /// `hookq_breaker_state` values.
 pub const BREAKER_CLOSED: f64 = 0.0;
@@ -289,6 +292,26 @@ pub fn in_flight(count: usize) {
     gauge!(IN_FLIGHT).set(count as f64);
 }
 
+/// A client connection opened (its task started) or closed.
+pub fn connection_opened() {
+    gauge!(CONNECTIONS_OPEN).increment(1.0);
+}
+
+pub fn connection_closed() {
+    gauge!(CONNECTIONS_OPEN).decrement(1.0);
+}
+
+/// The server asked a connection to close: `idle_timeout`, `cap` or `peer_cap`
+/// (`connections::Eviction`).
+pub fn connection_evicted(reason: &'static str) {
+    counter!(CONNECTIONS_EVICTED, "reason" => reason).increment(1);
+}
+
+/// A new connection refused: its address had every connection it may hold busy.
+pub fn connection_refused() {
+    counter!(CONNECTIONS_REFUSED).increment(1);
+}
+
 pub fn writer_batch(ops: usize, commit: Duration) {
     histogram!(WRITER_BATCH).record(ops as f64);
     histogram!(WRITER_COMMIT).record(commit.as_secs_f64());
@@ -313,6 +336,12 @@ pub struct QueueFigures {
 pub fn started(backend: &'static str) {
     gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "backend" => backend).set(1.0);
     gauge!(IN_FLIGHT).set(0.0);
+    // Not set: several servers in one process (tests) add to one gauge.
+    gauge!(CONNECTIONS_OPEN).increment(0.0);
+    for reason in crate::connections::Eviction::ALL {
+        counter!(CONNECTIONS_EVICTED, "reason" => reason.as_str()).increment(0);
+    }
+    counter!(CONNECTIONS_REFUSED).increment(0);
 }
 
 /// The status classes a failed attempt is counted under, all shown from the first scrape.

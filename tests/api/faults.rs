@@ -768,52 +768,6 @@ async fn a_stalled_request_body_is_408_after_the_body_timeout() {
     assert!(app.list("q", "READY").await.is_empty());
 }
 
-/// Send one complete request on `socket` and read its answer's status line.
-async fn request_on(socket: &mut TcpStream) -> String {
-    socket
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        .await
-        .unwrap();
-    let mut buf = vec![0u8; 4096];
-    let n = socket.read(&mut buf).await.unwrap();
-    String::from_utf8_lossy(&buf[..n])
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-#[tokio::test]
-async fn connections_beyond_the_cap_wait_until_one_closes() {
-    let app = spawn_app(|c| {
-        c.dispatch = false;
-        c.connections.max_connections = 2;
-    })
-    .await;
-    // Two kept-alive connections take both slots.
-    let mut first = TcpStream::connect(addr_of(&app)).await.unwrap();
-    let mut second = TcpStream::connect(addr_of(&app)).await.unwrap();
-    assert_eq!(request_on(&mut first).await, "HTTP/1.1 200 OK");
-    assert_eq!(request_on(&mut second).await, "HTTP/1.1 200 OK");
-    // A third connects (the kernel's backlog takes it) but is not served...
-    let mut third = TcpStream::connect(addr_of(&app)).await.unwrap();
-    let waiting = tokio::spawn(async move { request_on(&mut third).await });
-    let mut waiting = waiting;
-    let early = tokio::time::timeout(Duration::from_millis(300), &mut waiting).await;
-    assert!(
-        early.is_err(),
-        "a third connection was served beyond the cap of 2"
-    );
-    // ...until one of the first two closes.
-    drop(first);
-    let status = tokio::time::timeout(DEADLINE, waiting)
-        .await
-        .expect("the third connection is served once a slot frees")
-        .unwrap();
-    assert_eq!(status, "HTTP/1.1 200 OK");
-    assert_eq!(request_on(&mut second).await, "HTTP/1.1 200 OK");
-}
-
 #[tokio::test]
 async fn a_targets_token_never_reaches_the_jobs_error() {
     // A reset connection: reqwest's error names the URL it was sending to.

@@ -13,6 +13,7 @@ mod batch;
 mod breaker;
 mod browser;
 mod cli;
+mod connections;
 mod credentials;
 mod delivery;
 mod delivery_log;
