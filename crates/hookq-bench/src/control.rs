@@ -25,10 +25,11 @@ use crate::{Bench, MANY_PRODUCERS, MAX_WAIT, Paired, load, per_10k, server};
 pub const ORDERING_KEYS: u64 = 1_000;
 /// Requests the overload generator keeps in flight at most (each is one connection of its
 /// own client): more than `HOOKQ_MAX_PENDING_WRITES` (512), so the write bound is what
-/// gives, and well under `HOOKQ_MAX_CONNECTIONS` (1 024). A keep-alive connection holds its
-/// place under that cap while idle (until `HOOKQ_HEADER_TIMEOUT`), and a client racing its
-/// own pool opens a few more than it has requests in flight: at the cap, those would wait
-/// in the kernel's accept queue and measure TCP, not hookq.
+/// gives, and well under `HOOKQ_MAX_CONNECTIONS` (1 024, which the bench's server also
+/// allows its one client address). A keep-alive connection holds its place under that cap
+/// while idle (until `HOOKQ_IDLE_TIMEOUT`, or until a new one needs it at the cap), and a
+/// client racing its own pool opens a few more than it has requests in flight: at the cap,
+/// those would wait for idle ones to close and measure connection churn, not hookq.
 const OVERLOAD_MAX_IN_FLIGHT: usize = 768;
 
 impl Bench {

@@ -101,6 +101,12 @@ impl ServerProcess {
             .arg(&spec.db)
             .arg("--listen")
             .arg("127.0.0.1:0")
+            // Every load comes from 127.0.0.1, one address standing for many producers (as
+            // behind a reverse proxy): the per-address cap is the whole cap.
+            .arg("--max-connections")
+            .arg("1024")
+            .arg("--max-connections-per-peer")
+            .arg("1024")
             .env("HOOKQ_DISPATCH", if spec.dispatch { "on" } else { "off" })
             .env("HOOKQ_LOG", "info")
             .env("NO_COLOR", "1")
