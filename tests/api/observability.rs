@@ -212,6 +212,20 @@ async fn a_quiet_queues_series_exist_at_zero_from_the_first_scrape() {
         env!("CARGO_PKG_VERSION")
     );
     assert!(text.contains(&build), "missing {build} in:\n{text}");
+    // The connection series, there before any eviction or refusal (their values are the
+    // process's: the suite's servers share one recorder).
+    for series in [
+        "hookq_connections_open ",
+        "hookq_connections_evicted_total{reason=\"idle_timeout\"} ",
+        "hookq_connections_evicted_total{reason=\"cap\"} ",
+        "hookq_connections_evicted_total{reason=\"peer_cap\"} ",
+        "hookq_connections_refused_total ",
+    ] {
+        assert!(
+            text.lines().any(|line| line.starts_with(series)),
+            "missing {series} in:\n{text}"
+        );
+    }
     // The standard process series, with this process's figures.
     let value = |name: &str| -> f64 {
         text.lines()
