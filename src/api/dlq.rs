@@ -85,7 +85,6 @@ impl DlqStatusFilter {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
 struct ListParams {
     /// Only this queue's dead letters.
     queue: Option<String>,
@@ -538,7 +537,6 @@ pub struct GroupKey {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
 struct GroupsParams {
     /// The queue whose pending dead letters are grouped.
     queue: Option<String>,
@@ -806,7 +804,6 @@ async fn delete_one(
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
 struct DeleteParams {
     /// The queue whose dead letters to delete.
     #[param(required = true)]

@@ -29,7 +29,6 @@ pub fn admin_router() -> OpenApiRouter<AppState> {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
 struct HealthParams {
     /// How far back: a duration from `1m` to `24h` (default `1h`), in whole minutes.
     range: Option<String>,

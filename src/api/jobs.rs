@@ -289,7 +289,6 @@ pub struct DeadLetterFactsView {
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
 pub struct ListParams {
     /// Which jobs: READY (by creation, oldest first), ERROR (by failure time, oldest first)
     /// or DELIVERED (the delivery log by delivery time, newest first; empty unless the queue

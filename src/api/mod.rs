@@ -17,6 +17,7 @@ pub mod keys;
 pub mod openapi;
 pub mod permissions;
 pub mod pull;
+pub mod query_check;
 pub mod queue_stats;
 pub mod queues;
 pub mod schedules;
@@ -95,6 +96,7 @@ pub fn router(state: AppState) -> Router {
     // Request ids and the request's span are set around the whole app, UI included
     // (`crate::request_id`).
     routes
+        .route_layer(query_check::KnownParameters::of(&document))
         .merge(forq::router(state.clone()))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

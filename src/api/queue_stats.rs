@@ -205,7 +205,6 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
 struct StatsParams {
     /// `true`: add `lastDay`, the attempts per hour over the last 24 hours.
     #[serde(rename = "lastDay")]

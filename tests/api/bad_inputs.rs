@@ -278,6 +278,19 @@ async fn an_unknown_query_parameter_is_refused_naming_it() {
             refused.text()
         );
     }
+    // Routes that read no query string refuse one too: `secrett` is not `secret`.
+    let refused = app
+        .put_queue("other?secrett=x", &json!({"target": "http://127.0.0.1:9/"}))
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(
+        refused
+            .text()
+            .contains("unknown query parameter `secrett`: this route takes none"),
+        "{}",
+        refused.text()
+    );
+    app.get("/queue/other/_settings").await.expect_error(404);
     // What the hyper clients send still passes.
     app.call(Method::GET, "/queue/emails?status=READY", None)
         .await
