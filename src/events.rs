@@ -249,7 +249,7 @@ impl EventSender {
             )),
             // Without the URL: the target's query often carries a token, and this text is
             // logged and stored in the outbox row.
-            Err(err) => Err(crate::dispatch::webhook::error_chain(&err.without_url())),
+            Err(err) => Err(crate::humanize::error_chain(&err.without_url())),
         }
     }
 

@@ -119,6 +119,29 @@ impl IdBody {
     }
 }
 
+/// Every operation of `document`: its method, its path (the route template, as axum's
+/// `MatchedPath` gives it) and the operation. The one walk of the document's routes, for
+/// what is decided per route from it (the query parameters a route takes, the permission
+/// table's check).
+pub fn operations(
+    document: &utoipa::openapi::OpenApi,
+) -> impl Iterator<Item = (axum::http::Method, &str, &utoipa::openapi::path::Operation)> {
+    use axum::http::Method;
+    document.paths.paths.iter().flat_map(|(path, item)| {
+        [
+            (Method::GET, &item.get),
+            (Method::PUT, &item.put),
+            (Method::POST, &item.post),
+            (Method::DELETE, &item.delete),
+            (Method::PATCH, &item.patch),
+        ]
+        .into_iter()
+        .filter_map(move |(method, operation)| {
+            operation.as_ref().map(|op| (method, path.as_str(), op))
+        })
+    })
+}
+
 /// The document as served, serialized once when the router is built.
 #[derive(Clone)]
 pub struct Document(Bytes);

@@ -31,30 +31,19 @@ impl KnownParameters {
     /// The query parameters every operation of `document` declares.
     pub fn of(document: &OpenApi) -> Self {
         let mut routes = HashMap::new();
-        for (path, item) in &document.paths.paths {
-            for (method, operation) in [
-                (Method::GET, &item.get),
-                (Method::PUT, &item.put),
-                (Method::POST, &item.post),
-                (Method::DELETE, &item.delete),
-                (Method::PATCH, &item.patch),
-            ] {
-                let Some(operation) = operation else {
-                    continue;
-                };
-                let names = operation
-                    .parameters
-                    .iter()
-                    .flatten()
-                    .filter_map(|p| match p {
-                        RefOr::T(p) if matches!(p.parameter_in, ParameterIn::Query) => {
-                            Some(p.name.clone())
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                routes.insert((method, path.clone()), names);
-            }
+        for (method, path, operation) in super::openapi::operations(document) {
+            let names = operation
+                .parameters
+                .iter()
+                .flatten()
+                .filter_map(|p| match p {
+                    RefOr::T(p) if matches!(p.parameter_in, ParameterIn::Query) => {
+                        Some(p.name.clone())
+                    }
+                    _ => None,
+                })
+                .collect();
+            routes.insert((method, path.to_owned()), names);
         }
         Self {
             routes: Arc::new(routes),

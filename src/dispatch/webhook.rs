@@ -10,6 +10,7 @@ use reqwest::header::{HeaderValue, LOCATION, RETRY_AFTER};
 use std::sync::Arc;
 
 use super::guard::{AddressPolicy, GuardedResolver};
+use crate::humanize::error_chain;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, Target, UnixMillis};
 use crate::redact;
@@ -334,6 +335,3 @@ async fn read_capped(
     }
     Ok(body)
 }
-
-/// An error with its causes, `a: b: c`, which is where reqwest keeps the useful part.
-pub(crate) use crate::humanize::error_chain;
