@@ -45,6 +45,19 @@ pub enum Event {
         #[serde(serialize_with = "crate::model::serialize_display")]
         queue: QueueName,
     },
+    /// A publish skipped a matching subscriber: it was full (`maxQueued`), so it got no
+    /// job of that message.
+    #[serde(rename = "topic.subscriber_skipped", rename_all = "camelCase")]
+    SubscriberSkipped {
+        #[serde(serialize_with = "crate::model::serialize_display")]
+        topic: crate::model::TopicName,
+        #[serde(serialize_with = "crate::model::serialize_display")]
+        queue: QueueName,
+        #[serde(serialize_with = "crate::model::serialize_display")]
+        message_id: JobId,
+        /// `full`.
+        reason: String,
+    },
     /// A dead-letter alert condition was raised or cleared.
     #[serde(rename = "dlq.alert", rename_all = "camelCase")]
     DlqAlert {
@@ -63,6 +76,7 @@ impl Event {
             Self::BreakerOpened { .. } => "queue.breaker_opened",
             Self::BreakerClosed { .. } => "queue.breaker_closed",
             Self::DlqAlert { .. } => "dlq.alert",
+            Self::SubscriberSkipped { .. } => "topic.subscriber_skipped",
         }
     }
 
@@ -105,7 +119,11 @@ pub fn with_links(body: &str, public: &url::Url) -> Option<String> {
     let id = data.get("id").and_then(Value::as_str);
     let path = match (value.get("type")?.as_str()?, queue, id) {
         ("job.dead_lettered", Some(queue), Some(id)) => format!("ui/queue/{queue}/job/{id}"),
-        ("queue.breaker_opened" | "queue.breaker_closed", Some(queue), _) => {
+        (
+            "queue.breaker_opened" | "queue.breaker_closed" | "topic.subscriber_skipped",
+            Some(queue),
+            _,
+        ) => {
             format!("ui/queue/{queue}")
         }
         ("dlq.alert", _, _) => "ui/dlq".to_owned(),

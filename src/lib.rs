@@ -46,6 +46,7 @@ pub mod latency;
 pub mod maintenance;
 pub mod model;
 pub mod origin_guard;
+pub mod pattern;
 pub mod otel;
 pub mod policy;
 pub mod pull;
@@ -239,6 +240,7 @@ impl Server {
             pool,
             leases,
             schedule_changes,
+            events: events.clone(),
             shutdown: shutdown.clone(),
         });
         let app = request_id::RequestIds::new(origin_guard::Guarded::new(

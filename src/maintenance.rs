@@ -29,6 +29,9 @@ const ALERT_INTERVAL: Duration = Duration::from_secs(60);
 const OPTIMIZE_INTERVAL: Duration = Duration::from_secs(3600);
 /// The activity history is written once a minute.
 const ACTIVITY_INTERVAL: Duration = Duration::from_secs(60);
+/// How often each node adds its publish counts to the topics' stored ones, and the duty
+/// holder deletes the messages nothing needs any more.
+const TOPICS_INTERVAL: Duration = Duration::from_secs(5);
 const MINUTE_MS: UnixMillis = 60_000;
 /// Rows one sweep statement may touch, so the writer is never held long.
 pub const SWEEP_BATCH: usize = 1000;
@@ -86,6 +89,7 @@ enum Sweep {
     Retention,
     Optimize,
     Activity,
+    Topics,
 }
 
 impl Maintenance {
@@ -117,6 +121,7 @@ impl Maintenance {
         let mut delivery_log = every(DELIVERY_LOG_INTERVAL, Duration::from_secs(23));
         let mut optimize = every(OPTIMIZE_INTERVAL, OPTIMIZE_INTERVAL);
         let mut activity = every(ACTIVITY_INTERVAL, Duration::from_secs(29));
+        let mut topics = every(TOPICS_INTERVAL, Duration::from_secs(2));
         loop {
             let sweep = tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -127,8 +132,13 @@ impl Maintenance {
                 _ = retention.tick() => Sweep::Retention,
                 _ = optimize.tick() => Sweep::Optimize,
                 _ = activity.tick() => Sweep::Activity,
+                _ = topics.tick() => Sweep::Topics,
             };
             let now = now_millis();
+            if matches!(sweep, Sweep::Topics) {
+                // Every node's own counts, duty or not.
+                self.store_publish_counts().await;
+            }
             if !self.on_duty(now).await {
                 continue;
             }
@@ -149,6 +159,9 @@ impl Maintenance {
                 }
                 Sweep::Activity => {
                     self.record_activity(now).await;
+                }
+                Sweep::Topics => {
+                    self.purge_messages(now).await;
                 }
                 Sweep::Optimize => {
                     if let Err(err) = self.store.maintain().await {
@@ -292,6 +305,22 @@ impl Maintenance {
             tracing::info!(records = total, "deleted delivered jobs past keepDelivered");
         }
         total
+    }
+
+    /// Add the messages this node published to their topics' stored counts.
+    pub async fn store_publish_counts(&self) {
+        if let Err(err) = self.store.store_publish_counts().await {
+            tracing::warn!(error = %err, "storing the topics' publish counts failed");
+        }
+    }
+
+    /// Delete the topics' messages no job, dead letter or delivery-log record refers to and
+    /// no retention keeps any more, in batches. Returns how many.
+    pub async fn purge_messages(&self, now: UnixMillis) -> usize {
+        in_batches("message sweep", || {
+            self.store.purge_messages(now, SWEEP_BATCH)
+        })
+        .await
     }
 
     /// Delete expired idempotency keys, in batches. Returns how many.

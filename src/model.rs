@@ -89,6 +89,34 @@ impl fmt::Display for ScheduleName {
     }
 }
 
+/// A topic's name: the queue-name rules (a topic and a queue may share a name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicName(Arc<str>);
+
+impl TopicName {
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        parse_name("topic", raw).map(|name| Self(name.into()))
+    }
+
+    /// A name read back from our own database, already validated when it was stored.
+    pub(crate) fn from_stored(name: String) -> Self {
+        Self(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TopicName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A published message's id: a UUIDv7 like a job's, the same for every subscriber's job.
+pub type MessageId = JobId;
+
 /// A queue's target: an absolute `http` or `https` URL with a host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target(reqwest::Url);

@@ -25,7 +25,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::model::{JobId, QueueName};
+use crate::model::{JobId, QueueName, TopicName};
 use crate::store::ClaimedJob;
 use crate::trace_context::TraceContext;
 
@@ -88,6 +88,36 @@ pub fn shutdown() {
     {
         tracing::warn!(%error, "OpenTelemetry: spans not exported at shutdown");
     }
+}
+
+/// The span of a publish to `topic` (its messages `ids`), a child of the producer's trace;
+/// every subscriber's job continues it, so each attempt is a child of the publish. Returns
+/// the span and the context the jobs store (as [`enqueue`]).
+pub fn publish(
+    topic: &TopicName,
+    ids: &[JobId],
+    producer: Option<TraceContext>,
+) -> (Option<Span>, Option<TraceContext>) {
+    if !enabled() {
+        return (None, producer);
+    }
+    let span = tracing::info_span!(
+        target: TARGET,
+        "hookq.publish",
+        otel.kind = "producer",
+        hookq.topic = %topic,
+        hookq.message_id = tracing::field::Empty,
+        hookq.messages = ids.len(),
+    );
+    if let [id] = ids {
+        span.record("hookq.message_id", tracing::field::display(id));
+    }
+    let state = producer.as_ref().and_then(|p| p.state.clone());
+    if let Some(parent) = &producer {
+        let _ = span.set_parent(context_of(parent));
+    }
+    let stored = context_of_span(&span, state).or(producer);
+    (Some(span), stored)
 }
 
 /// The span of one enqueue (of one job, or a batch), a child of the producer's context

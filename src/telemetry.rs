@@ -13,7 +13,7 @@ use std::time::Duration;
 use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::model::QueueName;
+use crate::model::{QueueName, TopicName};
 
 pub const JOBS_ENQUEUED: &str = "hookq_jobs_enqueued_total";
 pub const JOBS_DELIVERED: &str = "hookq_jobs_delivered_total";
@@ -41,6 +41,9 @@ pub const BUILD_INFO: &str = "hookq_build_info";
 pub const CONNECTIONS_OPEN: &str = "hookq_connections_open";
 pub const CONNECTIONS_EVICTED: &str = "hookq_connections_evicted_total";
 pub const CONNECTIONS_REFUSED: &str = "hookq_connections_refused_total";
+pub const TOPIC_PUBLISHED: &str = "hookq_topic_published_total";
+pub const TOPIC_FANOUT_JOBS: &str = "hookq_topic_fanout_jobs_total";
+pub const TOPIC_SKIPPED: &str = "hookq_topic_skipped_total";
 
 /// `hookq_breaker_state` values.
 pub const BREAKER_CLOSED: f64 = 0.0;
@@ -235,6 +238,34 @@ pub fn status_class(status: Option<u16>) -> &'static str {
         Some(400..=499) => "4xx",
         Some(_) => "5xx",
         None => "transport",
+    }
+}
+
+/// A topic's label value: its name, for the first [`MAX_QUEUE_LABELS`] topics seen by
+/// this process (topic names are input too), `_other` past them.
+fn topic_label(topic: &TopicName) -> String {
+    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let mut seen = SEEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if seen.contains(topic.as_str()) || seen.len() < MAX_QUEUE_LABELS {
+        seen.insert(topic.as_str().to_owned());
+        topic.as_str().to_owned()
+    } else {
+        "_other".to_owned()
+    }
+}
+
+/// A publish to `topic` stored `messages`, giving subscribers `jobs` jobs in all and
+/// skipping the full queues of `skipped` (one entry per message and queue).
+pub fn topic_published(topic: &TopicName, messages: u64, jobs: u64, skipped: &[&QueueName]) {
+    let label = topic_label(topic);
+    counter!(TOPIC_PUBLISHED, "topic" => label.clone()).increment(messages);
+    counter!(TOPIC_FANOUT_JOBS, "topic" => label.clone()).increment(jobs);
+    for queue in skipped {
+        counter!(TOPIC_SKIPPED, "topic" => label.clone(), "queue" => queue_label(queue))
+            .increment(1);
     }
 }
 

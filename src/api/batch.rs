@@ -14,7 +14,7 @@ use super::AppState;
 use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{EnqueueOptions, KnownQueue};
-use crate::json;
+use crate::json::{self, CanonicalJson};
 use crate::model::JobId;
 use crate::store::{BatchEnqueued, BatchKey, NewJob};
 use crate::{otel, telemetry};
@@ -37,6 +37,41 @@ pub struct IdsBody {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[schema(required = false)]
     pub duplicate: bool,
+}
+
+/// A batch's jobs, each in canonical form: 422 unless 1 to [`MAX_BATCH_JOBS`] objects (the
+/// message naming the job), 413 for a job larger than `max_job_bytes`, 400 for one that is
+/// not JSON.
+pub(super) fn job_payloads(
+    items: &[Box<RawValue>],
+    max_job_bytes: usize,
+) -> ApiResult<Vec<CanonicalJson>> {
+    if items.is_empty() || items.len() > MAX_BATCH_JOBS {
+        return Err(ApiError::Unprocessable(format!(
+            "a batch holds 1 to {MAX_BATCH_JOBS} jobs, not {}",
+            items.len()
+        )));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let raw = item.get().as_bytes();
+            if raw.len() > max_job_bytes {
+                return Err(ApiError::PayloadTooLarge(format!(
+                    "job {index} is larger than {max_job_bytes} bytes"
+                )));
+            }
+            let payload = json::canonicalize(raw)
+                .map_err(|e| ApiError::BadRequest(format!("job {index}: malformed JSON: {e}")))?;
+            if !payload.is_object() {
+                return Err(ApiError::Unprocessable(format!(
+                    "job {index} is not a JSON object"
+                )));
+            }
+            Ok(payload)
+        })
+        .collect()
 }
 
 /// Enqueue a batch of jobs, in one commit: all are stored, or none.
@@ -91,31 +126,12 @@ async fn enqueue_batch(
         }
         other => other,
     })?;
-    if items.is_empty() || items.len() > MAX_BATCH_JOBS {
-        return Err(ApiError::Unprocessable(format!(
-            "a batch holds 1 to {MAX_BATCH_JOBS} jobs, not {}",
-            items.len()
-        )));
-    }
-    let ids: Vec<JobId> = items.iter().map(|_| JobId::new()).collect();
+    let payloads = job_payloads(&items, config.max_job_bytes)?;
+    let ids: Vec<JobId> = payloads.iter().map(|_| JobId::new()).collect();
     // Held to the end of the request: the span's duration is the enqueue's.
     let (_span, trace) = otel::enqueue(&queue.name, &ids, options.trace);
-    let mut jobs = Vec::with_capacity(items.len());
-    for ((index, item), id) in items.iter().enumerate().zip(&ids) {
-        let raw = item.get().as_bytes();
-        if raw.len() > config.max_job_bytes {
-            return Err(ApiError::PayloadTooLarge(format!(
-                "job {index} is larger than {} bytes",
-                config.max_job_bytes
-            )));
-        }
-        let payload = json::canonicalize(raw)
-            .map_err(|e| ApiError::BadRequest(format!("job {index}: malformed JSON: {e}")))?;
-        if !payload.is_object() {
-            return Err(ApiError::Unprocessable(format!(
-                "job {index} is not a JSON object"
-            )));
-        }
+    let mut jobs = Vec::with_capacity(payloads.len());
+    for (payload, id) in payloads.into_iter().zip(&ids) {
         jobs.push(NewJob {
             id: *id,
             payload,
@@ -126,6 +142,7 @@ async fn enqueue_batch(
             priority: options.priority,
             ordering_key: options.ordering_key.clone(),
             trace: trace.clone(),
+            message: None,
         });
     }
     let due_at = jobs.iter().map(NewJob::due_at).min().unwrap_or(options.now);

@@ -133,6 +133,13 @@ pub struct DeadLetterMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub payload: Option<Box<RawValue>>,
+    /// The topic whose publish stored the job, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// The published message the job delivered (the same in every subscriber's job of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uuid")]
+    pub message_id: Option<String>,
 }
 
 impl TryFrom<DeadLetter> for DeadLetterMessage {
@@ -159,6 +166,8 @@ impl TryFrom<DeadLetter> for DeadLetterMessage {
             replayed_at: letter.replayed_at,
             acknowledged_at: letter.acknowledged_at,
             payload,
+            topic: letter.message.as_ref().map(|m| m.topic.to_string()),
+            message_id: letter.message.as_ref().map(|m| m.id.to_string()),
         })
     }
 }

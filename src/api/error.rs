@@ -77,6 +77,9 @@ impl From<StoreError> for ApiError {
             StoreError::QueueExists => Self::Conflict("queue already exists".into()),
             StoreError::JobNotFound => Self::job_not_found(),
             StoreError::ScheduleNotFound => Self::NotFound("schedule not found".into()),
+            StoreError::TopicNotFound => Self::NotFound("topic not found".into()),
+            StoreError::TopicExists => Self::Conflict("topic already exists".into()),
+            missing @ StoreError::SubscriptionNotFound => Self::NotFound(missing.to_string()),
             StoreError::JobConflict(msg) => Self::Conflict(msg.into()),
             reused @ (StoreError::BatchKeyReused | StoreError::IdempotencyKeyReused) => {
                 Self::Conflict(reused.to_string())

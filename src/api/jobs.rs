@@ -101,6 +101,13 @@ pub struct JobView {
     /// The schedule tick that enqueued the job, if a schedule did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduledByView>,
+    /// The topic whose publish stored the job, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// The published message it delivers: the same id in every subscriber's job of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uuid")]
+    pub message_id: Option<String>,
     /// Present (and `true`) while the job is being delivered (pushed, or leased by a pull
     /// worker).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -171,6 +178,7 @@ fn request_headers(
         payload: record.payload.clone(),
         schedule: record.schedule.as_ref(),
         trace: record.trace.as_ref(),
+        message: record.message.as_ref(),
     };
     let headers = delivery_headers(queue, &job, at, Signatures::Masked)
         .into_iter()
@@ -252,6 +260,8 @@ impl TryFrom<JobRecord> for JobView {
                 name: by.schedule.to_string(),
                 tick: by.tick,
             }),
+            topic: record.message.as_ref().map(|m| m.topic.to_string()),
+            message_id: record.message.as_ref().map(|m| m.id.to_string()),
             in_flight: record.state == JobState::InFlight,
             lease_expires_at: record
                 .lease_expires_at

@@ -23,6 +23,7 @@ pub mod queues;
 pub mod schedules;
 pub mod settings;
 pub mod system;
+pub mod topics;
 
 use std::sync::Arc;
 
@@ -68,6 +69,9 @@ pub struct Shared {
     pub leases: crate::pull::Leases,
     /// Wakes the scheduler when a schedule changes.
     pub schedule_changes: ScheduleChanges,
+    /// Wakes the events sender when a request's transaction stored an event (a publish
+    /// that skipped a full subscriber).
+    pub events: crate::events::Events,
     /// Fires when the server starts shutting down (`/readyz` turns 503).
     pub shutdown: CancellationToken,
 }
@@ -82,6 +86,7 @@ pub fn router(state: AppState) -> Router {
         .merge(schedules::router())
         .merge(jobs::router())
         .merge(pull::router())
+        .merge(topics::router())
         .route_layer(auth::Authorize::queues(state.clone()));
     let admin = dlq::router()
         .merge(queue_stats::admin_router())

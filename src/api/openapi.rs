@@ -41,6 +41,7 @@ pub const API_KEY: &str = "apiKey";
         (name = "jobs", description = "hyper Queue API: jobs of a queue"),
         (name = "pull", description = "Pull queues: workers lease jobs, then ack, nack or extend each lease"),
         (name = "schedules", description = "Recurring jobs: a queue's cron schedules"),
+        (name = "topics", description = "Topics: publish once, a job in every subscribed queue whose filter matches"),
         (name = "dead letters", description = "Dead-letter administration (admin key)"),
         (name = "api keys", description = "Scoped API keys: roles and queues (admin only)"),
     ),

@@ -78,6 +78,16 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         ("DELETE", "/admin/dlq" | "/admin/dlq/{id}") => Admin,
         // keys
         ("GET" | "POST", "/admin/keys") | ("DELETE", "/admin/keys/{id}") => Admin,
+        // topics: a key's names cover topics as they cover queues, so a producer may
+        // publish to a topic without being allowed into any subscriber queue; managing
+        // topics, subscriptions and replays is admin
+        ("GET", "/topics") => AllQueues(READER),
+        ("GET", "/topic/{name}") => Queue(READER),
+        ("GET", "/queue/{name}/_subscriptions") => Queue(READER),
+        ("POST", "/topic/{name}" | "/topic/{name}/_batch") => Queue(PRODUCER),
+        ("PUT" | "PATCH" | "DELETE", "/topic/{name}") => Admin,
+        ("PUT" | "DELETE", "/topic/{name}/_subscriptions/{queue}") => Admin,
+        ("POST", "/topic/{name}/_subscriptions/{queue}/_replay") => Admin,
         _ => return None,
     })
 }
@@ -142,6 +152,7 @@ mod tests {
             .merge(super::super::jobs::router())
             .merge(super::super::dlq::router())
             .merge(super::super::keys::router())
+            .merge(super::super::topics::router())
             .split_for_parts();
         let mut seen = 0;
         for (method, path, _) in super::super::openapi::operations(&document) {

@@ -101,6 +101,13 @@ pub struct LeasedJob {
     /// The schedule tick that enqueued it, if a schedule did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduledByView>,
+    /// The topic whose publish stored it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// The published message it delivers: the same id in every subscriber's job of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uuid")]
+    pub message_id: Option<String>,
 }
 
 impl LeasedJob {
@@ -119,6 +126,8 @@ impl LeasedJob {
                 name: tick.schedule.to_string(),
                 tick: tick.tick,
             }),
+            topic: job.message.as_ref().map(|m| m.topic.to_string()),
+            message_id: job.message.as_ref().map(|m| m.id.to_string()),
         })
     }
 }

@@ -306,6 +306,7 @@ async fn enqueue(
         priority: options.priority,
         ordering_key: options.ordering_key,
         trace,
+        message: None,
     };
     let id = job.id;
     let due_at = job.due_at();

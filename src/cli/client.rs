@@ -36,6 +36,7 @@ pub use crate::api::queue_stats::QueueStats;
 pub use crate::api::queues::QueueList;
 pub use crate::api::schedules::{ScheduleList, ScheduleView};
 pub use crate::api::settings::QueueSettings;
+pub use crate::api::topics::{PublishedBody, ReplayedBody, TopicList, TopicView};
 
 /// Which dead letters a replay or acknowledge acts on.
 #[derive(Debug, Clone)]
@@ -135,7 +136,22 @@ impl Client {
         url: Url,
         body: Option<Vec<u8>>,
     ) -> CliResult<Reply<T>> {
+        self.call_with(method, route, url, body, &[]).await
+    }
+
+    /// [`Self::call`] with more request `headers`.
+    async fn call_with<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        route: Route,
+        url: Url,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, String)],
+    ) -> CliResult<Reply<T>> {
         let mut request = self.http.request(method, url.clone());
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
         let key = match route {
             Route::Queue => self.api_key.as_ref(),
             Route::Admin => self.admin_key.as_ref().or(self.api_key.as_ref()),
@@ -293,6 +309,95 @@ impl Client {
         let action = if paused { "_pause" } else { "_resume" };
         let url = self.url(&["queue", queue, "_schedules", name, action], &[]);
         self.call(Method::POST, Route::Queue, url, None).await
+    }
+
+    /// `PUT /topic/{name}` with `body`.
+    pub async fn create_topic(&self, name: &str, body: &Value) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["topic", name], &[]);
+        self.call(
+            Method::PUT,
+            Route::Queue,
+            url,
+            Some(body.to_string().into_bytes()),
+        )
+        .await
+    }
+
+    pub async fn list_topics(&self, after: Option<&str>) -> CliResult<Reply<TopicList>> {
+        let query: Vec<(&str, String)> =
+            after.map(|a| ("after", a.to_owned())).into_iter().collect();
+        let url = self.url(&["topics"], &query);
+        self.call(Method::GET, Route::Queue, url, None).await
+    }
+
+    pub async fn get_topic(&self, name: &str) -> CliResult<Reply<TopicView>> {
+        let url = self.url(&["topic", name], &[]);
+        self.call(Method::GET, Route::Queue, url, None).await
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["topic", name], &[]);
+        self.call(Method::DELETE, Route::Queue, url, None).await
+    }
+
+    /// `PUT /topic/{topic}/_subscriptions/{queue}` with `body`.
+    pub async fn subscribe(
+        &self,
+        topic: &str,
+        queue: &str,
+        body: &Value,
+    ) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["topic", topic, "_subscriptions", queue], &[]);
+        self.call(
+            Method::PUT,
+            Route::Queue,
+            url,
+            Some(body.to_string().into_bytes()),
+        )
+        .await
+    }
+
+    pub async fn unsubscribe(&self, topic: &str, queue: &str) -> CliResult<Reply<OkBody>> {
+        let url = self.url(&["topic", topic, "_subscriptions", queue], &[]);
+        self.call(Method::DELETE, Route::Queue, url, None).await
+    }
+
+    /// Publish `message` as it is, with the options given.
+    pub async fn publish(
+        &self,
+        topic: &str,
+        message: Vec<u8>,
+        idempotency_key: Option<&str>,
+        ordering_key: Option<&str>,
+    ) -> CliResult<Reply<PublishedBody>> {
+        let query: Vec<(&str, String)> = ordering_key
+            .map(|key| ("orderingKey", key.to_owned()))
+            .into_iter()
+            .collect();
+        let url = self.url(&["topic", topic], &query);
+        let mut headers = Vec::new();
+        if let Some(key) = idempotency_key {
+            headers.push(("idempotency-key", key.to_owned()));
+        }
+        self.call_with(Method::POST, Route::Queue, url, Some(message), &headers)
+            .await
+    }
+
+    /// `POST /topic/{topic}/_subscriptions/{queue}/_replay` with `body`.
+    pub async fn replay_topic(
+        &self,
+        topic: &str,
+        queue: &str,
+        body: &Value,
+    ) -> CliResult<Reply<ReplayedBody>> {
+        let url = self.url(&["topic", topic, "_subscriptions", queue, "_replay"], &[]);
+        self.call(
+            Method::POST,
+            Route::Queue,
+            url,
+            Some(body.to_string().into_bytes()),
+        )
+        .await
     }
 
     /// Enqueue `job` as it is: the server validates and canonicalizes it.

@@ -9,6 +9,7 @@ pub mod client;
 pub mod local;
 pub mod remote;
 pub mod table;
+pub mod topics;
 pub mod verify;
 
 use std::path::PathBuf;
@@ -55,6 +56,9 @@ pub enum Command {
     /// Dead letters: list, stats, replay, acknowledge.
     #[command(subcommand)]
     Dlq(DlqCommand),
+    /// Topics: create, list, show, delete, subscribe and unsubscribe queues, publish, replay.
+    #[command(subcommand)]
+    Topic(TopicCommand),
     /// Scoped API keys: create (the key is printed once), list, revoke. Admin only.
     #[command(subcommand)]
     Key(KeyCommand),
@@ -414,6 +418,80 @@ pub struct ScheduleSetArgs {
     pub ordering_key: Option<String>,
     #[command(flatten)]
     pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// Create a topic.
+    Create {
+        name: String,
+        /// Keep each published message this long for replays (0s–30d) [default: 0s].
+        #[arg(long)]
+        retain: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// List topics with their retention and publish counts.
+    List {
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Show a topic: retention, figures, subscriptions and their filters.
+    Show {
+        name: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Delete a topic and its subscriptions (jobs already in queues stay).
+    Delete {
+        name: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Subscribe a queue to a topic, with an optional content filter.
+    Subscribe {
+        topic: String,
+        queue: String,
+        /// An EventBridge-style pattern (JSON), e.g. '{"type":["order.paid"]}'.
+        #[arg(long)]
+        filter: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Remove a queue's subscription to a topic.
+    Unsubscribe {
+        topic: String,
+        queue: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Publish one message: JSON from the argument, or from stdin.
+    Publish {
+        topic: String,
+        /// The message, a JSON object; `-` or nothing reads it from stdin.
+        message: Option<String>,
+        /// An Idempotency-Key: the same message again with it stores nothing.
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        /// An ordering key: each subscriber delivers the key's messages in order.
+        #[arg(long)]
+        ordering_key: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Enqueue a topic's retained messages into one subscriber, in publish order.
+    Replay {
+        topic: String,
+        queue: String,
+        /// From: an RFC 3339 time, unix ms, or a duration back from now (1h).
+        #[arg(long)]
+        since: String,
+        /// Until (same forms) [default: now].
+        #[arg(long)]
+        until: Option<String>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]

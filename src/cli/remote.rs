@@ -172,6 +172,7 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
                 format!("deleted schedule {queue}/{name}\n")
             });
         }
+        Command::Topic(command) => super::topics::run(command).await?,
         Command::Dlq(DlqCommand::List(args)) => dlq_list(args).await?,
         Command::Dlq(DlqCommand::Stats { remote }) => dlq_stats(&remote).await?,
         Command::Dlq(DlqCommand::Replay {
@@ -239,7 +240,7 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
 }
 
 /// With `--json` the server's JSON (one line), else the readable text.
-fn print_or(remote: &RemoteArgs, json: &Value, readable: impl FnOnce() -> String) {
+pub(super) fn print_or(remote: &RemoteArgs, json: &Value, readable: impl FnOnce() -> String) {
     if remote.json {
         println!("{json}");
     } else {
@@ -248,7 +249,7 @@ fn print_or(remote: &RemoteArgs, json: &Value, readable: impl FnOnce() -> String
 }
 
 /// A job given as an argument, or read from stdin when it is `-` or absent.
-fn job_argument(job: Option<&str>) -> CliResult<Vec<u8>> {
+pub(super) fn job_argument(job: Option<&str>) -> CliResult<Vec<u8>> {
     match job {
         Some(job) if job != "-" => Ok(job.as_bytes().to_vec()),
         _ => {

@@ -41,6 +41,7 @@ impl Attempt {
                     payload: job.payload,
                     schedule: job.schedule.as_ref(),
                     trace: trace.as_ref(),
+                    message: job.message.as_ref(),
                 },
                 timeout,
                 now_millis(),

@@ -297,6 +297,7 @@ impl DeliveryPool {
             ordering_key: None,
             schedule: None,
             trace: job.trace.clone(),
+            message: None,
         };
         let pool = self.clone();
         let queue = queue.clone();

@@ -15,7 +15,7 @@ use crate::json::CanonicalJson;
 use crate::model::{JobId, Target, UnixMillis};
 use crate::redact;
 use crate::signing::{self, Signatures, SigningKeys};
-use crate::store::{Queue, ScheduleTick};
+use crate::store::{MessageRef, Queue, ScheduleTick};
 use crate::trace_context::{TRACEPARENT, TRACESTATE, TraceContext};
 
 /// The most of a worker's response body kept as the error text.
@@ -27,6 +27,10 @@ pub const ATTEMPT_HEADER: &str = "X-Hookq-Attempt";
 pub const SCHEDULE_HEADER: &str = "X-Hookq-Schedule";
 /// The tick (unix ms) of that schedule the job is for.
 pub const SCHEDULE_TICK_HEADER: &str = "X-Hookq-Schedule-Tick";
+/// The topic whose publish stored the job, on a subscriber's job.
+pub const TOPIC_HEADER: &str = "X-Hookq-Topic";
+/// The published message (the same for every subscriber's job of it).
+pub const MESSAGE_ID_HEADER: &str = "X-Hookq-Message-Id";
 
 /// What one attempt sends: the job's canonical JSON and what its headers say of it.
 pub struct Outgoing<'a> {
@@ -37,6 +41,8 @@ pub struct Outgoing<'a> {
     pub schedule: Option<&'a ScheduleTick>,
     /// The trace this attempt continues: sent as `traceparent` (and `tracestate`).
     pub trace: Option<&'a TraceContext>,
+    /// The topic message it delivers, if a publish stored it.
+    pub message: Option<&'a MessageRef>,
 }
 
 /// Every header of one delivery of `job` from `queue` at `now`, in the order they are sent:
@@ -48,8 +54,9 @@ pub fn delivery_headers(
     now: UnixMillis,
     signatures: Signatures,
 ) -> Vec<(&'static str, Cow<'static, str>)> {
-    // At most 4 + 2 (a schedule) + 2 (a trace) + 4 (both signature schemes): one allocation.
-    let mut headers: Vec<(&'static str, Cow<'static, str>)> = Vec::with_capacity(12);
+    // At most 4 + 2 (a schedule) + 2 (a message) + 2 (a trace) + 4 (both signature
+    // schemes): one allocation.
+    let mut headers: Vec<(&'static str, Cow<'static, str>)> = Vec::with_capacity(14);
     headers.extend([
         ("content-type", Cow::Borrowed("application/json")),
         (
@@ -66,6 +73,10 @@ pub fn delivery_headers(
         ));
         headers.push((SCHEDULE_TICK_HEADER, Cow::Owned(tick.tick.to_string())));
     }
+    if let Some(message) = job.message {
+        headers.push((TOPIC_HEADER, Cow::Owned(message.topic.as_str().to_owned())));
+        headers.push((MESSAGE_ID_HEADER, Cow::Owned(message.id.to_string())));
+    }
     if let Some(trace) = job.trace {
         headers.push((TRACEPARENT, Cow::Owned(trace.traceparent())));
         if let Some(state) = &trace.state {
@@ -76,10 +87,13 @@ pub fn delivery_headers(
         current,
         previous: queue.previous_secret_at(now).map(|p| &p.secret),
     });
+    // Standard Webhooks' `webhook-id` names the message, as Svix does: every subscriber's
+    // delivery of one message carries the same id, so a receiver can deduplicate.
+    let message_id = job.message.map_or(job.id, |message| message.id);
     let signed = signing::headers(
         queue.signature_scheme,
         keys,
-        job.id,
+        message_id,
         now,
         job.payload.as_bytes(),
         signatures,

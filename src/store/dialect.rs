@@ -22,12 +22,12 @@ use super::records::{
     ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
     DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobRecord, JobsPage,
     Lease, NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch,
-    Schedule, ScheduleTick, Selection,
+    RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed, Subscription, TopicRow,
 };
 use super::status::JobStatus;
 use crate::event::Event;
 use crate::json::CanonicalJson;
-use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
+use crate::model::{EventId, JobId, MessageId, QueueName, ScheduleName, TopicName, UnixMillis};
 
 /// How a write is committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +98,7 @@ pub trait Tx:
     + OutboxRows
     + ScheduleRows
     + ActivityRows
+    + TopicRows
 {
 }
 
@@ -111,7 +112,8 @@ impl<
         + KeyRows
         + OutboxRows
         + ScheduleRows
-        + ActivityRows,
+        + ActivityRows
+        + TopicRows,
 > Tx for T
 {
 }
@@ -150,6 +152,10 @@ pub trait QueueRows {
     /// of its schedules holds (PostgreSQL; SQLite has one writer). `QueueNotFound` if it
     /// does not exist.
     async fn lock_queue_for_schedules(&self, queue: &QueueName) -> StoreResult<()>;
+    /// Those of `queues` that exist, each held against deletion until the transaction
+    /// ends (PostgreSQL waits for a deletion in progress, then leaves that queue out;
+    /// SQLite has one writer).
+    async fn lock_queues(&self, queues: &[QueueName]) -> StoreResult<Vec<QueueName>>;
 }
 
 /// Live jobs (`jobs`): insert, claim, the moves of an attempt, sweeps and reads.
@@ -494,6 +500,84 @@ pub trait ScheduleRows {
     ) -> StoreResult<()>;
     /// Delete a schedule; `ScheduleNotFound` if there is none.
     async fn delete_schedule(&self, queue: &QueueName, name: &ScheduleName) -> StoreResult<()>;
+}
+
+/// Topics, their subscriptions, their messages and their publishes' keys.
+pub trait TopicRows {
+    /// Insert a new topic; false if it exists already.
+    async fn insert_topic(
+        &self,
+        name: &TopicName,
+        retain_ms: i64,
+        now: UnixMillis,
+    ) -> StoreResult<bool>;
+    /// Set a topic's retention, for its messages kept now too (each kept for `retain_ms`
+    /// from its publish); false if there is no such topic.
+    async fn set_topic_retain(&self, name: &TopicName, retain_ms: i64) -> StoreResult<bool>;
+    /// Delete a topic with its subscriptions and keys; its messages stay as long as jobs
+    /// refer to them, no longer for replays. False if there was no such topic.
+    async fn delete_topic(&self, name: &TopicName) -> StoreResult<bool>;
+    /// Topic `name`'s row.
+    async fn topic(&self, name: &TopicName) -> StoreResult<Option<TopicRow>>;
+    /// Up to `limit` topics by name, after `after`.
+    async fn topics(&self, after: Option<&TopicName>, limit: usize) -> StoreResult<Vec<TopicRow>>;
+    /// Topic `name`'s subscriptions by queue name, and the version they are of (read in one
+    /// statement, so the two agree). `None`: no such topic.
+    async fn subscriptions(
+        &self,
+        name: &TopicName,
+    ) -> StoreResult<Option<(i64, Vec<Subscription>)>>;
+    /// The subscriptions of `queue`, by topic.
+    async fn subscriptions_of_queue(&self, queue: &QueueName) -> StoreResult<Vec<Subscription>>;
+    /// Subscribe `queue` to `topic` with `filter` (JSON text), replacing its subscription if
+    /// it has one. `TopicNotFound` / `QueueNotFound` when either is missing.
+    async fn put_subscription(
+        &self,
+        topic: &TopicName,
+        queue: &QueueName,
+        filter: Option<&str>,
+        now: UnixMillis,
+    ) -> StoreResult<Subscribed>;
+    /// Remove `queue`'s subscription to `topic`; false if it had none.
+    async fn delete_subscription(&self, topic: &TopicName, queue: &QueueName) -> StoreResult<bool>;
+    /// Store the message of a publish to `topic` (`message.id`, its payload and options),
+    /// kept for replays until `retain_until`.
+    async fn insert_message(
+        &self,
+        topic: &TopicName,
+        message: &NewJob,
+        retain_until: UnixMillis,
+    ) -> StoreResult<()>;
+    /// Claim `key` of `topic` (in the single-message or the batch key space) for the
+    /// messages `ids` of fingerprint `fingerprint`; `Some` (what it stands for) if it is
+    /// taken and still valid.
+    async fn claim_topic_key(
+        &self,
+        topic: &TopicName,
+        batch: bool,
+        key: &IdempotencyKey,
+        fingerprint: &[u8; 32],
+        ids: &[MessageId],
+        now: UnixMillis,
+    ) -> StoreResult<Option<RecordedBatch>>;
+    /// Up to `limit` messages of `topic` kept at `now` and published in `since..until`,
+    /// in publish order, after `after` (the last of the previous chunk).
+    async fn retained_messages(
+        &self,
+        topic: &TopicName,
+        since: UnixMillis,
+        until: UnixMillis,
+        now: UnixMillis,
+        after: Option<(UnixMillis, MessageId)>,
+        limit: usize,
+    ) -> StoreResult<Vec<RetainedMessage>>;
+    /// How many messages of `topic` are kept for replays at `now`.
+    async fn retained_count(&self, topic: &TopicName, now: UnixMillis) -> StoreResult<u64>;
+    /// Add each count to its topic's `published` (a topic deleted meanwhile is skipped).
+    async fn add_published(&self, counts: &[(TopicName, u64)]) -> StoreResult<()>;
+    /// Delete up to `limit` messages no row refers to any more and no longer kept for
+    /// replays at `now`; how many went.
+    async fn purge_messages(&self, now: UnixMillis, limit: usize) -> StoreResult<usize>;
 }
 
 /// Drive `decision` to its end at once: for SQLite, whose primitives never wait. A future

@@ -14,6 +14,12 @@ pub enum StoreError {
     JobNotFound,
     #[error("schedule not found")]
     ScheduleNotFound,
+    #[error("topic not found")]
+    TopicNotFound,
+    #[error("topic already exists")]
+    TopicExists,
+    #[error("this queue does not subscribe to this topic")]
+    SubscriptionNotFound,
     /// The job exists but is in a state that forbids the operation; the text says which.
     #[error("{0}")]
     JobConflict(&'static str),

@@ -19,6 +19,8 @@
 //! - [`sqlite`]: the embedded backend (one file, WAL, a single writer with group commit).
 //! - [`postgres`]: the backend for several nodes on one database.
 //! - [`testing`]: a look into a database for tests (feature `testing`).
+//! - [`topics`]: each topic's subscriptions compiled into one matcher, and the publish
+//!   counts not yet stored; `topic_ops` holds the port's topic operations.
 
 pub mod api_keys;
 pub mod cluster;
@@ -40,6 +42,7 @@ pub mod sqlite;
 mod status;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod topics;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -60,6 +63,7 @@ pub use records::{
     PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick,
     SchedulerRound, Selection, SharedLimits, TextMatch,
 };
+pub use records::{MessageRef, Published, Routed, Subscribed, Subscription, Topic, TopicRow};
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
 
@@ -134,6 +138,10 @@ pub struct Store {
     outbox: Outbox,
     /// What clients may create at most.
     caps: Caps,
+    /// Each topic's subscriptions, compiled.
+    routes: Arc<topics::RouteCache>,
+    /// Messages published on this node, not yet in the stored counts.
+    published: Arc<topics::PublishCounts>,
 }
 
 /// The default bound on enqueues waiting for their commit. The SQLite writer commits up to
@@ -220,6 +228,9 @@ macro_rules! on_backend {
     };
 }
 
+// After the macros: its operations use them.
+mod topic_ops;
+
 impl Store {
     /// Open (or create) the store, migrate its schema, re-seal queue secrets with the current
     /// master key of `sealing` (rotation) and load the queues. On SQLite (one process owns
@@ -281,6 +292,8 @@ impl Store {
             max_pending_enqueues: DEFAULT_MAX_PENDING_ENQUEUES,
             outbox: Outbox::default(),
             caps: Caps::default(),
+            routes: Arc::default(),
+            published: Arc::default(),
         }
     }
 
@@ -298,9 +311,13 @@ impl Store {
     }
 
     /// Store a `job.dead_lettered` event (in the outbox, for [`crate::events`]) with every
-    /// move to the dead letters, in the same transaction.
+    /// move to the dead letters, and a `topic.subscriber_skipped` one with every full
+    /// subscriber a publish skips, in the same transaction.
     pub fn with_dead_letter_events(mut self, on: bool) -> Self {
-        self.outbox = Outbox { dead_letters: on };
+        self.outbox = Outbox {
+            dead_letters: on,
+            skipped_subscribers: on,
+        };
         self
     }
 

@@ -8,7 +8,10 @@ use std::time::Duration;
 use crate::cron::CronSpec;
 use crate::json::CanonicalJson;
 use crate::latency::LatencyHistogram;
-use crate::model::{JobId, QueueName, ScheduleName, Secret, SignatureScheme, Target, UnixMillis};
+use crate::model::{
+    JobId, MessageId, QueueName, ScheduleName, Secret, SignatureScheme, Target, TopicName,
+    UnixMillis,
+};
 use crate::policy::{QueueChange, QueuePolicy, Rate};
 use crate::trace_context::TraceContext;
 
@@ -149,6 +152,27 @@ pub struct NewJob {
     pub ordering_key: Option<String>,
     /// The trace its deliveries continue (W3C Trace Context), if any.
     pub trace: Option<TraceContext>,
+    /// The topic message it delivers (a subscriber's job): the payload is the message's,
+    /// stored once for all its jobs, and not again in the job's row.
+    pub message: Option<MessageRef>,
+}
+
+/// The message of a topic a job delivers: every subscriber's job of one publish names the
+/// same message (its id is the `X-Hookq-Message-Id` and Standard Webhooks' `webhook-id`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageRef {
+    pub id: MessageId,
+    pub topic: TopicName,
+}
+
+impl MessageRef {
+    /// From the columns that store it: the row's `message_id` and the message's topic.
+    pub(crate) fn from_columns(id: Option<MessageId>, topic: Option<String>) -> Option<Self> {
+        Some(Self {
+            id: id?,
+            topic: TopicName::from_stored(topic?),
+        })
+    }
 }
 
 /// Which tick of which schedule of its queue stored a job. Its deliveries say so in the
@@ -340,6 +364,16 @@ impl NewJob {
             priority: 0,
             ordering_key: None,
             trace: None,
+            message: None,
+        }
+    }
+
+    /// The payload its own row stores: empty for a message's job, whose payload is the
+    /// message's row.
+    pub fn stored_payload(&self) -> &str {
+        match self.message {
+            Some(_) => "",
+            None => self.payload.as_str(),
         }
     }
 
@@ -372,6 +406,8 @@ pub struct JobRecord {
     /// The trace its deliveries continue, for a live job (dead letters and the delivery log
     /// do not keep it).
     pub trace: Option<TraceContext>,
+    /// The topic message it delivers, if a publish stored it.
+    pub message: Option<MessageRef>,
     /// The answer that acknowledged it, for a job in the delivery log.
     pub delivery: Option<Delivery>,
     /// How it came to be a dead letter, for a dead-lettered job.
@@ -495,6 +531,8 @@ pub struct ClaimedJob {
     pub schedule: Option<ScheduleTick>,
     /// The trace its enqueue belonged to: each attempt is a child of it.
     pub trace: Option<TraceContext>,
+    /// The topic message it delivers, if a publish stored it.
+    pub message: Option<MessageRef>,
 }
 
 impl ClaimedJob {
@@ -594,6 +632,8 @@ pub struct OutboxEvent {
 pub struct Outbox {
     /// `job.dead_lettered`, with every move to the dead letters.
     pub dead_letters: bool,
+    /// `topic.subscriber_skipped`, with every full subscriber a publish skips.
+    pub skipped_subscribers: bool,
 }
 
 /// The worker's 2xx answer that acknowledged a job.
@@ -765,6 +805,8 @@ pub struct DeadLetter {
     pub priority: i32,
     pub ordering_key: Option<String>,
     pub schedule: Option<ScheduleTick>,
+    /// The topic message it delivered, if a publish stored it.
+    pub message: Option<MessageRef>,
 }
 
 impl DeadLetter {
@@ -788,6 +830,7 @@ impl DeadLetter {
             schedule: self.schedule,
             lease_expires_at: None,
             trace: None,
+            message: self.message,
             delivery: None,
             dead: Some(DeadLetterFacts {
                 failed_at: self.failed_at,
@@ -845,8 +888,19 @@ pub fn contains_pattern(text: &str) -> String {
 /// ([`contains_pattern`]); `like` is the dialect's case-blind `LIKE` (SQLite's `LIKE` folds
 /// ASCII letters, PostgreSQL's `ILIKE` every letter).
 pub fn payload_or_error_like(like: &str, param: &str) -> String {
-    format!(r"(payload {like} {param} ESCAPE '\' OR last_error {like} {param} ESCAPE '\')")
+    format!(
+        r"({MESSAGE_PAYLOAD} {like} {param} ESCAPE '\' OR last_error {like} {param} ESCAPE '\')"
+    )
 }
+
+/// A job row's payload, the same SQL in both dialects, for a row of `jobs`, `dead_letters`
+/// or `delivered` read unaliased: its own, or for a topic message's job (whose own is
+/// empty) the message's.
+pub const MESSAGE_PAYLOAD: &str = "CASE WHEN message_id IS NULL THEN payload \
+     ELSE (SELECT m.payload FROM topic_messages m WHERE m.id = message_id) END";
+
+/// A job row's topic (NULL unless a publish stored it), read as [`MESSAGE_PAYLOAD`].
+pub const MESSAGE_TOPIC: &str = "(SELECT m.topic FROM topic_messages m WHERE m.id = message_id)";
 
 /// One page of dead letters: the records and, when asked for, how many match in all.
 #[derive(Debug, Clone)]
@@ -1290,4 +1344,78 @@ pub struct BreakerNews {
     pub open: Vec<(QueueName, UnixMillis)>,
     /// Breakers an operator closed, each when.
     pub closed: Vec<(QueueName, UnixMillis)>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Topics
+// ---------------------------------------------------------------------------------------
+
+/// A topic as its row holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicRow {
+    pub name: TopicName,
+    /// How long a published message is kept for replays (0: not past its jobs).
+    pub retain_ms: i64,
+    /// Bumped by every change of its subscriptions.
+    pub version: i64,
+    /// Messages published, as far as the nodes have added them up.
+    pub published: u64,
+    pub created_at: UnixMillis,
+}
+
+/// A topic with its subscriptions and figures, for the API.
+#[derive(Debug, Clone)]
+pub struct Topic {
+    pub row: TopicRow,
+    pub subscriptions: Vec<Subscription>,
+    /// Messages kept for replays now.
+    pub retained: u64,
+}
+
+/// A queue's subscription to a topic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscription {
+    pub topic: TopicName,
+    pub queue: QueueName,
+    /// `None`: every message.
+    pub filter: Option<crate::pattern::Pattern>,
+    pub created_at: UnixMillis,
+}
+
+/// Whether a subscription was new or replaced one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subscribed {
+    Created,
+    Replaced,
+}
+
+/// Where one published message went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    pub id: MessageId,
+    /// The queues that got a job of it.
+    pub queues: Vec<QueueName>,
+    /// Matching queues that got none: full (`maxQueued`).
+    pub skipped: Vec<QueueName>,
+}
+
+/// What a publish did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    /// Each message stored and routed, in order.
+    Stored(Vec<Routed>),
+    /// The publish repeats one stored before under its `Idempotency-Key`: nothing was
+    /// stored; the first publish's message ids.
+    Duplicate(Vec<MessageId>),
+}
+
+/// A message kept for replays.
+#[derive(Debug, Clone)]
+pub struct RetainedMessage {
+    pub id: MessageId,
+    pub payload: CanonicalJson,
+    pub published_at: UnixMillis,
+    pub priority: i32,
+    pub ordering_key: Option<String>,
+    pub trace: Option<TraceContext>,
 }

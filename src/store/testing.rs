@@ -46,6 +46,8 @@ pub enum Stored {
     BatchKeys,
     /// Delivered jobs kept in the delivery log.
     DeliveryLog,
+    /// Topics' messages (kept for their jobs, or for replays), counted by topic.
+    Messages,
 }
 
 /// A store's database, opened beside (or after) a server for tests: the SQLite file, or a
@@ -65,6 +67,7 @@ fn table_of(what: Stored) -> (&'static str, &'static str) {
         Stored::IdempotencyKeys => ("idempotency_keys", "queue"),
         Stored::BatchKeys => ("batch_keys", "queue"),
         Stored::DeliveryLog => ("delivered", "queue"),
+        Stored::Messages => ("topic_messages", "topic"),
     }
 }
 
@@ -140,6 +143,36 @@ impl Inspector {
             }
         }
         Ok(())
+    }
+
+    /// The bytes of payload stored: in live jobs, dead letters, the delivery log and the
+    /// topics' messages together.
+    pub async fn payload_bytes(&self) -> anyhow::Result<u64> {
+        self.count_of(
+            "SELECT (SELECT coalesce(sum(length(payload)), 0) FROM jobs)
+                  + (SELECT coalesce(sum(length(payload)), 0) FROM dead_letters)
+                  + (SELECT coalesce(sum(length(payload)), 0) FROM delivered)
+                  + (SELECT coalesce(sum(length(payload)), 0) FROM topic_messages)",
+            &[],
+        )
+        .await
+    }
+
+    /// The database's size in bytes (SQLite: its pages; PostgreSQL: the database's).
+    pub async fn database_bytes(&self) -> anyhow::Result<u64> {
+        match self {
+            Self::Sqlite(_) => {
+                self.count_of(
+                    "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+                    &[],
+                )
+                .await
+            }
+            Self::Postgres(_) => {
+                self.count_of("SELECT pg_database_size(current_database())", &[])
+                    .await
+            }
+        }
     }
 
     /// How many of `what` are stored.

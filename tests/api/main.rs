@@ -48,6 +48,7 @@ mod schedules;
 mod scheduling;
 mod standard_webhooks;
 mod state_machine;
+mod topics;
 mod ui;
 mod ui_browser;
 mod ui_dashboard;

@@ -59,6 +59,17 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("POST", "/admin/keys"),
     ("GET", "/admin/keys"),
     ("DELETE", "/admin/keys/{id}"),
+    ("GET", "/topics"),
+    ("GET", "/queue/{name}/_subscriptions"),
+    ("PUT", "/topic/{name}"),
+    ("PATCH", "/topic/{name}"),
+    ("DELETE", "/topic/{name}"),
+    ("GET", "/topic/{name}"),
+    ("POST", "/topic/{name}"),
+    ("POST", "/topic/{name}/_batch"),
+    ("PUT", "/topic/{name}/_subscriptions/{queue}"),
+    ("DELETE", "/topic/{name}/_subscriptions/{queue}"),
+    ("POST", "/topic/{name}/_subscriptions/{queue}/_replay"),
 ];
 
 const METHODS: &[&str] = &[
@@ -87,6 +98,7 @@ fn operations(doc: &Value) -> Vec<(String, String, Value)> {
 fn concrete(path: &str) -> String {
     path.replace("{name}", "q")
         .replace("{schedule}", "s")
+        .replace("{queue}", "q")
         .replace("{id}", "01936c2e-1f0a-7c3e-9d4b-8a1f2e3d4c5b")
 }
 

@@ -1144,3 +1144,66 @@ async fn names_queues_and_ids_are_taken_by_position_as_well_as_by_flag() {
     .await
     .fails_with(2, "NAME");
 }
+
+// ---------------------------------------------------------------------------------------
+// Topics
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn topic_commands_create_subscribe_publish_show_replay_and_delete() {
+    let app = storing_app().await;
+    at(&app, &["topic", "create", "orders", "--retain", "1h"])
+        .await
+        .ok();
+    let out = at(
+        &app,
+        &[
+            "topic",
+            "subscribe",
+            "orders",
+            "q",
+            "--filter",
+            r#"{"type":["paid"]}"#,
+        ],
+    )
+    .await;
+    assert!(out.ok().contains("queue q subscribes to orders"), "{out:?}");
+    let bad = at(
+        &app,
+        &["topic", "subscribe", "orders", "q", "--filter", "{nope"],
+    )
+    .await;
+    bad.fails_with(2, "--filter is not JSON");
+    let out = at(&app, &["topic", "publish", "orders", r#"{"type":"paid"}"#]).await;
+    assert!(out.ok().contains("→ 1 queue(s)"), "{out:?}");
+    let out = at(
+        &app,
+        &[
+            "topic",
+            "publish",
+            "orders",
+            r#"{"type":"other"}"#,
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(out.json()["queues"], 0);
+    let shown = at(&app, &["topic", "show", "orders"]).await;
+    let text = shown.ok();
+    assert!(text.contains("retain 1h"), "{text}");
+    assert_eq!(lines_with(text, r#"{"type":["paid"]}"#).len(), 1, "{text}");
+    let listed = at(&app, &["topic", "list"]).await;
+    assert_eq!(lines_with(listed.ok(), "orders").len(), 1);
+    let replayed = at(&app, &["topic", "replay", "orders", "q", "--since", "1h"]).await;
+    assert!(
+        replayed.ok().contains("replayed 1 message(s)"),
+        "{replayed:?}"
+    );
+    at(&app, &["topic", "unsubscribe", "orders", "q"])
+        .await
+        .ok();
+    at(&app, &["topic", "delete", "orders"]).await.ok();
+    at(&app, &["topic", "show", "orders"])
+        .await
+        .fails_with(1, "topic not found");
+}

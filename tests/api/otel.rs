@@ -276,3 +276,76 @@ async fn with_otlp_export_a_jobs_spans_join_its_producers_trace() {
         "a claim linked to the trace: {claims:?}"
     );
 }
+
+/// A publish's span is the parent of every subscriber's attempt, in the producer's trace.
+#[tokio::test]
+async fn with_otlp_export_a_publish_is_the_parent_of_every_subscribers_attempt() {
+    let (endpoint, collector, mut spans_changed) = Collector::serve().await;
+    let first = TestReceiver::always(Reply::ok()).await;
+    let second = TestReceiver::always(Reply::ok()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let app = BinaryApp::start(
+        &dir.path().join("hookq.db"),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ],
+    )
+    .await;
+    app.create_queue_ok("a", &first.url, None).await;
+    app.create_queue_ok("b", &second.url, None).await;
+    app.call(Method::PUT, "/topic/t", Some(b"{}"))
+        .await
+        .expect(201);
+    for queue in ["a", "b"] {
+        app.call(
+            Method::PUT,
+            &format!("/topic/t/_subscriptions/{queue}"),
+            Some(b"{}"),
+        )
+        .await
+        .expect(201);
+    }
+    app.send(
+        app.request(Method::POST, "/topic/t")
+            .header("traceparent", traceparent())
+            .body(payload(1).to_string()),
+    )
+    .await
+    .expect(201);
+    first.wait_for(1).await;
+    second.wait_for(1).await;
+    let waiting = async {
+        while collector
+            .spans()
+            .iter()
+            .filter(|(_, s)| s["name"] == "hookq.attempt")
+            .count()
+            < 2
+        {
+            spans_changed.changed().await.unwrap();
+        }
+    };
+    tokio::time::timeout(DEADLINE, waiting)
+        .await
+        .unwrap_or_else(|_| panic!("spans so far: {:?}", collector.spans()));
+    let spans = collector.spans();
+    let publish: Vec<&Value> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s["name"] == "hookq.publish")
+        .collect();
+    assert_eq!(publish.len(), 1, "{spans:?}");
+    assert_eq!(publish[0]["traceId"], TRACE_ID);
+    assert_eq!(publish[0]["parentSpanId"], PRODUCER_SPAN);
+    let attempts: Vec<&Value> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s["name"] == "hookq.attempt")
+        .collect();
+    assert_eq!(attempts.len(), 2);
+    for attempt in attempts {
+        assert_eq!(attempt["parentSpanId"], publish[0]["spanId"], "{attempt}");
+    }
+}

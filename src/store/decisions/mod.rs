@@ -9,6 +9,8 @@
 //! - [`schedules`]: a scheduler round (each due tick stores at most one job).
 //! - [`pull`]: a pull worker's ack, nack and extend of its lease, and leases handed back.
 //! - [`reads`]: the job lookup across live jobs, the delivery log and the dead letters.
+//! - [`topics`]: a publish routed to every matching subscriber in one transaction; a replay
+//!   of a topic's retained messages into one subscriber.
 //!
 //! Nothing here knows SQL; nothing in `sqlite/` or `postgres/` decides.
 
@@ -19,6 +21,7 @@ pub mod outcomes;
 pub mod pull;
 pub mod reads;
 pub mod schedules;
+pub mod topics;
 
 use super::dialect::{Left, Tx};
 use super::error::StoreResult;

@@ -25,8 +25,8 @@ use crate::store::error::{StoreError, StoreResult};
 use crate::store::postgres::jobs::prepared;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
-    ErrorGroupCount, FailureReason, Filter, Last24h, PageRequest, ScheduleTick, Selection,
-    contains_pattern, payload_or_error_like,
+    ErrorGroupCount, FailureReason, Filter, Last24h, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
+    PageRequest, ScheduleTick, Selection, contains_pattern, payload_or_error_like,
 };
 use crate::store::status::codes;
 
@@ -76,9 +76,13 @@ fn group_params(group: &ErrorGroup) -> (&str, Option<i32>, &str) {
 
 /// The columns of a record, in the order [`from_row`] reads them (the payload, when asked
 /// for, comes last).
-const COLUMNS: &str = "id, queue, target, created_at, failed_at, attempts, failure_reason, \
-     last_error, last_status, state, replay_count, replayed_at, acknowledged_at, priority, \
-     ordering_key, schedule, schedule_tick";
+fn columns() -> &'static str {
+    sql_once!(
+        "id, queue, target, created_at, failed_at, attempts, failure_reason, last_error,
+         last_status, state, replay_count, replayed_at, acknowledged_at, priority,
+         ordering_key, schedule, schedule_tick, message_id, {MESSAGE_TOPIC}"
+    )
+}
 
 fn from_row(row: &Row, payload: bool) -> StoreResult<DeadLetter> {
     let reason: String = row.get(6);
@@ -101,7 +105,8 @@ fn from_row(row: &Row, payload: bool) -> StoreResult<DeadLetter> {
         priority: row.get(13),
         ordering_key: row.get(14),
         schedule: ScheduleTick::from_columns(row.get(15), row.get(16)),
-        payload: payload.then(|| CanonicalJson::from_stored(row.get(17))),
+        message: MessageRef::from_columns(row.get::<_, Option<Uuid>>(17).map(job_id), row.get(18)),
+        payload: payload.then(|| CanonicalJson::from_stored(row.get(19))),
     })
 }
 
@@ -133,8 +138,9 @@ pub async fn get(
 ) -> StoreResult<Option<DeadLetter>> {
     tx.query_opt(
         &format!(
-            "SELECT {COLUMNS}, payload FROM dead_letters
-             WHERE id = $1 AND ($2::text IS NULL OR queue = $2::text)"
+            "SELECT {columns}, {MESSAGE_PAYLOAD} FROM dead_letters
+             WHERE id = $1 AND ($2::text IS NULL OR queue = $2::text)",
+            columns = columns()
         ),
         &[&uuid(id), &queue.map(QueueName::as_str)],
     )
@@ -166,7 +172,7 @@ async fn put_back_as(
             crate::sql_once!(
                 "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
                                last_error, last_status, replay_count, ttl_from, priority,
-                               ordering_key, schedule, schedule_tick)
+                               ordering_key, schedule, schedule_tick, message_id)
              SELECT d.id, d.queue,
                     CASE WHEN d.ordering_key IS NOT NULL AND (
                              $4::boolean
@@ -178,7 +184,7 @@ async fn put_back_as(
                          ELSE {READY} END,
                     d.payload, 0, $2::bigint, d.created_at, d.last_error, d.last_status,
                     d.replay_count + 1, $2::bigint, d.priority, d.ordering_key, d.schedule,
-                    d.schedule_tick
+                    d.schedule_tick, d.message_id
              FROM dead_letters d WHERE d.id = $1 AND d.state = 'replaying'
              RETURNING queue",
                 BLOCKED = codes::BLOCKED,
@@ -270,10 +276,10 @@ impl DeadLetterRows for PgTx<'_> {
             self.tx,
             "INSERT INTO dead_letters (id, queue, target, payload, created_at, attempts,
                     failure_reason, last_error, last_status, failed_at, state, replay_count,
-                    updated_at, priority, ordering_key, schedule, schedule_tick)
+                    updated_at, priority, ordering_key, schedule, schedule_tick, message_id)
              SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, $2::text,
                     j.last_error, j.last_status, $3::bigint, 'pending', j.replay_count, $3,
-                    j.priority, j.ordering_key, j.schedule, j.schedule_tick
+                    j.priority, j.ordering_key, j.schedule, j.schedule_tick, j.message_id
              FROM jobs j JOIN queues q ON q.name = j.queue
              WHERE j.id = $1
              ON CONFLICT (id) DO UPDATE SET
@@ -284,7 +290,8 @@ impl DeadLetterRows for PgTx<'_> {
                  replay_count = excluded.replay_count, acknowledged_at = NULL,
                  updated_at = excluded.updated_at, priority = excluded.priority,
                  ordering_key = excluded.ordering_key, schedule = excluded.schedule,
-                 schedule_tick = excluded.schedule_tick, leased_until = NULL
+                 schedule_tick = excluded.schedule_tick, leased_until = NULL,
+                 message_id = excluded.message_id
              RETURNING queue, attempts, last_status, last_error",
             &[&uuid(id), &reason.as_str(), &now],
         )
@@ -511,8 +518,13 @@ impl DeadLetterRows for PgTx<'_> {
         };
         let (direction, compare) = page.keyset();
         let mut sql = format!(
-            "SELECT {COLUMNS}{} FROM dead_letters WHERE {clause}",
-            if page.with_payload { ", payload" } else { "" }
+            "SELECT {}{} FROM dead_letters WHERE {clause}",
+            columns(),
+            if page.with_payload {
+                sql_once!(", {MESSAGE_PAYLOAD}")
+            } else {
+                ""
+            }
         );
         let after = page.after.map(|p| (p.at, uuid(p.id)));
         if let Some((at, id)) = &after {
@@ -628,13 +640,15 @@ impl DeadLetterRows for PgTx<'_> {
     ) -> StoreResult<Option<(JobId, CanonicalJson)>> {
         Ok(prepared::query_opt(
             self.tx,
-            "UPDATE dead_letters SET leased_until = $3
-             WHERE id = (SELECT id FROM dead_letters
-                         WHERE queue = $1 AND state = 'pending'
-                           AND (leased_until IS NULL OR leased_until <= $2)
-                         ORDER BY failed_at, id LIMIT 1
-                         FOR UPDATE SKIP LOCKED)
-             RETURNING id, payload",
+            sql_once!(
+                "UPDATE dead_letters SET leased_until = $3
+                 WHERE id = (SELECT id FROM dead_letters
+                             WHERE queue = $1 AND state = 'pending'
+                               AND (leased_until IS NULL OR leased_until <= $2)
+                             ORDER BY failed_at, id LIMIT 1
+                             FOR UPDATE SKIP LOCKED)
+                 RETURNING id, {MESSAGE_PAYLOAD}"
+            ),
             &[&queue.as_str(), &now, &until],
         )
         .await?

@@ -14,13 +14,19 @@ use crate::store::dialect::DeliveryRows;
 use crate::store::error::StoreResult;
 use crate::store::postgres::jobs::{attempt_param, prepared};
 use crate::store::records::{
-    Delivery, JobRecord, JobState, JobsPage, Lease, Position, ScheduleTick,
+    Delivery, JobRecord, JobState, JobsPage, Lease, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
+    Position, ScheduleTick,
 };
 use crate::store::status::codes::IN_FLIGHT;
 
 /// The columns of a delivered job, in the order [`delivered_from_row`] reads them.
-const DELIVERED_COLUMNS: &str = "id, queue, payload, attempts, created_at, not_before, \
-     priority, ordering_key, schedule, schedule_tick, delivered_at, response_status, latency_ms";
+fn delivered_columns() -> &'static str {
+    sql_once!(
+        "id, queue, {MESSAGE_PAYLOAD}, attempts, created_at, not_before, priority, ordering_key,
+         schedule, schedule_tick, delivered_at, response_status, latency_ms, message_id,
+         {MESSAGE_TOPIC}"
+    )
+}
 
 fn delivered_from_row(row: &Row) -> JobRecord {
     let delivered_at = row.get(10);
@@ -41,6 +47,10 @@ fn delivered_from_row(row: &Row) -> JobRecord {
         schedule: ScheduleTick::from_columns(row.get(8), row.get(9)),
         lease_expires_at: None,
         trace: None,
+        message: MessageRef::from_columns(
+            row.get::<_, Option<uuid::Uuid>>(13).map(job_id),
+            row.get(14),
+        ),
         delivery: Some(Delivery {
             at: delivered_at,
             status: status.unwrap_or_default(),
@@ -58,7 +68,10 @@ pub(super) async fn get(
 ) -> StoreResult<Option<JobRecord>> {
     Ok(tx
         .query_opt(
-            &format!("SELECT {DELIVERED_COLUMNS} FROM delivered WHERE id = $1 AND queue = $2"),
+            &format!(
+                "SELECT {} FROM delivered WHERE id = $1 AND queue = $2",
+                delivered_columns()
+            ),
             &[&uuid(id), &queue.as_str()],
         )
         .await?
@@ -78,17 +91,17 @@ impl DeliveryRows for PgTx<'_> {
             sql_once!(
                 "INSERT INTO delivered (id, queue, payload, attempts, created_at, not_before,
                         priority, ordering_key, schedule, schedule_tick, delivered_at,
-                        response_status, latency_ms)
+                        response_status, latency_ms, message_id)
                  SELECT id, queue, payload, attempts, created_at, not_before, priority,
                         ordering_key, schedule, schedule_tick, $4::bigint, $5::integer,
-                        $6::bigint
+                        $6::bigint, message_id
                  FROM jobs WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
                              AND coalesce(lease_id, leased_until) = $3
                  ON CONFLICT (id) DO UPDATE SET
                      queue = excluded.queue, payload = excluded.payload,
                      attempts = excluded.attempts, delivered_at = excluded.delivered_at,
                      response_status = excluded.response_status,
-                     latency_ms = excluded.latency_ms"
+                     latency_ms = excluded.latency_ms, message_id = excluded.message_id"
             ),
             &[
                 &uuid(id),
@@ -144,10 +157,11 @@ impl DeliveryRows for PgTx<'_> {
         let rows = prepared::query(
             self.tx,
             &format!(
-                "SELECT {DELIVERED_COLUMNS} FROM delivered
+                "SELECT {columns} FROM delivered
                  WHERE queue = $1 AND (delivered_at, id) {compare} ($2::bigint, $3::uuid)
-                   AND ($4::text IS NULL OR payload ILIKE $4::text ESCAPE '\\')
-                 ORDER BY delivered_at {direction}, id {direction} LIMIT $5"
+                   AND ($4::text IS NULL OR {MESSAGE_PAYLOAD} ILIKE $4::text ESCAPE '\\')
+                 ORDER BY delivered_at {direction}, id {direction} LIMIT $5",
+                columns = delivered_columns()
             ),
             &[
                 &queue.as_str(),

@@ -120,8 +120,14 @@ impl KeyRows for PgTx<'_> {
                  DELETE FROM batch_keys WHERE (queue, key) IN (
                      SELECT queue, key FROM batch_keys WHERE created_at < $1
                      ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+                 RETURNING 1),
+             topic AS (
+                 DELETE FROM topic_keys WHERE (topic, batch, key) IN (
+                     SELECT topic, batch, key FROM topic_keys WHERE created_at < $1
+                     ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)
                  RETURNING 1)
-             SELECT (SELECT count(*) FROM single) + (SELECT count(*) FROM batch)",
+             SELECT (SELECT count(*) FROM single) + (SELECT count(*) FROM batch)
+                  + (SELECT count(*) FROM topic)",
             &[&before, &i64::try_from(limit).unwrap_or(i64::MAX)],
         )
         .await?

@@ -30,8 +30,8 @@ use crate::sql_once;
 use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, JobsPage, Lease, NewJob, QueueCounts,
-    ScheduleTick, payload_or_error_like,
+    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, JobsPage, Lease, MESSAGE_PAYLOAD,
+    MESSAGE_TOPIC, MessageRef, NewJob, QueueCounts, ScheduleTick, payload_or_error_like,
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
@@ -105,7 +105,8 @@ pub(super) async fn insert(
 ) -> StoreResult<()> {
     let insert: &str = sql_once!(
         "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
-                           not_before, ttl_from, priority, ordering_key, traceparent, tracestate)
+                           not_before, ttl_from, priority, ordering_key, traceparent, tracestate,
+                           message_id)
          SELECT $1::uuid, name,
                 CASE WHEN $8::text IS NOT NULL AND (
                          $9::boolean
@@ -113,14 +114,19 @@ pub(super) async fn insert(
                      THEN {BLOCKED}
                      WHEN $4::bigint > $5::bigint THEN {SCHEDULED}
                      ELSE {READY} END,
-                $3::text, 0, $4, $5, $6::bigint, $6, $7::integer, $8, $10::text, $11::text
+                $3::text, 0, $4, $5, $6::bigint, $6, $7::integer, $8, $10::text, $11::text,
+                $12::uuid
          FROM queues WHERE name = $2"
     );
     let (id, due_at) = (uuid(job.id), job.due_at());
-    let (name, payload) = (queue.as_str(), job.payload.as_str());
+    let (name, payload) = (queue.as_str(), job.stored_payload());
     let trace = TraceContext::columns(job.trace.as_ref());
-    let params =
-        |blocked: &'static bool| insert_args(&id, &name, &payload, job, &due_at, blocked, &trace);
+    let message = job.message.as_ref().map(|message| uuid(message.id));
+    let params = |blocked: &'static bool| {
+        insert_args(
+            &id, &name, &payload, job, &due_at, blocked, &trace, &message,
+        )
+    };
     let inserted = if let Some(key) = &job.ordering_key {
         lock_key(tx, queue.as_str(), key).await?;
         tx.batch_execute("SAVEPOINT head").await?;
@@ -144,7 +150,8 @@ pub(super) async fn insert(
     Ok(())
 }
 
-/// The parameters of the insert, `$1`…`$11`: `blocked` forces the job behind its key.
+/// The parameters of the insert, `$1`…`$12`: `blocked` forces the job behind its key.
+#[allow(clippy::too_many_arguments)]
 fn insert_args<'a>(
     id: &'a Uuid,
     queue: &'a &'a str,
@@ -153,7 +160,8 @@ fn insert_args<'a>(
     due_at: &'a UnixMillis,
     blocked: &'a bool,
     (traceparent, tracestate): &'a (Option<String>, Option<&'a str>),
-) -> [&'a (dyn ToSql + Sync); 11] {
+    message: &'a Option<Uuid>,
+) -> [&'a (dyn ToSql + Sync); 12] {
     [
         id,
         queue,
@@ -166,6 +174,7 @@ fn insert_args<'a>(
         blocked,
         traceparent,
         tracestate,
+        message,
     ]
 }
 
@@ -207,6 +216,7 @@ pub(super) async fn insert_unkeyed(
     let mut leases = Vec::with_capacity(rows.len());
     let mut traceparents = Vec::with_capacity(rows.len());
     let mut tracestates = Vec::with_capacity(rows.len());
+    let mut messages = Vec::with_capacity(rows.len());
     for row in rows {
         debug_assert!(
             row.job.ordering_key.is_none(),
@@ -215,7 +225,8 @@ pub(super) async fn insert_unkeyed(
         let leased = row.leased_until.is_some();
         ids.push(uuid(row.job.id));
         queues.push(row.queue.as_str());
-        payloads.push(row.job.payload.as_str());
+        payloads.push(row.job.stored_payload());
+        messages.push(row.job.message.as_ref().map(|message| uuid(message.id)));
         // A leased job is due now: its time to live runs from its creation.
         run_ats.push(if leased {
             row.job.created_at
@@ -235,7 +246,7 @@ pub(super) async fn insert_unkeyed(
         sql_once!(
             "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
                                not_before, ttl_from, priority, leased_until, leased_by,
-                               traceparent, tracestate)
+                               traceparent, tracestate, message_id)
              SELECT j.id, q.name,
                     CASE WHEN j.leased_until IS NOT NULL THEN {IN_FLIGHT}
                          WHEN j.run_at > j.created_at THEN {SCHEDULED}
@@ -243,11 +254,13 @@ pub(super) async fn insert_unkeyed(
                     j.payload, CASE WHEN j.leased_until IS NOT NULL THEN 1 ELSE 0 END,
                     j.run_at, j.created_at, j.not_before, j.not_before, j.priority,
                     j.leased_until, CASE WHEN j.leased_until IS NOT NULL THEN $8::uuid END,
-                    j.traceparent, j.tracestate
+                    j.traceparent, j.tracestate, j.message_id
              FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
-                         $6::bigint[], $7::integer[], $9::bigint[], $10::text[], $11::text[])
+                         $6::bigint[], $7::integer[], $9::bigint[], $10::text[], $11::text[],
+                         $12::uuid[])
                   WITH ORDINALITY AS j(id, queue, payload, run_at, created_at, not_before,
-                                       priority, leased_until, traceparent, tracestate, n)
+                                       priority, leased_until, traceparent, tracestate,
+                                       message_id, n)
              JOIN queues q ON q.name = j.queue
              ORDER BY j.n
              RETURNING id"
@@ -264,6 +277,7 @@ pub(super) async fn insert_unkeyed(
             &leases,
             &traceparents,
             &tracestates,
+            &messages,
         ],
     )
     .await?;
@@ -400,7 +414,7 @@ pub mod hot {
                                   ORDER BY priority DESC, run_at, id LIMIT $3
                                   FOR UPDATE SKIP LOCKED))
              RETURNING id, payload, attempts, created_at, leased_until, ordering_key,
-                       schedule, schedule_tick, traceparent, tracestate, priority"
+                       schedule, schedule_tick, traceparent, tracestate, priority, message_id"
         )
     }
 }
@@ -447,10 +461,46 @@ pub async fn claim(
             ordering_key: row.get(5),
             schedule: ScheduleTick::from_columns(row.get(6), row.get(7)),
             trace: TraceContext::from_columns(row.get(8), row.get(9)),
+            message: None,
         })
         .collect();
+    let messages: Vec<(JobId, Uuid)> = rows
+        .iter()
+        .filter_map(|row| Some((job_id(row.get(0)), row.get::<_, Option<Uuid>>(11)?)))
+        .collect();
+    fill_messages(tx, &mut claimed, &messages).await?;
     claimed.sort_by_key(|job| job.id);
     Ok(claimed)
+}
+
+/// A message's job stores no payload of its own: read the payload and topic of each
+/// claimed job's message (`messages`: job, message) in one statement, only when a claim
+/// took such jobs.
+async fn fill_messages(
+    tx: &Transaction<'_>,
+    claimed: &mut [ClaimedJob],
+    messages: &[(JobId, Uuid)],
+) -> StoreResult<()> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = messages.iter().map(|(_, message)| *message).collect();
+    let rows = prepared::query(
+        tx,
+        "SELECT id, topic, payload FROM topic_messages WHERE id = ANY($1)",
+        &[&ids],
+    )
+    .await?;
+    for row in rows {
+        let message: Uuid = row.get(0);
+        for (job, _) in messages.iter().filter(|(_, m)| *m == message) {
+            if let Some(job) = claimed.iter_mut().find(|claimed| claimed.id == *job) {
+                job.payload = CanonicalJson::from_stored(row.get(2));
+                job.message = MessageRef::from_columns(Some(job_id(message)), Some(row.get(1)));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Take the lock of ordering key `key` of `queue` until the transaction ends. Every
@@ -496,9 +546,13 @@ pub(super) fn attempt_of(stored: i32) -> u32 {
 }
 
 /// The columns of a live job, in the order [`live_from_row`] reads them.
-const LIVE_COLUMNS: &str = "id, queue, status, payload, attempts, created_at, run_at, \
-     last_error, last_status, not_before, priority, ordering_key, schedule, schedule_tick, \
-     leased_until, traceparent, tracestate";
+fn live_columns() -> &'static str {
+    sql_once!(
+        "id, queue, status, {MESSAGE_PAYLOAD}, attempts, created_at, run_at, last_error,
+         last_status, not_before, priority, ordering_key, schedule, schedule_tick,
+         leased_until, traceparent, tracestate, message_id, {MESSAGE_TOPIC}"
+    )
+}
 
 fn live_from_row(row: &Row) -> StoreResult<JobRecord> {
     let state = match row.get::<_, i16>(2) {
@@ -526,6 +580,7 @@ fn live_from_row(row: &Row) -> StoreResult<JobRecord> {
         schedule: ScheduleTick::from_columns(row.get(12), row.get(13)),
         lease_expires_at: row.get(14),
         trace: TraceContext::from_columns(row.get(15), row.get(16)),
+        message: MessageRef::from_columns(row.get::<_, Option<Uuid>>(17).map(job_id), row.get(18)),
         delivery: None,
         dead: None,
     })
@@ -863,7 +918,10 @@ impl JobRows for PgTx<'_> {
     async fn live_job(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
         prepared::query_opt(
             self.tx,
-            &format!("SELECT {LIVE_COLUMNS} FROM jobs WHERE id = $1 AND queue = $2"),
+            &format!(
+                "SELECT {} FROM jobs WHERE id = $1 AND queue = $2",
+                live_columns()
+            ),
             &[&uuid(id), &queue.as_str()],
         )
         .await?
@@ -885,9 +943,10 @@ impl JobRows for PgTx<'_> {
         let rows = prepared::query(
             self.tx,
             &format!(
-                "SELECT {LIVE_COLUMNS} FROM jobs
+                "SELECT {columns} FROM jobs
                  WHERE queue = $1 AND id {compare} $2 AND ($3::text IS NULL OR {contains})
                  ORDER BY id {direction} LIMIT $4",
+                columns = live_columns(),
                 contains = payload_or_error_like("ILIKE", "$3::text"),
             ),
             &[

@@ -97,6 +97,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "server keys",
         sql: include_str!("../../../migrations/postgres/0015_server_keys.sql"),
     },
+    Migration {
+        version: 16,
+        name: "topics",
+        sql: include_str!("../../../migrations/postgres/0016_topics.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -36,6 +36,7 @@ pub mod notify;
 pub mod queues;
 pub mod schedules;
 mod server_keys;
+mod topics;
 mod tx;
 
 use anyhow::Context;
@@ -586,6 +587,18 @@ impl From<tokio_postgres::Error> for StoreError {
             // Raised by the `jobs_counted_in` trigger: the queue holds its maxQueued jobs
             // (migrations/postgres/0014_statement_counts.sql).
             Some(code) if code.code() == "HQ001" => StoreError::QueueFull,
+            // A row naming a queue deleted by another transaction meanwhile (its insert
+            // waited on the deletion's lock, then found the queue gone): as though the
+            // queue had been gone before.
+            Some(code)
+                if *code == SqlState::FOREIGN_KEY_VIOLATION
+                    && error
+                        .as_db_error()
+                        .and_then(|db| db.constraint())
+                        .is_some_and(|c| c.ends_with("_queue_fkey")) =>
+            {
+                StoreError::QueueNotFound
+            }
             Some(code)
                 if *code == SqlState::T_R_DEADLOCK_DETECTED
                     || *code == SqlState::T_R_SERIALIZATION_FAILURE =>

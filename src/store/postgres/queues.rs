@@ -321,4 +321,22 @@ impl QueueRows for PgTx<'_> {
     async fn require_queue(&self, queue: &QueueName) -> StoreResult<()> {
         require(self.tx, queue).await
     }
+
+    /// `FOR KEY SHARE`: the lock a job's foreign key takes anyway, taken first for all of
+    /// them, so no insert can meet a deletion half way.
+    async fn lock_queues(&self, queues: &[QueueName]) -> StoreResult<Vec<QueueName>> {
+        if queues.is_empty() {
+            return Ok(Vec::new());
+        }
+        let names: Vec<&str> = queues.iter().map(QueueName::as_str).collect();
+        Ok(super::jobs::prepared::query(
+            self.tx,
+            "SELECT name FROM queues WHERE name = ANY($1) ORDER BY name COLLATE \"C\" FOR KEY SHARE",
+            &[&names],
+        )
+        .await?
+        .iter()
+        .map(|row| QueueName::from_stored(row.get(0)))
+        .collect())
+    }
 }

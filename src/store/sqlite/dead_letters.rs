@@ -5,7 +5,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
-use super::jobs::id_from_row;
+use super::jobs::{id_from_row, message_id_from_row};
 use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
@@ -14,8 +14,8 @@ use crate::store::dialect::{Buried, DeadLetterRows};
 use crate::store::error::StoreResult;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
-    ErrorGroupCount, FailureReason, Filter, Last24h, PageRequest, ScheduleTick, Selection,
-    contains_pattern, payload_or_error_like,
+    ErrorGroupCount, FailureReason, Filter, Last24h, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
+    PageRequest, ScheduleTick, Selection, contains_pattern, payload_or_error_like,
 };
 
 /// A dead letter's error line ([`ErrorGroup`]): the first line of its last error, a trailing
@@ -50,9 +50,14 @@ fn group_params(group: &ErrorGroup) -> (&str, Option<u16>, &str) {
     (group.queue.as_str(), group.status, group.line.as_str())
 }
 
-const COLUMNS: &str = "id, queue, target, created_at, failed_at, attempts, failure_reason, \
-     last_error, last_status, state, replay_count, replayed_at, acknowledged_at, priority, \
-     ordering_key, schedule, schedule_tick";
+/// The columns [`from_row`] reads (the payload, when asked for, after them).
+fn columns() -> &'static str {
+    sql_once!(
+        "id, queue, target, created_at, failed_at, attempts, failure_reason, last_error,
+         last_status, state, replay_count, replayed_at, acknowledged_at, priority,
+         ordering_key, schedule, schedule_tick, message_id, {MESSAGE_TOPIC}"
+    )
+}
 
 fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
     let id: Vec<u8> = row.get(0)?;
@@ -88,8 +93,9 @@ fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
         priority: row.get(13)?,
         ordering_key: row.get(14)?,
         schedule: ScheduleTick::from_columns(row.get(15)?, row.get(16)?),
+        message: MessageRef::from_columns(message_id_from_row(row, 17)?, row.get(18)?),
         payload: if payload {
-            Some(CanonicalJson::from_stored(row.get(17)?))
+            Some(CanonicalJson::from_stored(row.get(19)?))
         } else {
             None
         },
@@ -128,8 +134,9 @@ pub fn get(
 ) -> StoreResult<Option<DeadLetter>> {
     Ok(conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS}, payload FROM dead_letters
-             WHERE id = ?1 AND (?2 IS NULL OR queue = ?2)"
+            "SELECT {columns}, {MESSAGE_PAYLOAD} FROM dead_letters
+             WHERE id = ?1 AND (?2 IS NULL OR queue = ?2)",
+            columns = columns()
         ))?
         .query_row(
             params![&id.as_bytes()[..], queue.map(QueueName::as_str)],
@@ -329,10 +336,10 @@ impl DeadLetterRows for SqliteTx<'_> {
             .prepare_cached(
                 "INSERT INTO dead_letters(id, queue, target, payload, created_at, attempts,
                         failure_reason, last_error, last_status, failed_at, state, replay_count,
-                        updated_at, priority, ordering_key, schedule, schedule_tick)
+                        updated_at, priority, ordering_key, schedule, schedule_tick, message_id)
                  SELECT j.id, j.queue, q.target, j.payload, j.created_at, j.attempts, ?2,
                         j.last_error, j.last_status, ?3, 'pending', j.replay_count, ?3, j.priority,
-                        j.ordering_key, j.schedule, j.schedule_tick
+                        j.ordering_key, j.schedule, j.schedule_tick, j.message_id
                  FROM jobs j JOIN queues q ON q.name = j.queue
                  WHERE j.id = ?1
                  ON CONFLICT(id) DO UPDATE SET
@@ -343,7 +350,8 @@ impl DeadLetterRows for SqliteTx<'_> {
                      replay_count = excluded.replay_count, acknowledged_at = NULL,
                      updated_at = excluded.updated_at, priority = excluded.priority,
                      ordering_key = excluded.ordering_key, schedule = excluded.schedule,
-                     schedule_tick = excluded.schedule_tick, leased_until = NULL
+                     schedule_tick = excluded.schedule_tick, leased_until = NULL,
+                     message_id = excluded.message_id
                  RETURNING queue, attempts, last_status, last_error",
             )?
             .query_row(params![&id.as_bytes()[..], reason.as_str(), now], |row| {
@@ -397,10 +405,10 @@ impl DeadLetterRows for SqliteTx<'_> {
             .prepare_cached(crate::sql_once!(
                 "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
                         last_error, last_status, replay_count, ttl_from, priority,
-                        ordering_key, schedule, schedule_tick)
+                        ordering_key, schedule, schedule_tick, message_id)
                  SELECT id, queue, {status}, payload, 0, ?2, created_at, last_error,
                         last_status, replay_count + 1, ?2, priority, ordering_key,
-                        schedule, schedule_tick
+                        schedule, schedule_tick, message_id
                  FROM dead_letters WHERE id = ?1 AND state = 'replaying'
                  RETURNING queue",
                 status = super::jobs::entry_status(
@@ -468,8 +476,13 @@ impl DeadLetterRows for SqliteTx<'_> {
         };
         let (direction, compare) = page.keyset();
         let mut sql = format!(
-            "SELECT {COLUMNS}{} FROM dead_letters WHERE {clause}",
-            if page.with_payload { ", payload" } else { "" }
+            "SELECT {}{} FROM dead_letters WHERE {clause}",
+            columns(),
+            if page.with_payload {
+                sql_once!(", {MESSAGE_PAYLOAD}")
+            } else {
+                ""
+            }
         );
         if let Some(position) = page.after {
             sql.push_str(&format!(" AND (failed_at, id) {compare} (?, ?)"));
@@ -571,14 +584,14 @@ impl DeadLetterRows for SqliteTx<'_> {
     ) -> StoreResult<Option<(JobId, CanonicalJson)>> {
         Ok(self
             .0
-            .prepare_cached(
+            .prepare_cached(sql_once!(
                 "UPDATE dead_letters SET leased_until = ?3
                  WHERE rowid = (SELECT rowid FROM dead_letters
                                 WHERE queue = ?1 AND state = 'pending'
                                   AND (leased_until IS NULL OR leased_until <= ?2)
                                 ORDER BY failed_at, id LIMIT 1)
-                 RETURNING id, payload",
-            )?
+                 RETURNING id, {MESSAGE_PAYLOAD}"
+            ))?
             .query_row(params![queue.as_str(), now, until], |row| {
                 Ok((
                     id_from_row(row, 0)?,

@@ -3,19 +3,26 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::jobs::id_from_row;
+use super::jobs::{id_from_row, message_id_from_row};
 use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
+use crate::sql_once;
 use crate::store::dialect::DeliveryRows;
 use crate::store::error::StoreResult;
 use crate::store::records::{
-    Delivery, JobRecord, JobState, JobsPage, Lease, Position, ScheduleTick,
+    Delivery, JobRecord, JobState, JobsPage, Lease, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
+    Position, ScheduleTick,
 };
 
 /// The columns of a record, in the order [`record_from_row`] reads them.
-const COLUMNS: &str = "id, queue, payload, attempts, created_at, not_before, priority, \
-     ordering_key, schedule, schedule_tick, delivered_at, response_status, latency_ms";
+fn columns() -> &'static str {
+    sql_once!(
+        "id, queue, {MESSAGE_PAYLOAD}, attempts, created_at, not_before, priority, ordering_key,
+         schedule, schedule_tick, delivered_at, response_status, latency_ms, message_id,
+         {MESSAGE_TOPIC}"
+    )
+}
 
 fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     let delivered_at = row.get(10)?;
@@ -35,6 +42,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         schedule: ScheduleTick::from_columns(row.get(8)?, row.get(9)?),
         lease_expires_at: None,
         trace: None,
+        message: MessageRef::from_columns(message_id_from_row(row, 13)?, row.get(14)?),
         delivery: Some(Delivery {
             at: delivered_at,
             status: row.get(11)?,
@@ -48,7 +56,8 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
 pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
     Ok(conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM delivered WHERE id = ?1 AND queue = ?2"
+            "SELECT {columns} FROM delivered WHERE id = ?1 AND queue = ?2",
+            columns = columns()
         ))?
         .query_row(params![&id.as_bytes()[..], queue.as_str()], record_from_row)
         .optional()?)
@@ -65,13 +74,24 @@ impl DeliveryRows for SqliteTx<'_> {
         let kept = self
             .0
             .prepare_cached(crate::sql_once!(
-                "INSERT OR REPLACE INTO delivered(id, queue, payload, attempts, created_at,
+                // An upsert, not INSERT OR REPLACE: a replacement's delete would not fire
+                // the message-reference triggers (SQLite fires delete triggers for REPLACE
+                // only with recursive triggers on), leaving a message counted twice.
+                "INSERT INTO delivered(id, queue, payload, attempts, created_at,
                         not_before, priority, ordering_key, schedule, schedule_tick, delivered_at,
-                        response_status, latency_ms)
+                        response_status, latency_ms, message_id)
                  SELECT id, queue, payload, attempts, created_at, not_before, priority,
-                        ordering_key, schedule, schedule_tick, ?4, ?5, ?6
+                        ordering_key, schedule, schedule_tick, ?4, ?5, ?6, message_id
                  FROM jobs
-                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND coalesce(lease_id, leased_until) = ?3",
+                 WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND coalesce(lease_id, leased_until) = ?3
+                 ON CONFLICT(id) DO UPDATE SET
+                     queue = excluded.queue, payload = excluded.payload,
+                     attempts = excluded.attempts, created_at = excluded.created_at,
+                     not_before = excluded.not_before, priority = excluded.priority,
+                     ordering_key = excluded.ordering_key, schedule = excluded.schedule,
+                     schedule_tick = excluded.schedule_tick, delivered_at = excluded.delivered_at,
+                     response_status = excluded.response_status,
+                     latency_ms = excluded.latency_ms, message_id = excluded.message_id",
                 IN_FLIGHT = crate::store::status::codes::IN_FLIGHT,
             ))?
             .execute(params![
@@ -121,10 +141,11 @@ impl DeliveryRows for SqliteTx<'_> {
         let (direction, compare) = page.keyset();
         let after = page.start();
         let mut stmt = self.0.prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM delivered
+            "SELECT {columns} FROM delivered
              WHERE queue = ?1 AND (delivered_at, id) {compare} (?2, ?3)
-               AND (?4 IS NULL OR payload LIKE ?4 ESCAPE '\\')
-             ORDER BY delivered_at {direction}, id {direction} LIMIT ?5"
+               AND (?4 IS NULL OR {MESSAGE_PAYLOAD} LIKE ?4 ESCAPE '\\')
+             ORDER BY delivered_at {direction}, id {direction} LIMIT ?5",
+            columns = columns()
         ))?;
         let rows = stmt.query_map(
             params![

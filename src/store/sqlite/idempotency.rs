@@ -153,6 +153,8 @@ impl KeyRows for SqliteTx<'_> {
                  SELECT queue, key FROM idempotency_keys WHERE created_at < ?1 LIMIT ?2)",
             "DELETE FROM batch_keys WHERE (queue, key) IN (
                  SELECT queue, key FROM batch_keys WHERE created_at < ?1 LIMIT ?2)",
+            "DELETE FROM topic_keys WHERE (topic, batch, key) IN (
+                 SELECT topic, batch, key FROM topic_keys WHERE created_at < ?1 LIMIT ?2)",
         ] {
             purged += self
                 .0

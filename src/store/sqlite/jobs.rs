@@ -14,8 +14,8 @@ use crate::sql_once;
 use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobRecord, JobsPage, Lease, NewJob, QueueCounts,
-    ScheduleTick, payload_or_error_like,
+    AttemptRecord, ClaimedJob, Failure, JobRecord, JobsPage, Lease, MESSAGE_PAYLOAD, MESSAGE_TOPIC,
+    MessageRef, NewJob, QueueCounts, ScheduleTick, payload_or_error_like,
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
@@ -42,6 +42,14 @@ pub(super) fn entry_status(queue: &str, key: Option<&str>, due: &str, now: &str)
     format!("CASE {behind_key} WHEN {due} > {now} THEN {SCHEDULED} ELSE {READY} END")
 }
 
+/// A nullable id column (`message_id`).
+pub(super) fn message_id_from_row(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<JobId>> {
+    match row.get_ref(index)? {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        _ => id_from_row(row, index).map(Some),
+    }
+}
+
 pub(super) fn id_from_row(row: &Row<'_>, index: usize) -> rusqlite::Result<JobId> {
     let bytes: Vec<u8> = row.get(index)?;
     JobId::from_slice(&bytes).ok_or(rusqlite::Error::InvalidColumnType(
@@ -60,8 +68,8 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
             sql_once!(
                 "INSERT INTO jobs(id, queue, status, payload, attempts, run_at, created_at,
                                   not_before, ttl_from, priority, ordering_key,
-                                  traceparent, tracestate)
-                 SELECT ?1, name, {status}, ?3, 0, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10
+                                  traceparent, tracestate, message_id)
+                 SELECT ?1, name, {status}, ?3, 0, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11
                  FROM queues WHERE name = ?2 AND {ROOM}",
                 status = entry_status("?2", $key, "?4", "?5"),
             )
@@ -72,10 +80,14 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
         None => insert_sql!(None),
     };
     let (traceparent, tracestate) = TraceContext::columns(job.trace.as_ref());
+    let message_id = job
+        .message
+        .as_ref()
+        .map(|message| &message.id.as_bytes()[..]);
     let inserted = conn.prepare_cached(sql)?.execute(params![
         &job.id.as_bytes()[..],
         queue.as_str(),
-        job.payload.as_str(),
+        job.stored_payload(),
         job.due_at(),
         job.created_at,
         job.not_before,
@@ -83,6 +95,7 @@ pub fn insert(conn: &Connection, queue: &QueueName, job: &NewJob) -> StoreResult
         job.ordering_key,
         traceparent,
         tracestate,
+        message_id,
     ])?;
     if inserted == 0 {
         return Err(missing_or_full(conn, queue)?);
@@ -118,6 +131,7 @@ pub fn insert_leased(
     leased_until: UnixMillis,
 ) -> StoreResult<()> {
     debug_assert!(job.ordering_key.is_none(), "a keyed job waits for its turn");
+    debug_assert!(job.message.is_none(), "a publish hands nothing off");
     let (traceparent, tracestate) = TraceContext::columns(job.trace.as_ref());
     let inserted = conn
         .prepare_cached(sql_once!(
@@ -197,13 +211,17 @@ pub fn claim(
              WHERE queue = ?1 AND status = {READY}
              ORDER BY priority DESC, run_at LIMIT ?3)
          RETURNING id, payload, attempts, created_at, leased_until, ordering_key, schedule_tick,
-                   traceparent, tracestate, priority"
+                   traceparent, tracestate, priority, message_id"
     ))?;
     let mut ticks = Vec::new();
+    let mut messages = Vec::new();
     let rows = stmt.query_map(params![queue.as_str(), leased_until, limit as i64], |row| {
         let id = id_from_row(row, 0)?;
         if let Some(tick) = row.get::<_, Option<UnixMillis>>(6)? {
             ticks.push((id, tick));
+        }
+        if row.get_ref(10)? != rusqlite::types::ValueRef::Null {
+            messages.push((id, id_from_row(row, 10)?));
         }
         Ok(ClaimedJob {
             id,
@@ -215,10 +233,23 @@ pub fn claim(
             ordering_key: row.get(5)?,
             schedule: None,
             trace: TraceContext::from_columns(row.get(7)?, row.get(8)?),
+            message: None,
         })
     })?;
     let mut claimed = rows.collect::<Result<Vec<_>, _>>()?;
     drop(stmt);
+    // A message's job stores no payload of its own: it is the message's.
+    for (id, message) in messages {
+        let (topic, payload): (String, String) = conn
+            .prepare_cached("SELECT topic, payload FROM topic_messages WHERE id = ?1")?
+            .query_row([&message.as_bytes()[..]], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?;
+        if let Some(job) = claimed.iter_mut().find(|job| job.id == id) {
+            job.payload = CanonicalJson::from_stored(payload);
+            job.message = MessageRef::from_columns(Some(message), Some(topic));
+        }
+    }
     for (id, tick) in ticks {
         let schedule: Option<String> = conn
             .prepare_cached("SELECT schedule FROM jobs WHERE id = ?1")?
@@ -296,9 +327,14 @@ pub fn next_due(conn: &Connection, queue: &QueueName) -> StoreResult<Option<Unix
         .query_row([queue.as_str()], |row| row.get(0))?)
 }
 
-const RECORD_COLUMNS: &str = "id, queue, status, payload, attempts, created_at, run_at, \
-     last_error, last_status, not_before, priority, ordering_key, schedule, schedule_tick, \
-     leased_until, traceparent, tracestate";
+/// The columns [`record_from_row`] reads.
+fn record_columns() -> &'static str {
+    sql_once!(
+        "id, queue, status, {MESSAGE_PAYLOAD}, attempts, created_at, run_at, last_error,
+         last_status, not_before, priority, ordering_key, schedule, schedule_tick,
+         leased_until, traceparent, tracestate, message_id, {MESSAGE_TOPIC}"
+    )
+}
 
 fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     Ok(JobRecord {
@@ -317,6 +353,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         schedule: ScheduleTick::from_columns(row.get(12)?, row.get(13)?),
         lease_expires_at: row.get(14)?,
         trace: TraceContext::from_columns(row.get(15)?, row.get(16)?),
+        message: MessageRef::from_columns(message_id_from_row(row, 17)?, row.get(18)?),
         delivery: None,
         dead: None,
     })
@@ -326,7 +363,8 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
 pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
     Ok(conn
         .prepare_cached(&format!(
-            "SELECT {RECORD_COLUMNS} FROM jobs WHERE id = ?1 AND queue = ?2"
+            "SELECT {columns} FROM jobs WHERE id = ?1 AND queue = ?2",
+            columns = record_columns()
         ))?
         .query_row(params![&id.as_bytes()[..], queue.as_str()], record_from_row)
         .optional()?)
@@ -658,9 +696,10 @@ impl JobRows for SqliteTx<'_> {
         let (direction, compare) = page.keyset();
         let after = page.start();
         let mut stmt = self.0.prepare_cached(&format!(
-            "SELECT {RECORD_COLUMNS} FROM jobs
+            "SELECT {columns} FROM jobs
              WHERE queue = ?1 AND id {compare} ?2 AND (?3 IS NULL OR {contains})
              ORDER BY id {direction} LIMIT ?4",
+            columns = record_columns(),
             contains = payload_or_error_like("LIKE", "?3"),
         ))?;
         let rows = stmt.query_map(

@@ -27,6 +27,7 @@ mod reader;
 mod resync;
 mod schedules;
 mod server_keys;
+mod topics;
 mod tx;
 mod writer;
 

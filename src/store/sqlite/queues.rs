@@ -285,4 +285,17 @@ impl QueueRows for SqliteTx<'_> {
     async fn require_queue(&self, queue: &QueueName) -> StoreResult<()> {
         require(self.0, queue)
     }
+
+    async fn lock_queues(&self, queues: &[QueueName]) -> StoreResult<Vec<QueueName>> {
+        let mut stmt = self
+            .0
+            .prepare_cached("SELECT 1 FROM queues WHERE name = ?1")?;
+        let mut live = Vec::with_capacity(queues.len());
+        for queue in queues {
+            if stmt.exists([queue.as_str()])? {
+                live.push(queue.clone());
+            }
+        }
+        Ok(live)
+    }
 }
