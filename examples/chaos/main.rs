@@ -22,6 +22,12 @@
 //! With `--pull N` the queue is a pull queue: N consumers lease, work and ack (an ack cut
 //! off by a kill is sent again), and the same checks hold.
 //!
+//! With `--topic N` the producers publish to a topic that N push queues subscribe to
+//! (`chaos0`…, one of them filtered to half the messages, one with a filter every message
+//! passes): every acknowledged publish must reach every subscriber its payload matches,
+//! counted per (message, queue); with `--ordering-keys` each subscriber keeps each key's
+//! order on its own.
+//!
 //! Everything runs on 127.0.0.1: the producers, the server (port 0) and the worker it
 //! delivers to. Exit status 0 when no acknowledged job was lost and the duplicates stay
 //! within the bound; 1 otherwise.
@@ -84,6 +90,10 @@ struct Args {
     /// that is up, until it gets an answer).
     #[arg(long, default_value_t = 0)]
     pull: usize,
+    /// Publish to a topic that this many push queues subscribe to, instead of enqueueing
+    /// to one queue (0: no topic).
+    #[arg(long, default_value_t = 0)]
+    topic: usize,
     /// A PostgreSQL server (`postgres://…`, any database on it): the run creates a fresh
     /// database there for its nodes [default: a SQLite file in a temporary directory].
     #[arg(long)]
@@ -147,6 +157,9 @@ struct Worker {
     deliveries: Mutex<HashMap<String, u32>>,
     /// Per key (`"<producer>/<key>"`), the `n` of each job at its first delivery.
     first_by_key: Mutex<HashMap<String, Vec<u64>>>,
+    /// Every job id delivered (in topic mode the checks count messages per queue, but a
+    /// power cut's forgotten jobs are named by job id).
+    job_ids: Mutex<HashSet<String>>,
     in_flight: AtomicUsize,
     delay_ms: u64,
     seed: AtomicU64,
@@ -154,6 +167,7 @@ struct Worker {
 
 async fn receive(
     State(worker): State<Arc<Worker>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> StatusCode {
@@ -161,16 +175,57 @@ async fn receive(
     // Decremented on drop: when hookq dies mid-request, this handler is dropped unfinished.
     let _busy = Busy(&worker.in_flight);
     tokio::time::sleep(worker.work_time()).await;
-    if let Some(id) = headers.get("x-hookq-job-id").and_then(|v| v.to_str().ok()) {
-        let job: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-        worker.record(id, &job);
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let job: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    match (header("x-hookq-message-id"), header("x-hookq-job-id")) {
+        // A topic's subscriber (the last path segment names its queue): one delivery of
+        // the message to that queue.
+        (Some(message), job_id) => {
+            if let Some(id) = job_id {
+                worker.job_ids.lock().unwrap().insert(id.to_owned());
+            }
+            let queue = uri.path().rsplit('/').next().unwrap_or_default();
+            worker.record(&delivery_key(message, queue), &job, Some(queue));
+        }
+        (None, Some(id)) => worker.record(id, &job, None),
+        (None, None) => {}
     }
     StatusCode::OK
 }
 
+/// What the checks count, in topic mode: one message's delivery to one subscriber queue.
+fn delivery_key(message: &str, queue: &str) -> String {
+    format!("{message}/{queue}")
+}
+
+/// The subscriber queues of `--topic N`, each with its filter (`None`: every message).
+fn subscribers(count: usize) -> Vec<(String, Option<serde_json::Value>)> {
+    (0..count)
+        .map(|i| {
+            let filter = match i {
+                1 => Some(serde_json::json!({ "n": [{ "numeric": [">", 0] }] })),
+                2 => Some(serde_json::json!({ "even": [true] })),
+                _ => None,
+            };
+            (format!("chaos{i}"), filter)
+        })
+        .collect()
+}
+
+/// The subscriber queues the message with `n` goes to (as `subscribers`' filters say).
+fn matching_subscribers(count: usize, n: u64) -> impl Iterator<Item = String> {
+    (0..count)
+        .filter(move |i| *i != 2 || n.is_multiple_of(2))
+        .map(|i| format!("chaos{i}"))
+}
+
 impl Worker {
-    /// Job `id` (payload `job`) reached the worker, pushed or leased.
-    fn record(&self, id: &str, job: &serde_json::Value) {
+    /// Job `id` (payload `job`) reached the worker, pushed or leased; in topic mode `id`
+    /// is a [`delivery_key`] and `queue` the subscriber (each keeps its keys' order).
+    fn record(&self, id: &str, job: &serde_json::Value, queue: Option<&str>) {
+        if queue.is_none() {
+            self.job_ids.lock().unwrap().insert(id.to_owned());
+        }
         let first = {
             let mut deliveries = self.deliveries.lock().unwrap();
             let count = deliveries.entry(id.to_owned()).or_default();
@@ -178,8 +233,12 @@ impl Worker {
             *count == 1
         };
         if let (true, Some(key), Some(n)) = (first, job["key"].as_str(), job["n"].as_u64()) {
+            let key = match queue {
+                Some(queue) => format!("{queue}|{key}"),
+                None => key.to_owned(),
+            };
             let mut by_key = self.first_by_key.lock().unwrap();
-            by_key.entry(key.to_owned()).or_default().push(n);
+            by_key.entry(key).or_default().push(n);
         }
     }
 
@@ -241,7 +300,7 @@ async fn consume(
         worker.in_flight.fetch_add(jobs.len(), Ordering::SeqCst);
         for job in &jobs {
             if let Some(id) = job["id"].as_str() {
-                worker.record(id, &job["job"]);
+                worker.record(id, &job["job"], None);
             }
         }
         tokio::time::sleep(worker.work_time()).await;
@@ -299,6 +358,9 @@ struct Produced {
     unanswered: AtomicU64,
     /// Answers other than 201.
     refused: AtomicU64,
+    /// Publishes acknowledged, in topic mode (`acknowledged` then holds their deliveries
+    /// due, one per matching subscriber).
+    publishes: AtomicU64,
 }
 
 /// One run of the server.
@@ -375,6 +437,7 @@ async fn start_server(bin: &PathBuf, db: &str, log: &PathBuf) -> anyhow::Result<
 async fn produce(
     id: usize,
     keys: u64,
+    topic: usize,
     http: reqwest::Client,
     base: Arc<RwLock<Vec<Option<String>>>>,
     produced: Arc<Produced>,
@@ -389,18 +452,26 @@ async fn produce(
             continue;
         };
         n += 1;
-        let (target, body) = if keys == 0 {
+        let path = if topic > 0 {
+            "topic/chaos"
+        } else {
+            "queue/chaos"
+        };
+        let (target, mut body) = if keys == 0 {
             (
-                format!("{url}/queue/chaos"),
+                format!("{url}/{path}"),
                 serde_json::json!({ "producer": id, "n": n }),
             )
         } else {
             let key = format!("{id}/{}", n % keys);
             (
-                format!("{url}/queue/chaos?orderingKey={key}"),
+                format!("{url}/{path}?orderingKey={key}"),
                 serde_json::json!({ "producer": id, "n": n, "key": key }),
             )
         };
+        if topic > 0 {
+            body["even"] = serde_json::Value::from(n.is_multiple_of(2));
+        }
         let sent = http
             .post(target)
             .header("content-type", "application/json")
@@ -412,7 +483,16 @@ async fn produce(
                 match response.bytes().await.map(|b| serde_json::from_slice(&b)) {
                     Ok(Ok::<serde_json::Value, _>(body)) => {
                         if let Some(job) = body["id"].as_str() {
-                            produced.acknowledged.lock().unwrap().insert(job.to_owned());
+                            let mut acknowledged = produced.acknowledged.lock().unwrap();
+                            if topic == 0 {
+                                acknowledged.insert(job.to_owned());
+                            } else {
+                                produced.publishes.fetch_add(1, Ordering::Relaxed);
+                                acknowledged.extend(
+                                    matching_subscribers(topic, n)
+                                        .map(|queue| delivery_key(job, &queue)),
+                                );
+                            }
                         }
                     }
                     // The 201 head arrived but the body did not: not acknowledged.
@@ -475,6 +555,18 @@ async fn main() -> anyhow::Result<()> {
         Some(other) => bail!("--db takes a postgres:// URL ({other:?} is not one)"),
         None => None,
     };
+    if args.topic > 0 && args.pull > 0 {
+        bail!("--topic publishes to push subscribers: not with --pull");
+    }
+    // The queues the run delivers from: `chaos`, or the topic's subscribers.
+    let queues: Vec<String> = if args.topic > 0 {
+        subscribers(args.topic)
+            .into_iter()
+            .map(|(q, _)| q)
+            .collect()
+    } else {
+        vec!["chaos".to_owned()]
+    };
     if args.nodes == 0 || (args.nodes > 1 && shared.is_none()) {
         bail!("--nodes 2 or more needs --db postgres://… (a SQLite file has one server)");
     }
@@ -504,6 +596,8 @@ async fn main() -> anyhow::Result<()> {
         args.ordering_keys,
         if args.pull > 0 {
             format!("pulled by {} consumers", args.pull)
+        } else if args.topic > 0 {
+            format!("published to a topic of {} subscribers", args.topic)
         } else {
             "pushed to one worker".to_owned()
         },
@@ -538,25 +632,51 @@ async fn main() -> anyhow::Result<()> {
         servers.push(start_server(&bin, &db, &log).await?);
     }
     let url = format!("http://{}", servers[0].addr);
-    let created = http
-        .put(format!("{url}/queue/chaos"))
-        .header("content-type", "application/json")
-        .body(if args.pull > 0 {
-            // No target: a pull queue.
-            "{}".to_owned()
-        } else {
-            serde_json::json!({ "target": worker_url, "secret": "chaos" }).to_string()
-        })
-        .send()
+    let put = |path: String, body: String| {
+        let http = http.clone();
+        async move {
+            let answer = http
+                .put(path.clone())
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await?;
+            if answer.status() != StatusCode::CREATED {
+                bail!("PUT {path}: {}", answer.text().await?);
+            }
+            anyhow::Ok(())
+        }
+    };
+    if args.topic > 0 {
+        put(format!("{url}/topic/chaos"), "{}".to_owned()).await?;
+        for (queue, filter) in subscribers(args.topic) {
+            let target = format!("{worker_url}/{queue}");
+            let body = serde_json::json!({ "target": target, "secret": "chaos" });
+            put(format!("{url}/queue/{queue}"), body.to_string()).await?;
+            let body = filter.map_or_else(
+                || "{}".to_owned(),
+                |f| serde_json::json!({ "filter": f }).to_string(),
+            );
+            put(format!("{url}/topic/chaos/_subscriptions/{queue}"), body).await?;
+        }
+    } else {
+        put(
+            format!("{url}/queue/chaos"),
+            if args.pull > 0 {
+                // No target: a pull queue.
+                "{}".to_owned()
+            } else {
+                serde_json::json!({ "target": worker_url, "secret": "chaos" }).to_string()
+            },
+        )
         .await?;
-    if created.status() != StatusCode::CREATED {
-        bail!("cannot create the queue: {}", created.text().await?);
     }
     for (i, server) in servers.iter().enumerate() {
         let url = format!("http://{}", server.addr);
         // The other nodes load the new queue within a second.
         let knows = Instant::now() + Duration::from_secs(10);
-        while get_json(&http, &format!("{url}/queue/chaos/_stats")).await?["ok"] == false {
+        let last = &queues[queues.len() - 1];
+        while get_json(&http, &format!("{url}/queue/{last}/_stats")).await?["ok"] == false {
             if Instant::now() > knows {
                 bail!("node {i} did not learn of the queue within 10 s");
             }
@@ -569,6 +689,7 @@ async fn main() -> anyhow::Result<()> {
             tokio::spawn(produce(
                 p,
                 args.ordering_keys,
+                args.topic,
                 http.clone(),
                 base.clone(),
                 produced.clone(),
@@ -623,11 +744,11 @@ async fn main() -> anyhow::Result<()> {
         if let Some(disk) = &power {
             match disk.cut(&bin, rng.below(u64::MAX)).await {
                 Ok(cut) => {
-                    let delivered = worker.deliveries.lock().unwrap();
+                    let delivered = worker.job_ids.lock().unwrap();
                     forgotten = cut
                         .pending
                         .iter()
-                        .filter(|id| delivered.contains_key(*id))
+                        .filter(|id| delivered.contains(*id))
                         .count() as u64;
                     println!(
                         "round {round}: power cut after {uptime:?} up; {acknowledged} jobs \
@@ -652,9 +773,14 @@ async fn main() -> anyhow::Result<()> {
         let released = if power.is_some() {
             forgotten + worker_busy as u64
         } else if shared.is_some() {
-            get_json(&http, &format!("{url}/queue/chaos/_stats")).await?["inFlight"]
-                .as_u64()
-                .unwrap_or(0)
+            let mut in_flight = 0;
+            for queue in &queues {
+                in_flight +=
+                    get_json(&http, &format!("{url}/queue/{queue}/_stats")).await?["inFlight"]
+                        .as_u64()
+                        .unwrap_or(0);
+            }
+            in_flight
         } else {
             servers[victim].released.load(Ordering::SeqCst)
         };
@@ -694,8 +820,12 @@ async fn main() -> anyhow::Result<()> {
             .iter()
             .filter(|id| !delivered.contains_key(*id))
             .collect();
-        let ready = get_json(&http, &format!("{url}/queue/chaos?status=READY&limit=1")).await?;
-        let idle = ready["jobs"].as_array().is_some_and(Vec::is_empty);
+        let mut idle = true;
+        for queue in &queues {
+            let ready =
+                get_json(&http, &format!("{url}/queue/{queue}?status=READY&limit=1")).await?;
+            idle &= ready["jobs"].as_array().is_some_and(Vec::is_empty);
+        }
         if (missing.is_empty() && idle) || Instant::now() > deadline {
             break missing.into_iter().cloned().collect::<Vec<_>>();
         }
@@ -714,10 +844,16 @@ async fn main() -> anyhow::Result<()> {
         } else {
             0
         };
-    let errors =
-        get_json(&http, &format!("{url}/queue/chaos?status=ERROR&limit=1000")).await?["jobs"]
+    let mut errors = 0;
+    for queue in &queues {
+        errors += get_json(
+            &http,
+            &format!("{url}/queue/{queue}?status=ERROR&limit=1000"),
+        )
+        .await?["jobs"]
             .as_array()
             .map_or(0, Vec::len);
+    }
 
     // A graceful stop at the end, of every node.
     let mut exit = None;
@@ -756,6 +892,13 @@ async fn main() -> anyhow::Result<()> {
             "fsync failures (armed, met):          {}, {fsync_failures_met}",
             args.fsync_fail
         );
+    }
+    if args.topic > 0 {
+        println!(
+            "publishes acknowledged (201):         {}",
+            produced.publishes.load(Ordering::Relaxed)
+        );
+        println!("deliveries due (message × matching subscriber), counted as jobs below:");
     }
     println!(
         "jobs acknowledged (201):              {}",
@@ -827,6 +970,16 @@ async fn main() -> anyhow::Result<()> {
         failed.push(format!("the final graceful stop exited with {exit}"));
     }
     failed.extend(power_failures);
+    if args.topic > 0 {
+        println!(
+            "topic: {} publishes to {} subscribers, {} deliveries due, {} lost, \
+             {extra_deliveries} duplicated (bound {bound})",
+            produced.publishes.load(Ordering::Relaxed),
+            args.topic,
+            acknowledged.len(),
+            missing.len()
+        );
+    }
     if power.is_some() {
         println!(
             "power-loss: {} cuts, {} acknowledged, {} lost, {extra_deliveries} duplicated \

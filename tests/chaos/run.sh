@@ -7,6 +7,7 @@
 #   tests/chaos/run.sh --db postgres://hookq@127.0.0.1:5432/postgres --nodes 3   # a cluster
 #   tests/chaos/run.sh --power-loss 100 --fsync-fail 20   # power cuts (root, /dev/fuse)
 #   tests/chaos/run.sh --kills 10 --pull 8   # 8 pull consumers lease and ack instead
+#   tests/chaos/run.sh --kills 10 --topic 4  # publish to a topic of 4 subscriber queues
 # Exit status 0 = no acknowledged job lost and duplicates within the in-flight bound.
 # A short power-loss run is part of `cargo test` (tests/power_loss.rs); the rest is not.
 set -euo pipefail
