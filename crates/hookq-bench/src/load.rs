@@ -215,17 +215,27 @@ pub async fn create_queue_with(
     settings: serde_json::Value,
 ) -> anyhow::Result<()> {
     let url = format!("{base}/queue/{name}");
+    put(client, &url, settings, StatusCode::CREATED).await
+}
+
+/// PUT one JSON body (a queue's settings, a topic, a subscription) and check the status.
+pub async fn put(
+    client: &reqwest::Client,
+    url: &str,
+    body: serde_json::Value,
+    expect: StatusCode,
+) -> anyhow::Result<()> {
     let response = client
-        .put(&url)
+        .put(url)
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .body(settings.to_string())
+        .body(body.to_string())
         .send()
         .await
         .with_context(|| format!("PUT {url} failed"))?;
     let status = response.status();
     let text = response.text().await.unwrap_or_default();
-    if status != StatusCode::CREATED {
-        bail!("PUT {url} answered {status}: {text}");
+    if status != expect {
+        bail!("PUT {url} answered {status}, expected {expect}: {text}");
     }
     Ok(())
 }

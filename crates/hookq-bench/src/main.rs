@@ -13,6 +13,7 @@
 mod ceilings;
 mod cluster;
 mod control;
+mod fanout;
 mod kept;
 mod load;
 mod pull;
@@ -103,6 +104,10 @@ enum Part {
     /// One SQLite server beside 1, 2, 3 … PostgreSQL nodes on one database, same method,
     /// same run (needs `--db postgres://…`).
     Cluster,
+    /// Topics: a publish fanned out to 10 subscribers against as many plain jobs
+    /// (deliveries/s end to end, server CPU of the publish), and a topic of 10 000 filtered
+    /// subscriptions, one matching, against a topic of that one (publishes/s).
+    Fanout,
 }
 
 /// The order of a paired repetition's two runs (the variant, then the baseline, or the other
@@ -164,6 +169,11 @@ struct Plan {
     overload_duration: Duration,
     /// How long the recurring-jobs run lets its schedules fire.
     recurring_window: Duration,
+    /// Messages a fan-out run publishes (each a job in every one of 10 subscribers): a
+    /// tenth of the end-to-end run's jobs, so both deliver as many.
+    fanout_messages: u64,
+    /// Filtered subscriptions of the matching run's big topic.
+    matching_subscriptions: usize,
 }
 
 impl Plan {
@@ -183,6 +193,8 @@ impl Plan {
                 overload_offered: 20_000.0,
                 overload_duration: Duration::from_secs(1),
                 recurring_window: Duration::from_secs(3),
+                fanout_messages: 200,
+                matching_subscriptions: 100,
             }
         } else {
             Self {
@@ -199,6 +211,8 @@ impl Plan {
                 overload_offered: 60_000.0,
                 overload_duration: Duration::from_secs(10),
                 recurring_window: Duration::from_secs(10),
+                fanout_messages: 5_000,
+                matching_subscriptions: 10_000,
             }
         };
         if let Some(n) = cli.repetitions {
@@ -390,6 +404,9 @@ async fn main() -> anyhow::Result<()> {
     if wanted(Part::Pull) {
         report.pull = Some(bench.pull().await.context("pull consumers")?);
     }
+    if wanted(Part::Fanout) {
+        report.fanout = Some(bench.fanout().await.context("fan-out")?);
+    }
     if wanted(Part::Cluster) {
         match &cli.db {
             Some(server_url) => {
@@ -435,11 +452,17 @@ impl Bench {
     }
 
     async fn start_server(&self, db: PathBuf, dispatch: bool) -> anyhow::Result<ServerProcess> {
-        let spec = ServerSpec {
+        self.launch(ServerSpec {
             binary: self.binary.clone(),
             db,
             dispatch,
-        };
+            max_queues: None,
+        })
+        .await
+    }
+
+    /// Start a server as `spec` says.
+    async fn launch(&self, spec: ServerSpec) -> anyhow::Result<ServerProcess> {
         tokio::task::spawn_blocking(move || ServerProcess::start(&spec))
             .await
             .context("server start task failed")?
@@ -548,6 +571,21 @@ impl Bench {
         url: &str,
         jobs: u64,
     ) -> anyhow::Result<(f64, f64, f64, u64)> {
+        self.deliver_fanned(process, url, jobs, 1).await
+    }
+
+    /// [`Self::deliver_through`] with each of the `requests` POSTs making `fan` jobs (a
+    /// topic's subscribers), the warm-up as many jobs as the end-to-end run's: (jobs
+    /// delivered/s, process CPU-s per 10k jobs, bench CPU-s per 10k jobs, duplicates). Every
+    /// job must reach the sink: `fan` × the requests answered.
+    async fn deliver_fanned(
+        &self,
+        process: &ServerProcess,
+        url: &str,
+        requests: u64,
+        fan: u64,
+    ) -> anyhow::Result<(f64, f64, f64, u64)> {
+        let fan = fan.max(1);
         let body = load::payload(SMALL_PAYLOAD, 0);
         let closed = |max_requests| load::ClosedLoop {
             url,
@@ -558,35 +596,36 @@ impl Bench {
             expect: StatusCode::CREATED,
         };
         self.sink.reset(false);
-        let warm = load::closed_loop(&self.client, closed(self.plan.e2e_warmup_jobs))
+        let warm_requests = (self.plan.e2e_warmup_jobs / fan).max(1);
+        let warm = load::closed_loop(&self.client, closed(warm_requests))
             .await
             .map_err(|e| e.context(process.log()))?;
-        self.sink.wait_for(warm.ok, MAX_WAIT).await?;
+        self.sink.wait_for(warm.ok * fan, MAX_WAIT).await?;
         self.sink.reset(false);
         let (cpu0, bench0) = (process.cpu_seconds()?, bench_cpu_seconds());
         let started = self.clock.elapsed();
-        let run = load::closed_loop(&self.client, closed(jobs))
+        let run = load::closed_loop(&self.client, closed(requests))
             .await
             .map_err(|e| e.context(process.log()))?;
+        let jobs = run.ok * fan;
         self.sink
-            .wait_for(run.ok, MAX_WAIT)
+            .wait_for(jobs, MAX_WAIT)
             .await
             .map_err(|e| e.context(process.log()))?;
         let (cpu1, bench1) = (process.cpu_seconds()?, bench_cpu_seconds());
         let seen = self.sink.snapshot();
-        if seen.deliveries - seen.duplicates != run.ok {
+        if seen.deliveries - seen.duplicates != jobs {
             bail!(
-                "{} jobs enqueued but {} delivered",
-                run.ok,
+                "{jobs} jobs enqueued but {} delivered",
                 seen.deliveries - seen.duplicates
             );
         }
         let last = seen.last.context("no delivery recorded")?;
-        let rate = run.ok as f64 / (last.saturating_sub(started)).as_secs_f64().max(1e-9);
+        let rate = jobs as f64 / (last.saturating_sub(started)).as_secs_f64().max(1e-9);
         Ok((
             rate,
-            per_10k(cpu1 - cpu0, run.ok),
-            per_10k(bench1 - bench0, run.ok),
+            per_10k(cpu1 - cpu0, jobs),
+            per_10k(bench1 - bench0, jobs),
             seen.duplicates,
         ))
     }

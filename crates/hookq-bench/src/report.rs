@@ -62,6 +62,7 @@ pub struct Report {
     pub recurring: Vec<RecurringFigure>,
     pub kept: Option<KeptFigure>,
     pub pull: Option<PullFigure>,
+    pub fanout: Option<FanoutFigure>,
     pub cluster: Vec<crate::cluster::ClusterFigure>,
     pub ratios: Vec<Ratio>,
     pub targets: Vec<TargetCheck>,
@@ -159,6 +160,57 @@ pub struct PullFigure {
     pub pull_to_push: Stats,
     pub pull_server_cpu_seconds_per_10k: Stats,
     pub push_server_cpu_seconds_per_10k: Stats,
+}
+
+/// Topics: one publish making a job in each matching subscriber. Each figure is paired,
+/// run by run, with plain queues doing the same work, since what a topic must show is that
+/// routing adds little to the jobs it makes.
+#[derive(Debug, Serialize)]
+pub struct FanoutFigure {
+    /// Unfiltered subscribers of the fan-out and publish-CPU topics.
+    pub subscribers: usize,
+    /// Messages each fan-out and publish-CPU run publishes (the plain runs make as many
+    /// jobs: `subscribers` × this).
+    pub messages: u64,
+    pub producers: usize,
+    pub payload_bytes: usize,
+    /// Deliveries per second to the sink, first publish to last delivery.
+    pub fanout_deliveries_per_second: Stats,
+    /// The end-to-end run of as many jobs, on one queue.
+    pub plain_jobs_per_second: Stats,
+    pub fanout_server_cpu_seconds_per_10k_deliveries: Stats,
+    pub plain_server_cpu_seconds_per_10k_jobs: Stats,
+    pub duplicates: u64,
+    /// Publishing to `subscribers` paused queues (storing, no delivery): server CPU per
+    /// message.
+    pub publish_server_cpu_micros_per_message: Stats,
+    /// Enqueueing to one paused queue: server CPU per 10 (`subscribers`) enqueues, as many
+    /// stored jobs as one message makes.
+    pub plain_server_cpu_micros_per_10_enqueues: Stats,
+    pub publish_messages_per_second: Stats,
+    pub plain_enqueues_per_second: Stats,
+    /// Filtered subscriptions (`{"n": [i]}`) of the matching topic, exactly one matching
+    /// each message; the other topic has only that one.
+    pub matching_subscriptions: usize,
+    /// Publishes (201) per second to the topic of `matching_subscriptions` subscriptions.
+    pub matching_publishes_per_second: Stats,
+    /// The same to the topic of the one matching subscription.
+    pub single_publishes_per_second: Stats,
+    pub matching_server_cpu_micros_per_message: Stats,
+    pub single_server_cpu_micros_per_message: Stats,
+    pub ratio_to_plain: FanoutRatios,
+}
+
+/// The paired ratios of the fan-out part, each repetition's variant over its baseline.
+#[derive(Debug, Serialize)]
+pub struct FanoutRatios {
+    /// Fan-out deliveries/s ÷ plain end-to-end jobs/s (goal ≥ 0.9).
+    pub deliveries_per_second: Stats,
+    /// Server CPU per message published to the paused subscribers ÷ per as many enqueues
+    /// (goal ≤ 0.3).
+    pub publish_cpu: Stats,
+    /// Publishes/s with the many filtered subscriptions ÷ with the one (goal ≥ 0.5).
+    pub matching_10k: Stats,
 }
 
 /// Schedules firing every second on one queue.
@@ -429,6 +481,7 @@ pub fn print(report: &Report) {
         );
     }
     print_control(report);
+    print_fanout(report);
     print_cluster(&report.cluster, report.repetitions);
     if !report.ratios.is_empty() {
         println!("\nRatios to ceilings");
@@ -572,6 +625,87 @@ fn print_control(report: &Report) {
             ),
         );
     }
+}
+
+/// The topic figures, each paired ratio beside its goal.
+fn print_fanout(report: &Report) {
+    let Some(f) = &report.fanout else {
+        return;
+    };
+    let goal = |ratio: &Stats, text: &str, met: bool| {
+        format!(
+            "{}   goal {text}  {}",
+            ratio.show(2),
+            if met { "met" } else { "MISSED" }
+        )
+    };
+    let r = &f.ratio_to_plain;
+    println!(
+        "\nTopics: fan-out to {} subscribers, paired with plain queues ({} producers, {})",
+        f.subscribers,
+        f.producers,
+        kib(f.payload_bytes)
+    );
+    row(
+        &format!(
+            "{} messages ({} deliveries), fan-out / plain jobs",
+            f.messages,
+            f.messages * f.subscribers as u64
+        ),
+        &format!(
+            "{} / {} deliveries/s   server CPU-s per 10k {} / {}   dup {}",
+            f.fanout_deliveries_per_second.show(0),
+            f.plain_jobs_per_second.show(0),
+            f.fanout_server_cpu_seconds_per_10k_deliveries.show(2),
+            f.plain_server_cpu_seconds_per_10k_jobs.show(2),
+            f.duplicates
+        ),
+    );
+    row(
+        "fan-out / plain deliveries/s (paired)",
+        &goal(
+            &r.deliveries_per_second,
+            "≥ 0.9",
+            r.deliveries_per_second.median >= 0.9,
+        ),
+    );
+    row(
+        &format!(
+            "publish to {} paused / {} enqueues to one, server CPU",
+            f.subscribers, f.subscribers
+        ),
+        &format!(
+            "{} / {} µs   ({} messages/s, {} enqueues/s)",
+            f.publish_server_cpu_micros_per_message.show(1),
+            f.plain_server_cpu_micros_per_10_enqueues.show(1),
+            f.publish_messages_per_second.show(0),
+            f.plain_enqueues_per_second.show(0)
+        ),
+    );
+    row(
+        "publish CPU / as many enqueues' CPU (paired)",
+        &goal(&r.publish_cpu, "≤ 0.3", r.publish_cpu.median <= 0.3),
+    );
+    row(
+        &format!(
+            "publish, 1 of {} filtered subscriptions / 1 of 1",
+            f.matching_subscriptions
+        ),
+        &format!(
+            "{} / {} messages/s   server CPU {} / {} µs per message",
+            f.matching_publishes_per_second.show(0),
+            f.single_publishes_per_second.show(0),
+            f.matching_server_cpu_micros_per_message.show(1),
+            f.single_server_cpu_micros_per_message.show(1)
+        ),
+    );
+    row(
+        &format!(
+            "{} subscriptions / 1, publishes/s (paired)",
+            f.matching_subscriptions
+        ),
+        &goal(&r.matching_10k, "≥ 0.5", r.matching_10k.median >= 0.5),
+    );
 }
 
 /// The backends side by side, one row each: medians, ratios to SQLite's, CPU per job.

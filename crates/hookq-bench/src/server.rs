@@ -79,6 +79,9 @@ pub struct ServerSpec {
     pub binary: PathBuf,
     pub db: PathBuf,
     pub dispatch: bool,
+    /// `HOOKQ_MAX_QUEUES`, for a run that needs more queues than the default cap (10 000)
+    /// allows; `None`: the server's default.
+    pub max_queues: Option<usize>,
 }
 
 /// A running child process (the hookq server, or the bench's relay). Dropping it kills the
@@ -116,6 +119,10 @@ impl ServerProcess {
             .env_remove("HOOKQ_MAX_IN_FLIGHT")
             .env_remove("HOOKQ_LISTEN")
             .env_remove("HOOKQ_DB");
+        match spec.max_queues {
+            Some(cap) => command.env("HOOKQ_MAX_QUEUES", cap.to_string()),
+            None => command.env_remove("HOOKQ_MAX_QUEUES"),
+        };
         Self::spawn(command, "the server")
     }
 
