@@ -38,16 +38,22 @@ CREATE TRIGGER topic_subscription_removed AFTER DELETE ON topic_subscriptions BE
     UPDATE topics SET version = version + 1 WHERE name = old.topic;
 END;
 
--- Published messages: kept while a job, dead letter or delivery-log record refers to one
--- (`refs`, counted by the triggers below), and until `retain_until` for replays. A rowid
--- table, as `jobs`: payloads may be hundreds of KiB.
+-- Published messages, kept while a job, dead letter or delivery-log record refers to one,
+-- and until `retain_until` for replays. No reference count: a trigger on `jobs` would run
+-- a sub-program for every job inserted or deleted, topic or not (it doubled the cost of a
+-- plain insert and delete, even with a WHEN clause that is false). Instead the sweep looks
+-- at a message once its retention is over (`check_at`) and deletes it when no row refers to
+-- it (the partial indexes below answer that, and plain jobs never enter them); a message
+-- still referred to is looked at again later, the longer it has lived the later (at most
+-- an hour). A rowid table, as `jobs`: payloads may be hundreds of KiB.
 CREATE TABLE topic_messages (
     id           BLOB NOT NULL UNIQUE,
     topic        TEXT NOT NULL,
     payload      TEXT NOT NULL,
     published_at INTEGER NOT NULL,
     retain_until INTEGER NOT NULL,
-    refs         INTEGER NOT NULL DEFAULT 0,
+    -- When the sweep looks at it next (from the end of its retention on).
+    check_at     INTEGER NOT NULL,
     -- The publish's options, for replays.
     priority     INTEGER NOT NULL DEFAULT 0,
     ordering_key TEXT,
@@ -56,40 +62,16 @@ CREATE TABLE topic_messages (
 );
 -- A replay: a topic's messages in publish order.
 CREATE INDEX topic_messages_by_topic ON topic_messages(topic, published_at, id);
--- The sweep: messages nothing refers to, by the end of their retention.
-CREATE INDEX topic_messages_free ON topic_messages(retain_until) WHERE refs = 0;
+-- The sweep: messages by when to look at them next.
+CREATE INDEX topic_messages_to_check ON topic_messages(check_at);
 
 ALTER TABLE jobs ADD COLUMN message_id BLOB;
 ALTER TABLE dead_letters ADD COLUMN message_id BLOB;
 ALTER TABLE delivered ADD COLUMN message_id BLOB;
-
--- Each row naming a message counts once in its `refs`. A job moving between tables (to
--- the dead letters, to the delivery log, back from a replay) is counted in where it lands
--- and out where it leaves; an upsert onto a record of the same job changes nothing.
--- Cascades (a queue's deletion) fire the delete triggers too. Rows without a message pay
--- only the WHEN test.
-CREATE TRIGGER jobs_message_in AFTER INSERT ON jobs WHEN new.message_id IS NOT NULL BEGIN
-    UPDATE topic_messages SET refs = refs + 1 WHERE id = new.message_id;
-END;
-CREATE TRIGGER jobs_message_out AFTER DELETE ON jobs WHEN old.message_id IS NOT NULL BEGIN
-    UPDATE topic_messages SET refs = refs - 1 WHERE id = old.message_id;
-END;
-CREATE TRIGGER dead_letters_message_in AFTER INSERT ON dead_letters
-WHEN new.message_id IS NOT NULL BEGIN
-    UPDATE topic_messages SET refs = refs + 1 WHERE id = new.message_id;
-END;
-CREATE TRIGGER dead_letters_message_out AFTER DELETE ON dead_letters
-WHEN old.message_id IS NOT NULL BEGIN
-    UPDATE topic_messages SET refs = refs - 1 WHERE id = old.message_id;
-END;
-CREATE TRIGGER delivered_message_in AFTER INSERT ON delivered
-WHEN new.message_id IS NOT NULL BEGIN
-    UPDATE topic_messages SET refs = refs + 1 WHERE id = new.message_id;
-END;
-CREATE TRIGGER delivered_message_out AFTER DELETE ON delivered
-WHEN old.message_id IS NOT NULL BEGIN
-    UPDATE topic_messages SET refs = refs - 1 WHERE id = old.message_id;
-END;
+-- Whether a row still refers to a message. Partial: a job without a message costs nothing.
+CREATE INDEX jobs_by_message ON jobs(message_id) WHERE message_id IS NOT NULL;
+CREATE INDEX dead_letters_by_message ON dead_letters(message_id) WHERE message_id IS NOT NULL;
+CREATE INDEX delivered_by_message ON delivered(message_id) WHERE message_id IS NOT NULL;
 
 -- A publish's Idempotency-Key: `batch` 0 for one message, 1 for a `_batch` (a key space of
 -- its own, as batch_keys is for queues). `ids`: the message ids, 16 bytes each, in order.

@@ -164,6 +164,16 @@ pub trait JobRows {
     /// its ordering key's head. `QueueNotFound` if the queue is gone, `QueueFull` at its
     /// `maxQueued` cap (nothing of the call kept).
     async fn insert_jobs(&self, queue: &QueueName, jobs: &[NewJob]) -> StoreResult<()>;
+    /// Insert one job of `message` (a publish's job template, without an ordering key) into
+    /// each queue of `targets`, with the id given beside it: each ready, or scheduled until
+    /// due. One statement where the backend can. None of the queues may have a `maxQueued`
+    /// cap (those go through [`Self::insert_jobs`], one by one); `QueueNotFound` if one is
+    /// gone.
+    async fn insert_message_jobs(
+        &self,
+        message: &NewJob,
+        targets: &[(QueueName, JobId)],
+    ) -> StoreResult<()>;
     /// Mark job `id`, just inserted, as the job of a schedule's tick.
     async fn mark_schedule_tick(&self, id: JobId, tick: &ScheduleTick) -> StoreResult<()>;
     /// Lease up to `limit` due jobs of `queue` (higher priority first, then the longest

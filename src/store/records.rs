@@ -899,6 +899,21 @@ pub fn payload_or_error_like(like: &str, param: &str) -> String {
 pub const MESSAGE_PAYLOAD: &str = "CASE WHEN message_id IS NULL THEN payload \
      ELSE (SELECT m.payload FROM topic_messages m WHERE m.id = message_id) END";
 
+/// That no live job, dead letter or delivery-log record refers to the message whose id is
+/// the column `id` (qualified: the tables looked in have an `id` of their own), each through
+/// its partial index on `message_id`; the same SQL in both dialects.
+pub fn unreferenced(id: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM jobs j WHERE j.message_id = {id}) \
+         AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.message_id = {id}) \
+         AND NOT EXISTS (SELECT 1 FROM delivered k WHERE k.message_id = {id})"
+    )
+}
+
+/// The longest the message sweep waits before looking again at a message rows still
+/// refer to, in ms (it waits as long as the message has lived, at least a second).
+pub const MAX_RECHECK_MS: i64 = 3_600_000;
+
 /// A job row's topic (NULL unless a publish stored it), read as [`MESSAGE_PAYLOAD`].
 pub const MESSAGE_TOPIC: &str = "(SELECT m.topic FROM topic_messages m WHERE m.id = message_id)";
 

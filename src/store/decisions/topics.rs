@@ -84,18 +84,32 @@ pub async fn publish(
             let retain_until = message.created_at.saturating_add(row.retain_ms);
             tx.insert_message(topic, message, retain_until).await?;
         }
-        let named = MessageRef {
-            id: message.id,
-            topic: topic.clone(),
+        let template = NewJob {
+            idempotency: None,
+            message: Some(MessageRef {
+                id: message.id,
+                topic: topic.clone(),
+            }),
+            ..message.clone()
         };
-        let mut stored = Vec::with_capacity(queues.len());
+        // The queues that cannot refuse a job take theirs in one statement; a keyed job
+        // takes its key's turn queue by queue, and a queue that may be full is guarded.
+        let (guarded, plain): (Vec<QueueName>, Vec<QueueName>) = queues
+            .into_iter()
+            .partition(|queue| template.ordering_key.is_some() || caution.may_refuse(queue));
+        let targets: Vec<(QueueName, JobId)> = plain
+            .into_iter()
+            .map(|queue| (queue, JobId::new()))
+            .collect();
+        if !targets.is_empty() {
+            tx.insert_message_jobs(&template, &targets).await?;
+        }
+        let mut stored: Vec<QueueName> = targets.into_iter().map(|(queue, _)| queue).collect();
         let mut skipped = Vec::new();
-        for queue in queues {
+        for queue in guarded {
             let job = NewJob {
                 id: JobId::new(),
-                idempotency: None,
-                message: Some(named.clone()),
-                ..message.clone()
+                ..template.clone()
             };
             if store_job(tx, &queue, job, caution).await? {
                 stored.push(queue);
@@ -121,8 +135,9 @@ pub async fn publish(
     Ok(Published::Stored(routed))
 }
 
-/// Insert one subscriber's job; false if its queue is full. A queue that may be full is
-/// guarded by a savepoint: on PostgreSQL a refused insert aborts what came before it.
+/// Insert one subscriber's job (a keyed one, or into a queue that may be full); false if
+/// its queue is full. A queue that may be full is guarded by a savepoint: on PostgreSQL a
+/// refused insert aborts what came before it.
 async fn store_job(
     tx: &impl Tx,
     queue: &QueueName,

@@ -591,6 +591,37 @@ pub(super) fn limit_param(limit: usize) -> i64 {
 }
 
 impl JobRows for PgTx<'_> {
+    /// One statement for every queue: [`insert_unkeyed`]'s.
+    async fn insert_message_jobs(
+        &self,
+        message: &NewJob,
+        targets: &[(QueueName, JobId)],
+    ) -> StoreResult<()> {
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let jobs: Vec<NewJob> = targets
+            .iter()
+            .map(|(_, id)| NewJob {
+                id: *id,
+                ..message.clone()
+            })
+            .collect();
+        let rows: Vec<UnkeyedRow<'_>> = targets
+            .iter()
+            .zip(&jobs)
+            .map(|((queue, _), job)| UnkeyedRow {
+                queue,
+                job,
+                leased_until: None,
+            })
+            .collect();
+        if insert_unkeyed(self.tx, self.node, &rows).await?.len() < rows.len() {
+            return Err(StoreError::QueueNotFound);
+        }
+        Ok(())
+    }
+
     async fn insert_jobs(&self, queue: &QueueName, batch: &[NewJob]) -> StoreResult<()> {
         if batch.iter().any(|job| job.ordering_key.is_some()) {
             // Each keyed job takes its key's lock and may lose the race for its head.

@@ -10,10 +10,12 @@ use super::tx::PgTx;
 use crate::json::CanonicalJson;
 use crate::model::{MessageId, QueueName, TopicName, UnixMillis};
 use crate::pattern::Pattern;
+use crate::sql_once;
 use crate::store::dialect::TopicRows;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    IdempotencyKey, NewJob, RecordedBatch, RetainedMessage, Subscribed, Subscription, TopicRow,
+    IdempotencyKey, MAX_RECHECK_MS, NewJob, RecordedBatch, RetainedMessage, Subscribed,
+    Subscription, TopicRow, unreferenced,
 };
 use crate::trace_context::TraceContext;
 
@@ -78,7 +80,9 @@ impl TopicRows for PgTx<'_> {
         }
         prepared::execute(
             self.tx,
-            "UPDATE topic_messages SET retain_until = published_at + $2 WHERE topic = $1",
+            "UPDATE topic_messages SET retain_until = published_at + $2,
+                                       check_at = published_at + $2
+             WHERE topic = $1",
             &[&name.as_str(), &retain_ms],
         )
         .await?;
@@ -94,7 +98,7 @@ impl TopicRows for PgTx<'_> {
         .await?;
         prepared::execute(
             self.tx,
-            "UPDATE topic_messages SET retain_until = 0 WHERE topic = $1",
+            "UPDATE topic_messages SET retain_until = 0, check_at = 0 WHERE topic = $1",
             &[&name.as_str()],
         )
         .await?;
@@ -224,8 +228,9 @@ impl TopicRows for PgTx<'_> {
         prepared::execute(
             self.tx,
             "INSERT INTO topic_messages (id, topic, payload, published_at, retain_until,
-                                         priority, ordering_key, traceparent, tracestate)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                         check_at, priority, ordering_key, traceparent,
+                                         tracestate)
+             VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9)",
             &[
                 &uuid(message.id),
                 &topic.as_str(),
@@ -364,15 +369,33 @@ impl TopicRows for PgTx<'_> {
         Ok(())
     }
 
+    /// The messages due a look, locked (skipping those a replay holds): those no row
+    /// refers to go; the others are looked at again after as long as they have lived (1 s
+    /// to 1 h). A row referring to a message is only ever written in a transaction that
+    /// sees the message (a publish's own, a replay's locked one, or a row already referring
+    /// to it), so what this statement's snapshot finds unreferenced stays so.
     async fn purge_messages(&self, now: UnixMillis, limit: usize) -> StoreResult<usize> {
-        let purged = prepared::execute(
+        let row = prepared::query_one(
             self.tx,
-            "DELETE FROM topic_messages WHERE id = ANY(ARRAY(
-                 SELECT id FROM topic_messages WHERE refs = 0 AND retain_until <= $1
-                 LIMIT $2 FOR UPDATE SKIP LOCKED))",
+            sql_once!(
+                "WITH due AS (
+                     SELECT id, published_at, retain_until FROM topic_messages
+                     WHERE check_at <= $1 ORDER BY check_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+                 gone AS (
+                     DELETE FROM topic_messages WHERE id IN (
+                         SELECT id FROM due WHERE retain_until <= $1 AND {unreferenced})
+                     RETURNING id),
+                 later AS (
+                     UPDATE topic_messages m
+                     SET check_at = $1 + least({MAX_RECHECK_MS}, greatest(1000, $1 - m.published_at))
+                     FROM due WHERE m.id = due.id AND due.id NOT IN (SELECT id FROM gone)
+                     RETURNING 1)
+                 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM later)",
+                unreferenced = unreferenced("due.id")
+            ),
             &[&now, &limit_param(limit)],
         )
         .await?;
-        Ok(usize::try_from(purged).unwrap_or(usize::MAX))
+        Ok(usize::try_from(row.get::<_, i64>(0)).unwrap_or(usize::MAX))
     }
 }

@@ -74,10 +74,7 @@ impl DeliveryRows for SqliteTx<'_> {
         let kept = self
             .0
             .prepare_cached(crate::sql_once!(
-                // An upsert, not INSERT OR REPLACE: a replacement's delete would not fire
-                // the message-reference triggers (SQLite fires delete triggers for REPLACE
-                // only with recursive triggers on), leaving a message counted twice.
-                "INSERT INTO delivered(id, queue, payload, attempts, created_at,
+"INSERT INTO delivered(id, queue, payload, attempts, created_at,
                         not_before, priority, ordering_key, schedule, schedule_tick, delivered_at,
                         response_status, latency_ms, message_id)
                  SELECT id, queue, payload, attempts, created_at, not_before, priority,

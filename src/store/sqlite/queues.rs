@@ -286,16 +286,20 @@ impl QueueRows for SqliteTx<'_> {
         require(self.0, queue)
     }
 
+    /// One statement, the names as a JSON array; in the order given.
     async fn lock_queues(&self, queues: &[QueueName]) -> StoreResult<Vec<QueueName>> {
-        let mut stmt = self
-            .0
-            .prepare_cached("SELECT 1 FROM queues WHERE name = ?1")?;
-        let mut live = Vec::with_capacity(queues.len());
-        for queue in queues {
-            if stmt.exists([queue.as_str()])? {
-                live.push(queue.clone());
-            }
+        if queues.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(live)
+        let names =
+            serde_json::Value::from(queues.iter().map(QueueName::as_str).collect::<Vec<_>>());
+        let mut stmt = self.0.prepare_cached(
+            "SELECT j.value FROM json_each(?1) j WHERE EXISTS
+                 (SELECT 1 FROM queues WHERE name = j.value) ORDER BY j.key",
+        )?;
+        let live = stmt.query_map([names.to_string()], |row| {
+            row.get::<_, String>(0).map(QueueName::from_stored)
+        })?;
+        Ok(live.collect::<Result<_, _>>()?)
     }
 }

@@ -9,10 +9,12 @@ use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{MessageId, QueueName, TopicName, UnixMillis};
 use crate::pattern::Pattern;
+use crate::sql_once;
 use crate::store::dialect::TopicRows;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    IdempotencyKey, NewJob, RecordedBatch, RetainedMessage, Subscribed, Subscription, TopicRow,
+    IdempotencyKey, MAX_RECHECK_MS, NewJob, RecordedBatch, RetainedMessage, Subscribed,
+    Subscription, TopicRow, unreferenced,
 };
 use crate::trace_context::TraceContext;
 
@@ -88,7 +90,9 @@ impl TopicRows for SqliteTx<'_> {
         }
         self.0
             .prepare_cached(
-                "UPDATE topic_messages SET retain_until = published_at + ?2 WHERE topic = ?1",
+                "UPDATE topic_messages SET retain_until = published_at + ?2,
+                                           check_at = published_at + ?2
+                 WHERE topic = ?1",
             )?
             .execute(params![name.as_str(), retain_ms])?;
         Ok(true)
@@ -100,7 +104,9 @@ impl TopicRows for SqliteTx<'_> {
             .prepare_cached("DELETE FROM topics WHERE name = ?1")?
             .execute([name.as_str()])?;
         self.0
-            .prepare_cached("UPDATE topic_messages SET retain_until = 0 WHERE topic = ?1")?
+            .prepare_cached(
+                "UPDATE topic_messages SET retain_until = 0, check_at = 0 WHERE topic = ?1",
+            )?
             .execute([name.as_str()])?;
         Ok(deleted == 1)
     }
@@ -213,8 +219,9 @@ impl TopicRows for SqliteTx<'_> {
         self.0
             .prepare_cached(
                 "INSERT INTO topic_messages(id, topic, payload, published_at, retain_until,
-                                            priority, ordering_key, traceparent, tracestate)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                            check_at, priority, ordering_key, traceparent,
+                                            tracestate)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 &message.id.as_bytes()[..],
@@ -343,14 +350,28 @@ impl TopicRows for SqliteTx<'_> {
         Ok(())
     }
 
+    /// The messages due a look: those no row refers to go; the others are looked at again
+    /// after as long as they have lived (1 s to 1 h).
     async fn purge_messages(&self, now: UnixMillis, limit: usize) -> StoreResult<usize> {
-        Ok(self
+        let purged = self
             .0
-            .prepare_cached(
+            .prepare_cached(sql_once!(
                 "DELETE FROM topic_messages WHERE rowid IN (
-                     SELECT rowid FROM topic_messages INDEXED BY topic_messages_free
-                     WHERE refs = 0 AND retain_until <= ?1 LIMIT ?2)",
-            )?
-            .execute(params![now, limit_param(limit)])?)
+                     SELECT rowid FROM topic_messages INDEXED BY topic_messages_to_check
+                     WHERE check_at <= ?1 ORDER BY check_at LIMIT ?2)
+                   AND retain_until <= ?1 AND {unreferenced}",
+                unreferenced = unreferenced("topic_messages.id")
+            ))?
+            .execute(params![now, limit_param(limit)])?;
+        self.0
+            .prepare_cached(sql_once!(
+                "UPDATE topic_messages
+                 SET check_at = ?1 + min({MAX_RECHECK_MS}, max(1000, ?1 - published_at))
+                 WHERE rowid IN (
+                     SELECT rowid FROM topic_messages INDEXED BY topic_messages_to_check
+                     WHERE check_at <= ?1 ORDER BY check_at LIMIT ?2)"
+            ))?
+            .execute(params![now, limit_param(limit)])?;
+        Ok(purged)
     }
 }
