@@ -211,7 +211,7 @@ pub fn claim(
              WHERE queue = ?1 AND status = {READY}
              ORDER BY priority DESC, run_at LIMIT ?3)
          RETURNING id, payload, attempts, created_at, leased_until, ordering_key, schedule_tick,
-                   traceparent, tracestate, priority, message_id"
+                   traceparent, tracestate, priority"
     ))?;
     let mut ticks = Vec::new();
     let mut messages = Vec::new();
@@ -220,8 +220,10 @@ pub fn claim(
         if let Some(tick) = row.get::<_, Option<UnixMillis>>(6)? {
             ticks.push((id, tick));
         }
-        if row.get_ref(10)? != rusqlite::types::ValueRef::Null {
-            messages.push((id, id_from_row(row, 10)?));
+        // A message's job stores an empty payload (a job's own is a JSON object): its
+        // message is read below, so a plain job's claim returns no column more than before.
+        if row.get_ref(1)?.as_str()?.is_empty() {
+            messages.push(id);
         }
         Ok(ClaimedJob {
             id,
@@ -239,11 +241,14 @@ pub fn claim(
     let mut claimed = rows.collect::<Result<Vec<_>, _>>()?;
     drop(stmt);
     // A message's job stores no payload of its own: it is the message's.
-    for (id, message) in messages {
-        let (topic, payload): (String, String) = conn
-            .prepare_cached("SELECT topic, payload FROM topic_messages WHERE id = ?1")?
-            .query_row([&message.as_bytes()[..]], |row| {
-                Ok((row.get(0)?, row.get(1)?))
+    for id in messages {
+        let (message, topic, payload) = conn
+            .prepare_cached(
+                "SELECT m.id, m.topic, m.payload FROM jobs j
+                 JOIN topic_messages m ON m.id = j.message_id WHERE j.id = ?1",
+            )?
+            .query_row([&id.as_bytes()[..]], |row| {
+                Ok((id_from_row(row, 0)?, row.get(1)?, row.get(2)?))
             })?;
         if let Some(job) = claimed.iter_mut().find(|job| job.id == id) {
             job.payload = CanonicalJson::from_stored(payload);
