@@ -17,6 +17,7 @@ const HTMX_CONFIG: &str = r#"{"includeIndicatorStyles":false,"allowEval":false,"
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Section {
     Queues,
+    Topics,
     DeadLetters,
     Health,
     Keys,
@@ -62,6 +63,7 @@ pub fn page(
                         a class="brand" href="/ui" { "hookq" }
                         @if let Some((current, _)) = session {
                             (nav_link("/ui", "Queues", Section::Queues))
+                            (nav_link("/ui/topics", "Topics", Section::Topics))
                             (nav_link("/ui/dlq", "Dead letters", Section::DeadLetters))
                             (nav_link("/ui/health", "Health", Section::Health))
                             (nav_link("/ui/keys", "API keys", Section::Keys))

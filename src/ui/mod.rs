@@ -6,8 +6,8 @@
 //! - [`guard`]: the middleware in front of every page: session or login, CSRF on every
 //!   state-changing request, and the security headers (strict CSP) on every response.
 //! - [`api_client`]: pages read and act through the JSON API itself, in process.
-//! - [`pages`]: dashboard, queue, job, dead letters, API keys, login; [`layout`], [`format`],
-//!   [`chart`]: how they are drawn.
+//! - [`pages`]: dashboard, queue, job, topics, dead letters, API keys, login; [`layout`],
+//!   [`format`], [`chart`]: how they are drawn.
 
 pub mod api_client;
 mod assets;
@@ -118,7 +118,7 @@ pub fn with_ui(api: Router, config: &Config) -> Site {
 
 fn router(state: UiState) -> Router {
     use pages::{
-        dashboard, dead_letters, health, job, keys, login, queue, queue_settings, schedules,
+        dashboard, dead_letters, health, job, keys, login, queue, queue_settings, schedules, topics,
     };
     let pages = Router::new()
         .route("/", get(dashboard::page))
@@ -163,6 +163,20 @@ fn router(state: UiState) -> Router {
         .route("/dlq", get(dead_letters::page))
         .route("/dlq/_stats", get(dead_letters::stats))
         .route("/dlq/action", post(dead_letters::act))
+        .route("/topics", get(topics::list).post(topics::create))
+        .route("/topics/{name}", get(topics::page))
+        .route("/topics/{name}/retain", post(topics::save_retain))
+        .route("/topics/{name}/subscribe", post(topics::subscribe))
+        .route("/topics/{name}/publish", post(topics::publish))
+        .route("/topics/{name}/delete", post(topics::delete))
+        .route(
+            "/topics/{name}/subscriptions/{queue}/replay",
+            post(topics::replay),
+        )
+        .route(
+            "/topics/{name}/subscriptions/{queue}/unsubscribe",
+            post(topics::unsubscribe),
+        )
         .route("/health", get(health::page))
         .route("/keys", get(keys::page))
         .route("/keys/create", post(keys::create))

@@ -435,6 +435,17 @@ fn live_part(
             html! { (by.name) " · tick " (format::when(by.tick)) },
         ));
     }
+    if let Some(topic) = &job.topic {
+        facts.push((
+            "From topic",
+            html! {
+                a id="job-topic" href={ "/ui/topics/" (topic) } { (topic) }
+                @if let Some(message) = &job.message_id {
+                    br; span class="muted" { "message " } span id="job-message" class="mono" { (message) }
+                }
+            },
+        ));
+    }
     if let Some(dead) = &job.dead_letter {
         let why = match dead.reason {
             FailureReasonName::Expired => "not delivered within its time to live",

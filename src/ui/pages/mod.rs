@@ -9,3 +9,4 @@ pub mod login;
 pub mod queue;
 pub mod queue_settings;
 pub mod schedules;
+pub mod topics;

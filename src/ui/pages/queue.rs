@@ -16,6 +16,7 @@ use crate::api::openapi::{IdBody, OkBody};
 use crate::api::queue_stats::QueueStats;
 use crate::api::schedules::ScheduleList;
 use crate::api::settings::QueueSettings;
+use crate::api::topics::SubscriptionList;
 use crate::dispatch::breaker::MAX_COOLDOWN;
 use crate::model::{QueueName, now_millis};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
@@ -108,6 +109,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let api = ctx.api();
     let settings: QueueSettings = api.get(&format!("/queue/{name}/_settings")).await?;
     let schedules: ScheduleList = api.get(&format!("/queue/{name}/_schedules")).await?;
+    let subscriptions: SubscriptionList = api.get(&format!("/queue/{name}/_subscriptions")).await?;
     let range = ChartRange::named(query.range.as_deref());
     let stats: QueueStats = api.get(&stats_path(&name, range)).await?;
     let jobs = jobs_panel(&ctx, &name, &query, &stats).await?;
@@ -154,6 +156,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
                 }
             }
         }
+        (topics_section(&subscriptions))
         (enqueue_form(&ctx, &name, answer_of(ENQUEUE_FORM)))
         (jobs)
         (schedules::section(&ctx, &name, &schedules, query.edit.as_deref(), answer_of(SCHEDULE_FORM)))
@@ -406,6 +409,37 @@ fn stats_panel(name: &QueueName, stats: &QueueStats, range: ChartRange) -> Marku
                     }
                     @let (delivered, failed) = (&stats.last_hour.delivered[..], &stats.last_hour.failed[..]);
                     (chart::last_hour(delivered, failed, chart::shared_scale([(delivered, failed)])))
+                }
+            }
+        }
+    }
+}
+
+/// The topics the queue subscribes to (`GET /queue/{name}/_subscriptions`), each a link to
+/// its page, with the filter that picks the messages the queue gets.
+fn topics_section(list: &SubscriptionList) -> Markup {
+    html! {
+        section aria-labelledby="topics-title" {
+            h2 id="topics-title" { "Topics" }
+            @if list.subscriptions.is_empty() {
+                p class="muted" id="no-topics" {
+                    "Subscribes to no topic. A queue subscribed to a "
+                    a href="/ui/topics" { "topic" } " gets a job of each message published to it that its filter matches."
+                }
+            } @else {
+                ul class="queue-topics" id="queue-topics" {
+                    @for subscription in &list.subscriptions {
+                        li {
+                            a id={ "topic-link-" (subscription.topic) } href={ "/ui/topics/" (subscription.topic) } {
+                                (subscription.topic)
+                            }
+                            " · "
+                            @match &subscription.filter {
+                                Some(filter) => code title="its filter" { (format::shorten(&filter.to_string(), 120)) },
+                                None => span class="muted" { "every message" },
+                            }
+                        }
+                    }
                 }
             }
         }
