@@ -112,12 +112,7 @@ pub fn publish(
     if let [id] = ids {
         span.record("hookq.message_id", tracing::field::display(id));
     }
-    let state = producer.as_ref().and_then(|p| p.state.clone());
-    if let Some(parent) = &producer {
-        let _ = span.set_parent(context_of(parent));
-    }
-    let stored = context_of_span(&span, state).or(producer);
-    (Some(span), stored)
+    under_producer(span, producer)
 }
 
 /// The span of one enqueue (of one job, or a batch), a child of the producer's context
@@ -142,6 +137,16 @@ pub fn enqueue(
     if let [id] = ids {
         span.record("hookq.job_id", tracing::field::display(id));
     }
+    under_producer(span, producer)
+}
+
+/// A producer-side span (an enqueue's, a publish's) made a child of the producer's context
+/// when it sent one, and the context its jobs are stored with: the span's, carrying the
+/// producer's `tracestate`, or the producer's as it came when the span has none.
+fn under_producer(
+    span: Span,
+    producer: Option<TraceContext>,
+) -> (Option<Span>, Option<TraceContext>) {
     let state = producer.as_ref().and_then(|p| p.state.clone());
     if let Some(parent) = &producer {
         let _ = span.set_parent(context_of(parent));

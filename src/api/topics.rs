@@ -576,6 +576,36 @@ fn messages_of(
         .collect()
 }
 
+/// Publish `payloads` (one message each, the options applying to all; `batch`: as a
+/// `_batch`, for its key space) under the publish's span, and once committed wake and
+/// count what they stored. The message ids, and what the store did.
+async fn publish_payloads(
+    state: &AppState,
+    topic: &TopicName,
+    payloads: Vec<CanonicalJson>,
+    options: &EnqueueOptions,
+    batch: bool,
+) -> ApiResult<(Vec<JobId>, Published)> {
+    let ids: Vec<JobId> = payloads.iter().map(|_| JobId::new()).collect();
+    // Held to the end of the request: every subscriber's attempt is a child of it.
+    let (_span, trace) = otel::publish(topic, &ids, options.trace.clone());
+    let messages = messages_of(payloads, options, trace, &ids);
+    let due_at = messages
+        .iter()
+        .map(NewJob::due_at)
+        .min()
+        .unwrap_or(options.now);
+    let key = options.idempotency.clone();
+    let published = state
+        .store
+        .publish(topic.clone(), messages, key, batch, options.now)
+        .await?;
+    if let Published::Stored(routed) = &published {
+        announce(state, topic, routed, due_at);
+    }
+    Ok((ids, published))
+}
+
 /// After a publish committed: wake each queue that got jobs, count them.
 fn announce(state: &AppState, topic: &TopicName, routed: &[Routed], due_at: UnixMillis) {
     let mut jobs = 0;
@@ -638,17 +668,8 @@ async fn publish(
     options: EnqueueOptions,
     JobBody(payload): JobBody,
 ) -> ApiResult<(StatusCode, Json<PublishedBody>)> {
-    let ids = [JobId::new()];
-    // Held to the end of the request: every subscriber's attempt is a child of it.
-    let (_span, trace) = otel::publish(&topic, &ids, options.trace.clone());
-    let messages = messages_of(vec![payload], &options, trace, &ids);
-    let due_at = messages[0].due_at();
-    let key = options.idempotency.clone();
-    match state
-        .store
-        .publish(topic.clone(), messages, key, false, options.now)
-        .await?
-    {
+    let (ids, published) = publish_payloads(&state, &topic, vec![payload], &options, false).await?;
+    match published {
         Published::Duplicate(first) => Ok((
             StatusCode::OK,
             Json(PublishedBody {
@@ -660,7 +681,6 @@ async fn publish(
             }),
         )),
         Published::Stored(routed) => {
-            announce(&state, &topic, &routed, due_at);
             let message = routed.into_iter().next();
             Ok((
                 StatusCode::CREATED,
@@ -716,20 +736,8 @@ async fn publish_batch(
     let bytes = read_limited(body, config.max_batch_bytes, config.body_timeout).await?;
     let batch: PublishBatch = parse_json(&bytes)?;
     let payloads = job_payloads(&batch.jobs, config.max_job_bytes)?;
-    let ids: Vec<JobId> = payloads.iter().map(|_| JobId::new()).collect();
-    let (_span, trace) = otel::publish(&topic, &ids, options.trace.clone());
-    let messages = messages_of(payloads, &options, trace, &ids);
-    let due_at = messages
-        .iter()
-        .map(NewJob::due_at)
-        .min()
-        .unwrap_or(options.now);
-    let key = options.idempotency.clone();
-    match state
-        .store
-        .publish(topic.clone(), messages, key, true, options.now)
-        .await?
-    {
+    let (ids, published) = publish_payloads(&state, &topic, payloads, &options, true).await?;
+    match published {
         Published::Duplicate(first) => Ok((
             StatusCode::OK,
             Json(PublishedBatchBody {
@@ -741,7 +749,6 @@ async fn publish_batch(
             }),
         )),
         Published::Stored(routed) => {
-            announce(&state, &topic, &routed, due_at);
             let mut skipped: Vec<String> = routed
                 .iter()
                 .flat_map(|m| m.skipped.iter().map(ToString::to_string))
