@@ -152,16 +152,7 @@ impl Store {
             let (routes, name, batch_of) = (self.routes.clone(), topic.clone(), messages.clone());
             let key = key.clone();
             let run = in_write!(self, Durability::Durable, |tx| {
-                decide::publish(
-                    tx,
-                    &routes,
-                    &name,
-                    &batch_of,
-                    key.as_ref(),
-                    &caution,
-                    now,
-                )
-                .await
+                decide::publish(tx, &routes, &name, &batch_of, key.as_ref(), &caution, now).await
             });
             match run {
                 Err(StoreError::QueueNotFound) if attempts < 3 => self.routes.forget(&topic),

@@ -83,7 +83,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0018_server_keys",
         include_str!("../../../migrations/0018_server_keys.sql"),
     ),
-    ("0019_topics", include_str!("../../../migrations/0019_topics.sql")),
+    (
+        "0019_topics",
+        include_str!("../../../migrations/0019_topics.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.
