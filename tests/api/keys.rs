@@ -41,6 +41,7 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
     const CONSUME: &[&str] = &["consumer"];
     const ADMIN: &[&str] = &[];
     let q = "/queue/billing-eu";
+    let t = "/topic/billing-eu";
     let none = "0190a0b0-0000-7000-8000-000000000000";
     vec![
         // system
@@ -150,6 +151,48 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         // keys
         (Method::GET, "/admin/keys".into(), None, ADMIN),
         (Method::DELETE, format!("/admin/keys/{none}"), None, ADMIN),
+        // topics: a key's names cover topics; routing is admin's
+        (Method::POST, t.into(), Some(json!({"n": 1})), PRODUCE),
+        (
+            Method::POST,
+            format!("{t}/_batch"),
+            Some(json!({"jobs": [{"n": 2}]})),
+            PRODUCE,
+        ),
+        (Method::GET, t.into(), None, READ),
+        (Method::GET, "/topics".into(), None, ALL_READ),
+        (Method::GET, format!("{q}/_subscriptions"), None, READ),
+        (
+            Method::PUT,
+            "/topic/billing-new".into(),
+            Some(json!({})),
+            ADMIN,
+        ),
+        (
+            Method::PATCH,
+            t.into(),
+            Some(json!({"retain": "1h"})),
+            ADMIN,
+        ),
+        (
+            Method::PUT,
+            format!("{t}/_subscriptions/billing-eu"),
+            Some(json!({})),
+            ADMIN,
+        ),
+        (
+            Method::POST,
+            format!("{t}/_subscriptions/billing-eu/_replay"),
+            Some(json!({"since": "1h"})),
+            ADMIN,
+        ),
+        (
+            Method::DELETE,
+            format!("{t}/_subscriptions/emails"),
+            None,
+            ADMIN,
+        ),
+        (Method::DELETE, "/topic/billing-gone".into(), None, ADMIN),
     ]
 }
 
@@ -171,6 +214,11 @@ async fn each_role_gets_exactly_its_routes_on_every_route_family() {
             .await;
     }
     let job = app.enqueue_ok("billing-eu", &json!({"first": true})).await;
+    for topic in ["billing-eu", "emails"] {
+        app.call(Method::PUT, &format!("/topic/{topic}"), Some(b"{}"))
+            .await
+            .expect(201);
+    }
     let other_job = app.enqueue_ok("emails", &json!({"other": true})).await;
     app.put_schedule(
         "billing-eu",
@@ -213,10 +261,12 @@ async fn each_role_gets_exactly_its_routes_on_every_route_family() {
             }
             // The same route on a queue outside the key's scope: 403 for every scoped role
             // but admin, and for reader-all (every queue) only where its role fits.
-            if path.starts_with("/queue/billing-eu") && *label != "admin" && *label != "reader-all"
-            {
+            let in_scope =
+                path.starts_with("/queue/billing-eu") || path.starts_with("/topic/billing-eu");
+            if in_scope && *label != "admin" && *label != "reader-all" {
                 let outside = path
                     .replace("/queue/billing-eu", "/queue/emails")
+                    .replace("/topic/billing-eu", "/topic/emails")
                     .replace(&job, &other_job);
                 send(client, &method, &outside, &body)
                     .await

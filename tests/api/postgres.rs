@@ -188,6 +188,10 @@ async fn postgres_schema_is_applied_once_and_then_left_alone() {
             "queues",
             "schedules",
             "server_keys",
+            "topic_keys",
+            "topic_messages",
+            "topic_subscriptions",
+            "topics",
         ]
     );
     pool.close();
