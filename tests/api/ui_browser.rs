@@ -18,7 +18,7 @@ use crate::helpers::*;
 use crate::ui::ADMIN_KEY;
 
 /// Where the screenshots go, and the temporary directory to keep alive when it is one.
-fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
+pub fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
     match std::env::var_os("HOOKQ_SCREENSHOTS") {
         Some(dir) => {
             // Relative to the repository root, where `cargo test` was started.

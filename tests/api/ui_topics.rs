@@ -8,8 +8,6 @@
 //! `HOOKQ_SCREENSHOTS=docs/ui cargo test --test api ui_topics` refreshes the screenshots
 //! docs/ui.md shows (without it they go to a temporary directory).
 
-use std::path::PathBuf;
-
 use hookq::config::ApiKey;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -17,6 +15,7 @@ use serde_json::{Value, json};
 use crate::browser::Browser;
 use crate::helpers::*;
 use crate::ui::{ADMIN_KEY, Page, UiVisitor};
+use crate::ui_browser::screenshot_dir;
 
 const API_KEY: &str = "ui-topics-api-key-0123456789";
 
@@ -477,25 +476,6 @@ async fn ui_topics_an_unknown_topic_is_a_404_and_its_forms_say_so() {
 // ---------------------------------------------------------------------------------------
 // In a real browser
 // ---------------------------------------------------------------------------------------
-
-/// Where the screenshots go, and the temporary directory to keep alive when it is one.
-fn screenshot_dir() -> (PathBuf, Option<tempfile::TempDir>) {
-    match std::env::var_os("HOOKQ_SCREENSHOTS") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            let dir = if dir.is_relative() {
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(dir)
-            } else {
-                dir
-            };
-            (dir, None)
-        }
-        None => {
-            let temp = tempfile::tempdir().unwrap();
-            (temp.path().to_path_buf(), Some(temp))
-        }
-    }
-}
 
 /// Marks the page shown, so that [`wait_for_next_page`] knows the one that follows.
 async fn mark_page(browser: &Browser) {
