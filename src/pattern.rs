@@ -669,9 +669,13 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> PatternSet<K> {
     /// `new`. A payload quamina cannot read matches only the unfiltered keys.
     pub fn matches(&self, payload: &str) -> Vec<K> {
         let mut hits = self.unfiltered.clone();
-        let payload = match with_last(payload) {
-            Some(payload) if !self.shards.is_empty() => payload,
-            _ => return hits.into_iter().map(|k| self.keys[k].clone()).collect(),
+        // Only filters read the payload: without any, it is not copied.
+        let payload = match self.shards.is_empty() {
+            true => None,
+            false => with_last(payload),
+        };
+        let Some(payload) = payload else {
+            return hits.into_iter().map(|k| self.keys[k].clone()).collect();
         };
         for shard in &self.shards {
             let Ok(matched) = shard.matches_for_event(payload.as_bytes()) else {
