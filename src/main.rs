@@ -16,7 +16,8 @@ use hookq::config::{Config, ServeArgs};
 
 /// mimalloc instead of the system allocator: a request allocates and frees many small
 /// buffers across threads (parsed headers, payload strings, futures), and glibc's arenas spent
-/// ~15% of the server's CPU on them in the end-to-end profile (docs/benchmarks.md).
+/// ~15% of the server's CPU on them in the end-to-end profile (docs/benchmarks.md). SQLite's
+/// own allocations go to mimalloc too (`sqlite_heap`, installed as the store opens).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -121,6 +121,11 @@ impl SqliteStore {
         now: UnixMillis,
         on_batch: impl Fn(BatchStats) + Send + 'static,
     ) -> anyhow::Result<(Self, StoreDone)> {
+        if !sqlite_heap::install() {
+            tracing::debug!(
+                "SQLite was initialized before the store opened: it keeps the C library's malloc"
+            );
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create the directory {}", dir.display()))?;
