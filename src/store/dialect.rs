@@ -152,10 +152,12 @@ pub trait QueueRows {
     /// of its schedules holds (PostgreSQL; SQLite has one writer). `QueueNotFound` if it
     /// does not exist.
     async fn lock_queue_for_schedules(&self, queue: &QueueName) -> StoreResult<()>;
-    /// Those of `queues` that exist, each held against deletion until the transaction
-    /// ends (PostgreSQL waits for a deletion in progress, then leaves that queue out;
-    /// SQLite has one writer).
-    async fn lock_queues(&self, queues: &[QueueName]) -> StoreResult<Vec<QueueName>>;
+    /// Of `queues`, the subscribers a publish's routes name (compiled at the topic version
+    /// this transaction read), those that exist, each held against deletion until the
+    /// transaction ends. PostgreSQL waits for a deletion in progress, then leaves that queue
+    /// out. SQLite has one writer, and a queue's deletion changes the version of every topic
+    /// it subscribed to, so all of them exist: it answers `queues` as they are.
+    async fn lock_subscribers(&self, queues: &[QueueName]) -> StoreResult<Vec<QueueName>>;
 }
 
 /// Live jobs (`jobs`): insert, claim, the moves of an attempt, sweeps and reads.

@@ -79,7 +79,7 @@ pub async fn publish(
     for message in messages {
         let matched = routes.queues_for(message.payload.as_str());
         // A subscriber deleted since the routes were compiled is no longer one.
-        let queues = tx.lock_queues(&matched).await?;
+        let queues = tx.lock_subscribers(&matched).await?;
         if !queues.is_empty() || row.retain_ms > 0 {
             let retain_until = message.created_at.saturating_add(row.retain_ms);
             tx.insert_message(topic, message, retain_until).await?;

@@ -324,7 +324,7 @@ impl QueueRows for PgTx<'_> {
 
     /// `FOR KEY SHARE`: the lock a job's foreign key takes anyway, taken first for all of
     /// them, so no insert can meet a deletion half way.
-    async fn lock_queues(&self, queues: &[QueueName]) -> StoreResult<Vec<QueueName>> {
+    async fn lock_subscribers(&self, queues: &[QueueName]) -> StoreResult<Vec<QueueName>> {
         if queues.is_empty() {
             return Ok(Vec::new());
         }
