@@ -11,8 +11,10 @@ use super::pool::{DeliveryPool, Slot};
 use super::retry::{RetryPolicy, random_spread};
 use super::webhook::{AttemptResult, Outgoing};
 use crate::event::Event;
-use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::{ClaimedJob, Delivery, Failure, Outcome, Queue};
+use crate::model::{JobId, QueueName, UnixMillis, now_millis};
+use crate::store::{
+    ClaimedJob, Delivery, Failure, Lease, Outcome, Queue, Store, StoreError, StoreResult,
+};
 use crate::{otel, telemetry};
 
 /// One job's attempt, from POST to recorded outcome. Owns its delivery slot.
@@ -132,7 +134,7 @@ impl Attempt {
             _ => None,
         };
         let dead = matches!(outcome, Outcome::Dead { .. });
-        match inner.store.record_outcome(job.id, lease, outcome).await {
+        match record_while_leased(&inner.store, job.id, lease, outcome).await {
             Ok(true) => {
                 if let Some(at) = retry_at {
                     inner.wakeups.mark_due(&queue.name, at);
@@ -155,6 +157,41 @@ impl Attempt {
                 error = %err,
                 "cannot record the outcome; the lease will expire and the job be delivered again"
             ),
+        }
+    }
+}
+
+/// The first pause before recording an outcome again, and the longest.
+const RECORD_AGAIN_FIRST: Duration = Duration::from_millis(100);
+const RECORD_AGAIN_MAX: Duration = Duration::from_secs(1);
+
+/// Record `outcome` under `lease`; while the database cannot be reached (PostgreSQL
+/// restarting, a failover) or aborts the write over a lock conflict, again, until the lease
+/// ends. The delivery happened: recorded once the database is back, it spares the job an
+/// attempt and its worker a duplicate. A retry is safe even when the failed commit did land:
+/// the lease fences it (`Ok(false)`). Past the lease the job is another attempt's.
+async fn record_while_leased(
+    store: &Store,
+    id: JobId,
+    lease: Lease,
+    outcome: Outcome,
+) -> StoreResult<bool> {
+    let mut pause = RECORD_AGAIN_FIRST;
+    let mut told = false;
+    loop {
+        match store.record_outcome(id, lease, outcome.clone()).await {
+            Err(err @ (StoreError::Unavailable(_) | StoreError::Contended(_)))
+                if now_millis().saturating_add(pause.as_millis() as i64) < lease.until =>
+            {
+                if !told {
+                    tracing::warn!(job_id = %id, error = %err, "cannot record the outcome yet; trying again while the lease holds");
+                    told = true;
+                }
+                // A backoff between tries, not a wait for an event.
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RECORD_AGAIN_MAX);
+            }
+            other => return other,
         }
     }
 }

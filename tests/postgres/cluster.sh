@@ -6,6 +6,7 @@
 #   bash tests/postgres/cluster.sh stop "$HOOKQ_TEST_POSTGRES_DIR"
 #
 #   bash tests/postgres/cluster.sh crash DIR    # kill the server (immediate stop), keep the data
+#   bash tests/postgres/cluster.sh halt DIR     # stop it cleanly (fast stop: sessions are told)
 #   bash tests/postgres/cluster.sh resume DIR   # start it again on the same port
 #
 # The cluster lives in a fresh temporary directory, listens on 127.0.0.1 on a free port,
@@ -48,6 +49,10 @@ start)
 crash)
     dir=${2:?usage: cluster.sh crash DIR}
     as_owner "$(bin_dir)/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null
+    ;;
+halt)
+    dir=${2:?usage: cluster.sh halt DIR}
+    as_owner "$(bin_dir)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
     ;;
 resume)
     dir=${2:?usage: cluster.sh resume DIR}
