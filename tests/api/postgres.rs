@@ -82,6 +82,21 @@ impl TestDatabase {
             .expect("connect to the test database")
     }
 
+    /// End every session on this database (`pg_terminate_backend`), whatever it is doing,
+    /// as an administrator or a failing network would; how many.
+    pub async fn terminate_sessions(&self) -> i64 {
+        admin(&self.admin_url)
+            .await
+            .query_one(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                                       WHERE datname = $1 AND pid <> pg_backend_pid()) AS ended",
+                &[&self.name],
+            )
+            .await
+            .expect("end the test database's sessions")
+            .get(0)
+    }
+
     /// Drop the database (every pool on it must be closed first).
     pub async fn drop_database(self) {
         admin(&self.admin_url)

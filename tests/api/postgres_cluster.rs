@@ -1,11 +1,12 @@
 //! Several real `hookq` processes on one PostgreSQL database: a job enqueued on any node is
 //! delivered, acknowledged exactly once, even when a node is killed with `kill -9` holding
 //! deliveries; ordering keys stay strict across nodes; a node started later picks up the
-//! backlog at once; and a PostgreSQL crash and restart under load loses nothing the nodes
-//! acknowledged, the nodes recovering by themselves.
+//! backlog at once; and PostgreSQL stopped (a crash or a fast stop) and restarted under
+//! load, or a node's sessions ended mid-transaction, loses nothing the nodes acknowledged,
+//! the nodes recovering by themselves.
 //!
 //! Each test gets a fresh database on the test cluster (`HOOKQ_TEST_POSTGRES_URL`), or, for
-//! the crash, a throwaway cluster of its own; without one they say "skipped" (never under
+//! the stops, a throwaway cluster of its own; without one they say "skipped" (never under
 //! `CI=true`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -262,6 +263,98 @@ async fn cluster_script(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Producers, one per node, enqueueing into queue `q` until stopped. Every 201 is kept;
+/// every other answer must be a 503 in the API's error shape with `Retry-After: 1` (the
+/// database away), after which the producer asks again a little later, as a client would.
+struct Producers {
+    stop: Arc<AtomicBool>,
+    running: Vec<tokio::task::JoinHandle<Produced>>,
+}
+
+/// One producer's answers: the ids it was given, and how many refusals of each status.
+type Produced = (Vec<String>, BTreeMap<u16, usize>);
+
+impl Producers {
+    fn start(nodes: &[&ApiClient]) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut running = Vec::new();
+        for (p, api) in nodes.iter().map(|api| (*api).clone()).enumerate() {
+            let stop = stop.clone();
+            running.push(tokio::spawn(async move {
+                let mut stored = Vec::new();
+                let mut refused = BTreeMap::<u16, usize>::new();
+                let mut n = p * 1_000_000;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let response = api.enqueue("q", &payload(n)).await;
+                    if response.status == 201 {
+                        stored.push(response.expect(201)["id"].as_str().unwrap().to_owned());
+                    } else {
+                        response.expect_error(response.status);
+                        assert_eq!(response.header("retry-after"), Some("1"), "{response:?}");
+                        *refused.entry(response.status).or_insert(0) += 1;
+                        // A client's pause before asking again, not a wait for an event.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+                (stored, refused)
+            }));
+        }
+        Self { stop, running }
+    }
+
+    /// Stop them; the ids of the jobs they were answered 201 for. Fails unless every other
+    /// answer was a 503.
+    async fn stop(self) -> BTreeSet<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut stored = BTreeSet::new();
+        let mut refused = BTreeMap::<u16, usize>::new();
+        for producer in self.running {
+            let (ids, statuses) = producer.await.expect("the producer does not panic");
+            stored.extend(ids);
+            for (status, n) in statuses {
+                *refused.entry(status).or_insert(0) += n;
+            }
+        }
+        assert!(
+            refused.keys().all(|&s| s == 503),
+            "while the database is away, enqueues are refused with 503: {refused:?}"
+        );
+        stored
+    }
+}
+
+#[tokio::test]
+async fn a_nodes_sessions_ended_mid_transaction_under_load_lose_nothing_and_it_recovers() {
+    let Some(db) = TestDatabase::create("the ended-sessions test").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let mut a = node(&db.url, &[]).await;
+    a.create_queue_ok("q", &receiver.url, None).await;
+    let producers = Producers::start(&[&a.api, &a.api]);
+    // Three times, under load: every session of the node ended, whatever it was doing
+    // (enqueues committing, claims, outcomes, the LISTEN connection).
+    for _ in 0..3 {
+        let before = receiver.received().len();
+        receiver.wait_for(before + 50).await;
+        assert!(db.terminate_sessions().await > 0, "the node had sessions");
+    }
+    // It goes on by itself: 50 more deliveries.
+    let before = receiver.received().len();
+    receiver.wait_for(before + 50).await;
+    let stored = producers.stop().await;
+    wait_acknowledged(&receiver, &stored, RECOVERY_DEADLINE).await;
+    eventually("the node ready", || async {
+        (a.get("/readyz").await.status == 200).then_some(())
+    })
+    .await;
+    let queue = a.get("/queue/q/_stats").await.expect(200);
+    assert_eq!(queue["ready"], 0, "nothing left behind: {queue}");
+    a.kill_9().await;
+    db.drop_database().await;
+}
+
 /// How the PostgreSQL server goes away (`pg_ctl stop -m …`).
 #[derive(Debug, Clone, Copy)]
 enum Stop {
@@ -293,32 +386,7 @@ async fn postgresql_stopped_under_load(how: Stop) {
     a.create_queue_ok("q", &receiver.url, None).await;
     known_everywhere(&[&a, &b], "q").await;
 
-    // Producers on both nodes, enqueueing until told to stop; every 201 is recorded, and
-    // every other answer must be the API's JSON error.
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut producers = Vec::new();
-    for (p, api) in [a.api.clone(), b.api.clone()].into_iter().enumerate() {
-        let stop = stop.clone();
-        producers.push(tokio::spawn(async move {
-            let mut stored = Vec::new();
-            let mut refused = BTreeMap::<u16, usize>::new();
-            let mut n = p * 1_000_000;
-            while !stop.load(Ordering::SeqCst) {
-                n += 1;
-                let response = api.enqueue("q", &payload(n)).await;
-                if response.status == 201 {
-                    stored.push(response.expect(201)["id"].as_str().unwrap().to_owned());
-                } else {
-                    response.expect_error(response.status);
-                    assert_eq!(response.header("retry-after"), Some("1"), "{response:?}");
-                    *refused.entry(response.status).or_insert(0) += 1;
-                    // The database is down: ask again a little later, as a client would.
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }
-            (stored, refused)
-        }));
-    }
+    let producers = Producers::start(&[&a.api, &b.api]);
     receiver.wait_for(50).await;
     cluster.stop(how).await;
     for api in [&a.api, &b.api] {
@@ -345,20 +413,7 @@ async fn postgresql_stopped_under_load(how: Stop) {
     // Load keeps going through the restarted database: 50 more deliveries.
     let before = receiver.received().len();
     receiver.wait_for(before + 50).await;
-    stop.store(true, Ordering::SeqCst);
-    let mut stored = BTreeSet::new();
-    let mut refused = BTreeMap::<u16, usize>::new();
-    for producer in producers {
-        let (ids, statuses) = producer.await.expect("the producer does not panic");
-        stored.extend(ids);
-        for (status, n) in statuses {
-            *refused.entry(status).or_insert(0) += n;
-        }
-    }
-    assert!(
-        refused.keys().all(|&s| s == 503),
-        "while the database is away, enqueues are refused with 503: {refused:?}"
-    );
+    let stored = producers.stop().await;
     wait_acknowledged(&receiver, &stored, RECOVERY_DEADLINE).await;
     let queue = a.get("/queue/q/_stats").await.expect(200);
     assert_eq!(queue["ready"], 0, "nothing left behind: {queue}");
