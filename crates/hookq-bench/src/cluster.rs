@@ -27,8 +27,9 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::ceilings::QUEUE;
+use crate::quota::CpuQuota;
 use crate::report::Stats;
-use crate::server::{self, ServerProcess, children_cpu_seconds, process_cpu_seconds};
+use crate::server::{self, ServerProcess, ServerSpec, children_cpu_seconds, process_cpu_seconds};
 use crate::{Bench, MANY_PRODUCERS, MAX_WAIT, SMALL_PAYLOAD, load, per_10k, percentile};
 
 /// Jobs sent one at a time for the idle latency.
@@ -54,6 +55,15 @@ pub struct ClusterFigure {
     pub e2e_to_sqlite: Stats,
     pub e2e_nodes_cpu_per_10k: Stats,
     pub e2e_postgres_cpu_per_10k: Option<Stats>,
+    /// End to end, CPU ms per job of the nodes and PostgreSQL together.
+    pub e2e_cpu_ms_per_job: Stats,
+    /// Per repetition, on PostgreSQL: e2e(N) / (N × e2e(1 node)), the scaling efficiency
+    /// (1: each node adds what one node does). None without a 1-node run.
+    pub scaling_efficiency: Option<Stats>,
+    /// Per repetition, on PostgreSQL: CPU per job (nodes + PostgreSQL) / the 1-node run's.
+    pub e2e_cpu_to_one_node: Option<Stats>,
+    /// `--node-cpu`: the cores each node (and the SQLite server) was allowed; none: shared.
+    pub node_cpu: Option<f64>,
     pub duplicates: u64,
     /// Enqueue → arrival at the sink, one job at a time, in ms.
     pub idle_latency_p50_ms: Stats,
@@ -62,12 +72,14 @@ pub struct ClusterFigure {
 
 impl ClusterFigure {
     /// The figures of `backend`'s runs, each repetition's against SQLite's run of the same
-    /// repetition (`sqlite`).
+    /// repetition (`sqlite`) and, on PostgreSQL, the 1-node run's (`one_node`).
     fn of(
         (backend, nodes): (Backend, usize),
         e2e_jobs: u64,
         runs: &[ClusterRun],
         sqlite: &[ClusterRun],
+        one_node: Option<&[ClusterRun]>,
+        node_cpu: Option<f64>,
     ) -> Self {
         let stats = |figure: fn(&ClusterRun) -> f64| Stats::of(runs.iter().map(figure).collect());
         let database = |figure: fn(&ClusterRun) -> Option<f64>| {
@@ -84,7 +96,19 @@ impl ClusterFigure {
                     .collect(),
             )
         };
+        let against_one_node = |figure: &dyn Fn(&ClusterRun, &ClusterRun) -> f64| {
+            one_node
+                .filter(|_| backend == Backend::Postgres)
+                .map(|one| Stats::of(runs.iter().zip(one).map(|(r, o)| figure(r, o)).collect()))
+        };
+        let n = nodes as f64;
         Self {
+            e2e_cpu_ms_per_job: stats(ClusterRun::e2e_cpu_ms_per_job),
+            scaling_efficiency: against_one_node(&|run, one| run.e2e / (n * one.e2e)),
+            e2e_cpu_to_one_node: against_one_node(&|run, one| {
+                run.e2e_cpu_ms_per_job() / one.e2e_cpu_ms_per_job()
+            }),
+            node_cpu,
             backend,
             nodes,
             enqueue_jobs_per_second: stats(|r| r.enqueue),
@@ -148,6 +172,14 @@ struct ClusterRun {
     idle_p50_ms: f64,
     idle_p99_ms: f64,
     duplicates: u64,
+}
+
+impl ClusterRun {
+    /// End to end, CPU ms per job of the nodes and the database together.
+    fn e2e_cpu_ms_per_job(&self) -> f64 {
+        // CPU-seconds per 10k jobs → ms per job.
+        (self.e2e_cpu.nodes + self.e2e_cpu.database.unwrap_or(0.0)) / 10.0
+    }
 }
 
 /// CPU-seconds of the hookq nodes together and of the database's own processes (none for
@@ -365,10 +397,16 @@ impl Bench {
             }
         }
         let sqlite = &runs[0];
+        let one_node = setups
+            .iter()
+            .position(|&setup| setup == (Backend::Postgres, 1))
+            .map(|i| runs[i].as_slice());
         Ok(setups
             .iter()
             .zip(&runs)
-            .map(|(&setup, runs)| ClusterFigure::of(setup, jobs, runs, sqlite))
+            .map(|(&setup, runs)| {
+                ClusterFigure::of(setup, jobs, runs, sqlite, one_node, self.node_cpu)
+            })
             .collect())
     }
 
@@ -391,6 +429,19 @@ impl Bench {
         run
     }
 
+    /// One dispatching server on `db`, in a CPU quota of its own with `--node-cpu`.
+    async fn start_node(&self, db: PathBuf) -> anyhow::Result<ServerProcess> {
+        let quota = self.node_cpu.map(CpuQuota::new).transpose()?;
+        self.launch(ServerSpec {
+            binary: self.binary.clone(),
+            db,
+            dispatch: true,
+            max_queues: None,
+            quota,
+        })
+        .await
+    }
+
     /// One run: `nodes` servers on the `backend` database at `db` (a path or a URL).
     async fn cluster_once(
         &mut self,
@@ -401,7 +452,7 @@ impl Bench {
     ) -> anyhow::Result<ClusterRun> {
         let mut servers = Vec::new();
         for _ in 0..nodes {
-            servers.push(self.start_server(db.to_owned(), true).await?);
+            servers.push(self.start_node(db.to_owned()).await?);
         }
         let nodes = Nodes { servers };
         let first = nodes.servers[0].base_url();
@@ -548,7 +599,7 @@ mod tests {
     fn each_ratio_is_taken_against_sqlites_run_of_the_same_repetition() {
         let sqlite = [run(1000.0, 400.0, None), run(2000.0, 800.0, None)];
         let postgres = [run(500.0, 200.0, Some(3.0)), run(500.0, 100.0, Some(3.0))];
-        let figure = ClusterFigure::of((Backend::Postgres, 3), 10, &postgres, &sqlite);
+        let figure = ClusterFigure::of((Backend::Postgres, 3), 10, &postgres, &sqlite, None, None);
         assert_eq!(figure.enqueue_to_sqlite.runs, [0.5, 0.25]);
         assert_eq!(figure.e2e_to_sqlite.runs, [0.5, 0.125]);
         assert_eq!(
@@ -560,8 +611,35 @@ mod tests {
     #[test]
     fn sqlite_has_no_database_cpu_of_its_own_and_a_ratio_of_one() {
         let sqlite = [run(1000.0, 400.0, None)];
-        let figure = ClusterFigure::of((Backend::Sqlite, 1), 10, &sqlite, &sqlite);
+        let figure = ClusterFigure::of((Backend::Sqlite, 1), 10, &sqlite, &sqlite, None, None);
         assert!(figure.enqueue_postgres_cpu_per_10k.is_none());
         assert_eq!(figure.e2e_to_sqlite.runs, [1.0]);
+        assert!(figure.scaling_efficiency.is_none());
+    }
+
+    #[test]
+    fn efficiency_and_cpu_are_taken_against_the_one_node_run_of_the_same_repetition() {
+        let sqlite = [run(1000.0, 400.0, None), run(1000.0, 400.0, None)];
+        // CPU-s per 10k: nodes 1.0 + PostgreSQL → ms per job = (1 + db) / 10.
+        let one = [run(500.0, 200.0, Some(1.0)), run(500.0, 100.0, Some(1.0))];
+        let four = [run(500.0, 640.0, Some(1.5)), run(500.0, 400.0, Some(3.0))];
+        let figure = ClusterFigure::of(
+            (Backend::Postgres, 4),
+            10,
+            &four,
+            &sqlite,
+            Some(&one),
+            Some(0.15),
+        );
+        let close = |got: Vec<f64>, want: [f64; 2]| {
+            assert!(
+                got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-9),
+                "{got:?} against {want:?}"
+            );
+        };
+        close(figure.scaling_efficiency.unwrap().runs, [0.8, 1.0]);
+        close(figure.e2e_cpu_to_one_node.unwrap().runs, [1.25, 2.0]);
+        close(figure.e2e_cpu_ms_per_job.runs, [0.25, 0.4]);
+        assert_eq!(figure.node_cpu, Some(0.15));
     }
 }

@@ -240,6 +240,7 @@ impl Bench {
                 db: db.clone(),
                 dispatch: false,
                 max_queues: Some(MATCHING_MAX_QUEUES),
+                quota: None,
             })
             .await?;
         let base = server.base_url();

@@ -17,6 +17,7 @@ mod fanout;
 mod kept;
 mod load;
 mod pull;
+mod quota;
 mod recurring;
 mod relay;
 mod report;
@@ -76,6 +77,12 @@ struct Cli {
     /// comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 3])]
     nodes: Vec<usize>,
+    /// The `cluster` part only: run each hookq node (and the SQLite server it is compared
+    /// with) in a CPU quota of this many cores of its own (cgroup v2 `cpu.max` or v1
+    /// `cpu.cfs_quota_us`; needs root), as though each were a small machine; PostgreSQL, the
+    /// producers and the sink stay outside. Without it, nodes share the machine's cores.
+    #[arg(long)]
+    node_cpu: Option<f64>,
     /// Run as the relay child process, forwarding to this URL, until SIGTERM.
     #[arg(long, hide = true)]
     relay_to: Option<String>,
@@ -249,6 +256,8 @@ struct Bench {
     sink: Sink,
     clock: Instant,
     next_db: usize,
+    /// `--node-cpu`: the cores each node of the `cluster` part may use.
+    node_cpu: Option<f64>,
 }
 
 /// The same allocator as the server (src/main.rs), so the sink, the producers and the relay
@@ -285,6 +294,7 @@ async fn main() -> anyhow::Result<()> {
         sink,
         clock,
         next_db: 0,
+        node_cpu: cli.node_cpu,
     };
     let wanted = |part: Part| cli.only.is_empty() || cli.only.contains(&part);
     let mut report = Report {
@@ -457,13 +467,14 @@ impl Bench {
             db,
             dispatch,
             max_queues: None,
+            quota: None,
         })
         .await
     }
 
     /// Start a server as `spec` says.
     async fn launch(&self, spec: ServerSpec) -> anyhow::Result<ServerProcess> {
-        tokio::task::spawn_blocking(move || ServerProcess::start(&spec))
+        tokio::task::spawn_blocking(move || ServerProcess::start(spec))
             .await
             .context("server start task failed")?
     }

@@ -720,8 +720,21 @@ fn print_cluster(figures: &[crate::cluster::ClusterFigure], repetitions: usize) 
     println!(
         "  medians of {repetitions} repetition(s), every run in the JSON; × SQLite: the median of \
          each repetition's\n  ratio to SQLite's run; CPU ms per job: the hookq nodes together / \
-         PostgreSQL"
+         PostgreSQL; efficiency: e2e(N) / (N × e2e(1 node));\n  CPU × 1 node: end-to-end CPU \
+         per job (nodes + PostgreSQL) / the 1-node run's"
     );
+    match first.node_cpu {
+        Some(cores) => println!(
+            "  each node (and the SQLite server) in a CPU quota of {cores} cores of its own; \
+             PostgreSQL, producers and sink outside"
+        ),
+        None => println!("  every node shares the machine's cores (no --node-cpu)"),
+    }
+    let against_one = |figure: &Option<Stats>| {
+        figure
+            .as_ref()
+            .map_or("—".to_owned(), |s| format!("{:.2}", s.median))
+    };
     // CPU-seconds per 10k jobs → ms per job.
     let cpu = |nodes: &Stats, database: &Option<Stats>| {
         let database = database
@@ -738,6 +751,8 @@ fn print_cluster(figures: &[crate::cluster::ClusterFigure], repetitions: usize) 
             "× SQLite",
             "enqueue CPU ms",
             "e2e CPU ms",
+            "efficiency",
+            "CPU × 1 node",
             "idle p50 ms",
             "idle p99 ms",
             "backlog drain/s (jobs)",
@@ -757,6 +772,8 @@ fn print_cluster(figures: &[crate::cluster::ClusterFigure], repetitions: usize) 
                 &f.enqueue_postgres_cpu_per_10k,
             ),
             cpu(&f.e2e_nodes_cpu_per_10k, &f.e2e_postgres_cpu_per_10k),
+            against_one(&f.scaling_efficiency),
+            against_one(&f.e2e_cpu_to_one_node),
             format!("{:.2}", f.idle_latency_p50_ms.median),
             format!("{:.2}", f.idle_latency_p99_ms.median),
             format!(

@@ -2,6 +2,7 @@
 //! (`relay.rs`) — killed on drop, plus the `/proc` readings (CPU time, peak RSS) and file
 //! sizes the report needs.
 
+use crate::quota::CpuQuota;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -74,7 +75,7 @@ pub fn db_bytes(db: &Path) -> u64 {
 }
 
 /// How to start one server.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ServerSpec {
     pub binary: PathBuf,
     pub db: PathBuf,
@@ -82,6 +83,8 @@ pub struct ServerSpec {
     /// `HOOKQ_MAX_QUEUES`, for a run that needs more queues than the default cap (10 000)
     /// allows; `None`: the server's default.
     pub max_queues: Option<usize>,
+    /// A CPU quota of its own to run in (`--node-cpu`); `None`: unconstrained.
+    pub quota: Option<CpuQuota>,
 }
 
 /// A running child process (the hookq server, or the bench's relay). Dropping it kills the
@@ -93,12 +96,17 @@ pub struct ServerProcess {
     /// "the server" or "the relay", for messages.
     what: String,
     log_tail: Arc<Mutex<Vec<String>>>,
+    /// The cgroup the process runs in, removed after it (fields drop after `Drop::drop`).
+    quota: Option<CpuQuota>,
 }
 
 impl ServerProcess {
     /// Start the hookq server and wait for its `hookq listening addr=…` line.
-    pub fn start(spec: &ServerSpec) -> anyhow::Result<Self> {
-        let mut command = Command::new(&spec.binary);
+    pub fn start(spec: ServerSpec) -> anyhow::Result<Self> {
+        let mut command = match &spec.quota {
+            Some(quota) => quota.command(&spec.binary),
+            None => Command::new(&spec.binary),
+        };
         command
             .arg("--db")
             .arg(&spec.db)
@@ -123,7 +131,9 @@ impl ServerProcess {
             Some(cap) => command.env("HOOKQ_MAX_QUEUES", cap.to_string()),
             None => command.env_remove("HOOKQ_MAX_QUEUES"),
         };
-        Self::spawn(command, "the server")
+        let mut server = Self::spawn(command, "the server")?;
+        server.quota = spec.quota;
+        Ok(server)
     }
 
     /// Start this bench binary as the relay (see `relay.rs`), forwarding to `sink_url`.
@@ -185,6 +195,7 @@ impl ServerProcess {
             pid,
             what: what.to_owned(),
             log_tail,
+            quota: None,
         };
         match addr_rx.recv_timeout(START_TIMEOUT) {
             Ok(addr) => process.addr = addr,
