@@ -19,6 +19,12 @@
 //! `power.rs`); the run ends with the line
 //! `power-loss: N cuts, A acknowledged, L lost, D duplicated (bound B)`.
 //!
+//! With `--pg-restarts N` (and `--pg-dir`, the cluster `tests/postgres/cluster.sh start`
+//! made, whose URL `--db` gives) PostgreSQL itself is stopped (`-m fast` or `-m immediate`)
+//! and started again N times among the kills, the nodes left running; the run ends with
+//! `pg-restarts: N restarts and K kills of M nodes, A acknowledged, L lost, D duplicated
+//! (bound B)`.
+//!
 //! With `--pull N` the queue is a pull queue: N consumers lease, work and ack (an ack cut
 //! off by a kill is sent again), and the same checks hold.
 //!
@@ -110,6 +116,15 @@ struct Args {
     /// no 201 may rest on what that fsync covered.
     #[arg(long, default_value_t = 0)]
     fsync_fail: u32,
+    /// PostgreSQL stopped (`-m fast` or `-m immediate`, at random) and started again after
+    /// 0.5–2 s, this many times, shuffled among the kills; the nodes keep running. Needs
+    /// `--pg-dir` and `--db` naming that cluster.
+    #[arg(long, default_value_t = 0)]
+    pg_restarts: u32,
+    /// The PostgreSQL cluster `--pg-restarts` stops and starts: the directory
+    /// `tests/postgres/cluster.sh start` made (its `HOOKQ_TEST_POSTGRES_DIR`).
+    #[arg(long)]
+    pg_dir: Option<PathBuf>,
 }
 
 /// What ends each round.
@@ -121,16 +136,22 @@ enum Fault {
     PowerCut,
     /// Fail one fsync, then `kill -9` and lose power.
     FsyncFailThenCut,
+    /// Stop PostgreSQL and start it again, the nodes left running.
+    PgRestart,
 }
 
-/// What ends each round: `--kills` kills, or the power cuts (the fsync failures spread
-/// among them at random).
+/// What ends each round: `--kills` kills and `--pg-restarts` restarts, or the power cuts
+/// (the fsync failures among them), in a random order.
 fn faults(args: &Args, rng: &mut Rng) -> Vec<Fault> {
-    if args.power_loss == 0 && args.fsync_fail == 0 {
-        return vec![Fault::Kill; args.kills as usize];
-    }
-    let mut faults = vec![Fault::PowerCut; args.power_loss as usize];
-    faults.extend(vec![Fault::FsyncFailThenCut; args.fsync_fail as usize]);
+    let mut faults = if args.power_loss == 0 && args.fsync_fail == 0 {
+        let mut faults = vec![Fault::Kill; args.kills as usize];
+        faults.extend(vec![Fault::PgRestart; args.pg_restarts as usize]);
+        faults
+    } else {
+        let mut faults = vec![Fault::PowerCut; args.power_loss as usize];
+        faults.extend(vec![Fault::FsyncFailThenCut; args.fsync_fail as usize]);
+        faults
+    };
     // Fisher-Yates.
     for i in (1..faults.len()).rev() {
         faults.swap(i, rng.below(i as u64 + 1) as usize);
@@ -570,8 +591,14 @@ async fn main() -> anyhow::Result<()> {
     if args.nodes == 0 || (args.nodes > 1 && shared.is_none()) {
         bail!("--nodes 2 or more needs --db postgres://… (a SQLite file has one server)");
     }
+    if args.pg_restarts > 0 && (shared.is_none() || args.pg_dir.is_none()) {
+        bail!(
+            "--pg-restarts stops and starts a PostgreSQL cluster of the run's own: give its \
+             directory (--pg-dir, from tests/postgres/cluster.sh start) and its URL (--db)"
+        );
+    }
     let faults = faults(&args, &mut rng);
-    let power = if faults.contains(&Fault::Kill) {
+    let power = if args.power_loss == 0 && args.fsync_fail == 0 {
         None
     } else if shared.is_some() {
         bail!("--power-loss and --fsync-fail cut the power of a SQLite file's disk: no --db")
@@ -588,6 +615,11 @@ async fn main() -> anyhow::Result<()> {
         faults.len(),
         if power.is_some() {
             format!("power cuts ({} after a failed fsync)", args.fsync_fail)
+        } else if args.pg_restarts > 0 {
+            format!(
+                "rounds ({} kills, {} PostgreSQL restarts)",
+                args.kills, args.pg_restarts
+            )
         } else {
             "kills".to_owned()
         },
@@ -626,6 +658,7 @@ async fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let mut released_total = 0;
     let mut in_flight_at_kills = 0;
+    let mut pg_restarts_done = 0u32;
 
     let mut servers = Vec::new();
     for _ in 0..args.nodes {
@@ -715,6 +748,41 @@ async fn main() -> anyhow::Result<()> {
     for (round, fault) in (1..).zip(faults.iter().copied()) {
         let span = args.max_uptime_ms.saturating_sub(args.min_uptime_ms);
         let uptime = Duration::from_millis(args.min_uptime_ms + rng.below(span + 1));
+        if let (Fault::PgRestart, Some(cluster)) = (fault, &args.pg_dir) {
+            tokio::time::sleep(uptime).await;
+            // Jobs in flight now may be delivered again if their outcome cannot be written
+            // before their lease ends: they count toward the duplicate bound.
+            let mut in_flight = 0;
+            if let Some(url) = node_up(&base, round) {
+                for queue in &queues {
+                    in_flight +=
+                        get_json(&http, &format!("{url}/queue/{queue}/_stats")).await?["inFlight"]
+                            .as_u64()
+                            .unwrap_or(0);
+                }
+            }
+            let worker_busy = worker.in_flight.load(Ordering::SeqCst) as u64;
+            released_total += in_flight.max(worker_busy);
+            let acknowledged = produced.acknowledged.lock().unwrap().len();
+            let how = if rng.below(2) == 0 { "halt" } else { "crash" };
+            cluster_script(&[how], cluster).await?;
+            // How long the database stays away (a chaos parameter, not a wait for an event).
+            let down = Duration::from_millis(500 + rng.below(1501));
+            tokio::time::sleep(down).await;
+            cluster_script(&["resume"], cluster).await?;
+            println!(
+                "round {round}: PostgreSQL stopped ({}) after {uptime:?} up; {acknowledged} \
+                 jobs acknowledged so far; {in_flight} in flight, {worker_busy} at the worker; \
+                 started again after {down:?}",
+                if how == "halt" {
+                    "-m fast"
+                } else {
+                    "-m immediate"
+                }
+            );
+            pg_restarts_done += 1;
+            continue;
+        }
         if let (Fault::FsyncFailThenCut, Some(disk)) = (fault, &power) {
             tokio::time::sleep(uptime / 2).await;
             let acknowledged = produced.acknowledged.lock().unwrap().len();
@@ -886,7 +954,13 @@ async fn main() -> anyhow::Result<()> {
         "elapsed:                              {:?}",
         started.elapsed()
     );
-    println!("kills (SIGKILL):                      {}", faults.len());
+    println!(
+        "kills (SIGKILL):                      {}",
+        faults.len() - pg_restarts_done as usize
+    );
+    if pg_restarts_done > 0 {
+        println!("PostgreSQL restarts:                  {pg_restarts_done}");
+    }
     if power.is_some() {
         println!(
             "fsync failures (armed, met):          {}, {fsync_failures_met}",
@@ -980,6 +1054,16 @@ async fn main() -> anyhow::Result<()> {
             missing.len()
         );
     }
+    if pg_restarts_done > 0 {
+        println!(
+            "pg-restarts: {pg_restarts_done} restarts and {} kills of {} nodes, {} acknowledged, \
+             {} lost, {extra_deliveries} duplicated (bound {bound})",
+            args.kills,
+            args.nodes,
+            acknowledged.len(),
+            missing.len()
+        );
+    }
     if power.is_some() {
         println!(
             "power-loss: {} cuts, {} acknowledged, {} lost, {extra_deliveries} duplicated \
@@ -1010,6 +1094,22 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// A database of its own on a PostgreSQL server, for one run.
+/// `tests/postgres/cluster.sh COMMAND DIR` (halt, crash, resume) on the cluster in `dir`.
+async fn cluster_script(command: &[&str], dir: &std::path::Path) -> anyhow::Result<()> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/postgres/cluster.sh");
+    let status = Command::new("bash")
+        .arg(&script)
+        .args(command)
+        .arg(dir)
+        .status()
+        .await
+        .with_context(|| format!("run {}", script.display()))?;
+    if !status.success() {
+        bail!("cluster.sh {command:?} {} failed: {status}", dir.display());
+    }
+    Ok(())
+}
+
 struct FreshDatabase {
     /// The server's URL, to drop the database at the end.
     admin: String,
