@@ -199,7 +199,8 @@ async fn a_node_started_while_others_run_picks_up_the_backlog_at_once() {
     db.drop_database().await;
 }
 
-/// A PostgreSQL cluster of this test's own, which it may crash and start again.
+/// A PostgreSQL cluster of this test's own (or a standby of one), which it may stop, start
+/// again and promote; removed when dropped.
 struct OwnCluster {
     dir: String,
     url: String,
@@ -211,15 +212,9 @@ impl OwnCluster {
         // The shared cluster's variable says PostgreSQL is installed here.
         TestDatabase::create(test_name).await?.drop_database().await;
         let out = cluster_script(&["start"]).await;
-        let var = |name: &str| {
-            out.lines()
-                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
-                .map(str::to_owned)
-                .unwrap_or_else(|| panic!("cluster.sh start printed no {name}: {out}"))
-        };
         Some(Self {
-            dir: var("HOOKQ_TEST_POSTGRES_DIR"),
-            url: var("HOOKQ_TEST_POSTGRES_URL"),
+            dir: exported(&out, "HOOKQ_TEST_POSTGRES_DIR"),
+            url: exported(&out, "HOOKQ_TEST_POSTGRES_URL"),
         })
     }
 
@@ -236,6 +231,20 @@ impl OwnCluster {
     async fn resume(&self) {
         cluster_script(&["resume", &self.dir]).await;
     }
+
+    /// A synchronous streaming standby of this cluster's server, a cluster of its own.
+    async fn standby(&self) -> OwnCluster {
+        let out = cluster_script(&["standby", &self.dir]).await;
+        Self {
+            dir: exported(&out, "HOOKQ_TEST_STANDBY_DIR"),
+            url: exported(&out, "HOOKQ_TEST_STANDBY_URL"),
+        }
+    }
+
+    /// Make this standby a primary.
+    async fn promote(&self) {
+        cluster_script(&["promote", &self.dir]).await;
+    }
 }
 
 impl Drop for OwnCluster {
@@ -245,6 +254,14 @@ impl Drop for OwnCluster {
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status();
     }
+}
+
+/// The value `cluster.sh` printed as `export NAME=value`.
+fn exported(out: &str, name: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("cluster.sh printed no {name}: {out}"))
 }
 
 async fn cluster_script(args: &[&str]) -> String {
@@ -411,6 +428,52 @@ async fn postgresql_stopped_under_load(how: Stop) {
         );
     }
     // Load keeps going through the restarted database: 50 more deliveries.
+    let before = receiver.received().len();
+    receiver.wait_for(before + 50).await;
+    let stored = producers.stop().await;
+    wait_acknowledged(&receiver, &stored, RECOVERY_DEADLINE).await;
+    let queue = a.get("/queue/q/_stats").await.expect(200);
+    assert_eq!(queue["ready"], 0, "nothing left behind: {queue}");
+    a.kill_9().await;
+    b.kill_9().await;
+}
+
+/// `host:port` of a `postgres://user@host:port/db` URL.
+fn host_port(url: &str) -> &str {
+    let after_user = url.split_once('@').map_or(url, |(_, rest)| rest);
+    after_user.split('/').next().unwrap_or(after_user)
+}
+
+/// Two nodes given both servers (`target_session_attrs=read-write`) under load; the primary
+/// crashes and the synchronous standby is promoted: every job that got a 201 is delivered
+/// (each commit the nodes acknowledged was on the standby's disk too), and the nodes go on
+/// by themselves on the new primary.
+#[tokio::test]
+async fn a_failover_to_a_synchronous_standby_under_load_loses_no_acknowledged_job() {
+    let Some(primary) = OwnCluster::start("the failover test").await else {
+        return;
+    };
+    let standby = primary.standby().await;
+    let both = format!(
+        "postgres://hookq@{},{}/postgres?target_session_attrs=read-write",
+        host_port(&primary.url),
+        host_port(&standby.url)
+    );
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let mut a = node(&both, &[]).await;
+    let mut b = node(&both, &[]).await;
+    a.create_queue_ok("q", &receiver.url, None).await;
+    known_everywhere(&[&a, &b], "q").await;
+    let producers = Producers::start(&[&a.api, &b.api]);
+    receiver.wait_for(50).await;
+    primary.stop(Stop::Immediate).await;
+    standby.promote().await;
+    for api in [&a.api, &b.api] {
+        eventually("/readyz turns 200 on the new primary", || async {
+            (api.get("/readyz").await.status == 200).then_some(())
+        })
+        .await;
+    }
     let before = receiver.received().len();
     receiver.wait_for(before + 50).await;
     let stored = producers.stop().await;

@@ -8,6 +8,9 @@
 #   bash tests/postgres/cluster.sh crash DIR    # kill the server (immediate stop), keep the data
 #   bash tests/postgres/cluster.sh halt DIR     # stop it cleanly (fast stop: sessions are told)
 #   bash tests/postgres/cluster.sh resume DIR   # start it again on the same port
+#   bash tests/postgres/cluster.sh standby DIR  # a synchronous standby of DIR's server:
+#                                               # exports HOOKQ_TEST_STANDBY_URL and _DIR
+#   bash tests/postgres/cluster.sh promote SDIR # the standby becomes a primary
 #
 # The cluster lives in a fresh temporary directory, listens on 127.0.0.1 on a free port,
 # trusts local connections (user `hookq`), and skips fsync: it holds test data only. As
@@ -58,13 +61,46 @@ resume)
     dir=${2:?usage: cluster.sh resume DIR}
     start_server "$dir"
     ;;
+standby)
+    # Streaming replication from DIR's server, made synchronous: a commit there returns
+    # only once this standby has flushed it (synchronous_commit=on, the default), so a
+    # failover to it loses no acknowledged commit.
+    primary=${2:?usage: cluster.sh standby DIR}
+    bin=$(bin_dir)
+    pport=$(cat "$primary/port")
+    dir=$(mktemp -d /tmp/hookq-pg-standby.XXXXXX)
+    chmod 755 "$dir"
+    [ "$(id -u)" -eq 0 ] && chown nobody "$dir"
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    echo "$port" >"$dir/port"
+    as_owner "$bin/pg_basebackup" -D "$dir/data" -R -X stream --no-sync \
+        -d "host=127.0.0.1 port=$pport user=hookq application_name=hookq_standby" \
+        >"$dir/basebackup.log" 2>&1 || { cat "$dir/basebackup.log" >&2; exit 1; }
+    start_server "$dir"
+    as_owner "$bin/psql" -h 127.0.0.1 -p "$pport" -U hookq -d postgres -qAt \
+        -c "ALTER SYSTEM SET synchronous_standby_names = 'hookq_standby'" \
+        -c "SELECT pg_reload_conf()" >/dev/null
+    for _ in $(seq 1 100); do
+        state=$(as_owner "$bin/psql" -h 127.0.0.1 -p "$pport" -U hookq -d postgres -qAt \
+            -c "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'hookq_standby'")
+        [ "$state" = "sync" ] && break
+        sleep 0.1
+    done
+    [ "$state" = "sync" ] || { echo "the standby did not become synchronous" >&2; exit 1; }
+    echo "export HOOKQ_TEST_STANDBY_URL=postgres://hookq@127.0.0.1:$port/postgres"
+    echo "export HOOKQ_TEST_STANDBY_DIR=$dir"
+    ;;
+promote)
+    dir=${2:?usage: cluster.sh promote SDIR}
+    as_owner "$(bin_dir)/pg_ctl" -D "$dir/data" -w promote >/dev/null
+    ;;
 stop)
     dir=${2:?usage: cluster.sh stop DIR}
     as_owner "$(bin_dir)/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$dir"
     ;;
 *)
-    echo "usage: cluster.sh start | stop DIR | crash DIR | resume DIR" >&2
+    echo "usage: cluster.sh start | stop DIR | crash DIR | halt DIR | resume DIR | standby DIR | promote SDIR" >&2
     exit 2
     ;;
 esac
