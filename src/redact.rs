@@ -2,8 +2,12 @@
 
 /// `raw` with its password masked, in the userinfo and in a `password=` query parameter
 /// (libpq accepts both): for a database URL, whose other parts say which database it is.
-/// A string that is not a URL is not repeated at all.
+/// A string that is not a URL is not repeated at all. Several hosts
+/// (`postgres://u@db1:5432,db2:5432/hookq`, for a failover) are kept as they are.
 pub fn url(raw: &str) -> String {
+    if let Some((one_host, hosts)) = several_hosts(raw) {
+        return url(&one_host).replacen(SEVERAL_HOSTS, hosts, 1);
+    }
     let Ok(mut parsed) = url::Url::parse(raw) else {
         return "<a URL that does not parse>".to_owned();
     };
@@ -25,6 +29,27 @@ pub fn url(raw: &str) -> String {
         parsed.query_pairs_mut().clear().extend_pairs(pairs);
     }
     parsed.to_string()
+}
+
+/// Stands for the hosts of a URL that names several, which `url::Url` does not parse.
+const SEVERAL_HOSTS: &str = "several-hosts.invalid";
+
+/// For a URL naming several hosts: the URL with [`SEVERAL_HOSTS`] in their place, and the
+/// hosts. None for one host (or none).
+fn several_hosts(raw: &str) -> Option<(String, &str)> {
+    let start = raw.find("://")? + 3;
+    let end = raw[start..]
+        .find(['/', '?', '#'])
+        .map_or(raw.len(), |i| start + i);
+    let authority = &raw[start..end];
+    let hosts_start = authority.rfind('@').map_or(start, |at| start + at + 1);
+    let hosts = &raw[hosts_start..end];
+    hosts.contains(',').then(|| {
+        (
+            format!("{}{SEVERAL_HOSTS}{}", &raw[..hosts_start], &raw[end..]),
+            hosts,
+        )
+    })
 }
 
 /// `url` as scheme, host, port and path only: for a webhook URL, whose userinfo and query
@@ -57,6 +82,17 @@ pub fn location(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_of_several_hosts_keeps_them_and_loses_its_password() {
+        assert_eq!(
+            url(
+                "postgres://hookq:s3cret@db1:5432,db2:5433/hookq?target_session_attrs=read-write&password=x"
+            ),
+            "postgres://hookq:***@db1:5432,db2:5433/hookq?target_session_attrs=read-write&password=***"
+        );
+        assert_eq!(url("postgres://db1,db2/hookq"), "postgres://db1,db2/hookq");
+    }
 
     #[test]
     fn passwords_are_masked_wherever_a_database_url_carries_them() {

@@ -22,8 +22,10 @@
 //! With `--pg-restarts N` (and `--pg-dir`, the cluster `tests/postgres/cluster.sh start`
 //! made, whose URL `--db` gives) PostgreSQL itself is stopped (`-m fast` or `-m immediate`)
 //! and started again N times among the kills, the nodes left running; the run ends with
-//! `pg-restarts: N restarts and K kills of M nodes, A acknowledged, L lost, D duplicated
-//! (bound B)`.
+//! `pg-restarts: N restarts, F failover and K kills of M nodes, A acknowledged, L lost, D
+//! duplicated (bound B)`. `--failover` adds a round that kills the primary and promotes a
+//! standby the run set up beside it (synchronous; `--async-standby` to count what an
+//! asynchronous one loses), the nodes given both servers.
 //!
 //! With `--pull N` the queue is a pull queue: N consumers lease, work and ack (an ack cut
 //! off by a kill is sent again), and the same checks hold.
@@ -125,6 +127,15 @@ struct Args {
     /// `tests/postgres/cluster.sh start` made (its `HOOKQ_TEST_POSTGRES_DIR`).
     #[arg(long)]
     pg_dir: Option<PathBuf>,
+    /// Once, mid-run, kill the primary (`--pg-dir`) and promote a standby the run sets up
+    /// beside it (`tests/postgres/cluster.sh standby`, synchronous); the nodes are given
+    /// both servers (`target_session_attrs=read-write`). The primary stays down.
+    #[arg(long)]
+    failover: bool,
+    /// With `--failover`: the standby replicates asynchronously, so the failover may lose
+    /// acknowledged jobs (what the replication lag held): to count how many.
+    #[arg(long)]
+    async_standby: bool,
 }
 
 /// What ends each round.
@@ -138,6 +149,8 @@ enum Fault {
     FsyncFailThenCut,
     /// Stop PostgreSQL and start it again, the nodes left running.
     PgRestart,
+    /// Kill the primary and promote the standby.
+    Failover,
 }
 
 /// What ends each round: `--kills` kills and `--pg-restarts` restarts, or the power cuts
@@ -146,6 +159,9 @@ fn faults(args: &Args, rng: &mut Rng) -> Vec<Fault> {
     let mut faults = if args.power_loss == 0 && args.fsync_fail == 0 {
         let mut faults = vec![Fault::Kill; args.kills as usize];
         faults.extend(vec![Fault::PgRestart; args.pg_restarts as usize]);
+        if args.failover {
+            faults.push(Fault::Failover);
+        }
         faults
     } else {
         let mut faults = vec![Fault::PowerCut; args.power_loss as usize];
@@ -564,7 +580,7 @@ async fn main() -> anyhow::Result<()> {
     let mut rng = Rng(seed | 1);
     let dir = tempfile::tempdir()?;
     let log = dir.path().join("hookq.log");
-    let shared = match &args.db {
+    let mut shared = match &args.db {
         Some(url)
             if matches!(
                 hookq::config::Database::named(std::path::Path::new(url)),
@@ -591,12 +607,26 @@ async fn main() -> anyhow::Result<()> {
     if args.nodes == 0 || (args.nodes > 1 && shared.is_none()) {
         bail!("--nodes 2 or more needs --db postgres://… (a SQLite file has one server)");
     }
-    if args.pg_restarts > 0 && (shared.is_none() || args.pg_dir.is_none()) {
+    if (args.pg_restarts > 0 || args.failover) && (shared.is_none() || args.pg_dir.is_none()) {
         bail!(
-            "--pg-restarts stops and starts a PostgreSQL cluster of the run's own: give its \
+            "--pg-restarts and --failover stop a PostgreSQL cluster of the run's own: give its \
              directory (--pg-dir, from tests/postgres/cluster.sh start) and its URL (--db)"
         );
     }
+    if args.async_standby && !args.failover {
+        bail!("--async-standby goes with --failover");
+    }
+    // The cluster PostgreSQL restarts stop (the standby's, once it is promoted), and the
+    // standby of `--failover`.
+    let mut primary_dir = args.pg_dir.clone();
+    let standby = match (&args.pg_dir, &mut shared) {
+        (Some(dir), Some(fresh)) if args.failover => {
+            let standby = Standby::beside(dir, args.async_standby).await?;
+            fresh.also_at(&standby.host_port);
+            Some(standby)
+        }
+        _ => None,
+    };
     let faults = faults(&args, &mut rng);
     let power = if args.power_loss == 0 && args.fsync_fail == 0 {
         None
@@ -606,7 +636,7 @@ async fn main() -> anyhow::Result<()> {
         Some(power::PowerDisk::mount()?)
     };
     let db = match (&shared, &power) {
-        (Some(fresh), _) => fresh.url.clone(),
+        (Some(fresh), _) => fresh.url(),
         (None, Some(disk)) => disk.database().display().to_string(),
         (None, None) => dir.path().join("chaos.db").display().to_string(),
     };
@@ -615,10 +645,12 @@ async fn main() -> anyhow::Result<()> {
         faults.len(),
         if power.is_some() {
             format!("power cuts ({} after a failed fsync)", args.fsync_fail)
-        } else if args.pg_restarts > 0 {
+        } else if args.pg_restarts > 0 || args.failover {
             format!(
-                "rounds ({} kills, {} PostgreSQL restarts)",
-                args.kills, args.pg_restarts
+                "rounds ({} kills, {} PostgreSQL restarts{})",
+                args.kills,
+                args.pg_restarts,
+                if args.failover { ", a failover" } else { "" }
             )
         } else {
             "kills".to_owned()
@@ -659,6 +691,7 @@ async fn main() -> anyhow::Result<()> {
     let mut released_total = 0;
     let mut in_flight_at_kills = 0;
     let mut pg_restarts_done = 0u32;
+    let mut failovers_done = 0u32;
 
     let mut servers = Vec::new();
     for _ in 0..args.nodes {
@@ -748,7 +781,29 @@ async fn main() -> anyhow::Result<()> {
     for (round, fault) in (1..).zip(faults.iter().copied()) {
         let span = args.max_uptime_ms.saturating_sub(args.min_uptime_ms);
         let uptime = Duration::from_millis(args.min_uptime_ms + rng.below(span + 1));
-        if let (Fault::PgRestart, Some(cluster)) = (fault, &args.pg_dir) {
+        if let (Fault::Failover, Some(standby), Some(old)) = (fault, &standby, &primary_dir) {
+            tokio::time::sleep(uptime).await;
+            let in_flight = in_flight_now(&http, &base, round, &queues).await?;
+            let worker_busy = worker.in_flight.load(Ordering::SeqCst) as u64;
+            released_total += in_flight.max(worker_busy);
+            let acknowledged = produced.acknowledged.lock().unwrap().len();
+            cluster_script(&["crash"], old).await?;
+            cluster_script(&["promote"], &standby.dir).await?;
+            println!(
+                "round {round}: failover after {uptime:?} up: the primary killed, the {} \
+                 standby promoted; {acknowledged} jobs acknowledged so far; {in_flight} in \
+                 flight, {worker_busy} at the worker",
+                if args.async_standby {
+                    "asynchronous"
+                } else {
+                    "synchronous"
+                }
+            );
+            primary_dir = Some(standby.dir.clone());
+            failovers_done += 1;
+            continue;
+        }
+        if let (Fault::PgRestart, Some(cluster)) = (fault, &primary_dir) {
             tokio::time::sleep(uptime).await;
             // Jobs in flight now may be delivered again if their outcome cannot be written
             // before their lease ends: they count toward the duplicate bound.
@@ -956,7 +1011,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "kills (SIGKILL):                      {}",
-        faults.len() - pg_restarts_done as usize
+        faults.len() - (pg_restarts_done + failovers_done) as usize
     );
     if pg_restarts_done > 0 {
         println!("PostgreSQL restarts:                  {pg_restarts_done}");
@@ -1054,10 +1109,15 @@ async fn main() -> anyhow::Result<()> {
             missing.len()
         );
     }
-    if pg_restarts_done > 0 {
+    if pg_restarts_done > 0 || failovers_done > 0 {
         println!(
-            "pg-restarts: {pg_restarts_done} restarts and {} kills of {} nodes, {} acknowledged, \
-             {} lost, {extra_deliveries} duplicated (bound {bound})",
+            "pg-restarts: {pg_restarts_done} restarts, {failovers_done} failover{} and {} kills \
+             of {} nodes, {} acknowledged, {} lost, {extra_deliveries} duplicated (bound {bound})",
+            if args.async_standby {
+                " (asynchronous standby)"
+            } else {
+                ""
+            },
             args.kills,
             args.nodes,
             acknowledged.len(),
@@ -1094,9 +1154,87 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// A database of its own on a PostgreSQL server, for one run.
+/// The jobs in flight in `queues` now, as the next node up says (0 if none is up).
+async fn in_flight_now(
+    http: &reqwest::Client,
+    base: &RwLock<Vec<Option<String>>>,
+    turn: usize,
+    queues: &[String],
+) -> anyhow::Result<u64> {
+    let mut in_flight = 0;
+    if let Some(url) = node_up(base, turn) {
+        for queue in queues {
+            in_flight += get_json(http, &format!("{url}/queue/{queue}/_stats")).await?["inFlight"]
+                .as_u64()
+                .unwrap_or(0);
+        }
+    }
+    Ok(in_flight)
+}
+
+/// The standby of `--failover`: a cluster of its own beside `--pg-dir`'s, removed at the end.
+struct Standby {
+    dir: PathBuf,
+    host_port: String,
+}
+
+impl Standby {
+    async fn beside(primary: &std::path::Path, asynchronous: bool) -> anyhow::Result<Self> {
+        let mut command = vec!["standby"];
+        if asynchronous {
+            command.push("async");
+        }
+        let script = cluster_script_path();
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(command[0])
+            .arg(primary)
+            .args(&command[1..])
+            .output()
+            .await?;
+        if !out.status.success() {
+            bail!(
+                "cluster.sh standby: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let out = String::from_utf8_lossy(&out.stdout);
+        let var = |name: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+                .map(str::to_owned)
+                .with_context(|| format!("cluster.sh standby printed no {name}"))
+        };
+        let url = var("HOOKQ_TEST_STANDBY_URL")?;
+        let host_port = url
+            .split_once('@')
+            .and_then(|(_, rest)| rest.split('/').next())
+            .context("the standby's URL has no host")?
+            .to_owned();
+        Ok(Self {
+            dir: PathBuf::from(var("HOOKQ_TEST_STANDBY_DIR")?),
+            host_port,
+        })
+    }
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(cluster_script_path())
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+fn cluster_script_path() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/postgres/cluster.sh")
+}
+
 /// `tests/postgres/cluster.sh COMMAND DIR` (halt, crash, resume) on the cluster in `dir`.
 async fn cluster_script(command: &[&str], dir: &std::path::Path) -> anyhow::Result<()> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/postgres/cluster.sh");
+    let script = cluster_script_path();
     let status = Command::new("bash")
         .arg(&script)
         .args(command)
@@ -1115,6 +1253,8 @@ struct FreshDatabase {
     admin: String,
     name: String,
     url: String,
+    /// `host:port` of the standby of `--failover`: the URLs name it after the primary.
+    standby: Option<String>,
 }
 
 impl FreshDatabase {
@@ -1131,11 +1271,38 @@ impl FreshDatabase {
             admin: admin.to_owned(),
             name,
             url: url.to_string(),
+            standby: None,
         })
     }
 
+    /// From now on the database is reached on the primary or on the standby at `host_port`,
+    /// whichever takes writes.
+    fn also_at(&mut self, host_port: &str) {
+        self.standby = Some(host_port.to_owned());
+    }
+
+    /// The database's URL for the nodes.
+    fn url(&self) -> String {
+        self.with_standby(&self.url)
+    }
+
+    /// `url` naming the standby too (`postgres://u@primary,standby/db?target_session_attrs=
+    /// read-write`), as tokio-postgres takes several hosts.
+    fn with_standby(&self, url: &str) -> String {
+        let Some(standby) = &self.standby else {
+            return url.to_owned();
+        };
+        let authority = url.find("://").map_or(0, |i| i + 3);
+        let end = url[authority..]
+            .find(['/', '?'])
+            .map_or(url.len(), |i| authority + i);
+        let joined = format!("{},{standby}{}", &url[..end], &url[end..]);
+        let glue = if joined.contains('?') { '&' } else { '?' };
+        format!("{joined}{glue}target_session_attrs=read-write")
+    }
+
     async fn drop_database(self) -> anyhow::Result<()> {
-        Self::admin(&self.admin)
+        Self::admin(&self.with_standby(&self.admin))
             .await?
             .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name))
             .await?;

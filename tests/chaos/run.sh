@@ -10,7 +10,7 @@
 #   tests/chaos/run.sh --kills 10 --topic 4  # publish to a topic of 4 subscriber queues
 #   eval "$(bash tests/postgres/cluster.sh start)"   # a cluster the run may stop and start:
 #   tests/chaos/run.sh --db "$HOOKQ_TEST_POSTGRES_URL" --pg-dir "$HOOKQ_TEST_POSTGRES_DIR" \
-#       --nodes 3 --kills 6 --pg-restarts 4
+#       --nodes 3 --kills 6 --pg-restarts 4 --failover   # (the failover kills that cluster)
 # Exit status 0 = no acknowledged job lost and duplicates within the in-flight bound.
 # A short power-loss run is part of `cargo test` (tests/power_loss.rs); the rest is not.
 set -euo pipefail

@@ -8,7 +8,7 @@
 #   bash tests/postgres/cluster.sh crash DIR    # kill the server (immediate stop), keep the data
 #   bash tests/postgres/cluster.sh halt DIR     # stop it cleanly (fast stop: sessions are told)
 #   bash tests/postgres/cluster.sh resume DIR   # start it again on the same port
-#   bash tests/postgres/cluster.sh standby DIR  # a synchronous standby of DIR's server:
+#   bash tests/postgres/cluster.sh standby DIR [async]  # a synchronous (or async) standby:
 #                                               # exports HOOKQ_TEST_STANDBY_URL and _DIR
 #   bash tests/postgres/cluster.sh promote SDIR # the standby becomes a primary
 #
@@ -65,7 +65,7 @@ standby)
     # Streaming replication from DIR's server, made synchronous: a commit there returns
     # only once this standby has flushed it (synchronous_commit=on, the default), so a
     # failover to it loses no acknowledged commit.
-    primary=${2:?usage: cluster.sh standby DIR}
+    primary=${2:?usage: cluster.sh standby DIR [async]}
     bin=$(bin_dir)
     pport=$(cat "$primary/port")
     dir=$(mktemp -d /tmp/hookq-pg-standby.XXXXXX)
@@ -77,16 +77,23 @@ standby)
         -d "host=127.0.0.1 port=$pport user=hookq application_name=hookq_standby" \
         >"$dir/basebackup.log" 2>&1 || { cat "$dir/basebackup.log" >&2; exit 1; }
     start_server "$dir"
-    as_owner "$bin/psql" -h 127.0.0.1 -p "$pport" -U hookq -d postgres -qAt \
-        -c "ALTER SYSTEM SET synchronous_standby_names = 'hookq_standby'" \
-        -c "SELECT pg_reload_conf()" >/dev/null
+    # `async`: left asynchronous, as streaming replication is by default (a failover may
+    # then lose what the primary committed but the standby had not received).
+    wanted=sync
+    if [ "${3:-}" = async ]; then
+        wanted=async
+    else
+        as_owner "$bin/psql" -h 127.0.0.1 -p "$pport" -U hookq -d postgres -qAt \
+            -c "ALTER SYSTEM SET synchronous_standby_names = 'hookq_standby'" \
+            -c "SELECT pg_reload_conf()" >/dev/null
+    fi
     for _ in $(seq 1 100); do
         state=$(as_owner "$bin/psql" -h 127.0.0.1 -p "$pport" -U hookq -d postgres -qAt \
             -c "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'hookq_standby'")
-        [ "$state" = "sync" ] && break
+        [ "$state" = "$wanted" ] && break
         sleep 0.1
     done
-    [ "$state" = "sync" ] || { echo "the standby did not become synchronous" >&2; exit 1; }
+    [ "$state" = "$wanted" ] || { echo "the standby did not stream ($wanted)" >&2; exit 1; }
     echo "export HOOKQ_TEST_STANDBY_URL=postgres://hookq@127.0.0.1:$port/postgres"
     echo "export HOOKQ_TEST_STANDBY_DIR=$dir"
     ;;
