@@ -171,7 +171,12 @@ mod tests {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         let groups = String::from_utf8_lossy(&out.stdout);
-        let name = quota.dir.file_name().unwrap().to_string_lossy().into_owned();
+        let name = quota
+            .dir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert!(groups.contains(&name), "not inside {name}: {groups}");
     }
 
