@@ -169,13 +169,17 @@ const RECORD_AGAIN_MAX: Duration = Duration::from_secs(1);
 /// restarting, a failover) or aborts the write over a lock conflict, again, until the lease
 /// ends. The delivery happened: recorded once the database is back, it spares the job an
 /// attempt and its worker a duplicate. A retry is safe even when the failed commit did land:
-/// the lease fences it (`Ok(false)`). Past the lease the job is another attempt's.
+/// the lease fences it (`Ok(false)`). Past the lease the job is another attempt's. SQLite is
+/// never unreachable: there the outcome is recorded once, without a copy kept.
 async fn record_while_leased(
     store: &Store,
     id: JobId,
     lease: Lease,
     outcome: Outcome,
 ) -> StoreResult<bool> {
+    if !store.cluster().is_shared() {
+        return store.record_outcome(id, lease, outcome).await;
+    }
     let mut pause = RECORD_AGAIN_FIRST;
     let mut told = false;
     loop {
