@@ -805,17 +805,7 @@ async fn main() -> anyhow::Result<()> {
         }
         if let (Fault::PgRestart, Some(cluster)) = (fault, &primary_dir) {
             tokio::time::sleep(uptime).await;
-            // Jobs in flight now may be delivered again if their outcome cannot be written
-            // before their lease ends: they count toward the duplicate bound.
-            let mut in_flight = 0;
-            if let Some(url) = node_up(&base, round) {
-                for queue in &queues {
-                    in_flight +=
-                        get_json(&http, &format!("{url}/queue/{queue}/_stats")).await?["inFlight"]
-                            .as_u64()
-                            .unwrap_or(0);
-                }
-            }
+            let in_flight = in_flight_now(&http, &base, round, &queues).await?;
             let worker_busy = worker.in_flight.load(Ordering::SeqCst) as u64;
             released_total += in_flight.max(worker_busy);
             let acknowledged = produced.acknowledged.lock().unwrap().len();
@@ -1154,7 +1144,9 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// A database of its own on a PostgreSQL server, for one run.
-/// The jobs in flight in `queues` now, as the next node up says (0 if none is up).
+/// The jobs in flight in `queues` now, as the next node up says (0 if none is up). Taken
+/// before the database goes away: those may be delivered again if their outcome cannot be
+/// written before their lease ends, so they count toward the duplicate bound.
 async fn in_flight_now(
     http: &reqwest::Client,
     base: &RwLock<Vec<Option<String>>>,
@@ -1180,16 +1172,11 @@ struct Standby {
 
 impl Standby {
     async fn beside(primary: &std::path::Path, asynchronous: bool) -> anyhow::Result<Self> {
-        let mut command = vec!["standby"];
-        if asynchronous {
-            command.push("async");
-        }
-        let script = cluster_script_path();
         let out = Command::new("bash")
-            .arg(&script)
-            .arg(command[0])
+            .arg(cluster_script_path())
+            .arg("standby")
             .arg(primary)
-            .args(&command[1..])
+            .args(asynchronous.then_some("async"))
             .output()
             .await?;
         if !out.status.success() {
