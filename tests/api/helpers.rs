@@ -498,7 +498,22 @@ pub fn skipped_on_postgres(why: &str) -> bool {
     skip
 }
 
+/// With `HOOKQ_TEST_LOG` set (an `EnvFilter`, such as `hookq=debug`), the servers' logs go
+/// to the test's output: what a flaky test's server was doing when it failed.
+fn log_if_asked() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Ok(filter) = std::env::var("HOOKQ_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
+    });
+}
+
 async fn start(config: Config, dir: TempDir) -> TestApp {
+    log_if_asked();
     let api_key = config.api_key.as_ref().map(|k| k.expose().to_owned());
     let (db_path, postgres_url) = match &config.database {
         Database::Sqlite(path) => (path.clone(), None),
