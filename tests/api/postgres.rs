@@ -936,11 +936,16 @@ async fn postgres_a_cap_holds_across_nodes_and_batches_fit_whole_or_not_at_all()
     a.create_queue(queue_named("q")).await.unwrap();
     let t0 = now_millis();
     a.enqueue(q(), job(0, t0)).await.unwrap();
+    // No queue has a cap yet: nothing counts the jobs (migration 0017).
+    let triggers = "SELECT count(*) FROM pg_trigger
+                    WHERE tgrelid = 'jobs'::regclass AND tgname LIKE 'jobs_counted_%'";
+    assert_eq!(count(a.pg.pool(), triggers).await, 0);
     let cap = QueueChange {
         max_queued: Some(Some(5)),
         ..QueueChange::default()
     };
     a.update_queue(q(), cap).await.unwrap();
+    assert_eq!(count(a.pg.pool(), triggers).await, 2, "the first cap counts");
     let answers = join_all((1..21).map(|n| [&a, &b][n % 2].enqueue(q(), job(n, t0)))).await;
     let stored = answers
         .iter()

@@ -102,6 +102,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "topics",
         sql: include_str!("../../../migrations/postgres/0016_topics.sql"),
     },
+    Migration {
+        version: 17,
+        name: "counting on demand",
+        sql: include_str!("../../../migrations/postgres/0017_counting_on_demand.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

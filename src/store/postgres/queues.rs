@@ -21,6 +21,9 @@ const COLUMNS: &str = "name, target, secret, created_at, max_attempts, backoff_m
 
 /// Store a new queue; its secret is sealed when `sealing` has a master key.
 pub async fn insert(tx: &Transaction<'_>, queue: &Queue, sealing: &Sealing) -> StoreResult<()> {
+    if queue.policy.max_queued.is_some() {
+        count_jobs(tx).await?;
+    }
     let row = BoundRow::of(QueueRow::of(queue, sealing));
     let inserted = tx
         .execute(
@@ -47,6 +50,9 @@ pub async fn update(
     change: &QueueChange,
     sealing: &Sealing,
 ) -> StoreResult<Queue> {
+    if matches!(change.max_queued, Some(Some(_))) {
+        count_jobs(tx).await?;
+    }
     let row = tx
         .query_opt(
             &format!("SELECT {COLUMNS} FROM queues WHERE name = $1 FOR UPDATE"),
@@ -129,6 +135,45 @@ impl BoundRow {
             &row.previous_secret_expires_at,
         ]
     }
+}
+
+/// Have every later insert and delete of `jobs` counted for the capped queues: create the
+/// counting triggers if they are not there (migration 0017 leaves them out while no queue
+/// has a cap). First in its transaction: the lock on `jobs` waits until every write in
+/// progress is committed, and holds off new ones until this transaction ends, so the count
+/// [`keep_cap`] then takes misses none. (Taken after the queue's row, it could deadlock
+/// with an enqueue waiting for that row.) They stay once created: dropping them would take
+/// that lock again, for a saving only while no queue has a cap.
+async fn count_jobs(tx: &Transaction<'_>) -> StoreResult<()> {
+    let counted: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_trigger
+                            WHERE tgrelid = 'jobs'::regclass AND tgname = 'jobs_counted_in')",
+            &[],
+        )
+        .await?
+        .get(0);
+    if counted {
+        return Ok(());
+    }
+    // Under the lock, as another node may be creating them too.
+    tx.batch_execute(
+        "LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE;
+         DO $$
+         BEGIN
+             IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                            WHERE tgrelid = 'jobs'::regclass AND tgname = 'jobs_counted_in') THEN
+                 CREATE TRIGGER jobs_counted_in AFTER INSERT ON jobs
+                     REFERENCING NEW TABLE AS new_jobs
+                     FOR EACH STATEMENT EXECUTE FUNCTION hookq_count_jobs();
+                 CREATE TRIGGER jobs_counted_out AFTER DELETE ON jobs
+                     REFERENCING OLD TABLE AS old_jobs
+                     FOR EACH STATEMENT EXECUTE FUNCTION hookq_count_jobs();
+             END IF;
+         END $$;",
+    )
+    .await?;
+    Ok(())
 }
 
 async fn keep_cap(tx: &Transaction<'_>, name: &QueueName, cap: Option<u64>) -> StoreResult<()> {
