@@ -12,6 +12,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::future::join_all;
 use hookq::config::Database;
@@ -945,7 +946,11 @@ async fn postgres_a_cap_holds_across_nodes_and_batches_fit_whole_or_not_at_all()
         ..QueueChange::default()
     };
     a.update_queue(q(), cap).await.unwrap();
-    assert_eq!(count(a.pg.pool(), triggers).await, 2, "the first cap counts");
+    assert_eq!(
+        count(a.pg.pool(), triggers).await,
+        2,
+        "the first cap counts"
+    );
     let answers = join_all((1..21).map(|n| [&a, &b][n % 2].enqueue(q(), job(n, t0)))).await;
     let stored = answers
         .iter()
@@ -986,6 +991,70 @@ async fn postgres_a_cap_holds_across_nodes_and_batches_fit_whole_or_not_at_all()
     a.update_queue(q(), uncapped).await.unwrap();
     a.enqueue(q(), job(40, t0)).await.unwrap();
     assert_eq!(count(pool, "SELECT count(*) FROM queue_sizes").await, 0);
+    close([a, b], db).await;
+}
+
+#[tokio::test]
+async fn postgres_a_first_cap_set_while_two_nodes_enqueue_and_deliver_counts_exactly() {
+    let Some(db) = TestDatabase::create("postgres_first_cap_under_load").await else {
+        return;
+    };
+    let (a, b) = (node(&db).await, node(&db).await);
+    let q = || QueueName::parse("q").unwrap();
+    a.create_queue(queue_named("q")).await.unwrap();
+    let t0 = now_millis();
+    // Both nodes enqueue (grouped and one by one) and b delivers, while a sets the first cap
+    // of the database: the counting triggers are created under the writes.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = |store: Node, from: usize| {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut n = from;
+            while !stop.load(Ordering::SeqCst) {
+                let _ = store.enqueue(q(), job(n, t0)).await;
+                let _ = store
+                    .enqueue_batch(q(), vec![job(n + 1, t0), job(n + 2, t0)], None)
+                    .await;
+                if let Ok(claimed) = store
+                    .claim(q(), now_millis(), now_millis() + 60_000, 2)
+                    .await
+                {
+                    for job in claimed {
+                        let _ = store
+                            .record_outcome(job.id, job.lease(), Outcome::delivered(t0))
+                            .await;
+                    }
+                }
+                n += 3;
+            }
+        })
+    };
+    let loads = [load(a.clone(), 0), load(b.clone(), 1_000_000)];
+    let pool = a.pg.pool();
+    eventually("some jobs stored", || async {
+        (count(pool, "SELECT count(*) FROM jobs").await > 20).then_some(())
+    })
+    .await;
+    let cap = QueueChange {
+        max_queued: Some(Some(1_000_000)),
+        ..QueueChange::default()
+    };
+    a.update_queue(q(), cap).await.unwrap();
+    // Keep going a little past the cap's commit, then stop and compare.
+    let after = count(pool, "SELECT count(*) FROM jobs").await;
+    eventually("more jobs stored after the cap", || async {
+        (count(pool, "SELECT count(*) FROM jobs").await > after + 20).then_some(())
+    })
+    .await;
+    stop.store(true, Ordering::SeqCst);
+    for load in loads {
+        load.await.unwrap();
+    }
+    assert_eq!(
+        count(pool, "SELECT live FROM queue_sizes").await,
+        count(pool, "SELECT count(*) FROM jobs").await,
+        "the count taken under the writes is exact"
+    );
     close([a, b], db).await;
 }
 
