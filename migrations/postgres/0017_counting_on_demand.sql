@@ -1,8 +1,8 @@
 -- The `maxQueued` counting triggers of 0014 only while some queue has a cap. Even when no
 -- queue has one, each fired once per insert and delete statement on `jobs`: PostgreSQL
 -- keeps the statement's rows as a transition table for them and runs the PL/pgSQL function,
--- which then returns at once. With four nodes under load that was 18 % of PostgreSQL's CPU
--- (perf, issue 43). The first cap set creates them again (`store::postgres::queues`),
+-- which then returns at once: 5-9 % of PostgreSQL's CPU with four nodes under load (perf,
+-- issue 43). The first cap set creates them again (`store::postgres::queues`),
 -- under a lock on `jobs` that waits out every write in progress, then counts the queue's
 -- jobs; they stay from then on.
 DO $$
