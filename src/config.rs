@@ -31,7 +31,8 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_DB", hide_env_values = true)]
     pub db: Option<PathBuf>,
 
-    /// With PostgreSQL: connections this node opens at most (its pool).
+    /// With PostgreSQL: connections this node's pool opens at most (it also opens one for
+    /// wake-ups and two for grouped completions).
     #[arg(long, env = "HOOKQ_PG_POOL_SIZE", default_value_t = 16)]
     pub pg_pool_size: usize,
 

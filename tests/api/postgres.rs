@@ -995,6 +995,52 @@ async fn postgres_a_cap_holds_across_nodes_and_batches_fit_whole_or_not_at_all()
 }
 
 #[tokio::test]
+async fn postgres_a_job_delivered_after_a_failure_leaves_no_history_behind() {
+    let Some(db) = TestDatabase::create("postgres_delivered_after_failure").await else {
+        return;
+    };
+    let store = node(&db).await;
+    let q = || QueueName::parse("q").unwrap();
+    store.create_queue(queue_named("q")).await.unwrap();
+    let t0 = now_millis();
+    let (failing, clean) = (job(1, t0), job(2, t0));
+    for j in [&failing, &clean] {
+        store.enqueue(q(), j.clone()).await.unwrap();
+    }
+    let first = store.claim(q(), t0, t0 + 60_000, 10).await.unwrap();
+    let attempt = first.iter().find(|j| j.id == failing.id).unwrap();
+    let retry = Outcome::Retry {
+        run_at: t0,
+        failure: failure(t0),
+    };
+    assert!(
+        store
+            .record_outcome(attempt.id, attempt.lease(), retry)
+            .await
+            .unwrap()
+    );
+    let pool = store.pg.pool();
+    assert_eq!(count(pool, "SELECT count(*) FROM job_attempts").await, 1);
+    // The retry and the other job delivered: plain deliveries, completed in one grouped
+    // statement that takes the failed attempt's history with its job.
+    let second = store.claim(q(), t0, t0 + 60_000, 10).await.unwrap();
+    let delivered = second
+        .iter()
+        .chain(first.iter().filter(|j| j.id == clean.id));
+    let outcomes = delivered.map(|j| store.record_outcome(j.id, j.lease(), Outcome::delivered(t0)));
+    for recorded in join_all(outcomes).await {
+        assert!(recorded.unwrap());
+    }
+    assert_eq!(count(pool, "SELECT count(*) FROM jobs").await, 0);
+    assert_eq!(
+        count(pool, "SELECT count(*) FROM job_attempts").await,
+        0,
+        "the history went with its job"
+    );
+    close([store], db).await;
+}
+
+#[tokio::test]
 async fn postgres_a_first_cap_set_while_two_nodes_enqueue_and_deliver_counts_exactly() {
     let Some(db) = TestDatabase::create("postgres_first_cap_under_load").await else {
         return;

@@ -27,9 +27,29 @@ pub fn parse_url(url: &str) -> anyhow::Result<tokio_postgres::Config> {
 const DURABLE_COMMITS: &str = "SELECT set_config('synchronous_commit', 'on', false)
      WHERE current_setting('synchronous_commit') = 'off'";
 
-/// A pool of at most `size` connections to the database at `url`. Connections are opened
-/// when first needed; this checks that one can be, so a wrong URL fails at start.
+/// Run on every connection of a relaxed pool ([`Commits::Relaxed`]).
+const RELAXED_COMMITS: &str = "SET synchronous_commit = off";
+
+/// How a pool's sessions commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commits {
+    /// Durably (see [`DURABLE_COMMITS`]): every pool that stores what a `201` answers for.
+    Durable,
+    /// Without waiting for the WAL flush, session-wide: for statements whose loss in a
+    /// database crash only means a job is delivered again (grouped completions), so that
+    /// they need no transaction around them to say so with `SET LOCAL`.
+    Relaxed,
+}
+
+/// A pool of at most `size` connections to the database at `url`, its sessions committing
+/// durably. Connections are opened when first needed; this checks that one can be, so a
+/// wrong URL fails at start.
 pub async fn connect(url: &str, size: usize) -> anyhow::Result<PgPool> {
+    connect_with(url, size, Commits::Durable).await
+}
+
+/// [`connect`], its sessions committing as `commits` says.
+pub async fn connect_with(url: &str, size: usize, commits: Commits) -> anyhow::Result<PgPool> {
     let config = parse_url(url)?;
     let manager = Manager::from_config(
         config,
@@ -40,10 +60,14 @@ pub async fn connect(url: &str, size: usize) -> anyhow::Result<PgPool> {
     );
     let pool = Pool::builder(manager)
         .max_size(size.max(1))
-        .post_create(Hook::async_fn(|client, _| {
+        .post_create(Hook::async_fn(move |client, _| {
+            let setting = match commits {
+                Commits::Durable => DURABLE_COMMITS,
+                Commits::Relaxed => RELAXED_COMMITS,
+            };
             Box::pin(async move {
                 client
-                    .batch_execute(DURABLE_COMMITS)
+                    .batch_execute(setting)
                     .await
                     .map_err(HookError::Backend)
             })

@@ -286,9 +286,9 @@ pub(super) async fn insert_unkeyed(
 
 /// Delete the jobs of `leases` still in flight under them and without an ordering key,
 /// and the attempt history of those that had failed before: delivered jobs not kept. The
-/// ids deleted.
+/// ids deleted. One statement, so it needs no transaction of its own.
 pub(super) async fn delete_delivered(
-    tx: &Transaction<'_>,
+    client: &impl GenericClient,
     leases: &[(JobId, Lease)],
 ) -> StoreResult<HashSet<JobId>> {
     let ids: Vec<Uuid> = leases.iter().map(|(id, _)| uuid(*id)).collect();
@@ -297,21 +297,12 @@ pub(super) async fn delete_delivered(
         .map(|(_, l)| attempt_param(l.attempt))
         .collect();
     let untils: Vec<UnixMillis> = leases.iter().map(|(_, l)| l.until).collect();
-    let deleted =
-        prepared::query(tx, hot::complete_delivered(), &[&ids, &attempts, &untils]).await?;
-    let failed_before: Vec<Uuid> = deleted
-        .iter()
-        .filter(|row| row.get::<_, bool>(1))
-        .map(|row| row.get(0))
-        .collect();
-    if !failed_before.is_empty() {
-        prepared::execute(
-            tx,
-            "DELETE FROM job_attempts WHERE job_id = ANY($1)",
-            &[&failed_before],
-        )
-        .await?;
-    }
+    let deleted = prepared::query(
+        client,
+        hot::complete_delivered(),
+        &[&ids, &attempts, &untils],
+    )
+    .await?;
     Ok(deleted.iter().map(|row| job_id(row.get(0))).collect())
 }
 
@@ -377,8 +368,9 @@ pub mod hot {
     }
 
     /// `$1` ids, `$2` attempts, `$3` lease ends (one each): delete the jobs still leased so
-    /// and without an ordering key, answering their ids and whether each had failed before.
-    /// The counter rows of their capped queues are locked first, in queue order, as the
+    /// and without an ordering key, with the attempt history of those that had failed
+    /// before, answering their ids: one statement, atomic without a transaction around it
+    /// ([`super::Runner::one_relaxed_statement`]). The counter rows of their capped queues are locked first, in queue order, as the
     /// counting trigger then takes them at the statement's end.
     ///
     /// Each lease finds its job by id, whatever the statistics say. These lag behind a busy
@@ -392,14 +384,19 @@ pub mod hot {
         sql_once!(
             "WITH sizes AS (SELECT 1 FROM queue_sizes
                             WHERE queue IN (SELECT queue FROM jobs WHERE id = ANY($1))
-                            ORDER BY queue FOR UPDATE)
-             DELETE FROM jobs j
-             USING unnest($1::uuid[], $2::integer[], $3::bigint[]) AS d(id, attempts, until)
-             WHERE j.id = d.id
-               AND j.status + 0 = {IN_FLIGHT} AND j.attempts = d.attempts
-               AND coalesce(j.lease_id, j.leased_until) = d.until AND j.ordering_key IS NULL
-               AND (SELECT count(*) FROM sizes) >= 0
-             RETURNING j.id, j.last_error IS NOT NULL"
+                            ORDER BY queue FOR UPDATE),
+                  gone AS (DELETE FROM jobs j
+                           USING unnest($1::uuid[], $2::integer[], $3::bigint[])
+                                 AS d(id, attempts, until)
+                           WHERE j.id = d.id
+                             AND j.status + 0 = {IN_FLIGHT} AND j.attempts = d.attempts
+                             AND coalesce(j.lease_id, j.leased_until) = d.until
+                             AND j.ordering_key IS NULL
+                             AND (SELECT count(*) FROM sizes) >= 0
+                           RETURNING j.id, j.last_error IS NOT NULL AS failed_before),
+                  history AS (DELETE FROM job_attempts
+                              WHERE job_id IN (SELECT id FROM gone WHERE failed_before))
+             SELECT id FROM gone"
         )
     }
 

@@ -135,10 +135,12 @@ impl PgStore {
     ) -> anyhow::Result<Self> {
         let pool = connect(url, pool_size).await?;
         migrate(&pool).await?;
+        let relaxed = connect::connect_with(url, RELAXED_POOL, connect::Commits::Relaxed).await?;
         let node = Uuid::now_v7();
         let on_group: group_commit::OnGroup = Arc::new(on_group);
         let runner = Runner {
             pool: pool.clone(),
+            relaxed,
             node,
         };
         let store = Self {
@@ -511,11 +513,17 @@ impl PgStore {
     }
 }
 
-/// What runs this node's transactions: its pool and its identity (what its leases carry).
+/// Connections of a node's relaxed pool: one group of completions commits at a time.
+const RELAXED_POOL: usize = 2;
+
+/// What runs this node's transactions: its pools and its identity (what its leases carry).
 /// The one place a PostgreSQL transaction begins and commits.
 #[derive(Clone)]
 pub(super) struct Runner {
     pool: PgPool,
+    /// Sessions committing with `synchronous_commit = off`, for
+    /// [`Runner::one_relaxed_statement`].
+    relaxed: PgPool,
     node: Uuid,
 }
 
@@ -551,6 +559,15 @@ impl Runner {
     /// round trip, where [`write`](Self::write) adds a `BEGIN` and a `COMMIT`.
     pub async fn one_statement<T>(&self, write: impl OneStatement<T>) -> StoreResult<T> {
         let client = self.pool.get().await?;
+        write(&client, self.node).await
+    }
+
+    /// Run `write`, one statement whose loss in a database crash only means a delivery
+    /// again, on its own on a relaxed session (`synchronous_commit = off`): one round trip,
+    /// where [`write`](Self::write) with [`Durability::Relaxed`] adds a `BEGIN`, a
+    /// `SET LOCAL` and a `COMMIT`.
+    pub async fn one_relaxed_statement<T>(&self, write: impl OneStatement<T>) -> StoreResult<T> {
+        let client = self.relaxed.get().await?;
         write(&client, self.node).await
     }
 
