@@ -139,11 +139,11 @@ impl BoundRow {
 
 /// Have every later insert and delete of `jobs` counted for the capped queues: create the
 /// counting triggers if they are not there (migration 0017 leaves them out while no queue
-/// has a cap). First in its transaction: the lock on `jobs` waits until every write in
-/// progress is committed, and holds off new ones until this transaction ends, so the count
-/// [`keep_cap`] then takes misses none. (Taken after the queue's row, it could deadlock
-/// with an enqueue waiting for that row.) They stay once created: dropping them would take
-/// that lock again, for a saving only while no queue has a cap.
+/// has a cap; `hookq_start_counting()` creates them under a lock on `jobs` that waits out
+/// every write in progress, so the count [`keep_cap`] then takes misses none). First in
+/// its transaction: taken after the queue's row, the lock could deadlock with an enqueue
+/// waiting for that row. They stay once created: dropping them would take that lock again,
+/// for a saving only while no queue has a cap.
 async fn count_jobs(tx: &Transaction<'_>) -> StoreResult<()> {
     let counted: bool = tx
         .query_one(
@@ -153,26 +153,9 @@ async fn count_jobs(tx: &Transaction<'_>) -> StoreResult<()> {
         )
         .await?
         .get(0);
-    if counted {
-        return Ok(());
+    if !counted {
+        tx.execute("SELECT hookq_start_counting()", &[]).await?;
     }
-    // Under the lock, as another node may be creating them too.
-    tx.batch_execute(
-        "LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE;
-         DO $$
-         BEGIN
-             IF NOT EXISTS (SELECT 1 FROM pg_trigger
-                            WHERE tgrelid = 'jobs'::regclass AND tgname = 'jobs_counted_in') THEN
-                 CREATE TRIGGER jobs_counted_in AFTER INSERT ON jobs
-                     REFERENCING NEW TABLE AS new_jobs
-                     FOR EACH STATEMENT EXECUTE FUNCTION hookq_count_jobs();
-                 CREATE TRIGGER jobs_counted_out AFTER DELETE ON jobs
-                     REFERENCING OLD TABLE AS old_jobs
-                     FOR EACH STATEMENT EXECUTE FUNCTION hookq_count_jobs();
-             END IF;
-         END $$;",
-    )
-    .await?;
     Ok(())
 }
 
