@@ -12,12 +12,17 @@ BEGIN
     END IF;
 END $$;
 
--- Create the counting triggers if they are not there. First in its transaction: the lock
--- on `jobs` waits until every write in progress is committed and holds off new ones until
--- the transaction ends, so a count of a queue's jobs taken after it misses none; under the
+-- Create the counting triggers if they are not there. Once they are, it returns at once,
+-- taking no lock. Otherwise, first in its transaction: the lock on `jobs` waits until
+-- every write in progress is committed and holds off new ones until the transaction ends,
+-- so a count of a queue's jobs taken after it misses none; looked for again under the
 -- lock, two nodes creating them at once cannot both do it.
 CREATE FUNCTION hookq_start_counting() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    IF EXISTS (SELECT 1 FROM pg_trigger
+               WHERE tgrelid = 'jobs'::regclass AND tgname = 'jobs_counted_in') THEN
+        RETURN;
+    END IF;
     LOCK TABLE jobs IN SHARE ROW EXCLUSIVE MODE;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger
                    WHERE tgrelid = 'jobs'::regclass AND tgname = 'jobs_counted_in') THEN

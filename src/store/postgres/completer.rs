@@ -1,8 +1,9 @@
 //! Deliveries completed in groups, as River's completer does: the `Delivered` outcomes of
 //! jobs not kept in the delivery log that arrive while a group commits are recorded
 //! together, one `DELETE … USING unnest(…)` for the group, committed on its own on a
-//! relaxed session (as every outcome: a lost one means a delivery again), one round trip. Under load an outcome costs a share of one
-//! transaction instead of a transaction of its own.
+//! relaxed session (as every outcome: a lost one means a delivery again), one round trip.
+//! Under load an outcome costs a share of one transaction instead of a transaction of its
+//! own.
 //!
 //! The statement deletes only jobs still leased as the outcome says and without an ordering
 //! key. The rest go through the whole decision ([`decisions::outcomes::record_outcome`]),

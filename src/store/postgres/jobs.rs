@@ -370,8 +370,9 @@ pub mod hot {
     /// `$1` ids, `$2` attempts, `$3` lease ends (one each): delete the jobs still leased so
     /// and without an ordering key, with the attempt history of those that had failed
     /// before, answering their ids: one statement, atomic without a transaction around it
-    /// ([`super::Runner::one_relaxed_statement`]). The counter rows of their capped queues are locked first, in queue order, as the
-    /// counting trigger then takes them at the statement's end.
+    /// ([`super::Runner::one_relaxed_statement`]). The counter rows of their capped queues
+    /// are locked first, in queue order, as the counting trigger then takes them at the
+    /// statement's end.
     ///
     /// Each lease finds its job by id, whatever the statistics say. These lag behind a busy
     /// queue: taken while few jobs were in flight, they make a scan of an in-flight index

@@ -137,25 +137,15 @@ impl BoundRow {
     }
 }
 
-/// Have every later insert and delete of `jobs` counted for the capped queues: create the
-/// counting triggers if they are not there (migration 0017 leaves them out while no queue
-/// has a cap; `hookq_start_counting()` creates them under a lock on `jobs` that waits out
-/// every write in progress, so the count [`keep_cap`] then takes misses none). First in
-/// its transaction: taken after the queue's row, the lock could deadlock with an enqueue
+/// Have every later insert and delete of `jobs` counted for the capped queues:
+/// `hookq_start_counting()` (migration 0017) creates the counting triggers if they are not
+/// there, under a lock on `jobs` that waits out every write in progress, so the count
+/// [`keep_cap`] then takes misses none; once they are, it takes no lock. First in its
+/// transaction: taken after the queue's row, the lock could deadlock with an enqueue
 /// waiting for that row. They stay once created: dropping them would take that lock again,
 /// for a saving only while no queue has a cap.
 async fn count_jobs(tx: &Transaction<'_>) -> StoreResult<()> {
-    let counted: bool = tx
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_trigger
-                            WHERE tgrelid = 'jobs'::regclass AND tgname = 'jobs_counted_in')",
-            &[],
-        )
-        .await?
-        .get(0);
-    if !counted {
-        tx.execute("SELECT hookq_start_counting()", &[]).await?;
-    }
+    tx.execute("SELECT hookq_start_counting()", &[]).await?;
     Ok(())
 }
 
