@@ -4,8 +4,8 @@
 //! directory, or a database of its own on that PostgreSQL server), its servers on it and one
 //! queue delivering to the sink; then, in order:
 //!
-//! - **enqueue**: 64 closed-loop producers spread evenly over the nodes, the queue paused
-//!   (the write path alone);
+//! - **enqueue**: 64 closed-loop producers spread evenly over the nodes (or, with
+//!   `--producers-per-node P`, P on each node), the queue paused (the write path alone);
 //! - **backlog**: what that left drained by every node once resumed;
 //! - **end to end**: jobs enqueued through every node and delivered by all of them;
 //! - **idle latency**: one job at a time, enqueued on each node in turn, from the request to
@@ -64,6 +64,8 @@ pub struct ClusterFigure {
     pub e2e_cpu_to_one_node: Option<Stats>,
     /// `--node-cpu`: the cores each node (and the SQLite server) was allowed; none: shared.
     pub node_cpu: Option<f64>,
+    /// Closed-loop producers in all, spread evenly over the nodes.
+    pub producers: usize,
     pub duplicates: u64,
     /// Enqueue → arrival at the sink, one job at a time, in ms.
     pub idle_latency_p50_ms: Stats,
@@ -80,6 +82,7 @@ impl ClusterFigure {
         sqlite: &[ClusterRun],
         one_node: Option<&[ClusterRun]>,
         node_cpu: Option<f64>,
+        producers: usize,
     ) -> Self {
         let stats = |figure: fn(&ClusterRun) -> f64| Stats::of(runs.iter().map(figure).collect());
         let database = |figure: fn(&ClusterRun) -> Option<f64>| {
@@ -109,6 +112,7 @@ impl ClusterFigure {
                 run.e2e_cpu_ms_per_job() / one.e2e_cpu_ms_per_job()
             }),
             node_cpu,
+            producers,
             backend,
             nodes,
             enqueue_jobs_per_second: stats(|r| r.enqueue),
@@ -329,6 +333,12 @@ impl Nodes {
     }
 }
 
+/// The closed-loop producers of a run of `nodes` nodes: `per_node` each
+/// (`--producers-per-node`), or 64 spread over them.
+fn producers_of(per_node: Option<usize>, nodes: usize) -> usize {
+    per_node.map_or(MANY_PRODUCERS, |each| each * nodes)
+}
+
 /// `producers` closed-loop producers spread evenly over `urls`, `max_requests` in all.
 async fn spread(
     client: &reqwest::Client,
@@ -405,7 +415,16 @@ impl Bench {
             .iter()
             .zip(&runs)
             .map(|(&setup, runs)| {
-                ClusterFigure::of(setup, jobs, runs, sqlite, one_node, self.node_cpu)
+                let producers = self.cluster_producers(setup.1);
+                ClusterFigure::of(
+                    setup,
+                    jobs,
+                    runs,
+                    sqlite,
+                    one_node,
+                    self.node_cpu,
+                    producers,
+                )
             })
             .collect())
     }
@@ -461,9 +480,10 @@ impl Bench {
         load::create_queue_with(&self.client, &first, QUEUE, settings).await?;
         self.wait_known_everywhere(&nodes).await?;
         let urls = nodes.queue_urls();
+        let producers = self.cluster_producers(nodes.servers.len());
 
         // Enqueue, paused: the write path alone.
-        let measure = |duration| spread(&self.client, &urls, MANY_PRODUCERS, u64::MAX, duration);
+        let measure = |duration| spread(&self.client, &urls, producers, u64::MAX, duration);
         let warm = measure(self.plan.enqueue_warmup)
             .await
             .map_err(|e| e.context(nodes.logs()))?;
@@ -489,7 +509,7 @@ impl Bench {
         self.sink.reset(false);
         let cpu0 = Cpu::used_so_far(&nodes, backend)?;
         let started = Instant::now();
-        let run = spread(&self.client, &urls, MANY_PRODUCERS, jobs, MAX_WAIT)
+        let run = spread(&self.client, &urls, producers, jobs, MAX_WAIT)
             .await
             .map_err(|e| e.context(nodes.logs()))?;
         self.sink
@@ -542,6 +562,11 @@ impl Bench {
             idle_p99_ms: ms(0.99),
             duplicates: seen.duplicates,
         })
+    }
+
+    /// The closed-loop producers of a run of `nodes` nodes.
+    fn cluster_producers(&self, nodes: usize) -> usize {
+        producers_of(self.producers_per_node, nodes)
     }
 
     /// Resume the bench queue (every node sees it within a second).
@@ -599,7 +624,15 @@ mod tests {
     fn each_ratio_is_taken_against_sqlites_run_of_the_same_repetition() {
         let sqlite = [run(1000.0, 400.0, None), run(2000.0, 800.0, None)];
         let postgres = [run(500.0, 200.0, Some(3.0)), run(500.0, 100.0, Some(3.0))];
-        let figure = ClusterFigure::of((Backend::Postgres, 3), 10, &postgres, &sqlite, None, None);
+        let figure = ClusterFigure::of(
+            (Backend::Postgres, 3),
+            10,
+            &postgres,
+            &sqlite,
+            None,
+            None,
+            64,
+        );
         assert_eq!(figure.enqueue_to_sqlite.runs, [0.5, 0.25]);
         assert_eq!(figure.e2e_to_sqlite.runs, [0.5, 0.125]);
         assert_eq!(
@@ -609,9 +642,25 @@ mod tests {
     }
 
     #[test]
+    fn producers_are_64_in_all_or_grow_with_the_nodes() {
+        assert_eq!(producers_of(None, 1), 64);
+        assert_eq!(
+            producers_of(None, 4),
+            64,
+            "a quarter of the load on each of four"
+        );
+        assert_eq!(producers_of(Some(64), 1), 64);
+        assert_eq!(
+            producers_of(Some(64), 4),
+            256,
+            "the same load on each of four"
+        );
+    }
+
+    #[test]
     fn sqlite_has_no_database_cpu_of_its_own_and_a_ratio_of_one() {
         let sqlite = [run(1000.0, 400.0, None)];
-        let figure = ClusterFigure::of((Backend::Sqlite, 1), 10, &sqlite, &sqlite, None, None);
+        let figure = ClusterFigure::of((Backend::Sqlite, 1), 10, &sqlite, &sqlite, None, None, 64);
         assert!(figure.enqueue_postgres_cpu_per_10k.is_none());
         assert_eq!(figure.e2e_to_sqlite.runs, [1.0]);
         assert!(figure.scaling_efficiency.is_none());
@@ -630,6 +679,7 @@ mod tests {
             &sqlite,
             Some(&one),
             Some(0.15),
+            64,
         );
         let close = |got: Vec<f64>, want: [f64; 2]| {
             assert!(

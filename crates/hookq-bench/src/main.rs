@@ -59,6 +59,11 @@ struct Cli {
     /// Repetitions of each measurement [default: 3, or 1 with --quick].
     #[arg(long)]
     repetitions: Option<usize>,
+    /// Jobs of each end-to-end run [default: 50000, or 5000 with --quick]: more average out
+    /// what lands in a run by chance (PostgreSQL's autovacuum, counted as its CPU). The
+    /// fan-out run keeps its own count.
+    #[arg(long)]
+    e2e_jobs: Option<u64>,
     /// Backlog sizes to drain, comma-separated [default: 10000,100000,1000000; 10000 with --quick].
     #[arg(long, value_delimiter = ',')]
     backlog_sizes: Vec<u64>,
@@ -83,6 +88,11 @@ struct Cli {
     /// producers and the sink stay outside. Without it, nodes share the machine's cores.
     #[arg(long)]
     node_cpu: Option<f64>,
+    /// The `cluster` part only: give each node this many closed-loop producers of its own
+    /// (N nodes, N times as many producers: the same load per node), rather than 64 spread
+    /// over all the nodes (the same load in all, a quarter per node with four).
+    #[arg(long)]
+    producers_per_node: Option<usize>,
     /// Run as the relay child process, forwarding to this URL, until SIGTERM.
     #[arg(long, hide = true)]
     relay_to: Option<String>,
@@ -225,6 +235,9 @@ impl Plan {
         if let Some(n) = cli.repetitions {
             plan.repetitions = n.max(1);
         }
+        if let Some(jobs) = cli.e2e_jobs {
+            plan.e2e_jobs = jobs.max(1);
+        }
         if !cli.backlog_sizes.is_empty() {
             plan.backlog_sizes = cli.backlog_sizes.clone();
         }
@@ -258,6 +271,9 @@ struct Bench {
     next_db: usize,
     /// `--node-cpu`: the cores each node of the `cluster` part may use.
     node_cpu: Option<f64>,
+    /// `--producers-per-node`: each node's own producers in the `cluster` part; none: 64
+    /// spread over the nodes.
+    producers_per_node: Option<usize>,
 }
 
 /// The same allocator as the server (src/main.rs), so the sink, the producers and the relay
@@ -295,6 +311,7 @@ async fn main() -> anyhow::Result<()> {
         clock,
         next_db: 0,
         node_cpu: cli.node_cpu,
+        producers_per_node: cli.producers_per_node,
     };
     let wanted = |part: Part| cli.only.is_empty() || cli.only.contains(&part);
     let mut report = Report {

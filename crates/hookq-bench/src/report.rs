@@ -713,8 +713,15 @@ fn print_cluster(figures: &[crate::cluster::ClusterFigure], repetitions: usize) 
     let Some(first) = figures.first() else {
         return;
     };
+    // The SQLite run has one node, so its producers are each node's under
+    // `--producers-per-node`.
+    let producers = if figures.iter().all(|f| f.producers == first.producers) {
+        format!("{} producers spread over the nodes", first.producers)
+    } else {
+        format!("{} producers per node", first.producers)
+    };
     println!(
-        "\nSQLite and PostgreSQL side by side (64 producers, 200 B; end to end {} jobs)",
+        "\nSQLite and PostgreSQL side by side ({producers}, 200 B; end to end {} jobs)",
         first.e2e_jobs
     );
     println!(
