@@ -32,7 +32,7 @@ pub struct ServeArgs {
     pub db: Option<PathBuf>,
 
     /// With PostgreSQL: connections this node's pool opens at most (it also opens one for
-    /// wake-ups and three dispatch sessions, for claims, probes and grouped completions).
+    /// wake-ups and two for grouped completions).
     #[arg(long, env = "HOOKQ_PG_POOL_SIZE", default_value_t = 16)]
     pub pg_pool_size: usize,
 

@@ -846,9 +846,9 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
 /// The statistics PostgreSQL plans with lag behind a queue: a database that has not been
 /// analyzed since its backlog grew (a new one, or a burst on a quiet queue) puts the
 /// backlog at a handful of jobs, and the plans it picks then read every ready job and sort
-/// them all for the first few. A claim round's statements run on the dispatch sessions,
-/// set up with `hot::IN_INDEX_ORDER`, which leaves them the indexes' order, under custom
-/// and generic plans alike.
+/// them all for the first few. A claim round's statements run after
+/// `hot::IN_INDEX_ORDER`, which leaves them the indexes' order, under custom and generic
+/// plans alike.
 #[tokio::test]
 async fn postgres_the_claim_round_reads_in_index_order_on_stale_statistics() {
     let Some(db) = TestDatabase::create("postgres_claim_stale_statistics").await else {
@@ -875,16 +875,16 @@ async fn postgres_the_claim_round_reads_in_index_order_on_stale_statistics() {
     // later PostgreSQL plans this well by itself, this line says the test proves nothing).
     let unset = plan_of(&client, &format!("EXPLAIN {claim}")).await;
     assert!(unset.contains("Sort"), "the stale plan sorts:\n{unset}");
-    drop(client);
-    let dispatch = store.pg.dispatch_pool().get().await.unwrap();
-    let round = prepare_claim_round(&dispatch, 256).await;
     for mode in ["force_custom_plan", "force_generic_plan"] {
-        dispatch
-            .batch_execute(&format!("SET plan_cache_mode = {mode}"))
+        client
+            .batch_execute(&format!(
+                "SET plan_cache_mode = {mode}; BEGIN; {}",
+                postgres::jobs::hot::IN_INDEX_ORDER
+            ))
             .await
             .unwrap();
         for (name, execute) in &round {
-            let plan = plan_of(&dispatch, &format!("EXPLAIN {execute}")).await;
+            let plan = plan_of(&client, &format!("EXPLAIN {execute}")).await;
             assert!(
                 !plan.contains("Sort") && !plan.contains("Seq Scan"),
                 "{mode}: {name} reads an index in its order:\n{plan}"
@@ -893,12 +893,9 @@ async fn postgres_the_claim_round_reads_in_index_order_on_stale_statistics() {
                 assert!(plan.contains("Index Scan using jobs_ready"), "{plan}");
             }
         }
+        client.batch_execute("ROLLBACK").await.unwrap();
     }
-    dispatch
-        .batch_execute("RESET plan_cache_mode")
-        .await
-        .unwrap();
-    drop(dispatch);
+    drop(client);
     close([store], db).await;
 }
 

@@ -1,8 +1,7 @@
 //! Deliveries completed in groups, as River's completer does: the `Delivered` outcomes of
 //! jobs not kept in the delivery log that arrive while a group commits are recorded
 //! together, one `DELETE … USING unnest(…)` for the group, committed on its own on a
-//! dispatch session (as every outcome, relaxed: a lost one means a delivery again), one round
-//! trip.
+//! relaxed session (as every outcome: a lost one means a delivery again), one round trip.
 //! Under load an outcome costs a share of one transaction instead of a transaction of its
 //! own.
 //!
@@ -119,10 +118,10 @@ async fn complete(mut group: Vec<Entry>, runner: &Runner, on_group: &OnGroup) {
 }
 
 /// Delete the unkeyed jobs of `leases` still leased so, and their attempt history: one
-/// statement on a dispatch session.
+/// statement on a relaxed session.
 async fn delete(runner: &Runner, leases: Arc<[(JobId, Lease)]>) -> StoreResult<HashSet<JobId>> {
     runner
-        .one_dispatch_statement(move |client, _| {
+        .one_relaxed_statement(move |client, _| {
             Box::pin(async move { delete_delivered(client, &leases).await })
         })
         .await

@@ -11,8 +11,6 @@ use anyhow::Context;
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::jobs::hot::IN_INDEX_ORDER;
-
 /// A pool of connections to one database.
 pub type PgPool = Pool;
 
@@ -25,37 +23,33 @@ pub fn parse_url(url: &str) -> anyhow::Result<tokio_postgres::Config> {
 /// Run on every new connection: a `201` means the job is durably committed, so a role or
 /// database whose default is `synchronous_commit = off` gets `on` for this session. (`local`
 /// and the `remote_*` levels flush locally too and are kept.) The relaxed transactions
-/// (outcomes) still set `off` for themselves with `SET LOCAL`.
+/// (claims, outcomes) still set `off` for themselves with `SET LOCAL`.
 const DURABLE_COMMITS: &str = "SELECT set_config('synchronous_commit', 'on', false)
      WHERE current_setting('synchronous_commit') = 'off'";
 
-/// Run on every connection of a dispatch pool ([`Sessions::Dispatch`]), with
-/// [`IN_INDEX_ORDER`] (jobs read in their indexes' order): commits that do not wait for the
-/// WAL flush.
+/// Run on every connection of a relaxed pool ([`Commits::Relaxed`]).
 const RELAXED_COMMITS: &str = "SET synchronous_commit = off";
 
-/// What a pool's sessions are for.
+/// How a pool's sessions commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sessions {
-    /// Committing durably (see [`DURABLE_COMMITS`]): every pool that stores what a `201`
-    /// answers for.
+pub enum Commits {
+    /// Durably (see [`DURABLE_COMMITS`]): every pool that stores what a `201` answers for.
     Durable,
-    /// The dispatch loop's own statements (claims, next-due probes, grouped completions):
-    /// their loss in a database crash only means a job is delivered again, and they read
-    /// jobs in index order. Both set session-wide ([`RELAXED_COMMITS`], [`IN_INDEX_ORDER`]),
-    /// so that none of them needs a transaction, or a `SET LOCAL` inside one, to say so.
-    Dispatch,
+    /// Without waiting for the WAL flush, session-wide: for statements whose loss in a
+    /// database crash only means a job is delivered again (grouped completions), so that
+    /// they need no transaction around them to say so with `SET LOCAL`.
+    Relaxed,
 }
 
 /// A pool of at most `size` connections to the database at `url`, its sessions committing
 /// durably. Connections are opened when first needed; this checks that one can be, so a
 /// wrong URL fails at start.
 pub async fn connect(url: &str, size: usize) -> anyhow::Result<PgPool> {
-    connect_with(url, size, Sessions::Durable).await
+    connect_with(url, size, Commits::Durable).await
 }
 
-/// [`connect`], its sessions set up for what `sessions` says.
-pub async fn connect_with(url: &str, size: usize, sessions: Sessions) -> anyhow::Result<PgPool> {
+/// [`connect`], its sessions committing as `commits` says.
+pub async fn connect_with(url: &str, size: usize, commits: Commits) -> anyhow::Result<PgPool> {
     let config = parse_url(url)?;
     let manager = Manager::from_config(
         config,
@@ -67,13 +61,13 @@ pub async fn connect_with(url: &str, size: usize, sessions: Sessions) -> anyhow:
     let pool = Pool::builder(manager)
         .max_size(size.max(1))
         .post_create(Hook::async_fn(move |client, _| {
-            let setting = match sessions {
-                Sessions::Durable => DURABLE_COMMITS.to_owned(),
-                Sessions::Dispatch => format!("{RELAXED_COMMITS}; {IN_INDEX_ORDER}"),
+            let setting = match commits {
+                Commits::Durable => DURABLE_COMMITS,
+                Commits::Relaxed => RELAXED_COMMITS,
             };
             Box::pin(async move {
                 client
-                    .batch_execute(&setting)
+                    .batch_execute(setting)
                     .await
                     .map_err(HookError::Backend)
             })

@@ -314,13 +314,15 @@ fn earliest_of(a: Option<UnixMillis>, b: Option<UnixMillis>) -> Option<UnixMilli
 /// earliest scheduled one's (through `jobs_scheduled`, ordered by due time). The ready
 /// job is read in `jobs_ready`'s own order: without the `ORDER BY`, the plan PostgreSQL
 /// caches for the statement after a few runs is a sequential scan of `jobs` that stops at
-/// the first ready row, which under a backlog reads past every job in flight first. One
-/// statement, so one snapshot, on a dispatch session ([`hot::IN_INDEX_ORDER`]).
-pub async fn next_due(
-    client: &impl GenericClient,
-    queue: &QueueName,
-) -> StoreResult<Option<UnixMillis>> {
-    let row = prepared::query_one(client, hot::next_due(), &[&queue.as_str()]).await?;
+/// the first ready row, which under a backlog reads past every job in flight first. Run
+/// in a transaction of its own, for [`hot::IN_INDEX_ORDER`].
+pub async fn next_due(tx: &Transaction<'_>, queue: &QueueName) -> StoreResult<Option<UnixMillis>> {
+    let statement = tx.prepare_cached(hot::next_due()).await?;
+    let (_, row) = futures_util::future::try_join(
+        tx.batch_execute(hot::IN_INDEX_ORDER),
+        tx.query_one(&statement, &[&queue.as_str()]),
+    )
+    .await?;
     Ok(row.get(0))
 }
 
@@ -331,9 +333,8 @@ pub mod hot {
     use crate::sql_once;
     use crate::store::status::codes::{IN_FLIGHT, READY, SCHEDULED};
 
-    /// Set on every dispatch session ([`super::super::connect::Sessions::Dispatch`]), which
-    /// runs the statements below: PostgreSQL reads the jobs in their index's order and
-    /// stops at the limit, whatever its statistics say.
+    /// Sent before the statements below, in their transaction: PostgreSQL reads the jobs
+    /// in their index's order and stops at the limit, whatever its statistics say.
     ///
     /// Those lag behind a queue: taken while it held a few jobs (or never, on a new
     /// database), they put a queue's ready jobs at a handful, and the plans PostgreSQL
@@ -341,9 +342,9 @@ pub mod hot {
     /// 256: with 150 000 jobs waiting, each claim read 6 600 pages and sorted 7 MB on disk
     /// (up to 105 ms a claim), where the index's order reads a few hundred pages. None of
     /// these statements needs a sort, so making sorts the planner's last resort leaves it
-    /// the indexes' order. Session-wide, on sessions that run only these: no `SET LOCAL`
-    /// statement (and no transaction for it) before each.
-    pub const IN_INDEX_ORDER: &str = "SET enable_sort = off";
+    /// the indexes' order. `LOCAL`: the setting ends with the transaction, and no other
+    /// statement of the node sees it.
+    pub const IN_INDEX_ORDER: &str = "SET LOCAL enable_sort = off";
 
     /// `$1` queue: when it next has a job due (see [`super::next_due`]).
     pub fn next_due() -> &'static str {
@@ -369,11 +370,9 @@ pub mod hot {
     /// `$1` ids, `$2` attempts, `$3` lease ends (one each): delete the jobs still leased so
     /// and without an ordering key, with the attempt history of those that had failed
     /// before, answering their ids: one statement, atomic without a transaction around it
-    /// ([`super::Runner::one_dispatch_statement`]). The counter rows of their capped queues
+    /// ([`super::Runner::one_relaxed_statement`]). The counter rows of their capped queues
     /// are locked first, in queue order, as the counting trigger then takes them at the
-    /// statement's end. Without a capped queue (no counter rows, the common case) the
-    /// `EXISTS` stops that before it reads the group's jobs, which it would otherwise read
-    /// twice; it changes no answer, as the join it guards finds rows only where it holds.
+    /// statement's end.
     ///
     /// Each lease finds its job by id, whatever the statistics say. These lag behind a busy
     /// queue: taken while few jobs were in flight, they make a scan of an in-flight index
@@ -385,8 +384,7 @@ pub mod hot {
     pub fn complete_delivered() -> &'static str {
         sql_once!(
             "WITH sizes AS (SELECT 1 FROM queue_sizes
-                            WHERE EXISTS (SELECT 1 FROM queue_sizes)
-                              AND queue IN (SELECT queue FROM jobs WHERE id = ANY($1))
+                            WHERE queue IN (SELECT queue FROM jobs WHERE id = ANY($1))
                             ORDER BY queue FOR UPDATE),
                   gone AS (DELETE FROM jobs j
                            USING unnest($1::uuid[], $2::integer[], $3::bigint[])
@@ -438,12 +436,13 @@ pub async fn claim(
     node: Uuid,
 ) -> StoreResult<Vec<ClaimedJob>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    // Both prepared first, then sent together, the promotion first: one round trip, and
-    // the claim sees the jobs the promotion made ready (the connection runs them in the
-    // order sent). A dispatch session reads them in index order ([`hot::IN_INDEX_ORDER`]).
+    // Both prepared first, then sent together after the planner setting, the promotion
+    // first: one round trip, and the claim sees the jobs the promotion made ready (the
+    // connection runs them in the order sent).
     let promote = tx.prepare_cached(hot::promote_due()).await?;
     let claim = tx.prepare_cached(hot::claim()).await?;
-    let (_, rows) = futures_util::future::try_join(
+    let (_, _, rows) = futures_util::future::try_join3(
+        tx.batch_execute(hot::IN_INDEX_ORDER),
         tx.execute(&promote, &[&queue.as_str(), &now, &PROMOTE_BATCH]),
         tx.query(&claim, &[&queue.as_str(), &leased_until, &limit, &node]),
     )

@@ -135,13 +135,12 @@ impl PgStore {
     ) -> anyhow::Result<Self> {
         let pool = connect(url, pool_size).await?;
         migrate(&pool).await?;
-        let dispatch =
-            connect::connect_with(url, DISPATCH_POOL, connect::Sessions::Dispatch).await?;
+        let relaxed = connect::connect_with(url, RELAXED_POOL, connect::Commits::Relaxed).await?;
         let node = Uuid::now_v7();
         let on_group: group_commit::OnGroup = Arc::new(on_group);
         let runner = Runner {
             pool: pool.clone(),
-            dispatch,
+            relaxed,
             node,
         };
         let store = Self {
@@ -227,13 +226,6 @@ impl PgStore {
     #[cfg(any(test, feature = "testing"))]
     pub fn pool(&self) -> &PgPool {
         &self.runner.pool
-    }
-
-    /// The dispatch sessions' pool ([`connect::Sessions::Dispatch`]), for tests that look
-    /// at how its statements are planned.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn dispatch_pool(&self) -> &PgPool {
-        &self.runner.dispatch
     }
 
     /// Call `on_due` with every queue any node announces a job for, until `stop` (one
@@ -376,8 +368,8 @@ impl PgStore {
         self.group_commit.enqueue(queue, job, None).await
     }
 
-    /// A claim within `limits` counted across every node (see [`limits`]), on a dispatch
-    /// session: a claim lost in a database crash only means the job is delivered again.
+    /// A claim within `limits` counted across every node (see [`limits`]). The commit is
+    /// relaxed: a claim lost in a database crash only means the job is delivered again.
     pub async fn claim_within(
         &self,
         queue: QueueName,
@@ -386,22 +378,19 @@ impl PgStore {
         want: usize,
         shared: SharedLimits,
     ) -> StoreResult<Claimed> {
-        self.runner
-            .dispatch_write(move |pg| {
-                Box::pin(async move {
-                    if shared.is_none() {
-                        let jobs =
-                            jobs::claim(pg.tx, &queue, now, leased_until, want, pg.node).await?;
-                        return Ok(Claimed {
-                            jobs,
-                            held_back_until: None,
-                        });
-                    }
-                    limits::claim_within(pg.tx, &queue, now, leased_until, want, shared, pg.node)
-                        .await
-                })
+        self.write(Durability::Relaxed, move |pg| {
+            Box::pin(async move {
+                if shared.is_none() {
+                    let jobs = jobs::claim(pg.tx, &queue, now, leased_until, want, pg.node).await?;
+                    return Ok(Claimed {
+                        jobs,
+                        held_back_until: None,
+                    });
+                }
+                limits::claim_within(pg.tx, &queue, now, leased_until, want, shared, pg.node).await
             })
-            .await
+        })
+        .await
     }
 
     /// Write this node's recent attempts of each busy queue, taken at `now`, for the other
@@ -471,12 +460,9 @@ impl PgStore {
         Ok(())
     }
 
-    /// When `queue` next has a job due: one statement on a dispatch session.
+    /// When `queue` next has a job due.
     pub async fn next_due(&self, queue: QueueName) -> StoreResult<Option<UnixMillis>> {
-        self.runner
-            .one_dispatch_statement(move |client, _| {
-                Box::pin(async move { jobs::next_due(client, &queue).await })
-            })
+        self.read(move |pg| Box::pin(async move { jobs::next_due(pg.tx, &queue).await }))
             .await
     }
 
@@ -527,18 +513,17 @@ impl PgStore {
     }
 }
 
-/// Connections of a node's dispatch pool: one group of completions commits at a time, the
-/// claim loop claims or probes one queue at a time, and pull leases probe beside them.
-const DISPATCH_POOL: usize = 3;
+/// Connections of a node's relaxed pool: one group of completions commits at a time.
+const RELAXED_POOL: usize = 2;
 
 /// What runs this node's transactions: its pools and its identity (what its leases carry).
 /// The one place a PostgreSQL transaction begins and commits.
 #[derive(Clone)]
 pub(super) struct Runner {
     pool: PgPool,
-    /// The dispatch loop's sessions ([`connect::Sessions::Dispatch`]), for
-    /// [`Runner::dispatch_write`] and [`Runner::one_dispatch_statement`].
-    dispatch: PgPool,
+    /// Sessions committing with `synchronous_commit = off`, for
+    /// [`Runner::one_relaxed_statement`].
+    relaxed: PgPool,
     node: Uuid,
 }
 
@@ -577,21 +562,13 @@ impl Runner {
         write(&client, self.node).await
     }
 
-    /// Run `write`, one statement of the dispatch loop, on its own on a dispatch session
-    /// ([`connect::Sessions::Dispatch`]: its loss in a database crash only means a delivery
-    /// again): one round trip, where [`write`](Self::write) with [`Durability::Relaxed`]
-    /// adds a `BEGIN`, a `SET LOCAL` and a `COMMIT`.
-    pub async fn one_dispatch_statement<T>(&self, write: impl OneStatement<T>) -> StoreResult<T> {
-        let client = self.dispatch.get().await?;
+    /// Run `write`, one statement whose loss in a database crash only means a delivery
+    /// again, on its own on a relaxed session (`synchronous_commit = off`): one round trip,
+    /// where [`write`](Self::write) with [`Durability::Relaxed`] adds a `BEGIN`, a
+    /// `SET LOCAL` and a `COMMIT`.
+    pub async fn one_relaxed_statement<T>(&self, write: impl OneStatement<T>) -> StoreResult<T> {
+        let client = self.relaxed.get().await?;
         write(&client, self.node).await
-    }
-
-    /// Run `work`, the dispatch loop's statements, in one transaction on a dispatch
-    /// session: no `SET LOCAL` round trip or statement, as [`Durability::Relaxed`] needs.
-    pub async fn dispatch_write<T>(&self, work: impl Work<T>) -> StoreResult<T> {
-        let mut client = self.dispatch.get().await?;
-        let tx = client.transaction().await?;
-        self.run(tx, work).await
     }
 
     /// Run `work` in a read-only transaction on one snapshot (`REPEATABLE READ`): its
