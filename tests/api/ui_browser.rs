@@ -729,15 +729,8 @@ async fn ui_browser_the_dashboard_fits_a_phone_and_says_when_the_server_stops_an
         target.attr("title").await.unwrap().as_deref(),
         Some(long_target)
     );
-    let cut = client
-        .execute(
-            "const t = document.querySelector('#queue-orders .target');\
-             return t.scrollWidth > t.clientWidth;",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(cut, json!(true), "a long target is cut (with an ellipsis)");
+    // Issue 44, defect 2: cut in the middle, its host and the path's end kept.
+    assert_eq!(target.text().await.unwrap(), "127.0.0.1:9/…/orders/created");
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
 

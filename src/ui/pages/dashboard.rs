@@ -29,6 +29,7 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
     let answer = Flash::answer_to(flash.as_ref(), NEW_QUEUE_FORM);
     let typed = |field: &str| answer.and_then(|f| f.typed(field));
     let content = html! {
+        div class="wide-page" {
         h1 { "Queues" }
         section aria-labelledby="queues-title" {
             h2 id="queues-title" class="visually-hidden" { "All queues" }
@@ -118,6 +119,7 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
                 button type="submit" id="create-queue" { "Create queue" }
                 (form_result(NEW_QUEUE_RESULT_ID, answer, new_queue_field_id))
             }
+        }
         }
     };
     Ok(ctx.page_with("Queues", Section::Queues, flash, content))
@@ -356,6 +358,9 @@ async fn queue_rows(api: &ApiClient, range: ChartRange, order: QueueOrder) -> Ap
     })
 }
 
+/// The most characters of a target the dashboard shows (see [`format::elide_url`]).
+const TARGET_CHARS: usize = 32;
+
 fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
     let NamedQueueStats {
         name,
@@ -370,7 +375,8 @@ fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
             th scope="row" { a id={ "queue-link-" (name) } href={ "/ui/queue/" (name) } { (name) } }
             td class="wide" {
                 @match target {
-                    Some(target) => span class="mono target" title=(target) { (target) },
+                    // Host and the path's end, which tell targets apart; the whole in `title`.
+                    Some(target) => span class="mono target" title=(target) { (format::elide_url(target, TARGET_CHARS)) },
                     None => span class="muted" title="Workers lease its jobs" { "pull" },
                 }
             }
@@ -400,7 +406,7 @@ fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
             td class="num extra" { (stats.in_flight) }
             td class="num extra delivered" { (stats.delivered_last_minute) }
             td class="num extra" { (stats.failed_last_minute) }
-            td class="wide" {
+            td class="wide chart-cell" {
                 @match range {
                     ChartRange::Hour => (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed, scale)),
                     ChartRange::Day => (chart::bars(&last_day.delivered, &last_day.failed, scale, chart::HOURS)),

@@ -400,7 +400,7 @@ fn stats_panel(name: &QueueName, stats: &QueueStats, range: ChartRange) -> Marku
                         a id="range-hour" href=(queue_url(name)) { "last hour" }
                     }
                     @let (delivered, failed) = (&day.delivered[..], &day.failed[..]);
-                    (chart::bars(delivered, failed, chart::shared_scale([(delivered, failed)]), chart::HOURS))
+                    div class="chart-panel" { (chart::bars(delivered, failed, chart::shared_scale([(delivered, failed)]), chart::HOURS)) }
                 }
                 _ => {
                     p class="muted" {
@@ -408,7 +408,7 @@ fn stats_panel(name: &QueueName, stats: &QueueStats, range: ChartRange) -> Marku
                         a id="range-day" href={ (queue_url(name)) "?range=day" } { "last day" }
                     }
                     @let (delivered, failed) = (&stats.last_hour.delivered[..], &stats.last_hour.failed[..]);
-                    (chart::last_hour(delivered, failed, chart::shared_scale([(delivered, failed)])))
+                    div class="chart-panel" { (chart::last_hour(delivered, failed, chart::shared_scale([(delivered, failed)]))) }
                 }
             }
         }

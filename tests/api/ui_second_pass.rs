@@ -1,0 +1,193 @@
+//! Issue 44's defects, each in a real headless Chromium at a desktop's width (1366×900) and,
+//! where the defect is about layout, a phone's (390×844): charts that can be read, targets
+//! told apart, a job's history after a replay or resend, error groups named in their
+//! questions, the dead letters on a phone, ids found as people paste them, dead-letter
+//! figures of the chosen queue, schedules on the dashboard, copy buttons and a replay's
+//! outcome.
+
+use serde_json::{Value, json};
+
+use crate::browser::Browser;
+use crate::helpers::*;
+use crate::ui_browser::screenshot_dir;
+
+const DESKTOP: (u32, u32) = (1366, 900);
+const PHONE: (u32, u32) = (390, 844);
+
+/// Runs `script` (a function body given `arguments`) in the page and returns its answer.
+async fn run(browser: &Browser, script: &str, args: Vec<Value>) -> Value {
+    browser
+        .client()
+        .execute(script, args)
+        .await
+        .unwrap_or_else(|e| panic!("browser: running {script:?} failed: {e}"))
+}
+
+/// How many px the page is wider than the window (0 or less: nothing scrolls sideways).
+async fn overflow(browser: &Browser) -> i64 {
+    run(
+        browser,
+        "return document.documentElement.scrollWidth - window.innerWidth;",
+        vec![],
+    )
+    .await
+    .as_i64()
+    .unwrap_or(i64::MAX)
+}
+
+async fn resize(browser: &Browser, (width, height): (u32, u32)) {
+    browser
+        .client()
+        .set_window_size(width, height)
+        .await
+        .unwrap_or_else(|e| panic!("browser: resizing to {width}×{height} failed: {e}"));
+}
+
+/// An hour of stored history for `queue`: 38 delivered and 2 failed a minute.
+async fn an_hour_of_history(app: &TestApp, queue: &str) {
+    let now = hookq::model::now_millis();
+    let minute = 60_000;
+    let history = (1..=60)
+        .map(|ago| {
+            let mut latency = hookq::latency::LatencyHistogram::default();
+            for n in 0..40 {
+                latency.record(if n < 38 { 8 + n % 30 } else { 4_500 });
+            }
+            hookq::store::ActivityMinute {
+                queue: hookq::model::QueueName::parse(queue).unwrap(),
+                minute: now - now.rem_euclid(minute) - ago * minute,
+                delivered: 38,
+                failed: 2,
+                latency,
+            }
+        })
+        .collect();
+    app.store().record_activity(history, now).await.unwrap();
+}
+
+/// Issue 44, defects 1 and 2: at 1366×900 the dashboard's chart column is in its frame and
+/// wide enough to read (its "now" whole), each bar says its values on hover, and a long
+/// target shows its host and the end of its path (the whole URL in its title); the queue's
+/// page draws a wide chart with values per bar; Health draws the trend of its range. At a
+/// phone's width nothing scrolls sideways.
+#[tokio::test]
+async fn ui_browser_charts_are_readable_and_targets_told_apart() {
+    let Some(browser) = Browser::start("ui_browser_charts").await else {
+        return;
+    };
+    let (shots, _temp) = screenshot_dir();
+    let app = spawn_app(|c| c.dispatch = false).await;
+    let names = [
+        "billing-invoices-eu",
+        "emails",
+        "orders",
+        "payments",
+        "shipping",
+    ];
+    for name in names {
+        let target = format!("http://127.0.0.1:9/hooks/tenants/acme-corporation/{name}/created");
+        app.create_queue_ok(name, &target, None).await;
+        an_hour_of_history(&app, name).await;
+    }
+    app.call(reqwest::Method::POST, "/queue/emails/_pause", None)
+        .await
+        .expect(200);
+
+    resize(&browser, DESKTOP).await;
+    browser.goto(&app.url("/ui")).await;
+    browser.wait_for("#queue-orders svg.chart").await;
+    let layout = run(
+        &browser,
+        "const wrap = document.querySelector('#queue-rows').closest('.table-wrap');\
+         const frame = wrap.getBoundingClientRect();\
+         const row = document.getElementById('queue-orders');\
+         const chart = row.querySelector('svg.chart').getBoundingClientRect();\
+         const now = row.querySelector('.x-axis span:last-child').getBoundingClientRect();\
+         return [wrap.scrollWidth - wrap.clientWidth, Math.round(chart.width),\
+                 chart.right <= frame.right, now.right <= frame.right && now.width > 0];",
+        vec![],
+    )
+    .await;
+    assert_eq!(layout[0], json!(0), "the table fits its frame: {layout}");
+    assert!(
+        layout[1].as_i64().unwrap_or(0) >= 200,
+        "the chart is wide enough to read: {layout}"
+    );
+    assert_eq!(layout[2], json!(true), "the chart is in view: {layout}");
+    assert_eq!(layout[3], json!(true), "\"now\" is whole: {layout}");
+    let titles = run(
+        &browser,
+        "return Array.from(document.querySelectorAll('#queue-orders svg.chart g.bar > title'))\
+         .map((t) => t.textContent);",
+        vec![],
+    )
+    .await;
+    let titles = titles.as_array().cloned().unwrap_or_default();
+    // The stored minutes of the hour before this one: 59 bars.
+    assert_eq!(titles.len(), 59, "a value per bar: {titles:?}");
+    assert_eq!(titles[0], json!("59m ago: 38 delivered, 2 failed"));
+
+    let target = browser.wait_for("#queue-orders .target").await;
+    let shown = target.text().await.unwrap();
+    assert_eq!(shown, "127.0.0.1:9/…/orders/created");
+    assert_eq!(
+        target.attr("title").await.unwrap().as_deref(),
+        Some("http://127.0.0.1:9/hooks/tenants/acme-corporation/orders/created")
+    );
+    let cut = run(
+        &browser,
+        "const t = document.querySelector('#queue-orders .target');\
+         return t.scrollWidth > t.clientWidth;",
+        vec![],
+    )
+    .await;
+    assert_eq!(cut, json!(false), "the elided target is shown whole");
+    browser.screenshot(&shots.join("dashboard.png")).await;
+    resize(&browser, PHONE).await;
+    assert!(overflow(&browser).await <= 0, "the dashboard fits a phone");
+    resize(&browser, DESKTOP).await;
+
+    // The queue's page: a wide chart, a value per bar.
+    browser.goto(&app.url("/ui/queue/orders")).await;
+    browser.wait_for("#queue-stats svg.chart").await;
+    let chart = run(
+        &browser,
+        "const c = document.querySelector('#queue-stats svg.chart');\
+         return [Math.round(c.getBoundingClientRect().width),\
+                 c.querySelectorAll('g.bar > title').length];",
+        vec![],
+    )
+    .await;
+    assert!(
+        chart[0].as_i64().unwrap_or(0) >= 600,
+        "the queue's chart is wide: {chart}"
+    );
+    assert_eq!(chart[1], json!(59), "a value per bar: {chart}");
+    resize(&browser, PHONE).await;
+    assert!(overflow(&browser).await <= 0, "the queue page fits a phone");
+    resize(&browser, DESKTOP).await;
+
+    // Health: the trend of its range, every queue together.
+    browser.goto(&app.url("/ui/health")).await;
+    browser.wait_for("#health-trend svg.chart").await;
+    let trend = run(
+        &browser,
+        "return Array.from(document.querySelectorAll('#health-trend svg.chart g.bar > title'))\
+         .map((t) => t.textContent);",
+        vec![],
+    )
+    .await;
+    let trend = trend.as_array().cloned().unwrap_or_default();
+    assert!(trend.len() >= 59, "a bar a minute: {trend:?}");
+    assert!(
+        trend.contains(&json!("30m ago: 190 delivered, 10 failed")),
+        "every queue's attempts together: {trend:?}"
+    );
+    browser.screenshot(&shots.join("health.png")).await;
+    resize(&browser, PHONE).await;
+    assert!(overflow(&browser).await <= 0, "health fits a phone");
+
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
