@@ -191,3 +191,114 @@ async fn ui_browser_charts_are_readable_and_targets_told_apart() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }
+
+/// The id of the button `action` (`replay` or `acknowledge`) of the error group whose
+/// error reads `error`, on the dead letters page the browser shows.
+async fn group_button(browser: &Browser, action: &str, error: &str) -> String {
+    browser.wait_for("#groups").await;
+    let id = run(
+        browser,
+        "const row = Array.from(document.querySelectorAll('#groups tbody tr'))\
+         .find((r) => r.querySelector('td.mono').textContent === arguments[1]);\
+         return row ? row.querySelector(`button[value=\"${arguments[0]}-group\"]`).id : null;",
+        vec![json!(action), json!(error)],
+    )
+    .await;
+    id.as_str()
+        .unwrap_or_else(|| panic!("no group of {error:?}: {id}"))
+        .to_owned()
+}
+
+/// Issue 44, defect 4: two groups with the same status ask different questions (their
+/// error text and count), and a group's buttons keep their ids when the groups re-sort by
+/// size, so an action hits the group asked about; its answer names the group.
+#[tokio::test]
+async fn ui_browser_an_error_group_is_named_and_keyed_not_numbered() {
+    let Some(browser) = Browser::start("ui_browser_error_groups").await else {
+        return;
+    };
+    let receiver = TestReceiver::scripted(
+        vec![
+            Reply::with_body(500, "disk full"),
+            Reply::with_body(500, "disk full"),
+        ],
+        Reply::with_body(500, "database down"),
+    )
+    .await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    for n in 0..3 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+    }
+    resize(&browser, DESKTOP).await;
+    browser.goto(&app.url("/ui/dlq?queue=q")).await;
+    let disk_full = group_button(&browser, "acknowledge", "disk full").await;
+    let first = run(
+        &browser,
+        "return document.querySelector('#groups tbody tr td.mono').textContent;",
+        vec![],
+    )
+    .await;
+    assert_eq!(first, json!("disk full"), "the largest group first");
+
+    // Two more of the other group: it becomes the largest, and the groups re-sort.
+    for n in 3..5 {
+        let id = app.enqueue_ok("q", &json!({ "n": n })).await;
+        app.wait_until_error("q", &id).await;
+    }
+    browser.goto(&app.url("/ui/dlq?queue=q")).await;
+    let first = run(
+        &browser,
+        "return document.querySelector('#groups tbody tr td.mono').textContent;",
+        vec![],
+    )
+    .await;
+    assert_eq!(first, json!("database down"), "re-sorted");
+    assert_eq!(
+        group_button(&browser, "acknowledge", "disk full").await,
+        disk_full,
+        "the group's button keeps its id"
+    );
+    browser.click(&format!("#{disk_full}")).await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with(
+            "Acknowledge all 2 pending dead letters of q that failed with HTTP 500 “disk full”?"
+        ),
+        "{question}"
+    );
+    let said = browser.text_of(".flash.notice").await;
+    assert_eq!(
+        said,
+        "Acknowledged 2 dead letters of q that failed with HTTP 500 “disk full”."
+    );
+    let pending = app.get("/admin/dlq?queue=q").await.json();
+    assert_eq!(pending["total_count"], 3, "only that group: {pending}");
+    // The next answer must come from the next page: this one's goes first.
+    run(
+        &browser,
+        "document.querySelectorAll('.flash').forEach((f) => f.remove());",
+        vec![],
+    )
+    .await;
+    let replay = group_button(&browser, "replay", "database down").await;
+    browser.click(&format!("#{replay}")).await;
+    let question = browser.accept_confirm().await;
+    assert!(
+        question.starts_with(
+            "Replay all 3 pending dead letters of q that failed with HTTP 500 “database down”?"
+        ),
+        "{question}"
+    );
+    let said = browser.text_of(".flash.notice").await;
+    assert!(
+        said.starts_with(
+            "Replayed 3 of 3 dead letters of q that failed with HTTP 500 “database down”."
+        ),
+        "{said}"
+    );
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
