@@ -340,7 +340,8 @@ fn close_breaker_question(name: &QueueName, stats: &QueueStats) -> String {
         n => format!("its {n} ready jobs are"),
     };
     format!(
-        "Close the circuit breaker of queue {name}? Deliveries resume at once: {jobs} sent to          the target now. If it still fails, {} failed attempts in a row open the breaker again.",
+        "Close the circuit breaker of queue {name}? Deliveries resume at once: {jobs} sent to \
+         the target now. If it still fails, {} failed attempts in a row open the breaker again.",
         stats.breaker_threshold
     )
 }
