@@ -302,3 +302,101 @@ async fn ui_browser_an_error_group_is_named_and_keyed_not_numbered() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }
+
+/// The elements wider than the window, for a failure's message.
+async fn too_wide(browser: &Browser) -> Value {
+    run(
+        browser,
+        "return Array.from(document.querySelectorAll('main *'))\
+         .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)\
+         .filter((e) => !e.parentElement.closest('.table-wrap'))\
+         .slice(0, 8).map((e) => e.tagName + '#' + e.id + '.' + e.className + ' '\
+           + Math.round(e.getBoundingClientRect().right));",
+        vec![],
+    )
+    .await
+}
+
+/// Issue 44, defect 5: with a queue chosen, the dead letters page (its grouped errors, long
+/// and unbroken, included) does not scroll sideways on a phone, and queue names break only
+/// where they may (at a hyphen), never inside a word.
+#[tokio::test]
+async fn ui_browser_the_dead_letters_of_a_queue_fit_a_phone() {
+    let Some(browser) = Browser::start("ui_browser_dead_letters_phone").await else {
+        return;
+    };
+    let (shots, _temp) = screenshot_dir();
+    let unbroken = format!(
+        "{{\"error\":\"upstream_timeout\",\"detail\":\"{}\"}}",
+        "x".repeat(120)
+    );
+    let receiver = TestReceiver::scripted(
+        vec![Reply::with_body(502, unbroken.clone())],
+        Reply::with_body(
+            503,
+            "upstream unavailable: the payment provider did not answer",
+        ),
+    )
+    .await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    let queue = "notifications-transactional";
+    app.create_queue_ok(queue, &receiver.url, None).await;
+    app.create_queue_ok("subscriptions", &receiver.url, None)
+        .await;
+    for n in 0..3 {
+        let id = app.enqueue_ok(queue, &json!({ "n": n })).await;
+        app.wait_until_error(queue, &id).await;
+    }
+    resize(&browser, PHONE).await;
+    browser
+        .goto(&app.url(&format!("/ui/dlq?queue={queue}")))
+        .await;
+    browser.wait_for("#groups").await;
+    assert!(
+        overflow(&browser).await <= 0,
+        "the dead letters of a queue fit a phone: {}",
+        too_wide(&browser).await
+    );
+    run(
+        &browser,
+        "document.getElementById('groups').scrollIntoView({block: 'start'});",
+        vec![],
+    )
+    .await;
+    browser
+        .screenshot(&shots.join("phone-dead-letters-queue.png"))
+        .await;
+
+    // On the dashboard, a name breaks at its hyphen or not at all.
+    browser.goto(&app.url("/ui")).await;
+    browser.wait_for("#queue-link-subscriptions").await;
+    let lines = run(
+        &browser,
+        "const lines = (id) => {\
+           const link = document.getElementById(id);\
+           const range = document.createRange();\
+           const tops = new Set();\
+           for (let i = 0; i < link.firstChild.length; i++) {\
+             range.setStart(link.firstChild, i); range.setEnd(link.firstChild, i + 1);\
+             tops.add(Math.round(range.getBoundingClientRect().top));\
+           }\
+           return tops.size;\
+         };\
+         return [lines('queue-link-subscriptions'), lines('queue-link-notifications-transactional')];",
+        vec![],
+    )
+    .await;
+    assert_eq!(
+        lines,
+        json!([1, 2]),
+        "one word on one line; a hyphenated name on a line per part"
+    );
+    assert!(
+        overflow(&browser).await <= 0,
+        "{}",
+        too_wide(&browser).await
+    );
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
