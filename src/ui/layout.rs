@@ -145,6 +145,27 @@ pub fn csrf_field(current: &Current) -> Markup {
     html! { input type="hidden" name="csrf" value=(current.csrf); }
 }
 
+/// What a copy button copies.
+pub enum Copy<'a> {
+    /// This text (an id, a key).
+    Text(&'a str),
+    /// The text of the element with this id (a payload).
+    From(&'a str),
+}
+
+/// A button that copies `what` to the clipboard (`hookq.js`; hidden without it, since it
+/// could do nothing), saying so: "Copied". `label` names what it copies: "Copy id".
+pub fn copy_button(id: &str, label: &str, what: Copy<'_>) -> Markup {
+    let (text, from) = match what {
+        Copy::Text(text) => (Some(text), None),
+        Copy::From(element) => (None, Some(element)),
+    };
+    html! {
+        button type="button" id=(id) class="secondary copy" data-copy=[text] data-copy-from=[from]
+            hidden { (label) }
+    }
+}
+
 /// A status as a coloured badge; the word is the information, the colour a help.
 pub fn badge(text: &str, tone: Tone) -> Markup {
     let class = match tone {

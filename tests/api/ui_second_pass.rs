@@ -400,3 +400,76 @@ async fn ui_browser_the_dead_letters_of_a_queue_fit_a_phone() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }
+
+/// Replaces the page's clipboard with one that keeps what is written in `window.copied`
+/// (headless Chromium has no clipboard to read back).
+async fn watch_clipboard(browser: &Browser) {
+    run(
+        browser,
+        "window.copied = null;\
+         navigator.clipboard.writeText = (text) => { window.copied = text; return Promise.resolve(); };",
+        vec![],
+    )
+    .await;
+}
+
+/// What the page last copied, once a copy button says it copied.
+async fn copied_by(browser: &Browser, button: &str) -> String {
+    browser.click(button).await;
+    browser
+        .client()
+        .wait()
+        .at_most(crate::browser::WAIT)
+        .for_element(fantoccini::Locator::XPath(&format!(
+            "//button[@id='{}' and text()='Copied']",
+            button.trim_start_matches('#')
+        )))
+        .await
+        .unwrap_or_else(|e| panic!("{button} never said it copied: {e}"));
+    let copied = run(browser, "return window.copied;", vec![]).await;
+    copied.as_str().unwrap_or_default().to_owned()
+}
+
+/// Issue 44, defect 9: copy buttons for a job's id and payload and for a new key (under the
+/// CSP: `hookq.js`, no inline script), each copying what it names.
+#[tokio::test]
+async fn ui_browser_ids_payloads_and_new_keys_copy_with_a_button() {
+    let Some(browser) = Browser::start("ui_browser_copy").await else {
+        return;
+    };
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    let id = app
+        .enqueue_ok("q", &json!({ "customer": "Ada Lovelace" }))
+        .await;
+    resize(&browser, DESKTOP).await;
+    browser
+        .goto(&app.url(&format!("/ui/queue/q/job/{id}")))
+        .await;
+    browser.wait_for("#payload").await;
+    watch_clipboard(&browser).await;
+    assert_eq!(copied_by(&browser, "#copy-id").await, id);
+    let payload = copied_by(&browser, "#copy-payload").await;
+    assert!(
+        payload.contains("\"customer\": \"Ada Lovelace\""),
+        "{payload}"
+    );
+
+    browser.goto(&app.url("/ui/keys")).await;
+    browser.fill("#new-key-name", "billing-service").await;
+    browser.fill("#new-key-queues", "q").await;
+    browser.click("#create-key").await;
+    browser.wait_for("#copy-key").await;
+    watch_clipboard(&browser).await;
+    let key = copied_by(&browser, "#copy-key").await;
+    assert!(key.starts_with("hq_"), "{key}");
+    let said = browser.text_of("#new-key-result").await;
+    assert!(
+        said.contains(&key),
+        "the key copied is the key shown: {said}"
+    );
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}

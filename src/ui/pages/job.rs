@@ -23,7 +23,9 @@ use crate::api::queue_stats::QueueStats;
 use crate::api::queues::QueueList;
 use crate::model::{JobId, QueueName, now_millis};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
-use crate::ui::layout::{Section, Tone, badge, csrf_field, figures, form_result};
+use crate::ui::layout::{
+    Copy, Section, Tone, badge, copy_button, csrf_field, figures, form_result,
+};
 use crate::ui::session::{Current, Flash, FormOutcome};
 use crate::ui::{Ctx, FormData, UiError, UiResult, format, fragment};
 
@@ -60,7 +62,8 @@ pub async fn page(
     let answer = Flash::answer_to(flash.as_ref(), RESEND_FORM);
     let content = html! {
         p { a href=(queue_url(&name)) { "← Queue " (name) } }
-        h1 { "Job " span class="mono" { (id) } }
+        h1 { "Job " span class="mono" id="job-id" { (id) } }
+        p { (copy_button("copy-id", "Copy id", Copy::Text(&id.to_string()))) }
         (live_part(job.as_ref(), hold, Gone::of(&seen), &ctx.current, &name, &id))
         @if let Some(job) = &job {
             (payload_section(job, &name, &id))
@@ -350,6 +353,7 @@ fn payload_section(job: &JobView, queue: &QueueName, id: &JobId) -> Markup {
                     a href={ (job_url(queue, id)) "/payload.json" } { "Open the whole payload (raw JSON)" }
                 }
             }
+            p { (copy_button("copy-payload", "Copy payload", Copy::From("payload"))) }
             pre id="payload" { (pretty.text) }
         }
     }
