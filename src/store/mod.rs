@@ -63,6 +63,7 @@ pub use records::{
     PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick,
     SchedulerRound, Selection, SharedLimits, TextMatch,
 };
+pub use records::{FoundJob, JobPlace};
 pub use records::{MessageRef, Published, Routed, Subscribed, Subscription, Topic, TopicRow};
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -800,6 +801,22 @@ impl Store {
         id: JobId,
     ) -> StoreResult<(JobRecord, Vec<AttemptRecord>)> {
         in_snapshot!(self, |tx| decisions::reads::get_job(tx, &queue, id).await)
+    }
+
+    /// Up to `limit` places of the jobs whose ids start with `prefix`, whichever queue holds
+    /// them (see [`FoundJob`]), by id.
+    pub async fn find_jobs(
+        &self,
+        prefix: crate::model::JobIdPrefix,
+        limit: usize,
+    ) -> StoreResult<Vec<FoundJob>> {
+        in_snapshot!(self, |tx| decisions::reads::find_jobs(
+            tx,
+            prefix.first(),
+            prefix.last(),
+            limit
+        )
+        .await)
     }
 
     /// Dead-letter figures at `now`; a pending record replayed more than

@@ -70,7 +70,7 @@ pub fn page(
                             form method="get" action="/ui/find" role="search" class="find" {
                                 label for="find-job" class="visually-hidden" { "Find a job by id" }
                                 input type="search" id="find-job" name="id" placeholder="Job id"
-                                    maxlength="36" autocomplete="off";
+                                    maxlength="64" autocomplete="off";
                                 button type="submit" id="find" class="secondary" { "Find" }
                             }
                             form method="post" action="/ui/logout" {

@@ -473,3 +473,124 @@ async fn ui_browser_ids_payloads_and_new_keys_copy_with_a_button() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }
+
+/// The hex digits two ids start with alike.
+fn common_start(a: &str, b: &str) -> String {
+    a.chars()
+        .zip(b.chars())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect()
+}
+
+/// Types `text` into the header's Find box and sends it (the page's messages removed
+/// first, so that the next one read is the answer).
+async fn find(browser: &Browser, text: &str) {
+    run(
+        browser,
+        "document.querySelectorAll('.flash').forEach((f) => f.remove());",
+        vec![],
+    )
+    .await;
+    browser.fill("#find-job", text).await;
+    browser.click("#find").await;
+}
+
+/// Issue 44, defects 3 and 6: a job replayed from the dead letters and delivered since is
+/// still found, by its id pasted with spaces and in upper case, or by a unique start of it:
+/// its page shows its dead-letter record and its fate; digits that start several ids say
+/// so; a resent job links to the letter it came from.
+#[tokio::test]
+async fn ui_browser_a_replayed_job_is_found_as_pasted_with_its_dead_letter() {
+    let Some(browser) = Browser::start("ui_browser_find_replayed").await else {
+        return;
+    };
+    let receiver = TestReceiver::always(Reply::with_body(500, "disk full")).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    let replayed = app.enqueue_ok("q", &json!({ "n": 1 })).await;
+    app.wait_until_error("q", &replayed).await;
+    receiver.set_default(Reply::ok());
+    let body = json!({ "ids": [replayed] }).to_string();
+    app.call(
+        reqwest::Method::POST,
+        "/admin/dlq/replay",
+        Some(body.as_bytes()),
+    )
+    .await
+    .expect(200);
+    app.wait_until_gone("q", &replayed).await;
+    receiver.wait_for(2).await;
+    receiver.set_default(Reply::with_body(500, "disk full"));
+    resize(&browser, DESKTOP).await;
+
+    // Pasted with spaces around it, in upper case.
+    browser.goto(&app.url("/ui")).await;
+    find(&browser, &format!("  {}  ", replayed.to_uppercase())).await;
+    browser
+        .wait_for(r#"#job-status[data-status="REPLAYED"]"#)
+        .await;
+    assert_eq!(
+        browser.current_path().await,
+        format!("/ui/queue/q/job/{replayed}")
+    );
+    let fate = browser.text_of("#job-fate").await;
+    assert!(fate.contains("delivered"), "{fate}");
+    let details = browser.text_of("#job-details").await;
+    assert!(
+        details.contains("HTTP 500") && details.contains("disk full"),
+        "{details}"
+    );
+    assert_eq!(browser.text_of("#dead-letter-state").await, "replayed");
+
+    // A unique start of the id.
+    let dead = app.enqueue_ok("q", &json!({ "n": 2 })).await;
+    app.wait_until_error("q", &dead).await;
+    browser.goto(&app.url("/ui")).await;
+    find(&browser, &dead[..23]).await;
+    browser
+        .wait_for(r#"#job-status[data-status="ERROR"]"#)
+        .await;
+    assert_eq!(
+        browser.current_path().await,
+        format!("/ui/queue/q/job/{dead}")
+    );
+
+    // Digits that start two ids (jobs made within the same ~65 s share 8 and more).
+    let mut pair = (dead.clone(), app.enqueue_ok("q", &json!({ "n": 3 })).await);
+    while common_start(&pair.0, &pair.1).len() < 8 {
+        pair = (
+            pair.1.clone(),
+            app.enqueue_ok("q", &json!({ "n": 4 })).await,
+        );
+    }
+    let shared = common_start(&pair.0, &pair.1);
+    browser.goto(&app.url("/ui")).await;
+    find(&browser, &shared).await;
+    let said = browser.text_of(".flash.error").await;
+    assert!(
+        said.contains(&format!("jobs have ids starting with {shared}"))
+            && said.contains(&pair.0)
+            && said.contains(&pair.1),
+        "{said}"
+    );
+    // Too few digits: said clearly.
+    find(&browser, &dead[..7]).await;
+    let said = browser.text_of(".flash.error").await;
+    assert!(said.contains("at least its first 8 hex digits"), "{said}");
+
+    // Resent: the new job's page links to the letter it came from.
+    browser
+        .goto(&app.url(&format!("/ui/queue/q/job/{dead}")))
+        .await;
+    browser.click("#resend-job").await;
+    browser.accept_confirm().await;
+    let from = browser.wait_for("#resent-from a").await;
+    assert_eq!(
+        from.attr("href").await.unwrap().as_deref(),
+        Some(&*format!("/ui/queue/q/job/{dead}"))
+    );
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
