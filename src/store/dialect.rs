@@ -500,6 +500,9 @@ pub trait ScheduleRows {
     async fn schedules(&self, queue: &QueueName) -> StoreResult<Vec<Schedule>>;
     /// How many schedules `queue` has.
     async fn count_schedules(&self, queue: &QueueName) -> StoreResult<u64>;
+    /// Every queue with a schedule, by name: how many it has, and the earliest next tick
+    /// of its active ones (`None` when all are paused).
+    async fn schedule_summaries(&self) -> StoreResult<Vec<(QueueName, u64, Option<UnixMillis>)>>;
     /// Insert a new schedule, next ticking at `next_run_at`; false if it exists already.
     async fn insert_schedule(
         &self,

@@ -938,6 +938,14 @@ impl Store {
         })
     }
 
+    /// Every queue with a schedule, by name: how many, and the earliest next tick of its
+    /// active ones (one read for every queue: the dashboard's).
+    pub async fn schedule_summaries(
+        &self,
+    ) -> StoreResult<Vec<(QueueName, u64, Option<UnixMillis>)>> {
+        in_snapshot!(self, |tx| tx.schedule_summaries().await)
+    }
+
     /// `queue`'s schedules, by name.
     pub async fn list_schedules(&self, queue: QueueName) -> StoreResult<Vec<Schedule>> {
         in_snapshot!(self, |tx| {

@@ -594,3 +594,72 @@ async fn ui_browser_a_replayed_job_is_found_as_pasted_with_its_dead_letter() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }
+
+/// Issue 44, defect 8: the dashboard says which queues have cron schedules, how many, and
+/// when the next ticks ("Scheduled" counted delayed jobs only, so two schedules read 0), in
+/// its one request per refresh, the table still fitting 1366 px; a phone hides the column.
+#[tokio::test]
+async fn ui_browser_the_dashboard_shows_each_queues_schedules_and_next_tick() {
+    let Some(browser) = Browser::start("ui_browser_dashboard_schedules").await else {
+        return;
+    };
+    let app = spawn_app(|c| c.dispatch = false).await;
+    for name in ["orders", "emails", "reports"] {
+        let target = format!("http://127.0.0.1:9/hooks/tenants/acme-corporation/{name}/created");
+        app.create_queue_ok(name, &target, None).await;
+    }
+    for (name, cron) in [("nightly", "0 3 * * *"), ("often", "*/5 * * * *")] {
+        app.put_schedule(
+            "orders",
+            name,
+            &json!({ "cron": cron, "job": { "report": name } }),
+        )
+        .await
+        .expect(201);
+    }
+    app.put_schedule(
+        "reports",
+        "weekly",
+        &json!({ "cron": "0 6 * * 1", "job": {}, "paused": true }),
+    )
+    .await
+    .expect(201);
+    let all = app.get("/admin/queues/stats").await.expect(200);
+    let orders = &all["queues"][1];
+    assert_eq!(orders["name"], "orders");
+    assert_eq!(orders["schedules"], 2, "{orders}");
+    assert!(orders["nextTickAt"].as_i64().is_some(), "{orders}");
+    assert_eq!(all["queues"][2]["schedules"], 1);
+    assert_eq!(all["queues"][2]["nextTickAt"], Value::Null, "all paused");
+
+    resize(&browser, DESKTOP).await;
+    browser.goto(&app.url("/ui")).await;
+    let cron = browser.text_of("#queue-orders .cron").await;
+    assert!(
+        cron.starts_with("2 schedules") && cron.contains("next in"),
+        "{cron}"
+    );
+    assert_eq!(browser.text_of("#queue-emails .cron").await, "–");
+    let paused = browser.text_of("#queue-reports .cron").await;
+    assert!(
+        paused.starts_with("1 schedule") && paused.contains("all paused"),
+        "{paused}"
+    );
+    let fits = run(
+        &browser,
+        "const wrap = document.querySelector('#queue-rows').closest('.table-wrap');\
+         return wrap.scrollWidth - wrap.clientWidth;",
+        vec![],
+    )
+    .await;
+    assert_eq!(fits, json!(0), "the table still fits its frame at 1366 px");
+    resize(&browser, PHONE).await;
+    assert!(
+        overflow(&browser).await <= 0,
+        "{}",
+        too_wide(&browser).await
+    );
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}

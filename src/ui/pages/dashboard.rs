@@ -56,7 +56,8 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
                             th scope="col" class="num" aria-sort=[order.aria(QueueOrder::Dead)] {
                                 (sortable(QueueOrder::Dead, html! { "Dead" }))
                             }
-                            th scope="col" class="num extra" { "Scheduled" }
+                            th scope="col" class="num extra" title="Jobs waiting for a delay or a retry's backoff" { "Delayed" }
+                            th scope="col" class="extra" { "Cron" }
                             th scope="col" class="num extra" aria-sort=[order.aria(QueueOrder::InFlight)] {
                                 (sortable(QueueOrder::InFlight, html! { "In flight" }))
                             }
@@ -349,7 +350,7 @@ async fn queue_rows(api: &ApiClient, range: ChartRange, order: QueueOrder) -> Ap
     Ok(html! {
         tbody id="queue-rows" hx-get={ "/ui/_queues" (dashboard_query(range, order)) } hx-trigger=(REFRESH) hx-swap="outerHTML" {
             @if all.queues.is_empty() {
-                tr { td colspan="12" class="muted" { "No queues yet: create one below." } }
+                tr { td colspan="13" class="muted" { "No queues yet: create one below." } }
             }
             @for line in &all.queues {
                 (queue_row(line, range, scale))
@@ -367,6 +368,8 @@ fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
         target,
         stats,
         last_day,
+        schedules,
+        next_tick_at,
     } = line;
     html! {
         tr id={ "queue-" (name) } {
@@ -403,6 +406,20 @@ fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
                 }
             }
             td class="num extra" { (stats.scheduled + stats.blocked) }
+            // Its cron schedules, and when the next of the active ones ticks.
+            td class="extra cron" {
+                @if *schedules == 0 {
+                    span class="muted" { "–" }
+                } @else {
+                    a id={ "cron-link-" (name) } href={ "/ui/queue/" (name) "#schedules-title" } {
+                        (schedules) @if *schedules == 1 { " schedule" } @else { " schedules" }
+                    }
+                    @match next_tick_at {
+                        Some(at) => { br; span class="muted" { "next " (format::when(*at)) } },
+                        None => { br; span class="muted" { "all paused" } },
+                    }
+                }
+            }
             td class="num extra" { (stats.in_flight) }
             td class="num extra delivered" { (stats.delivered_last_minute) }
             td class="num extra" { (stats.failed_last_minute) }
