@@ -142,7 +142,7 @@ async fn ui_browser_charts_are_readable_and_targets_told_apart() {
     )
     .await;
     assert_eq!(cut, json!(false), "the elided target is shown whole");
-    browser.screenshot(&shots.join("dashboard.png")).await;
+    browser.screenshot(&shots.join("dashboard-1366.png")).await;
     resize(&browser, PHONE).await;
     assert!(overflow(&browser).await <= 0, "the dashboard fits a phone");
     resize(&browser, DESKTOP).await;
