@@ -326,6 +326,70 @@ impl JobId {
     }
 }
 
+/// A job id as people paste it, or its start: hex digits (dashes anywhere, case and
+/// surrounding spaces ignored), at least [`JobIdPrefix::MIN_DIGITS`] of them; a whole id is
+/// its own prefix. It stands for the ids from [`first`](Self::first) to
+/// [`last`](Self::last), both included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobIdPrefix {
+    first: JobId,
+    last: JobId,
+    digits: usize,
+}
+
+impl JobIdPrefix {
+    /// The fewest hex digits a prefix has: 8 narrow a UUIDv7 to the jobs of one ~65 s span.
+    pub const MIN_DIGITS: usize = 8;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidInput> {
+        let digits: Vec<u8> = raw
+            .trim()
+            .chars()
+            .filter(|c| *c != '-')
+            .map(|c| {
+                c.to_digit(16)
+                    .and_then(|d| u8::try_from(d).ok())
+                    .ok_or_else(|| invalid(format!("{c:?} is not a hex digit of a job id")))
+            })
+            .collect::<Result<_, _>>()?;
+        if digits.len() < Self::MIN_DIGITS || digits.len() > 32 {
+            return Err(invalid(format!(
+                "a job id, or at least its first {} hex digits, is needed (got {})",
+                Self::MIN_DIGITS,
+                digits.len()
+            )));
+        }
+        let bound = |fill: u8| {
+            let mut bytes = [0u8; 16];
+            for (i, byte) in bytes.iter_mut().enumerate() {
+                let digit = |at: usize| digits.get(at).copied().unwrap_or(fill);
+                *byte = (digit(2 * i) << 4) | digit(2 * i + 1);
+            }
+            JobId::from_bytes(bytes)
+        };
+        Ok(Self {
+            first: bound(0),
+            last: bound(0xf),
+            digits: digits.len(),
+        })
+    }
+
+    /// The smallest id with this prefix.
+    pub fn first(&self) -> JobId {
+        self.first
+    }
+
+    /// The largest id with this prefix.
+    pub fn last(&self) -> JobId {
+        self.last
+    }
+
+    /// Whether it is a whole id (32 hex digits).
+    pub fn is_whole(&self) -> bool {
+        self.digits == 32
+    }
+}
+
 impl Default for JobId {
     fn default() -> Self {
         Self::new()
@@ -387,6 +451,33 @@ pub fn now_millis() -> UnixMillis {
 
 #[cfg(test)]
 mod tests {
+
+    /// Issue 44, defect 6: ids as people paste them, and their unique starts.
+    #[test]
+    fn a_job_id_prefix_is_read_as_pasted() {
+        let id = "0190a0b0-1234-7abc-8def-0123456789ab";
+        let whole = JobIdPrefix::parse(&format!("  {}\n", id.to_uppercase())).unwrap();
+        assert!(whole.is_whole());
+        assert_eq!(whole.first().to_string(), id);
+        assert_eq!(whole.last().to_string(), id);
+        let start = JobIdPrefix::parse("0190A0B0-1").unwrap();
+        assert!(!start.is_whole());
+        assert_eq!(
+            start.first().to_string(),
+            "0190a0b0-1000-0000-0000-000000000000"
+        );
+        assert_eq!(
+            start.last().to_string(),
+            "0190a0b0-1fff-ffff-ffff-ffffffffffff"
+        );
+        assert!(
+            JobIdPrefix::parse("0190a0b").is_err(),
+            "7 digits are too few"
+        );
+        assert!(JobIdPrefix::parse("0190a0bx").is_err());
+        assert!(JobIdPrefix::parse(&format!("{id}0")).is_err(), "33 digits");
+    }
+
     use super::*;
 
     #[test]

@@ -10,6 +10,7 @@ pub mod cursor;
 pub mod dlq;
 pub mod error;
 pub mod extract;
+pub mod find;
 pub mod forq;
 pub mod health;
 pub mod jobs;
@@ -91,6 +92,7 @@ pub fn router(state: AppState) -> Router {
     let admin = dlq::router()
         .merge(queue_stats::admin_router())
         .merge(health::admin_router())
+        .merge(find::admin_router())
         .merge(keys::router())
         .route_layer(auth::Authorize::admin(state.clone()));
     let (routes, document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())

@@ -74,6 +74,7 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         // dead letters: reads span queues, so they need every queue in scope
         ("GET", "/admin/dlq" | "/admin/dlq/stats") => AllQueues(READER),
         ("GET", "/admin/dlq/groups") => AllQueues(READER),
+        ("GET", "/admin/jobs") => AllQueues(READER),
         ("POST", "/admin/dlq/replay" | "/admin/dlq/acknowledge") => Admin,
         ("DELETE", "/admin/dlq" | "/admin/dlq/{id}") => Admin,
         // keys

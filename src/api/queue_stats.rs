@@ -118,6 +118,12 @@ pub struct NamedQueueStats {
     /// Attempts per hour over the last 24 hours, from the stored history (kept across
     /// restarts; written once a minute, so the current minute is not in it yet).
     pub last_day: LastDayView,
+    /// How many cron schedules the queue has (paused ones included).
+    #[serde(default)]
+    pub schedules: u64,
+    /// The earliest next tick of its active schedules (unix ms); `null` without one.
+    #[serde(default)]
+    pub next_tick_at: Option<UnixMillis>,
 }
 
 /// Attempts per hour over the last 24 hours, oldest first: entry 23 is the hour up to now.
@@ -180,6 +186,13 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
         .cluster()
         .activity_of_other_nodes_by_queue(now)
         .await?;
+    let mut schedules: HashMap<QueueName, (u64, Option<UnixMillis>)> = state
+        .store
+        .schedule_summaries()
+        .await?
+        .into_iter()
+        .map(|(queue, count, next)| (queue, (count, next)))
+        .collect();
     let mut queues = Vec::new();
     for (name, counts) in state.store.all_queue_counts(now).await? {
         let queue = match state.store.queue(&name).await {
@@ -198,6 +211,8 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
             target: queue.target.as_ref().map(|t| t.as_str().to_owned()),
             stats,
             last_day: last_day.remove(&queue.name).unwrap_or_else(empty_day),
+            schedules: schedules.get(&queue.name).map_or(0, |(count, _)| *count),
+            next_tick_at: schedules.remove(&queue.name).and_then(|(_, next)| next),
         });
     }
     Ok(Json(AllQueueStats { ok: true, queues }))

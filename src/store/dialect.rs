@@ -20,9 +20,10 @@ use std::future::Future;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
-    DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobRecord, JobsPage,
-    Lease, NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch,
-    RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed, Subscription, TopicRow,
+    DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobPlace, JobRecord,
+    JobsPage, Lease, NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts,
+    RecordedBatch, RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed, Subscription,
+    TopicRow,
 };
 use super::status::JobStatus;
 use crate::event::Event;
@@ -99,6 +100,7 @@ pub trait Tx:
     + ScheduleRows
     + ActivityRows
     + TopicRows
+    + LookupRows
 {
 }
 
@@ -113,7 +115,8 @@ impl<
         + OutboxRows
         + ScheduleRows
         + ActivityRows
-        + TopicRows,
+        + TopicRows
+        + LookupRows,
 > Tx for T
 {
 }
@@ -132,6 +135,18 @@ pub trait ActivityRows {
         since: UnixMillis,
         queue: Option<&QueueName>,
     ) -> StoreResult<Vec<ActivityMinute>>;
+}
+
+/// Finding jobs by id across every queue: live jobs, the delivery log and dead letters.
+pub trait LookupRows {
+    /// Up to `limit` rows of those tables whose id lies from `first` to `last` (both
+    /// included), by id: each id, its queue, and the table it is in.
+    async fn jobs_with_ids_between(
+        &self,
+        first: JobId,
+        last: JobId,
+        limit: usize,
+    ) -> StoreResult<Vec<(JobId, QueueName, JobPlace)>>;
 }
 
 /// Savepoints: a part of a transaction that can fail alone.
@@ -485,6 +500,9 @@ pub trait ScheduleRows {
     async fn schedules(&self, queue: &QueueName) -> StoreResult<Vec<Schedule>>;
     /// How many schedules `queue` has.
     async fn count_schedules(&self, queue: &QueueName) -> StoreResult<u64>;
+    /// Every queue with a schedule, by name: how many it has, and the earliest next tick
+    /// of its active ones (`None` when all are paused).
+    async fn schedule_summaries(&self) -> StoreResult<Vec<(QueueName, u64, Option<UnixMillis>)>>;
     /// Insert a new schedule, next ticking at `next_run_at`; false if it exists already.
     async fn insert_schedule(
         &self,

@@ -63,6 +63,7 @@ pub use records::{
     PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick,
     SchedulerRound, Selection, SharedLimits, TextMatch,
 };
+pub use records::{FoundJob, JobPlace};
 pub use records::{MessageRef, Published, Routed, Subscribed, Subscription, Topic, TopicRow};
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -802,6 +803,22 @@ impl Store {
         in_snapshot!(self, |tx| decisions::reads::get_job(tx, &queue, id).await)
     }
 
+    /// Up to `limit` places of the jobs whose ids start with `prefix`, whichever queue holds
+    /// them (see [`FoundJob`]), by id.
+    pub async fn find_jobs(
+        &self,
+        prefix: crate::model::JobIdPrefix,
+        limit: usize,
+    ) -> StoreResult<Vec<FoundJob>> {
+        in_snapshot!(self, |tx| decisions::reads::find_jobs(
+            tx,
+            prefix.first(),
+            prefix.last(),
+            limit
+        )
+        .await)
+    }
+
     /// Dead-letter figures at `now`; a pending record replayed more than
     /// `repeat_after_replays` times counts as a repeat failure.
     pub async fn dlq_stats(
@@ -919,6 +936,14 @@ impl Store {
         in_write!(self, Durability::Durable, |tx| {
             decisions::schedules::put(tx, &queue, &schedule, now, caps).await
         })
+    }
+
+    /// Every queue with a schedule, by name: how many, and the earliest next tick of its
+    /// active ones (one read for every queue: the dashboard's).
+    pub async fn schedule_summaries(
+        &self,
+    ) -> StoreResult<Vec<(QueueName, u64, Option<UnixMillis>)>> {
+        in_snapshot!(self, |tx| tx.schedule_summaries().await)
     }
 
     /// `queue`'s schedules, by name.

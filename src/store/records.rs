@@ -782,6 +782,28 @@ impl DlqState {
     }
 }
 
+/// Where a job found by its id is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobPlace {
+    /// Waiting, scheduled, blocked or in flight (`jobs`).
+    Live,
+    /// Delivered, in a queue that keeps its deliveries (the delivery log).
+    Delivered,
+    /// A dead-letter record, in any state (`replayed` ones too: their job may be live again,
+    /// delivered, or gone since).
+    DeadLetter,
+}
+
+/// A job found by its id, or a start of it, whichever queue holds it: where, and, for a
+/// dead-letter record, the record.
+#[derive(Debug, Clone)]
+pub struct FoundJob {
+    pub id: JobId,
+    pub queue: QueueName,
+    pub place: JobPlace,
+    pub letter: Option<DeadLetter>,
+}
+
 /// A dead letter: a job whose attempts were spent (or that expired), with its admin state.
 #[derive(Debug, Clone)]
 pub struct DeadLetter {

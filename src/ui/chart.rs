@@ -62,6 +62,21 @@ pub const HOURS: Span = Span {
     ago: "h",
 };
 
+/// A bar an hour, over six of them.
+pub const SIX_HOURS: Span = Span {
+    name: "last 6 hours",
+    bar: "hour",
+    short: "h",
+    ago: "h",
+};
+
+impl Span {
+    /// One bar's period, in words: "minute", "hour".
+    pub fn bar_name(self) -> &'static str {
+        self.bar
+    }
+}
+
 /// [`bars`] a minute over the last hour.
 pub fn last_hour(delivered: &[u64], failed: &[u64], scale: u64) -> Markup {
     bars(delivered, failed, scale, MINUTES)
@@ -85,6 +100,7 @@ pub fn bars(delivered: &[u64], failed: &[u64], scale: u64, span: Span) -> Markup
         span.bar
     );
     let height = |n: u64| (n.min(scale) * HEIGHT).div_ceil(scale);
+    let periods = delivered.len().max(failed.len());
     html! {
         div class="chart-box" {
             span class="y-top" aria-hidden="true" { (scale) "/" (span.short) }
@@ -92,15 +108,24 @@ pub fn bars(delivered: &[u64], failed: &[u64], scale: u64, span: Span) -> Markup
                 role="img" aria-label=(label) {
                 title { (label) }
                 line class="base" x1="0" y1=(HEIGHT) x2=(minutes * BAR) y2=(HEIGHT) {}
-                @for i in 0..minutes as usize {
-                    @let (ok, bad) = (height(at(delivered, i)), height(at(failed, i)));
+                @for i in 0..periods {
+                    @let (d, f) = (at(delivered, i), at(failed, i));
+                    @let (ok, bad) = (height(d), height(f));
                     @let x = i as u64 * BAR;
-                    @if ok > 0 {
-                        rect class="d" x=(x) y=(HEIGHT - ok) width=(BAR - 1) height=(ok) {}
-                    }
-                    @if bad > 0 {
-                        rect class="f" x=(x) y=(HEIGHT.saturating_sub(ok + bad)) width=(BAR - 1)
-                            height=(bad.min(HEIGHT - ok)) {}
+                    @if d + f > 0 {
+                        // Each bar says its values on hover: a full-height, transparent
+                        // target carries the title, so a one-pixel bar is easy to point at.
+                        g class="bar" {
+                            title { (bar_title(span, periods - 1 - i, d, f)) }
+                            rect class="hit" x=(x) y="0" width=(BAR) height=(HEIGHT) {}
+                            @if ok > 0 {
+                                rect class="d" x=(x) y=(HEIGHT - ok) width=(BAR - 1) height=(ok) {}
+                            }
+                            @if bad > 0 {
+                                rect class="f" x=(x) y=(HEIGHT.saturating_sub(ok + bad)) width=(BAR - 1)
+                                    height=(bad.min(HEIGHT - ok)) {}
+                            }
+                        }
                     }
                 }
             }
@@ -110,6 +135,16 @@ pub fn bars(delivered: &[u64], failed: &[u64], scale: u64, span: Span) -> Markup
             }
         }
     }
+}
+
+/// What one bar says on hover: which period, and its attempts (`12m ago: 38 delivered,
+/// 2 failed`); `ago` counts periods back from the current one.
+fn bar_title(span: Span, ago: usize, delivered: u64, failed: u64) -> String {
+    let when = match ago {
+        0 => format!("this {}", span.bar),
+        ago => format!("{ago}{} ago", span.ago),
+    };
+    format!("{when}: {delivered} delivered, {failed} failed")
 }
 
 #[cfg(test)]
@@ -131,10 +166,18 @@ mod tests {
         );
         let day = bars(&[0; 24], &[1; 24], 2, HOURS).into_string();
         assert!(day.contains("2/h") && day.contains("24h ago"), "{day}");
+        assert!(
+            day.contains("<title>3h ago: 0 delivered, 1 failed</title>"),
+            "{day}"
+        );
         assert!(svg.contains(r#"<rect class="d" x="118" y="15" width="1" height="15">"#));
         assert!(svg.contains(r#"<rect class="f" x="118" y="0" width="1" height="15">"#));
         assert!(svg.contains(r#"<rect class="d" x="0" y="22" width="1" height="8">"#));
-        assert_eq!(svg.matches("<rect").count(), 3);
+        // Two bars drawn (three rects), each with a hover target saying its values.
+        assert_eq!(svg.matches(r#"<rect class="hit""#).count(), 2);
+        assert_eq!(svg.matches("<rect").count(), 5);
+        assert!(svg.contains("<title>this minute: 10 delivered, 10 failed</title>"));
+        assert!(svg.contains("<title>59m ago: 5 delivered, 0 failed</title>"));
         assert!(svg.contains(r#"<span class="y-top" aria-hidden="true">20/min</span>"#));
         assert!(svg.contains("60m ago"));
         let idle = last_hour(&[0; 60], &[0; 60], 1).into_string();
@@ -149,6 +192,6 @@ mod tests {
         assert_eq!(scale, 1500);
         let svg = last_hour(&quiet, &[], scale).into_string();
         assert!(svg.contains(r#"height="1""#), "{svg}");
-        assert!(!svg.contains(r#"height="30""#), "{svg}");
+        assert!(!svg.contains(r#"width="1" height="30""#), "{svg}");
     }
 }

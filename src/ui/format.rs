@@ -15,6 +15,51 @@ pub fn when(millis: i64) -> Markup {
     }
 }
 
+/// A URL in at most `max` characters that still tells it apart from its neighbours: its
+/// host (and port) and the end of its path, the middle elided (`127.0.0.1:3801/…/orders/created`).
+/// The scheme is dropped (the whole URL belongs in a `title`). A host longer than the room
+/// keeps its start and end.
+pub fn elide_url(url: &str, max: usize) -> String {
+    let max = max.max(8);
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = crate::humanize::one_line(rest);
+    let chars: Vec<char> = rest.chars().collect();
+    if chars.len() <= max {
+        return rest;
+    }
+    let host_end = chars.iter().position(|c| *c == '/').unwrap_or(chars.len());
+    // The host, whole if it leaves room for `/…` and a few characters of the path.
+    let host_room = max.saturating_sub(8);
+    let host: String = if host_end <= host_room {
+        chars[..host_end].iter().collect()
+    } else {
+        let head = host_room / 2;
+        let tail = host_room - head - 1;
+        let mut cut: String = chars[..head].iter().collect();
+        cut.push('…');
+        cut.extend(&chars[host_end - tail..host_end]);
+        cut
+    };
+    let path = &chars[host_end..];
+    let host_len = host.chars().count();
+    if host_len + path.len() <= max {
+        let mut out = host;
+        out.extend(path);
+        return out;
+    }
+    let room = max.saturating_sub(host_len + 2); // `/…`
+    let mut tail = &path[path.len().saturating_sub(room)..];
+    // Start the tail at a path segment when one starts within its first few characters
+    // (what is dropped is a word's end, which tells nothing).
+    if let Some(slash) = tail.iter().position(|c| *c == '/').filter(|at| *at <= 5) {
+        tail = &tail[slash..];
+    }
+    let mut out = host;
+    out.push_str("/…");
+    out.extend(tail);
+    out
+}
+
 /// Indentation stops growing past this depth: deeper levels are written at this one, so a
 /// deeply nested payload costs at most `2 × MAX_INDENT_DEPTH + 1` bytes of indentation per
 /// line (unbounded indentation turned a 256 KiB payload 1 000 levels deep into 260 MB).
@@ -103,6 +148,25 @@ pub fn pretty_json(compact: &str, max_bytes: usize) -> Pretty {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 44, defect 2: a long target keeps what tells it apart, its host and the end of
+    /// its path.
+    #[test]
+    fn a_long_url_keeps_its_host_and_the_end_of_its_path() {
+        let long = "http://127.0.0.1:38123/hooks/tenants/acme-corporation/orders/created";
+        assert_eq!(elide_url(long, 32), "127.0.0.1:38123/…/orders/created");
+        assert_eq!(elide_url("https://a.example/x", 32), "a.example/x");
+        // A long last segment keeps as much of itself as there is room for.
+        let billing = "http://127.0.0.1:9/hooks/tenants/acme/billing-invoices-eu/created";
+        assert_eq!(elide_url(billing, 32), "127.0.0.1:9/…invoices-eu/created");
+        let cut = elide_url("http://h:1/abcdefghijklmnopqrstuvwxyz0123456789", 20);
+        assert!(cut.starts_with("h:1/…") && cut.ends_with("6789"), "{cut}");
+        assert!(cut.chars().count() <= 20, "{cut}");
+        let host = "https://a-very-long-subdomain.of-a-long-domain.example.com/hook";
+        let cut = elide_url(host, 24);
+        assert!(cut.starts_with("a-very") && cut.ends_with("/hook"), "{cut}");
+        assert!(cut.chars().count() <= 24, "{cut}");
+    }
 
     /// Issue 27: every time the UI shows relatively reads absolutely on hover.
     #[test]

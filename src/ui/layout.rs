@@ -70,7 +70,7 @@ pub fn page(
                             form method="get" action="/ui/find" role="search" class="find" {
                                 label for="find-job" class="visually-hidden" { "Find a job by id" }
                                 input type="search" id="find-job" name="id" placeholder="Job id"
-                                    maxlength="36" autocomplete="off";
+                                    maxlength="64" autocomplete="off";
                                 button type="submit" id="find" class="secondary" { "Find" }
                             }
                             form method="post" action="/ui/logout" {
@@ -143,6 +143,27 @@ pub fn form_result(id: &str, flash: Option<&Flash>, field_id: impl Fn(&str) -> S
 /// something.
 pub fn csrf_field(current: &Current) -> Markup {
     html! { input type="hidden" name="csrf" value=(current.csrf); }
+}
+
+/// What a copy button copies.
+pub enum Copy<'a> {
+    /// This text (an id, a key).
+    Text(&'a str),
+    /// The text of the element with this id (a payload).
+    From(&'a str),
+}
+
+/// A button that copies `what` to the clipboard (`hookq.js`; hidden without it, since it
+/// could do nothing), saying so: "Copied". `label` names what it copies: "Copy id".
+pub fn copy_button(id: &str, label: &str, what: Copy<'_>) -> Markup {
+    let (text, from) = match what {
+        Copy::Text(text) => (Some(text), None),
+        Copy::From(element) => (None, Some(element)),
+    };
+    html! {
+        button type="button" id=(id) class="secondary copy" data-copy=[text] data-copy-from=[from]
+            hidden { (label) }
+    }
 }
 
 /// A status as a coloured badge; the word is the information, the colour a help.

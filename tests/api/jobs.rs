@@ -448,3 +448,93 @@ async fn a_queues_job_lists_find_text_and_walk_newest_or_oldest_first() {
         );
     }
 }
+
+/// Issue 44: `GET /admin/jobs?id=` finds a job by its id or a start of it (as pasted: case,
+/// spaces), wherever it is kept: live, delivered and kept, or a dead-letter record left by
+/// a replay after the job was delivered.
+#[tokio::test]
+async fn admin_jobs_finds_a_job_by_id_or_its_start_wherever_it_is_kept() {
+    let receiver = TestReceiver::always(Reply::status(500)).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    app.create_queue_ok("kept", &receiver.url, None).await;
+    app.patch_queue("kept", &json!({ "keepDelivered": "1h" }))
+        .await
+        .expect(200);
+    app.create_queue_ok("paused", &receiver.url, None).await;
+    app.call(reqwest::Method::POST, "/queue/paused/_pause", None)
+        .await
+        .expect(200);
+    let live = app.enqueue_ok("paused", &json!({ "n": 1 })).await;
+    let replayed = app.enqueue_ok("kept", &json!({ "n": 2 })).await;
+    app.wait_until_error("kept", &replayed).await;
+    receiver.set_default(Reply::ok());
+    let body = json!({ "ids": [replayed] }).to_string();
+    app.call(
+        reqwest::Method::POST,
+        "/admin/dlq/replay",
+        Some(body.as_bytes()),
+    )
+    .await
+    .expect(200);
+    app.wait_for_job("kept", &replayed, "delivered and kept", |job| {
+        job.json()["status"] == "DELIVERED"
+    })
+    .await;
+
+    let found = |id: &str| {
+        let query: String = url::form_urlencoded::byte_serialize(id.as_bytes()).collect();
+        let app = &app;
+        async move {
+            app.get(&format!("/admin/jobs?id={query}"))
+                .await
+                .expect(200)
+        }
+    };
+    let places = |answer: &Value| -> Vec<(String, String, String)> {
+        answer["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| {
+                (
+                    j["id"].as_str().unwrap().to_owned(),
+                    j["queue"].as_str().unwrap().to_owned(),
+                    j["place"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let answer = found(&format!(" {} ", live.to_uppercase())).await;
+    assert_eq!(
+        places(&answer),
+        [(live.clone(), "paused".into(), "live".into())]
+    );
+    let answer = found(&replayed[..20]).await;
+    let mut seen = places(&answer);
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            (replayed.clone(), "kept".into(), "dead_letter".into()),
+            (replayed.clone(), "kept".into(), "delivered".into()),
+        ]
+    );
+    let letter = answer["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["place"] == "dead_letter")
+        .unwrap();
+    assert_eq!(letter["deadLetter"]["status"], "replayed", "{letter}");
+    assert_eq!(letter["deadLetter"]["last_status"], 500, "{letter}");
+    assert!(letter["deadLetter"].get("payload").is_none(), "{letter}");
+    assert_eq!(answer["has_more"], false);
+    // Nothing there: an empty list. Too short or not hex: 422, saying why.
+    let none = found("ffffffff-ffff").await;
+    assert_eq!(places(&none), []);
+    let short = app.get("/admin/jobs?id=0190a0b").await.expect_error(422);
+    assert!(short.contains("at least its first 8 hex digits"), "{short}");
+    let not_hex = app.get("/admin/jobs?id=0190a0bz").await.expect_error(422);
+    assert!(not_hex.contains("not a hex digit"), "{not_hex}");
+    app.get("/admin/jobs").await.expect_error(422);
+}

@@ -127,6 +127,12 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         // dead letters
         (Method::GET, "/admin/dlq".into(), None, ALL_READ),
         (Method::GET, "/admin/dlq/stats".into(), None, ALL_READ),
+        (
+            Method::GET,
+            "/admin/jobs?id=0190a0b0".into(),
+            None,
+            ALL_READ,
+        ),
         (Method::GET, "/admin/queues/stats".into(), None, ALL_READ),
         (Method::GET, "/admin/queues/health".into(), None, ALL_READ),
         (

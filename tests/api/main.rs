@@ -53,6 +53,7 @@ mod ui;
 mod ui_browser;
 mod ui_dashboard;
 mod ui_job_page;
+mod ui_second_pass;
 mod ui_topics;
 
 /// Prints this binary's build, for `suite_on_postgres`: it runs the `api` binary of its own

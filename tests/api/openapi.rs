@@ -52,6 +52,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/admin/dlq"),
     ("GET", "/admin/dlq/stats"),
     ("GET", "/admin/dlq/groups"),
+    ("GET", "/admin/jobs"),
     ("POST", "/admin/dlq/replay"),
     ("POST", "/admin/dlq/acknowledge"),
     ("DELETE", "/admin/dlq/{id}"),

@@ -587,11 +587,13 @@ async fn a_queues_dead_letters_are_grouped_by_error_and_a_group_is_replayed_at_o
     assert!(first < second, "largest group first");
     assert!(
         body.contains(
-            "Replay all 3 pending dead letters of q that failed with HTTP 500? They go back to q"
+            "Replay all 3 pending dead letters of q that failed with HTTP 500 “upstream &lt;down&gt;”? They go back to q"
         ),
         "a group's replay asks first, saying how many: {body}"
     );
-    assert!(body.contains("Acknowledge the 1 pending dead letter of q that failed with HTTP 429?"));
+    assert!(body.contains(
+        "Acknowledge the 1 pending dead letter of q that failed with HTTP 429 “slow down”?"
+    ));
     // No grouping across every queue: it is a queue's view.
     assert!(!visitor.get("/ui/dlq").await.body.contains("grouped"));
 
@@ -609,13 +611,9 @@ async fn a_queues_dead_letters_are_grouped_by_error_and_a_group_is_replayed_at_o
         )
         .await;
     assert_eq!(replayed.location(), back);
-    assert!(
-        visitor
-            .follow(replayed)
-            .await
-            .body
-            .contains("Replayed 3 of 3.")
-    );
+    assert!(visitor.follow(replayed).await.body.contains(
+        "Replayed 3 of 3 dead letters of q that failed with HTTP 500 “upstream &lt;down&gt;”."
+    ));
     for id in &down {
         app.wait_until_gone("q", id).await;
     }
@@ -636,7 +634,7 @@ async fn a_queues_dead_letters_are_grouped_by_error_and_a_group_is_replayed_at_o
             .follow(acked)
             .await
             .body
-            .contains("Acknowledged 1 dead letter.")
+            .contains("Acknowledged 1 dead letter of q that failed with HTTP 429 “slow down”.")
     );
     assert!(
         visitor
@@ -1794,7 +1792,7 @@ async fn a_job_is_found_by_its_id_from_any_page() {
             .follow(missing)
             .await
             .body
-            .contains("No queue holds job")
+            .contains(&format!("No job has an id starting with {unknown}"))
     );
     let nonsense = visitor.get("/ui/find?id=%3Cb%3Ehello").await;
     let page = visitor.follow(nonsense).await;

@@ -549,6 +549,8 @@ async fn ui_browser_an_open_breaker_is_explained_and_its_jobs_held() {
             && question.contains("its 1 ready job is sent"),
         "{question}"
     );
+    // Issue 44, defect 9: one space between words, none left from a line break.
+    assert!(!question.contains("  "), "stray spaces: {question:?}");
     app.wait_until_gone("fragile", &held).await;
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
@@ -729,15 +731,8 @@ async fn ui_browser_the_dashboard_fits_a_phone_and_says_when_the_server_stops_an
         target.attr("title").await.unwrap().as_deref(),
         Some(long_target)
     );
-    let cut = client
-        .execute(
-            "const t = document.querySelector('#queue-orders .target');\
-             return t.scrollWidth > t.clientWidth;",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(cut, json!(true), "a long target is cut (with an ellipsis)");
+    // Issue 44, defect 2: cut in the middle, its host and the path's end kept.
+    assert_eq!(target.text().await.unwrap(), "127.0.0.1:9/…/orders/created");
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
 
@@ -844,7 +839,7 @@ async fn ui_browser_operators_find_jobs_replay_a_group_keep_schedules_and_keys()
     // The group of the other two, replayed at once after a question that counts them.
     receiver.set_default(Reply::ok());
     browser.goto(&app.url("/ui/dlq?queue=orders")).await;
-    browser.click("#replay-group-0").await;
+    browser.click("#groups button[value=replay-group]").await;
     let question = browser.accept_confirm().await;
     assert!(
         question.starts_with("Replay all 2 pending dead letters of orders"),

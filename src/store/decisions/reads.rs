@@ -4,7 +4,7 @@
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::dialect::Tx;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{AttemptRecord, DlqState, JobRecord, QueueCounts};
+use crate::store::records::{AttemptRecord, DlqState, FoundJob, JobPlace, JobRecord, QueueCounts};
 
 /// Job `id` of `queue`, wherever it is: live, delivered and kept, or dead-lettered, with
 /// its attempt history.
@@ -28,6 +28,31 @@ pub async fn get_job(
         },
     };
     Ok((record, tx.history(id).await?))
+}
+
+/// Up to `limit` places of the jobs whose ids lie from `first` to `last`, whichever queue
+/// holds them, by id; a dead-letter record comes with the record (so a replayed job that
+/// has left its queue since still shows where it failed).
+pub async fn find_jobs(
+    tx: &impl Tx,
+    first: JobId,
+    last: JobId,
+    limit: usize,
+) -> StoreResult<Vec<FoundJob>> {
+    let mut found = Vec::new();
+    for (id, queue, place) in tx.jobs_with_ids_between(first, last, limit).await? {
+        let letter = match place {
+            JobPlace::DeadLetter => tx.dead_letter(&queue, id).await?,
+            JobPlace::Live | JobPlace::Delivered => None,
+        };
+        found.push(FoundJob {
+            id,
+            queue,
+            place,
+            letter,
+        });
+    }
+    Ok(found)
 }
 
 /// Where `queue`'s jobs stand at `now`: due, scheduled, blocked, in flight, dead.

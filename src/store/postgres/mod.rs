@@ -31,6 +31,7 @@ mod groups;
 mod idempotency;
 pub mod jobs;
 pub mod limits;
+mod lookup;
 pub mod migrate;
 pub mod notify;
 pub mod queues;

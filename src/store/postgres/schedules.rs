@@ -224,6 +224,28 @@ impl ScheduleRows for PgTx<'_> {
         count(self.tx, queue).await
     }
 
+    async fn schedule_summaries(&self) -> StoreResult<Vec<(QueueName, u64, Option<UnixMillis>)>> {
+        let rows = self
+            .tx
+            .query(
+                "SELECT queue, count(*), min(next_run_at) FILTER (WHERE NOT paused)
+                 FROM schedules GROUP BY queue ORDER BY queue",
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let count: i64 = row.get(1);
+                (
+                    QueueName::from_stored(row.get(0)),
+                    u64::try_from(count).unwrap_or(0),
+                    row.get(2),
+                )
+            })
+            .collect())
+    }
+
     /// Insert `schedule` on `queue` (through `queues`: none for a queue deleted a moment
     /// before), next ticking at `next_run_at`. False if it exists or the queue does not.
     async fn insert_schedule(

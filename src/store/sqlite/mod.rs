@@ -22,6 +22,7 @@ mod events;
 pub mod files;
 mod idempotency;
 mod jobs;
+mod lookup;
 mod queues;
 mod reader;
 mod resync;

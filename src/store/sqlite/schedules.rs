@@ -158,6 +158,22 @@ impl ScheduleRows for SqliteTx<'_> {
         count(self.0, queue)
     }
 
+    async fn schedule_summaries(&self) -> StoreResult<Vec<(QueueName, u64, Option<UnixMillis>)>> {
+        let mut stmt = self.0.prepare_cached(
+            "SELECT queue, count(*), min(CASE WHEN paused = 0 THEN next_run_at END)
+             FROM schedules GROUP BY queue ORDER BY queue",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            let count: i64 = row.get(1)?;
+            Ok((
+                QueueName::from_stored(row.get(0)?),
+                u64::try_from(count).unwrap_or(0),
+                row.get(2)?,
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     async fn insert_schedule(
         &self,
         queue: &QueueName,

@@ -81,8 +81,51 @@ function readySelections(root) {
   }
 }
 
-document.addEventListener("DOMContentLoaded", () => readySelections(document));
-document.addEventListener("htmx:load", (event) => readySelections(event.target));
+// Copy buttons (`data-copy`: the text; `data-copy-from`: the id of the element whose text
+// to copy) are hidden until this script can make them work.
+function readyCopyButtons(root) {
+  for (const button of root.querySelectorAll("button[data-copy], button[data-copy-from]")) {
+    button.hidden = false;
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  readySelections(document);
+  readyCopyButtons(document);
+});
+document.addEventListener("htmx:load", (event) => {
+  readySelections(event.target);
+  readyCopyButtons(event.target);
+});
+
+// A copy button's text, or the text of the element it names.
+function copiedText(button) {
+  if (button.dataset.copyFrom) {
+    const source = document.getElementById(button.dataset.copyFrom);
+    return source ? source.textContent : "";
+  }
+  return button.dataset.copy || "";
+}
+
+// Copy, and say so on the button; where the clipboard refuses (a page not served over
+// https or from this machine), say how instead.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button[data-copy], button[data-copy-from]");
+  if (!button) {
+    return;
+  }
+  const said = (text) => {
+    button.textContent = text;
+  };
+  if (!navigator.clipboard) {
+    said("Copy failed: select it and press Ctrl+C");
+    return;
+  }
+  navigator.clipboard.writeText(copiedText(button)).then(
+    () => said("Copied"),
+    () => said("Copy failed: select it and press Ctrl+C"),
+  );
+});
 
 // Whether a field inside `root` holds what the user typed or chose but did not send yet.
 function isBeingEdited(root) {

@@ -29,6 +29,7 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
     let answer = Flash::answer_to(flash.as_ref(), NEW_QUEUE_FORM);
     let typed = |field: &str| answer.and_then(|f| f.typed(field));
     let content = html! {
+        div class="wide-page" {
         h1 { "Queues" }
         section aria-labelledby="queues-title" {
             h2 id="queues-title" class="visually-hidden" { "All queues" }
@@ -55,7 +56,8 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
                             th scope="col" class="num" aria-sort=[order.aria(QueueOrder::Dead)] {
                                 (sortable(QueueOrder::Dead, html! { "Dead" }))
                             }
-                            th scope="col" class="num extra" { "Scheduled" }
+                            th scope="col" class="num extra" title="Jobs waiting for a delay or a retry's backoff" { "Delayed" }
+                            th scope="col" class="extra" { "Cron" }
                             th scope="col" class="num extra" aria-sort=[order.aria(QueueOrder::InFlight)] {
                                 (sortable(QueueOrder::InFlight, html! { "In flight" }))
                             }
@@ -118,6 +120,7 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
                 button type="submit" id="create-queue" { "Create queue" }
                 (form_result(NEW_QUEUE_RESULT_ID, answer, new_queue_field_id))
             }
+        }
         }
     };
     Ok(ctx.page_with("Queues", Section::Queues, flash, content))
@@ -347,7 +350,7 @@ async fn queue_rows(api: &ApiClient, range: ChartRange, order: QueueOrder) -> Ap
     Ok(html! {
         tbody id="queue-rows" hx-get={ "/ui/_queues" (dashboard_query(range, order)) } hx-trigger=(REFRESH) hx-swap="outerHTML" {
             @if all.queues.is_empty() {
-                tr { td colspan="12" class="muted" { "No queues yet: create one below." } }
+                tr { td colspan="13" class="muted" { "No queues yet: create one below." } }
             }
             @for line in &all.queues {
                 (queue_row(line, range, scale))
@@ -356,12 +359,17 @@ async fn queue_rows(api: &ApiClient, range: ChartRange, order: QueueOrder) -> Ap
     })
 }
 
+/// The most characters of a target the dashboard shows (see [`format::elide_url`]).
+const TARGET_CHARS: usize = 32;
+
 fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
     let NamedQueueStats {
         name,
         target,
         stats,
         last_day,
+        schedules,
+        next_tick_at,
     } = line;
     html! {
         tr id={ "queue-" (name) } {
@@ -370,7 +378,8 @@ fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
             th scope="row" { a id={ "queue-link-" (name) } href={ "/ui/queue/" (name) } { (name) } }
             td class="wide" {
                 @match target {
-                    Some(target) => span class="mono target" title=(target) { (target) },
+                    // Host and the path's end, which tell targets apart; the whole in `title`.
+                    Some(target) => span class="mono target" title=(target) { (format::elide_url(target, TARGET_CHARS)) },
                     None => span class="muted" title="Workers lease its jobs" { "pull" },
                 }
             }
@@ -397,10 +406,24 @@ fn queue_row(line: &NamedQueueStats, range: ChartRange, scale: u64) -> Markup {
                 }
             }
             td class="num extra" { (stats.scheduled + stats.blocked) }
+            // Its cron schedules, and when the next of the active ones ticks.
+            td class="extra cron" {
+                @if *schedules == 0 {
+                    span class="muted" { "–" }
+                } @else {
+                    a id={ "cron-link-" (name) } href={ "/ui/queue/" (name) "#schedules-title" } {
+                        (schedules) @if *schedules == 1 { " schedule" } @else { " schedules" }
+                    }
+                    @match next_tick_at {
+                        Some(at) => { br; span class="muted" { "next " (format::when(*at)) } },
+                        None => { br; span class="muted" { "all paused" } },
+                    }
+                }
+            }
             td class="num extra" { (stats.in_flight) }
             td class="num extra delivered" { (stats.delivered_last_minute) }
             td class="num extra" { (stats.failed_last_minute) }
-            td class="wide" {
+            td class="wide chart-cell" {
                 @match range {
                     ChartRange::Hour => (chart::last_hour(&stats.last_hour.delivered, &stats.last_hour.failed, scale)),
                     ChartRange::Day => (chart::bars(&last_day.delivered, &last_day.failed, scale, chart::HOURS)),

@@ -292,8 +292,8 @@ fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str
                             th scope="col" { span class="visually-hidden" { "Actions" } }
                         } }
                         tbody {
-                            @for (index, group) in groups.groups.iter().enumerate() {
-                                tr {
+                            @for group in &groups.groups {
+                                tr id={ "group-" (group_key(group.status, &group.error)) } {
                                     td { (answer(group.status)) }
                                     td class="mono" { (group.error) }
                                     td class="num" { (group.count) }
@@ -303,7 +303,7 @@ fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str
                                             ", last " (format::when(group.newest_failed_at))
                                         }
                                     }
-                                    td { (group_form(ctx, queue, group, index, here)) }
+                                    td { (group_form(ctx, queue, group, here)) }
                                 }
                             }
                         }
@@ -314,20 +314,18 @@ fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str
     }
 }
 
-/// A group's actions: replay or acknowledge its letters, after a question with their count.
-fn group_form(
-    ctx: &Ctx,
-    queue: &QueueName,
-    group: &ErrorGroupView,
-    index: usize,
-    here: &str,
-) -> Markup {
+/// A group's actions: replay or acknowledge its letters, after a question naming the group
+/// (its answer, its error and its count). The form carries the group itself (answer and
+/// error), not its place in the list, and its buttons' ids come from [`group_key`]: groups
+/// re-sort by size, and an action must hit the group that was asked about.
+fn group_form(ctx: &Ctx, queue: &QueueName, group: &ErrorGroupView, here: &str) -> Markup {
     let letters = if group.count == 1 {
         "the 1 pending dead letter".to_owned()
     } else {
         format!("all {} pending dead letters", group.count)
     };
-    let which = format!("of {queue} that failed with {}", answer(group.status));
+    let which = group_said(queue.as_str(), group.status, &group.error);
+    let key = group_key(group.status, &group.error);
     html! {
         form method="post" action="/ui/dlq/action" class="inline" {
             (csrf_field(&ctx.current))
@@ -336,20 +334,44 @@ fn group_form(
             input type="hidden" name="group_status"
                 value=(group.status.map(|s| s.to_string()).unwrap_or_default());
             input type="hidden" name="group_error" value=(group.error);
-            button type="submit" name="action" value="replay-group" id={ "replay-group-" (index) }
+            button type="submit" name="action" value="replay-group" id={ "replay-group-" (key) }
                 class="secondary"
                 data-confirm={ "Replay " (letters) " " (which) "? They go back to " (queue)
                                " as READY jobs and are delivered again." } {
                 "Replay " (group.count)
             }
             " "
-            button type="submit" name="action" value="acknowledge-group" id={ "acknowledge-group-" (index) }
+            button type="submit" name="action" value="acknowledge-group" id={ "acknowledge-group-" (key) }
                 class="secondary"
                 data-confirm={ "Acknowledge " (letters) " " (which) "? They stay listed as acknowledged and are not delivered again." } {
                 "Acknowledge " (group.count)
             }
         }
     }
+}
+
+/// The most characters of a group's error a question or an answer quotes.
+const QUOTED_ERROR_CHARS: usize = 120;
+
+/// A group as a question or an answer names it: `of q that failed with HTTP 500 “timeout”`.
+fn group_said(queue: &str, status: Option<u16>, error: &str) -> String {
+    let error = format::shorten(error, QUOTED_ERROR_CHARS);
+    if error.is_empty() {
+        format!("of {queue} that failed with {}", answer(status))
+    } else {
+        format!("of {queue} that failed with {} “{error}”", answer(status))
+    }
+}
+
+/// A group's stable key, for its row's and buttons' ids: the first 10 hex digits of the
+/// SHA-256 of its answer and error, the same whichever place the group takes in the list.
+pub fn group_key(status: Option<u16>, error: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(status.map_or_else(|| "none".to_owned(), |s| s.to_string()));
+    hash.update(b"\n");
+    hash.update(error.as_bytes());
+    hex::encode(hash.finalize())[..10].to_owned()
 }
 
 /// A letter's last answer: its HTTP status, or none (a transport failure).
@@ -495,7 +517,10 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
             }
             api.post::<ReplayResult>("/admin/dlq/replay", Some(body.to_string().into_bytes()))
                 .await
-                .map(|r| replay_said(&r))
+                .map(|r| match target {
+                    "group" => replay_said(&r, Some(&group_of_form_said(&form))),
+                    _ => replay_said(&r, None),
+                })
         }
         "acknowledge" => api
             .post::<AcknowledgeResult>(
@@ -505,6 +530,13 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
             .await
             .map(|r| match (target, r.acknowledged) {
                 ("selected", n) => format!("Acknowledged {n} of {} selected.", ids.len()),
+                ("group", 1) => {
+                    format!("Acknowledged 1 dead letter {}.", group_of_form_said(&form))
+                }
+                ("group", n) => format!(
+                    "Acknowledged {n} dead letters {}.",
+                    group_of_form_said(&form)
+                ),
                 (_, 1) => "Acknowledged 1 dead letter.".to_owned(),
                 (_, n) => format!("Acknowledged {n} dead letters."),
             }),
@@ -535,11 +567,30 @@ fn group_of(form: &FormData) -> Value {
     let status = form
         .get("group_status")
         .and_then(|raw| raw.trim().parse::<u16>().ok());
-    json!({ "status": status, "error": form.get("group_error").unwrap_or_default() })
+    // As sent, untrimmed: the group is matched on its exact first line of error.
+    json!({ "status": status, "error": form.raw("group_error").unwrap_or_default() })
 }
 
-fn replay_said(result: &ReplayResult) -> String {
-    let mut text = format!("Replayed {} of {}.", result.replayed, result.requested);
+/// The group a group's form acted on, for its answer: `of q that failed with HTTP 500
+/// “timeout”`.
+fn group_of_form_said(form: &FormData) -> String {
+    let status = form
+        .get("group_status")
+        .and_then(|raw| raw.trim().parse::<u16>().ok());
+    let queue = form.get("queue").unwrap_or_default();
+    group_said(queue, status, form.raw("group_error").unwrap_or_default())
+}
+
+/// What a replay did; `which`: the letters it was asked to replay, when the answer should
+/// name them (`of q that failed with …`).
+fn replay_said(result: &ReplayResult, which: Option<&str>) -> String {
+    let mut text = match which {
+        Some(which) => format!(
+            "Replayed {} of {} dead letters {which}.",
+            result.replayed, result.requested
+        ),
+        None => format!("Replayed {} of {}.", result.replayed, result.requested),
+    };
     let not_pending = result.requested.saturating_sub(result.claimed as u64);
     if not_pending > 0 {
         text.push_str(&format!(" {not_pending} were not pending."));

@@ -10,20 +10,21 @@
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use futures_util::future::join_all;
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
 use super::dashboard::REFRESH;
 use super::queue::{Hold, enqueue_typed, queue_name, queue_url};
-use crate::api::dlq::FailureReasonName;
+use crate::api::dlq::{DeadLetterMessage, DlqStateName, FailureReasonName};
+use crate::api::find::{FoundJobs, JobPlaceName};
 use crate::api::jobs::{JobStatusName, JobView};
 use crate::api::openapi::IdBody;
 use crate::api::queue_stats::QueueStats;
-use crate::api::queues::QueueList;
-use crate::model::{JobId, QueueName, now_millis};
+use crate::model::{JobId, JobIdPrefix, QueueName, now_millis};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
-use crate::ui::layout::{Section, Tone, badge, csrf_field, figures, form_result};
+use crate::ui::layout::{
+    Copy, Section, Tone, badge, copy_button, csrf_field, figures, form_result,
+};
 use crate::ui::session::{Current, Flash, FormOutcome};
 use crate::ui::{Ctx, FormData, UiError, UiResult, format, fragment};
 
@@ -54,14 +55,23 @@ pub async fn page(
 ) -> UiResult {
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
     let job = fetch(ctx.api(), &name, &id).await?;
+    let left = left_of(ctx.api(), &name, &id, job.as_ref()).await?;
     let hold = hold_of(ctx.api(), &name, job.as_ref()).await?;
     // The resend form's answer goes beside it; any other message atop the page.
     let flash = ctx.take_flash();
     let answer = Flash::answer_to(flash.as_ref(), RESEND_FORM);
     let content = html! {
         p { a href=(queue_url(&name)) { "← Queue " (name) } }
-        h1 { "Job " span class="mono" { (id) } }
-        (live_part(job.as_ref(), hold, Gone::of(&seen), &ctx.current, &name, &id))
+        h1 { "Job " span class="mono" id="job-id" { (id) } }
+        p { (copy_button("copy-id", "Copy id", Copy::Text(&id.to_string()))) }
+        @if let Some(from) = seen.from.as_deref().and_then(|raw| JobId::parse(raw).ok()) {
+            p id="resent-from" {
+                "Resent from dead letter "
+                a class="mono" href=(job_url(&name, &from)) { (from) }
+                " (acknowledged), with its payload as edited."
+            }
+        }
+        (live_part(job.as_ref(), left.as_ref(), hold, Gone::of(&seen), &ctx.current, &name, &id))
         @if let Some(job) = &job {
             (payload_section(job, &name, &id))
             @if job.status == JobStatusName::Error {
@@ -72,46 +82,61 @@ pub async fn page(
     Ok(ctx.page_with(&format!("Job {id}"), Section::Queues, flash, content))
 }
 
-/// How many queues are asked about a job at once by [`find`].
-const FIND_FAN_OUT: usize = 16;
-
-/// `GET /ui/find?id=…`: the job's page, whichever queue holds it (READY, ERROR, or kept
-/// DELIVERED), found by asking each queue through the API; a page that says so when none
-/// does.
+/// `GET /ui/find?id=…`: the job's page, whichever queue holds it (READY, ERROR, kept
+/// DELIVERED, or only a dead-letter record left of it), found by its id or its first hex
+/// digits as people paste them (`GET /admin/jobs`); a page that says so when none does,
+/// or when the digits start more than one job's id.
 pub async fn find(ctx: Ctx, Query(query): Query<FindQuery>) -> UiResult {
     let raw = query.id.unwrap_or_default();
-    let Ok(id) = JobId::parse(raw.trim()) else {
+    let typed = raw.trim();
+    if let Err(invalid) = JobIdPrefix::parse(typed) {
         return Ok(ctx.done(
-            Flash::error(format!("{raw:?} is not a job id (a UUID).")),
+            Flash::error(format!("{typed:?} is not a job id: {}.", invalid.0)),
             "/ui",
         ));
-    };
-    let api = ctx.api();
-    let queues: QueueList = api.get("/queue").await?;
-    let names: Vec<QueueName> = queues
-        .queues
-        .iter()
-        .filter_map(|name| QueueName::parse(name).ok())
-        .collect();
-    for chunk in names.chunks(FIND_FAN_OUT) {
-        let asked = chunk.iter().map(|name| async move {
-            let held = fetch(api, name, &id).await.ok().flatten().is_some();
-            held.then_some(name)
-        });
-        if let Some(name) = join_all(asked).await.into_iter().flatten().next() {
-            return Ok(ctx.done(
-                Flash::notice(format!("Job {id} is in queue {name}.")),
-                &job_url(name, &id),
-            ));
+    }
+    let asked: String = url::form_urlencoded::byte_serialize(typed.as_bytes()).collect();
+    let found: FoundJobs = ctx.api().get(&format!("/admin/jobs?id={asked}")).await?;
+    let mut ids: Vec<&str> = found.jobs.iter().map(|job| job.id.as_str()).collect();
+    ids.dedup();
+    match ids[..] {
+        [] => Ok(ctx.done(
+            Flash::error(format!(
+                "No job has an id starting with {typed}: none is waiting, kept after delivery \
+                 or dead-lettered now (a job delivered by a queue that does not keep delivered \
+                 jobs, or cancelled, leaves nothing behind)."
+            )),
+            "/ui",
+        )),
+        [id] => {
+            // The job itself where it is; else what is left of it (a dead-letter record).
+            let best = found
+                .jobs
+                .iter()
+                .min_by_key(|job| match job.place {
+                    JobPlaceName::Live => 0,
+                    JobPlaceName::Delivered => 1,
+                    JobPlaceName::DeadLetter => 2,
+                })
+                .map(|job| job.queue.as_str())
+                .unwrap_or_default();
+            Ok(ctx.done(
+                Flash::notice(format!("Job {id} is in queue {best}.")),
+                &format!("/ui/queue/{best}/job/{id}"),
+            ))
+        }
+        ref many => {
+            let more = if found.has_more { " and more" } else { "" };
+            Ok(ctx.done(
+                Flash::error(format!(
+                    "{}{more} jobs have ids starting with {typed} ({}{more}): type more of the id.",
+                    many.len(),
+                    many.join(", ")
+                )),
+                "/ui",
+            ))
         }
     }
-    Ok(ctx.done(
-        Flash::error(format!(
-            "No queue holds job {id} now: it was delivered (by a queue that does not keep \
-             delivered jobs), cancelled, or removed with its dead letter."
-        )),
-        "/ui",
-    ))
 }
 
 #[derive(serde::Deserialize)]
@@ -222,7 +247,10 @@ pub async fn resend(
             sent.id, answer.message
         )),
     };
-    Ok(ctx.done(said, &format!("{}/job/{}", queue_url(&name), sent.id)))
+    Ok(ctx.done(
+        said,
+        &format!("{}/job/{}?from={id}", queue_url(&name), sent.id),
+    ))
 }
 
 /// `GET /ui/queue/{name}/job/{id}/_details`: the live part alone, the element the page's
@@ -235,9 +263,11 @@ pub async fn details(
 ) -> UiResult {
     let (name, id) = (queue_name(&name)?, job_id(&id)?);
     let job = fetch(ctx.api(), &name, &id).await?;
+    let left = left_of(ctx.api(), &name, &id, job.as_ref()).await?;
     let hold = hold_of(ctx.api(), &name, job.as_ref()).await?;
     Ok(fragment(live_part(
         job.as_ref(),
+        left.as_ref(),
         hold,
         Gone::of(&seen),
         &ctx.current,
@@ -250,6 +280,8 @@ pub async fn details(
 #[derive(serde::Deserialize)]
 pub struct Seen {
     was: Option<String>,
+    /// `?from=…`: the dead letter this job was resent from (the resend's answer).
+    from: Option<String>,
 }
 
 const WAS_IN_FLIGHT: &str = "in-flight";
@@ -296,6 +328,68 @@ pub async fn raw_payload(ctx: Ctx, Path((name, id)): Path<(String, String)>) -> 
         job.job.get().to_owned(),
     )
         .into_response())
+}
+
+/// What is left of a job its queue no longer holds: its dead-letter record, replayed (a
+/// record of another state is the job itself, which [`fetch`] finds). `None` while the job
+/// is there.
+async fn left_of(
+    api: &ApiClient,
+    queue: &QueueName,
+    id: &JobId,
+    job: Option<&JobView>,
+) -> UiResult<Option<DeadLetterMessage>> {
+    if job.is_some() {
+        return Ok(None);
+    }
+    let found: FoundJobs = api.get(&format!("/admin/jobs?id={id}")).await?;
+    Ok(found
+        .jobs
+        .into_iter()
+        .filter(|job| job.queue == queue.as_str())
+        .find_map(|job| job.dead_letter))
+}
+
+/// A replayed dead letter whose job has left its queue since: where and why it failed,
+/// when it was replayed, and what became of it as far as the page can tell.
+fn replayed_letter(letter: &DeadLetterMessage, gone: Gone) -> Markup {
+    let fate = match gone {
+        Gone::AfterFlight => {
+            "Delivered since: its worker answered 2xx (this queue does not keep delivered jobs)."
+        }
+        Gone::JustEnqueued | Gone::Unknown => {
+            "Not in the queue since: delivered (this queue does not keep delivered jobs, its \
+             keepDelivered setting would), or cancelled. Had it failed again, it would be a \
+             pending dead letter."
+        }
+    };
+    let replayed = match letter.replay_count {
+        0 | 1 => "Replayed".to_owned(),
+        n => format!("Replayed ({n} times)"),
+    };
+    html! {
+        p id="job-status" data-status="REPLAYED" { (badge("REPLAYED", Tone::Good)) }
+        p id="job-fate" { (fate) }
+        (figures([
+            ("Dead-lettered", html! { span id="dead-lettered" { (format::when(letter.failed_at)) } }),
+            ("Attempts then", html! { (letter.attempts) }),
+            ("Last answer", html! {
+                @match letter.last_status { Some(s) => { "HTTP " (s) }, None => "no answer" }
+            }),
+            (replayed.as_str(), html! {
+                span id="replayed-at" {
+                    @match letter.replayed_at { Some(at) => (format::when(at)), None => "—" }
+                }
+            }),
+            ("Dead letter", html! {
+                span id="dead-letter-state" { (DlqStateName::as_str(letter.status)) }
+            }),
+        ]))
+        @if let Some(error) = &letter.last_error {
+            h3 { "Last error" }
+            pre class="error" { (error) }
+        }
+    }
 }
 
 /// The job, or `None` once it is gone.
@@ -350,6 +444,7 @@ fn payload_section(job: &JobView, queue: &QueueName, id: &JobId) -> Markup {
                     a href={ (job_url(queue, id)) "/payload.json" } { "Open the whole payload (raw JSON)" }
                 }
             }
+            p { (copy_button("copy-payload", "Copy payload", Copy::From("payload"))) }
             pre id="payload" { (pretty.text) }
         }
     }
@@ -359,6 +454,7 @@ fn payload_section(job: &JobView, queue: &QueueName, id: &JobId) -> Markup {
 /// while the job is still READY.
 fn live_part(
     job: Option<&JobView>,
+    left: Option<&DeadLetterMessage>,
     hold: Hold,
     gone: Gone,
     current: &Current,
@@ -390,8 +486,12 @@ fn live_part(
         return html! {
             div id="job-live" {
                 section id="job-details" {
-                    p id="job-status" data-status=(status) { (badge(status, tone)) }
-                    p { (said) }
+                    @if let Some(letter) = left {
+                        (replayed_letter(letter, gone))
+                    } @else {
+                        p id="job-status" data-status=(status) { (badge(status, tone)) }
+                        p { (said) }
+                    }
                 }
             }
         };

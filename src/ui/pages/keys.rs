@@ -7,12 +7,14 @@ use serde_json::{Value, json};
 
 use crate::access::Role;
 use crate::api::keys::{CreatedKey, KeyList};
-use crate::ui::layout::{Section, Tone, badge, csrf_field, form_result};
+use crate::ui::layout::{Copy, Section, Tone, badge, copy_button, csrf_field, form_result};
 use crate::ui::session::{Flash, FormOutcome};
 use crate::ui::{Ctx, FormData, UiResult, format};
 
 /// The name of the new-key form in a [`FormOutcome`].
 const NEW_KEY_FORM: &str = "new-key";
+/// The created key in the new-key form's answer (never a field of the form itself).
+const CREATED_KEY: &str = "created-key";
 /// Where the new-key form's answer is drawn (and the page scrolled to).
 const NEW_KEY_RESULT_ID: &str = "new-key-result";
 
@@ -107,6 +109,9 @@ pub async fn page(ctx: Ctx) -> UiResult {
                 }
                 button type="submit" id="create-key" { "Create key" }
                 (form_result(NEW_KEY_RESULT_ID, answer, new_key_field_id))
+                @if let Some(key) = answer.and_then(|f| f.typed(CREATED_KEY)) {
+                    p { (copy_button("copy-key", "Copy the key", Copy::Text(key))) }
+                }
             }
         }
     };
@@ -150,7 +155,13 @@ pub async fn create(ctx: Ctx, form: FormData) -> UiResult {
                 "Key {name} created ({role}). Copy it now, it is not shown again: {}{warning}",
                 created.key
             ));
-            ctx.done(said.beside(FormOutcome::of(NEW_KEY_FORM)), &back)
+            // The key rides in the answer's outcome too, for its copy button.
+            let outcome = FormOutcome {
+                form: NEW_KEY_FORM,
+                typed: vec![(CREATED_KEY.to_owned(), created.key.clone())],
+                invalid: Vec::new(),
+            };
+            ctx.done(said.beside(outcome), &back)
         }
         Err(refused) => {
             let outcome = FormOutcome {

@@ -340,7 +340,8 @@ fn close_breaker_question(name: &QueueName, stats: &QueueStats) -> String {
         n => format!("its {n} ready jobs are"),
     };
     format!(
-        "Close the circuit breaker of queue {name}? Deliveries resume at once: {jobs} sent to          the target now. If it still fails, {} failed attempts in a row open the breaker again.",
+        "Close the circuit breaker of queue {name}? Deliveries resume at once: {jobs} sent to \
+         the target now. If it still fails, {} failed attempts in a row open the breaker again.",
         stats.breaker_threshold
     )
 }
@@ -400,7 +401,7 @@ fn stats_panel(name: &QueueName, stats: &QueueStats, range: ChartRange) -> Marku
                         a id="range-hour" href=(queue_url(name)) { "last hour" }
                     }
                     @let (delivered, failed) = (&day.delivered[..], &day.failed[..]);
-                    (chart::bars(delivered, failed, chart::shared_scale([(delivered, failed)]), chart::HOURS))
+                    div class="chart-panel" { (chart::bars(delivered, failed, chart::shared_scale([(delivered, failed)]), chart::HOURS)) }
                 }
                 _ => {
                     p class="muted" {
@@ -408,7 +409,7 @@ fn stats_panel(name: &QueueName, stats: &QueueStats, range: ChartRange) -> Marku
                         a id="range-day" href={ (queue_url(name)) "?range=day" } { "last day" }
                     }
                     @let (delivered, failed) = (&stats.last_hour.delivered[..], &stats.last_hour.failed[..]);
-                    (chart::last_hour(delivered, failed, chart::shared_scale([(delivered, failed)])))
+                    div class="chart-panel" { (chart::last_hour(delivered, failed, chart::shared_scale([(delivered, failed)]))) }
                 }
             }
         }

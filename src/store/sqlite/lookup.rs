@@ -1,0 +1,45 @@
+//! SQL for finding jobs by id across queues on SQLite: one range of each table's primary
+//! key (ids are 16-byte BLOBs, which compare byte by byte as UUIDs sort).
+
+use rusqlite::params;
+
+use super::tx::SqliteTx;
+use crate::model::{JobId, QueueName};
+use crate::store::dialect::LookupRows;
+use crate::store::error::StoreResult;
+use crate::store::records::JobPlace;
+
+impl LookupRows for SqliteTx<'_> {
+    async fn jobs_with_ids_between(
+        &self,
+        first: JobId,
+        last: JobId,
+        limit: usize,
+    ) -> StoreResult<Vec<(JobId, QueueName, JobPlace)>> {
+        let mut stmt = self.0.prepare_cached(
+            "SELECT id, queue, 0 FROM jobs WHERE id BETWEEN ?1 AND ?2
+             UNION ALL SELECT id, queue, 1 FROM delivered WHERE id BETWEEN ?1 AND ?2
+             UNION ALL SELECT id, queue, 2 FROM dead_letters WHERE id BETWEEN ?1 AND ?2
+             ORDER BY 1 LIMIT ?3",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(
+            params![&first.as_bytes()[..], &last.as_bytes()[..], limit],
+            |row| {
+                let id: Vec<u8> = row.get(0)?;
+                let id = JobId::from_slice(&id).ok_or(rusqlite::Error::InvalidColumnType(
+                    0,
+                    "id".into(),
+                    rusqlite::types::Type::Blob,
+                ))?;
+                let place = match row.get::<_, i64>(2)? {
+                    0 => JobPlace::Live,
+                    1 => JobPlace::Delivered,
+                    _ => JobPlace::DeadLetter,
+                };
+                Ok((id, QueueName::from_stored(row.get(1)?), place))
+            },
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
