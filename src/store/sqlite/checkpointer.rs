@@ -139,26 +139,30 @@ mod tests {
         writer.execute_batch("CREATE TABLE filler(x BLOB)").unwrap();
         let checkpointer = open_checkpointer(&path, Synchronous::Normal).unwrap();
         let rewind = RewindFlag::default();
-        // Every 100 rows the writer offers the checkpointer a turn and keeps writing while
+        // Every 100 rows the writer hands the checkpointer a turn and keeps writing while
         // that checkpoint runs: the race that keeps passive checkpoints from completing. The
-        // offer is a rendezvous (a busy machine cannot starve the checkpointer) that the
-        // writer skips while the previous checkpoint still runs, as the server's checkpoint
-        // thread rests between checkpoints: otherwise, on a slow disk, each checkpoint would
-        // start as the last one ended and every rewind would collide with one.
+        // hand-over is a rendezvous the writer waits for (a busy machine cannot starve the
+        // checkpointer: a turn offered while its thread is not yet back at `recv` is not
+        // lost), and the writer offers none while the previous checkpoint still runs, as
+        // the server's checkpoint thread rests between checkpoints: otherwise, on a slow
+        // disk, each checkpoint would start as the last one ended and every rewind would
+        // collide with one.
         let (turn, turns) = mpsc::sync_channel::<()>(0);
+        let checkpointing = Arc::new(AtomicBool::new(false));
         let writing = {
-            let rewind = rewind.clone();
+            let (rewind, checkpointing) = (rewind.clone(), checkpointing.clone());
             std::thread::spawn(move || {
                 for row in 0..20_000 {
                     writer
                         .execute("INSERT INTO filler VALUES (zeroblob(4000))", [])
                         .unwrap();
                     rewind.rewind_if_raised(&writer, &DiskHealth::default());
-                    if row % 100 == 0 {
-                        match turn.try_send(()) {
-                            Ok(()) | Err(mpsc::TrySendError::Full(())) => {}
-                            Err(mpsc::TrySendError::Disconnected(())) => break,
-                        }
+                    // Set here, cleared by the checkpointer once its checkpoint is done.
+                    if row % 100 == 0
+                        && !checkpointing.swap(true, Ordering::AcqRel)
+                        && turn.send(()).is_err()
+                    {
+                        break;
                     }
                 }
             })
@@ -167,6 +171,7 @@ mod tests {
             if checkpoint(&checkpointer).unwrap() > WAL_REWIND_FRAMES {
                 rewind.raise();
             }
+            checkpointing.store(false, Ordering::Release);
         }
         writing.join().unwrap();
         let largest_wal = std::fs::metadata(dir.path().join("c.db-wal")).map_or(0, |m| m.len());
