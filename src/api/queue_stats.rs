@@ -206,13 +206,14 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
         if let Some(minutes) = day_by_queue.get(&queue.name) {
             fill_hour_from_history(&mut stats, minutes.iter().copied(), now);
         }
+        let (schedules, next_tick_at) = schedules.remove(&queue.name).unwrap_or((0, None));
         queues.push(NamedQueueStats {
             name: queue.name.to_string(),
             target: queue.target.as_ref().map(|t| t.as_str().to_owned()),
             stats,
             last_day: last_day.remove(&queue.name).unwrap_or_else(empty_day),
-            schedules: schedules.get(&queue.name).map_or(0, |(count, _)| *count),
-            next_tick_at: schedules.remove(&queue.name).and_then(|(_, next)| next),
+            schedules,
+            next_tick_at,
         });
     }
     Ok(Json(AllQueueStats { ok: true, queues }))

@@ -794,6 +794,18 @@ pub enum JobPlace {
     DeadLetter,
 }
 
+impl JobPlace {
+    /// The place a lookup's `place` column names, on both dialects (`lookup.rs`): 0 for
+    /// `jobs`, 1 for `delivered`, 2 for `dead_letters`.
+    pub(crate) fn from_column(code: i64) -> Self {
+        match code {
+            0 => Self::Live,
+            1 => Self::Delivered,
+            _ => Self::DeadLetter,
+        }
+    }
+}
+
 /// A job found by its id, or a start of it, whichever queue holds it: where, and, for a
 /// dead-letter record, the record.
 #[derive(Debug, Clone)]

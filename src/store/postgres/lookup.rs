@@ -28,15 +28,10 @@ impl LookupRows for PgTx<'_> {
         Ok(rows
             .iter()
             .map(|row| {
-                let place = match row.get::<_, i32>(2) {
-                    0 => JobPlace::Live,
-                    1 => JobPlace::Delivered,
-                    _ => JobPlace::DeadLetter,
-                };
                 (
                     job_id(row.get(0)),
                     QueueName::from_stored(row.get(1)),
-                    place,
+                    JobPlace::from_column(row.get::<_, i32>(2).into()),
                 )
             })
             .collect())

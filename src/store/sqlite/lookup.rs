@@ -32,11 +32,7 @@ impl LookupRows for SqliteTx<'_> {
                     "id".into(),
                     rusqlite::types::Type::Blob,
                 ))?;
-                let place = match row.get::<_, i64>(2)? {
-                    0 => JobPlace::Live,
-                    1 => JobPlace::Delivered,
-                    _ => JobPlace::DeadLetter,
-                };
+                let place = JobPlace::from_column(row.get(2)?);
                 Ok((id, QueueName::from_stored(row.get(1)?), place))
             },
         )?;

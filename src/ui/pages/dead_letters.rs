@@ -564,19 +564,21 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
 
 /// The group a group's form names, as the API takes it (an empty status: no answer).
 fn group_of(form: &FormData) -> Value {
-    let status = form
-        .get("group_status")
-        .and_then(|raw| raw.trim().parse::<u16>().ok());
+    let status = group_status(form);
     // As sent, untrimmed: the group is matched on its exact first line of error.
     json!({ "status": status, "error": form.raw("group_error").unwrap_or_default() })
+}
+
+/// A group's form's answer status (none: a transport failure).
+fn group_status(form: &FormData) -> Option<u16> {
+    form.get("group_status")
+        .and_then(|raw| raw.trim().parse::<u16>().ok())
 }
 
 /// The group a group's form acted on, for its answer: `of q that failed with HTTP 500
 /// “timeout”`.
 fn group_of_form_said(form: &FormData) -> String {
-    let status = form
-        .get("group_status")
-        .and_then(|raw| raw.trim().parse::<u16>().ok());
+    let status = group_status(form);
     let queue = form.get("queue").unwrap_or_default();
     group_said(queue, status, form.raw("group_error").unwrap_or_default())
 }
