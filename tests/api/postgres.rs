@@ -843,6 +843,98 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
     close([store], db).await;
 }
 
+/// A completed group is found by id however the table has grown since the node's first
+/// groups. The plan a connection keeps for a prepared statement is made after a few runs:
+/// made while the table held a few jobs, the completion's was a sequential scan of every
+/// job, and stayed one as the backlog grew (a benchmark's completions read 7 700 pages for
+/// 2 jobs). On a completer's session, after the same history, it reads no job but its own.
+#[tokio::test]
+async fn postgres_a_completed_group_is_found_by_id_after_the_table_grew() {
+    let Some(db) = TestDatabase::create("postgres_completion_after_growth").await else {
+        return;
+    };
+    let store = node(&db).await;
+    store.create_queue(queue_named("q")).await.unwrap();
+    let client = store.pg.completion_pool().get().await.unwrap();
+    let in_flight = |count: u32| {
+        format!(
+            "INSERT INTO jobs (id, queue, status, payload, attempts, run_at, created_at,
+                               leased_until)
+             SELECT gen_random_uuid(), 'q', 1, '{{}}', 1, n, n, 5
+             FROM generate_series(1, {count}) AS n"
+        )
+    };
+    let leases_of = |rows: Vec<tokio_postgres::Row>| -> Vec<(JobId, Lease)> {
+        rows.iter()
+            .map(|row| {
+                let id = JobId::parse(&row.get::<_, String>(0)).unwrap();
+                (
+                    id,
+                    Lease {
+                        attempt: 1,
+                        until: 5,
+                    },
+                )
+            })
+            .collect()
+    };
+    // The node's first groups, one job each, on a table of a few jobs, analyzed so: more
+    // runs than PostgreSQL makes before it keeps one plan for a prepared statement.
+    client
+        .batch_execute(&format!("{}; ANALYZE jobs;", in_flight(10)))
+        .await
+        .unwrap();
+    let first = leases_of(
+        client
+            .query("SELECT id::text FROM jobs", &[])
+            .await
+            .unwrap(),
+    );
+    for lease in &first {
+        let deleted = postgres::jobs::delete_delivered(&client, std::slice::from_ref(lease))
+            .await
+            .unwrap();
+        assert!(deleted.contains(&lease.0));
+    }
+    // The backlog grows to 50 000 jobs in flight, unanalyzed.
+    client.batch_execute(&in_flight(50_000)).await.unwrap();
+    let group = leases_of(
+        client
+            .query("SELECT id::text FROM jobs LIMIT 2", &[])
+            .await
+            .unwrap(),
+    );
+    // Counted within one transaction, where the counts are not flushed: what the
+    // completion itself scanned.
+    let scans = async || -> (i64, i64) {
+        let row = client
+            .query_one(
+                "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables
+                 WHERE relname = 'jobs'",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    client.batch_execute("BEGIN").await.unwrap();
+    let before = scans().await;
+    let deleted = postgres::jobs::delete_delivered(&client, &group)
+        .await
+        .unwrap();
+    let after = scans().await;
+    client.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(deleted.len(), 2);
+    assert_eq!(
+        after.0 - before.0,
+        0,
+        "the group's jobs are found by id, not by a scan of every job"
+    );
+    assert!(after.1 > before.1);
+    drop(client);
+    close([store], db).await;
+}
+
 /// The statistics PostgreSQL plans with lag behind a queue: a database that has not been
 /// analyzed since its backlog grew (a new one, or a burst on a quiet queue) puts the
 /// backlog at a handful of jobs, and the plans it picks then read every ready job and sort

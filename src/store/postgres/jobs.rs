@@ -287,7 +287,10 @@ pub(super) async fn insert_unkeyed(
 /// Delete the jobs of `leases` still in flight under them and without an ordering key,
 /// and the attempt history of those that had failed before: delivered jobs not kept. The
 /// ids deleted. One statement, so it needs no transaction of its own.
-pub(super) async fn delete_delivered(
+///
+/// Run on a completer's session ([`super::connect::Sessions::Completions`]), whose plans
+/// find the group's jobs by id whatever `jobs` held when this statement's plan was made.
+pub async fn delete_delivered(
     client: &impl GenericClient,
     leases: &[(JobId, Lease)],
 ) -> StoreResult<HashSet<JobId>> {
@@ -380,7 +383,9 @@ pub mod hot {
     /// every job in flight with every lease of the group (60–140 ms a statement for groups
     /// of 256 with three nodes). Written `status + 0`, the status test cannot pick those
     /// indexes; it still fences the delete, row by row. (Adding `j.id = ANY($1)` does not
-    /// help: the jobs found so are then each compared with every lease.)
+    /// help: the jobs found so are then each compared with every lease.) Its sessions
+    /// keep the lookups whatever `jobs` held when the plan was made
+    /// ([`super::super::connect::Sessions::Completions`]).
     pub fn complete_delivered() -> &'static str {
         sql_once!(
             "WITH sizes AS (SELECT 1 FROM queue_sizes

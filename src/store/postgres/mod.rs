@@ -136,7 +136,8 @@ impl PgStore {
     ) -> anyhow::Result<Self> {
         let pool = connect(url, pool_size).await?;
         migrate(&pool).await?;
-        let relaxed = connect::connect_with(url, RELAXED_POOL, connect::Commits::Relaxed).await?;
+        let relaxed =
+            connect::connect_with(url, RELAXED_POOL, connect::Sessions::Completions).await?;
         let node = Uuid::now_v7();
         let on_group: group_commit::OnGroup = Arc::new(on_group);
         let runner = Runner {
@@ -227,6 +228,12 @@ impl PgStore {
     #[cfg(any(test, feature = "testing"))]
     pub fn pool(&self) -> &PgPool {
         &self.runner.pool
+    }
+
+    /// The completers' pool ([`connect::Sessions::Completions`]), for tests of their plans.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn completion_pool(&self) -> &PgPool {
+        &self.runner.relaxed
     }
 
     /// Call `on_due` with every queue any node announces a job for, until `stop` (one
