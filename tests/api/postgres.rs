@@ -935,6 +935,60 @@ async fn postgres_a_completed_group_is_found_by_id_after_the_table_grew() {
     close([store], db).await;
 }
 
+/// The plans a node's connections keep for the claim round are made in its first second,
+/// while `jobs` holds a few rows, and kept as the backlog grows (nothing plans them again
+/// until `jobs` is analyzed). Made so, they must still read the indexes: the completion's,
+/// made so, was a sequential scan of every job.
+#[tokio::test]
+async fn postgres_the_claim_rounds_first_plans_read_indexes_once_the_table_grew() {
+    let Some(db) = TestDatabase::create("postgres_claim_first_plans").await else {
+        return;
+    };
+    let store = node(&db).await;
+    store.create_queue(queue_named("q")).await.unwrap();
+    let client = store.pg.pool().get().await.unwrap();
+    let jobs = |count: u32| {
+        format!(
+            "INSERT INTO jobs (id, queue, status, payload, run_at, created_at)
+             SELECT gen_random_uuid(), 'q', CASE WHEN n % 100 = 0 THEN 3 ELSE 0 END, '{{}}',
+                    n, n
+             FROM generate_series(1, {count}) AS n"
+        )
+    };
+    client
+        .batch_execute(&format!(
+            "{}; ANALYZE jobs; SET plan_cache_mode = force_generic_plan;",
+            jobs(10)
+        ))
+        .await
+        .unwrap();
+    let round = prepare_claim_round(&client, 16).await;
+    // Each runs once on the small table, which makes and keeps its generic plan.
+    client
+        .batch_execute(&format!("BEGIN; {}", postgres::jobs::hot::IN_INDEX_ORDER))
+        .await
+        .unwrap();
+    for (_, execute) in &round {
+        client.batch_execute(execute).await.unwrap();
+    }
+    client.batch_execute("ROLLBACK").await.unwrap();
+    client.batch_execute(&jobs(100_000)).await.unwrap();
+    client
+        .batch_execute(&format!("BEGIN; {}", postgres::jobs::hot::IN_INDEX_ORDER))
+        .await
+        .unwrap();
+    for (name, execute) in &round {
+        let plan = plan_of(&client, &format!("EXPLAIN {execute}")).await;
+        assert!(
+            !plan.contains("Seq Scan on jobs") && !plan.contains("Sort"),
+            "{name}'s plan, made on 10 jobs, on 100 000:\n{plan}"
+        );
+    }
+    client.batch_execute("ROLLBACK").await.unwrap();
+    drop(client);
+    close([store], db).await;
+}
+
 /// The statistics PostgreSQL plans with lag behind a queue: a database that has not been
 /// analyzed since its backlog grew (a new one, or a burst on a quiet queue) puts the
 /// backlog at a handful of jobs, and the plans it picks then read every ready job and sort

@@ -345,17 +345,29 @@ pub mod hot {
     /// 256: with 150 000 jobs waiting, each claim read 6 600 pages and sorted 7 MB on disk
     /// (up to 105 ms a claim), where the index's order reads a few hundred pages. None of
     /// these statements needs a sort, so making sorts the planner's last resort leaves it
-    /// the indexes' order. `LOCAL`: the setting ends with the transaction, and no other
-    /// statement of the node sees it.
-    pub const IN_INDEX_ORDER: &str = "SET LOCAL enable_sort = off";
+    /// the indexes' order.
+    ///
+    /// Nor does any need to read every job, so sequential scans are made a last resort
+    /// too. A connection keeps the plan PostgreSQL makes for each of these after a few
+    /// runs, and makes it in the node's first second, while `jobs` may hold a few rows: the
+    /// promotion and the claim then looked up their `id = ANY(…)` by scanning every job,
+    /// and kept doing so as the backlog grew, each claim round reading the whole table.
+    /// `LOCAL`: the settings end with the transaction, and no other statement of the node
+    /// sees them.
+    pub const IN_INDEX_ORDER: &str = "SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off";
 
-    /// `$1` queue: when it next has a job due (see [`super::next_due`]).
+    /// `$1` queue: when it next has a job due (see [`super::next_due`]). Both reads are
+    /// ordered and limited, so neither can be planned as a scan of every job: the
+    /// scheduled one was `min(run_at)`, and the plan a connection keeps for it, made while
+    /// `jobs` held a few rows, read the whole table on every probe of a queue with no
+    /// ready job.
     pub fn next_due() -> &'static str {
         sql_once!(
             "SELECT coalesce(
                  (SELECT run_at FROM jobs WHERE queue = $1 AND status = {READY}
                   ORDER BY priority DESC, run_at, id LIMIT 1),
-                 (SELECT min(run_at) FROM jobs WHERE queue = $1 AND status = {SCHEDULED}))"
+                 (SELECT run_at FROM jobs WHERE queue = $1 AND status = {SCHEDULED}
+                  ORDER BY run_at LIMIT 1))"
         )
     }
 
