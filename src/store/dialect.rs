@@ -376,8 +376,14 @@ pub trait DeadLetterRows {
         filter: &Filter,
         page: PageRequest,
     ) -> StoreResult<DeadLetterPage>;
-    /// Dead-letter figures at `now` (see [`DlqStats`]).
-    async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats>;
+    /// Dead-letter figures at `now` (see [`DlqStats`]), of `queue`'s letters only when one
+    /// is given.
+    async fn dlq_stats(
+        &self,
+        queue: Option<&QueueName>,
+        now: UnixMillis,
+        repeat_after_replays: u32,
+    ) -> StoreResult<DlqStats>;
     /// Dismiss the pending dead letters of `selection` (`pending → acknowledged`); how many.
     async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize>;
     /// Lease the oldest free pending dead letter of `queue` until `until` (a consumer of
@@ -399,11 +405,12 @@ pub trait DeadLetterRows {
         hide_until: Option<UnixMillis>,
         now: UnixMillis,
     ) -> StoreResult<bool>;
-    /// The pending dead letters of `queue` grouped by how they failed ([`ErrorGroup`]), the
-    /// largest `limit` groups, largest first (then the oldest failure first).
+    /// The pending dead letters of `queue` (`None`: of every queue) grouped by how they
+    /// failed ([`ErrorGroup`]), the largest `limit` groups, largest first (then the oldest
+    /// failure first), each with its count per queue.
     async fn error_groups(
         &self,
-        queue: &QueueName,
+        queue: Option<&QueueName>,
         limit: usize,
     ) -> StoreResult<Vec<ErrorGroupCount>>;
     /// Pending dead letters of `queue` (or of every queue, 0 for one without), by name.
