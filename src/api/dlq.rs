@@ -41,6 +41,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(stats))
         .routes(routes!(groups))
         .routes(routes!(replay))
+        .routes(routes!(replayed))
         .routes(routes!(acknowledge))
         .routes(routes!(delete_one))
 }
@@ -691,8 +692,9 @@ async fn pending_in(state: &AppState, selection: &Selection) -> ApiResult<u64> {
 }
 
 /// What a replay did.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[schema(example = json!({"ok": true, "requested": 3, "claimed": 3, "replayed": 3, "failed": 0}))]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"ok": true, "requested": 2, "claimed": 2, "replayed": 2, "failed": 0,
+    "replayed_ids": ["0190a0b0-1e2f-7000-8000-000000000001", "0190a0b0-1e2f-7000-8000-000000000002"]}))]
 pub struct ReplayResult {
     pub ok: bool,
     /// Ids named, or pending dead letters of the queue.
@@ -703,6 +705,10 @@ pub struct ReplayResult {
     pub replayed: usize,
     /// Claimed records that could not be put back (rolled back to `pending`).
     pub failed: usize,
+    /// The ids of the jobs put back (`replayed` of them), oldest failure first: what
+    /// `POST /admin/dlq/replayed` tells the fate of.
+    #[serde(default)]
+    pub replayed_ids: Vec<String>,
 }
 
 /// Replay dead letters: claim them atomically and put each back on its queue as READY.
@@ -758,6 +764,87 @@ async fn replay(
         claimed,
         replayed: report.replayed.len(),
         failed: report.failed.len(),
+        replayed_ids: report
+            .replayed
+            .iter()
+            .map(|(id, _)| id.to_string())
+            .collect(),
+    }))
+}
+
+/// `{"ids":[…]}`: replayed jobs whose fate to tell.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayedBody {
+    /// 1–1000 job ids, as a replay's `replayed_ids` lists them.
+    #[schema(min_items = 1, max_items = 1000)]
+    ids: Vec<String>,
+}
+
+/// What became of replayed jobs since their replay.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"ok": true, "asked": 3, "delivered": 1, "failed_again": 1, "waiting": 1, "unknown": 0}))]
+pub struct ReplayFatesView {
+    pub ok: bool,
+    /// Distinct ids asked about.
+    pub asked: u64,
+    /// Gone from their queue since the replay: delivered (or cancelled).
+    pub delivered: u64,
+    /// Dead-lettered again: their record pending (or acknowledged) once more.
+    pub failed_again: u64,
+    /// Still live: waiting, scheduled, or in flight.
+    pub waiting: u64,
+    /// Kept nowhere any more: their dead-letter record deleted or past its retention (or
+    /// never a job).
+    pub unknown: u64,
+}
+
+/// What became of replayed jobs: how many were delivered since, failed again, or still
+/// wait. A read (it changes nothing), sent as a POST for its list of ids.
+#[utoipa::path(
+    post,
+    path = "/admin/dlq/replayed",
+    tag = "dead letters",
+    request_body = ReplayedBody,
+    responses(
+        (status = 200, description = "Their fates, counted", body = ReplayFatesView),
+        (status = 400, description = "Malformed JSON", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
+        (status = 413, description = "Body larger than 256 KiB", body = ApiErrorBody),
+        (status = 422, description = "No ids, more than 1000, or one that is not a job id", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn replayed(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<ReplayedBody, MAX_ADMIN_BODY>,
+) -> ApiResult<Json<ReplayFatesView>> {
+    if request.ids.is_empty() || request.ids.len() > MAX_IDS {
+        return Err(ApiError::Unprocessable(format!(
+            "ids must list 1 to {MAX_IDS} job ids"
+        )));
+    }
+    let mut ids = request
+        .ids
+        .iter()
+        .map(|raw| {
+            JobId::parse(raw)
+                .map_err(|_| ApiError::Unprocessable(format!("`{raw}` is not a job id")))
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    ids.sort();
+    ids.dedup();
+    let asked = ids.len() as u64;
+    let fates = state.store.replay_fates(ids).await?;
+    Ok(Json(ReplayFatesView {
+        ok: true,
+        asked,
+        delivered: fates.delivered,
+        failed_again: fates.failed_again,
+        waiting: fates.waiting,
+        unknown: fates.unknown,
     }))
 }
 

@@ -808,12 +808,16 @@ async fn dlq_replay(
         claimed: 0,
         replayed: 0,
         failed: 0,
+        replayed_ids: Vec::new(),
     };
     for reply in &replies {
         total.requested += reply.data.requested;
         total.claimed += reply.data.claimed;
         total.replayed += reply.data.replayed;
         total.failed += reply.data.failed;
+        total
+            .replayed_ids
+            .extend(reply.data.replayed_ids.iter().cloned());
     }
     let json = one_or_combined(
         replies,
@@ -823,6 +827,7 @@ async fn dlq_replay(
             "claimed": total.claimed,
             "replayed": total.replayed,
             "failed": total.failed,
+            "replayed_ids": total.replayed_ids,
         }),
     );
     print_or(remote, &json, || {

@@ -20,10 +20,10 @@ use std::future::Future;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
-    DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobPlace, JobRecord,
-    JobsPage, Lease, NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts,
-    RecordedBatch, RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed, Subscription,
-    TopicRow,
+    DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobPlace,
+    JobRecord, JobsPage, Lease, NewJob, NewSchedule, OutboxEvent, PageRequest, Position,
+    QueueCounts, RecordedBatch, RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed,
+    Subscription, TopicRow,
 };
 use super::status::JobStatus;
 use crate::event::Event;
@@ -147,6 +147,12 @@ pub trait LookupRows {
         last: JobId,
         limit: usize,
     ) -> StoreResult<Vec<(JobId, QueueName, JobPlace)>>;
+    /// Where each of `ids` is kept, one row per place (none for an id kept nowhere): the id,
+    /// the table, and for a dead-letter record its state.
+    async fn places_of(
+        &self,
+        ids: &[JobId],
+    ) -> StoreResult<Vec<(JobId, JobPlace, Option<DlqState>)>>;
 }
 
 /// Savepoints: a part of a transaction that can fail alone.

@@ -63,7 +63,7 @@ pub use records::{
     PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick,
     SchedulerRound, Selection, SharedLimits, TextMatch,
 };
-pub use records::{FoundJob, JobPlace};
+pub use records::{FoundJob, JobPlace, ReplayFates};
 pub use records::{MessageRef, Published, Routed, Subscribed, Subscription, Topic, TopicRow};
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -817,6 +817,12 @@ impl Store {
             limit
         )
         .await)
+    }
+
+    /// What became of the replayed jobs `ids` since (delivered, dead again, waiting), read in
+    /// one snapshot.
+    pub async fn replay_fates(&self, ids: Vec<JobId>) -> StoreResult<ReplayFates> {
+        in_snapshot!(self, |tx| decisions::reads::replay_fates(tx, &ids).await)
     }
 
     /// Dead-letter figures at `now`, of `queue`'s letters only when one is given

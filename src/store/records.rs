@@ -1172,6 +1172,19 @@ impl ErrorGroupCount {
     }
 }
 
+/// What became of replayed jobs since their replay (`decisions::reads::replay_fates`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayFates {
+    /// Gone from their queue after the replay: delivered (or cancelled).
+    pub delivered: u64,
+    /// Dead again: their record pending (or acknowledged) once more.
+    pub failed_again: u64,
+    /// Live again: waiting, scheduled or in flight.
+    pub waiting: u64,
+    /// Kept nowhere any more (their record deleted, or past its retention).
+    pub unknown: u64,
+}
+
 /// What a replay did with the records it claimed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayReport {

@@ -16,7 +16,7 @@ use hookq::store::testing::Stored;
 
 use crate::dlq_support::{
     acknowledge, count_stored, count_stored_in, dead_letter, dlq_list, dlq_stats,
-    make_dead_letters, make_dead_letters_at_once, message_ids, post_admin, replay,
+    make_dead_letters, make_dead_letters_at_once, message_ids, post_admin, replay, replay_naming,
 };
 use crate::helpers::{Reply, TestApp, TestReceiver, eventually, payload, refused_url, spawn_app};
 
@@ -799,6 +799,57 @@ async fn errors_group_across_queues_and_a_group_is_acted_on_in_every_queue() {
         "{body}"
     );
     assert_eq!(dlq_stats(&app).await["by_queue"], json!({ "c": 1 }));
+}
+
+/// Issue 44, defect 9: a replay names the jobs it put back, and `POST /admin/dlq/replayed`
+/// tells what became of them since: delivered, dead again, still waiting, or kept nowhere.
+#[tokio::test]
+async fn a_replay_names_its_jobs_and_their_fates_are_told_afterwards() {
+    let (app, receiver) = failing_queue().await;
+    let ids = make_dead_letters(&app, "q", 3).await;
+    receiver.set_default(Reply::ok());
+    let body = replay_naming(&app, &json!({ "ids": [ids[0]] })).await;
+    assert_eq!(body["replayed_ids"], json!([ids[0]]), "{body}");
+    app.wait_until_gone("q", &ids[0]).await;
+    receiver.set_default(Reply::with_body(500, "again"));
+    replay(&app, &json!({ "ids": [ids[1]] })).await;
+    eventually("the job dead again", || async {
+        (dead_letter(&app, "q", &ids[1]).await["status"] == "pending").then_some(())
+    })
+    .await;
+    let later = json!({ "ids": [ids[2]], "delay_seconds": 3600 });
+    assert_eq!(
+        replay_naming(&app, &later).await["replayed_ids"],
+        json!([ids[2]])
+    );
+    let unknown = "0190a0b0-0000-7000-8000-000000000000";
+    let mut asked = ids.clone();
+    asked.push(unknown.to_owned());
+    asked.push(ids[0].clone());
+    let fates = post_admin(&app, "/admin/dlq/replayed", &json!({ "ids": asked }))
+        .await
+        .expect(200);
+    assert_eq!(
+        fates,
+        json!({ "ok": true, "asked": 4, "delivered": 1, "failed_again": 1, "waiting": 1,
+                "unknown": 1 })
+    );
+    // Nothing claimed: nothing named.
+    let none = replay_naming(&app, &json!({ "ids": [ids[0]] })).await;
+    assert_eq!(none["replayed_ids"], json!([]), "{none}");
+    let too_many: Vec<String> = (0..1001).map(|_| unknown.to_owned()).collect();
+    for bad in [
+        json!({}),
+        json!({ "ids": [] }),
+        json!({ "ids": ["nope"] }),
+        json!({ "ids": too_many }),
+        json!({ "ids": [unknown], "queue": "q" }),
+    ] {
+        let msg = post_admin(&app, "/admin/dlq/replayed", &bad)
+            .await
+            .expect_error(422);
+        assert!(!msg.is_empty());
+    }
 }
 
 #[tokio::test]

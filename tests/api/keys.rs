@@ -147,6 +147,12 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
             None,
             ALL_READ,
         ),
+        (
+            Method::POST,
+            "/admin/dlq/replayed".into(),
+            Some(json!({"ids": [none]})),
+            ALL_READ,
+        ),
         (Method::GET, "/admin/queues/stats".into(), None, ALL_READ),
         (Method::GET, "/admin/queues/health".into(), None, ALL_READ),
         (

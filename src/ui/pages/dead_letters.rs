@@ -11,13 +11,14 @@ use serde_json::{Value, json};
 
 use super::dashboard::REFRESH;
 use crate::api::dlq::{
-    AcknowledgeResult, DlqPage, DlqStatsView, ErrorGroupView, ErrorGroups, ReplayResult,
+    AcknowledgeResult, DlqPage, DlqStatsView, ErrorGroupView, ErrorGroups, ReplayFatesView,
+    ReplayResult,
 };
 use crate::api::queues::QueueList;
 use crate::model::{JobId, QueueName};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, figures};
-use crate::ui::session::Flash;
+use crate::ui::session::{Flash, LastReplay};
 use crate::ui::{Ctx, FormData, UiResult, format, fragment};
 
 /// Letters per page.
@@ -103,9 +104,11 @@ pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
         (None, "pending") => Some(api.get("/admin/dlq/groups").await?),
         _ => None,
     };
+    let last_replay = replay_panel(&ctx).await?;
     let here = format!("/ui/dlq?{}", filter.query());
     let content = html! {
         h1 { "Dead letters" }
+        (last_replay)
         (stats)
         section aria-labelledby="filter-title" {
             h2 id="filter-title" { "Filter" }
@@ -148,6 +151,56 @@ pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
         (letters_form(&ctx, &filter, &here, &letters, query.cursor.is_some()))
     };
     Ok(ctx.page("Dead letters", Section::DeadLetters, content))
+}
+
+/// `GET /ui/dlq/_replayed`: the last replay's panel alone, for its live refresh.
+pub async fn replayed(ctx: Ctx) -> UiResult {
+    Ok(fragment(replay_panel(&ctx).await?))
+}
+
+/// What became of the session's last replay: how many jobs went back, and of those how
+/// many were delivered since, failed again, or still wait (`POST /admin/dlq/replayed`),
+/// refreshed every 2 s. Nothing before the session replays anything.
+async fn replay_panel(ctx: &Ctx) -> ApiAnswer<Markup> {
+    let Some(last) = ctx.ui.sessions.last_replay(&ctx.current.token) else {
+        return Ok(html! {});
+    };
+    let fates: Option<ReplayFatesView> = if last.ids.is_empty() {
+        None
+    } else {
+        let body = json!({ "ids": last.ids }).to_string().into_bytes();
+        Some(ctx.api().post("/admin/dlq/replayed", Some(body)).await?)
+    };
+    let jobs = |n: u64| {
+        if n == 1 {
+            "1 job".to_owned()
+        } else {
+            format!("{n} jobs")
+        }
+    };
+    Ok(html! {
+        section id="last-replay" aria-labelledby="last-replay-title"
+            hx-get="/ui/dlq/_replayed" hx-trigger=(REFRESH) hx-swap="outerHTML" {
+            h2 id="last-replay-title" { "Your last replay" }
+            p id="last-replay-said" {
+                "Replayed " (jobs(last.replayed as u64)) " " (format::when(last.at)) "."
+                @if last.ids.len() < last.replayed {
+                    " The first " (last.ids.len()) " are followed here."
+                }
+            }
+            @if let Some(fates) = &fates {
+                (figures([
+                    ("Delivered since", html! { span id="replay-delivered" { (fates.delivered) } }),
+                    ("Failed again", html! { span id="replay-failed" { (fates.failed_again) } }),
+                    ("Still waiting", html! { span id="replay-waiting" { (fates.waiting) } }),
+                ]))
+                @if fates.unknown > 0 {
+                    p class="hint" { (jobs(fates.unknown)) " no longer kept (deleted, or past the retention)." }
+                }
+                p class="hint" { "Delivered counts the jobs gone from their queue since: delivered, or cancelled." }
+            }
+        }
+    })
 }
 
 #[derive(Deserialize, Default)]
@@ -566,9 +619,19 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
             }
             api.post::<ReplayResult>("/admin/dlq/replay", Some(body.to_string().into_bytes()))
                 .await
-                .map(|r| match target {
-                    "group" => replay_said(&r, Some(&group_of_form_said(&form))),
-                    _ => replay_said(&r, None),
+                .map(|r| {
+                    ctx.ui.sessions.set_last_replay(
+                        &ctx.current.token,
+                        LastReplay {
+                            at: crate::model::now_millis(),
+                            replayed: r.replayed,
+                            ids: r.replayed_ids.clone(),
+                        },
+                    );
+                    match target {
+                        "group" => replay_said(&r, Some(&group_of_form_said(&form))),
+                        _ => replay_said(&r, None),
+                    }
                 })
         }
         "acknowledge" => api
