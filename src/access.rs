@@ -123,6 +123,9 @@ pub enum Need {
     Queue(&'static [Role]),
     /// One of these roles, with every queue in scope (`*`): reads across all queues.
     AllQueues(&'static [Role]),
+    /// One of these roles, on the queue the query's `queue` names when it names one (a read
+    /// narrowed to that queue), else with every queue in scope, as [`Need::AllQueues`].
+    QueueOrAll(&'static [Role]),
     /// The admin role.
     Admin,
 }
@@ -148,6 +151,10 @@ impl Grant {
                 roles.contains(&self.role) && queue.is_some_and(|q| self.scope.covers(q))
             }
             Need::AllQueues(roles) => roles.contains(&self.role) && self.scope.covers_all(),
+            Need::QueueOrAll(roles) => match queue {
+                Some(queue) => self.allows(Need::Queue(roles), Some(queue)),
+                None => self.allows(Need::AllQueues(roles), None),
+            },
             Need::Admin => false,
         }
     }
@@ -221,6 +228,13 @@ mod tests {
         let reader = grant(Role::Reader, &["*"]);
         assert!(reader.allows(Need::AllQueues(&[Role::Reader]), None));
         assert!(!grant(Role::Reader, &["a"]).allows(Need::AllQueues(&[Role::Reader]), None));
+        let narrowed = Need::QueueOrAll(&[Role::Reader]);
+        let one = grant(Role::Reader, &["a"]);
+        assert!(one.allows(narrowed, Some("a")));
+        assert!(!one.allows(narrowed, Some("b")));
+        assert!(!one.allows(narrowed, None));
+        assert!(reader.allows(narrowed, None));
+        assert!(!producer.allows(narrowed, Some("billing-eu")));
         let admin = grant(Role::Admin, &["*"]);
         assert!(admin.allows(Need::Admin, None));
         assert!(admin.allows(Need::Queue(&[Role::Consumer]), Some("x")));

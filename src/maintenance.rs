@@ -334,7 +334,11 @@ impl Maintenance {
 
     /// Evaluate the alert conditions; log each one when it starts and when it clears.
     pub async fn check_alerts(&self, now: UnixMillis) {
-        let stats = match self.store.dlq_stats(now, REPEAT_FAILURE_REPLAYS).await {
+        let stats = match self
+            .store
+            .dlq_stats(None, now, REPEAT_FAILURE_REPLAYS)
+            .await
+        {
             Ok(stats) => stats,
             Err(err) => {
                 tracing::error!(error = %err, "cannot read dead-letter stats for alerts");

@@ -176,9 +176,11 @@ async fn with_scoped_key(state: &AppState, request: Request) -> Result<Request, 
     let params = RawPathParams::from_request_parts(&mut parts, &())
         .await
         .ok();
+    let queried = permissions::queried_queue(need, parts.uri.query());
     let queue = params
         .as_ref()
-        .and_then(|p| p.iter().find(|(k, _)| *k == "name").map(|(_, v)| v));
+        .and_then(|p| p.iter().find(|(k, _)| *k == "name").map(|(_, v)| v))
+        .or(queried.as_deref());
     let dead_letters_of = queue.and_then(|q| permissions::forq_dead_letters_base(&route, q));
     if !grant.allows(need, queue) && !dead_letters_of.is_some_and(|q| grant.allows(need, Some(q))) {
         return Err(ApiError::Forbidden(permissions::refusal(

@@ -41,6 +41,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(stats))
         .routes(routes!(groups))
         .routes(routes!(replay))
+        .routes(routes!(replayed))
         .routes(routes!(acknowledge))
         .routes(routes!(delete_one))
 }
@@ -381,7 +382,7 @@ impl From<DlqStats> for DlqStatsView {
 }
 
 /// A queue with its count of pending dead letters.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct QueueCount {
     pub key: String,
     pub count: u64,
@@ -403,22 +404,37 @@ pub struct Last24hView {
     pub acknowledged: u64,
 }
 
-/// Dead-letter figures: by state, by queue, oldest pending, top failing queues and statuses.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct StatsParams {
+    /// Only this queue's dead letters (every figure); without it, every queue's.
+    queue: Option<String>,
+}
+
+/// Dead-letter figures: by state, by queue, oldest pending, top failing queues and statuses;
+/// of one queue with `queue`.
 #[utoipa::path(
     get,
     path = "/admin/dlq/stats",
     tag = "dead letters",
+    params(StatsParams),
     responses(
         (status = 200, description = "The figures", body = DlqStatsView),
         (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 403, description = "A scoped key that may not read this queue (or, without `queue`, every queue)", body = ApiErrorBody),
+        (status = 404, description = "No such queue", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
 )]
-async fn stats(State(state): State<AppState>) -> ApiResult<Json<DlqStatsView>> {
+async fn stats(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<StatsParams>,
+) -> ApiResult<Json<DlqStatsView>> {
+    let queue = params.queue.as_deref().map(queue_name).transpose()?;
     let stats = state
         .store
-        .dlq_stats(now_millis(), REPEAT_FAILURE_REPLAYS)
+        .dlq_stats(queue, now_millis(), REPEAT_FAILURE_REPLAYS)
         .await?;
     Ok(Json(stats.into()))
 }
@@ -445,8 +461,8 @@ pub struct SelectionBody {
     #[serde(default)]
     #[schema(max_length = 200)]
     search: Option<String>,
-    /// With `queue`: the pending dead letters of this group (as `GET /admin/dlq/groups`
-    /// lists it).
+    /// The pending dead letters of this group (as `GET /admin/dlq/groups` lists it): of
+    /// `queue`, or without it of every queue.
     #[serde(default)]
     group: Option<GroupKey>,
     /// Replay only: put the jobs back this many seconds from now (at most 7 days).
@@ -500,7 +516,7 @@ impl SelectionBody {
                 Ok(Selection::Ids(parsed))
             }
             (None, Some(queue), true, None) => Ok(Selection::Queue(queue)),
-            (None, Some(queue), false, Some(group)) => Ok(Selection::Group(ErrorGroup {
+            (None, queue, false, Some(group)) => Ok(Selection::Group(ErrorGroup {
                 queue,
                 status: group.status,
                 line: group.error.clone(),
@@ -511,8 +527,8 @@ impl SelectionBody {
                     .into(),
             )),
             _ => Err(ApiError::Unprocessable(
-                "give either \"ids\": [...], \"queue\" with \"all\": true or with \"group\", \
-                 or \"all\": true with a \"search\""
+                "give either \"ids\": [...], \"queue\" with \"all\": true, a \"group\" \
+                 (with or without \"queue\"), or \"all\": true with a \"search\""
                     .into(),
             )),
         }
@@ -523,13 +539,17 @@ impl SelectionBody {
 async fn require_known_queue(state: &AppState, selection: &Selection) -> ApiResult<()> {
     match selection {
         Selection::Queue(queue)
-        | Selection::Group(ErrorGroup { queue, .. })
+        | Selection::Group(ErrorGroup {
+            queue: Some(queue), ..
+        })
         | Selection::Matching(TextMatch {
             queue: Some(queue), ..
         }) => {
             state.store.queue(queue).await?;
         }
-        Selection::Ids(_) | Selection::Matching(TextMatch { queue: None, .. }) => {}
+        Selection::Ids(_)
+        | Selection::Group(ErrorGroup { queue: None, .. })
+        | Selection::Matching(TextMatch { queue: None, .. }) => {}
     }
     Ok(())
 }
@@ -547,7 +567,7 @@ pub struct GroupKey {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct GroupsParams {
-    /// The queue whose pending dead letters are grouped.
+    /// The queue whose pending dead letters are grouped; without it, those of every queue.
     queue: Option<String>,
     /// The most groups listed, largest first: default 20, larger values are capped at 100.
     #[param(value_type = Option<u64>, minimum = 1)]
@@ -558,11 +578,12 @@ struct GroupsParams {
 const DEFAULT_GROUPS: usize = 20;
 const MAX_GROUPS: usize = 100;
 
-/// A queue's pending dead letters, grouped by how they failed.
+/// Pending dead letters (of one queue, or of every queue), grouped by how they failed.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ErrorGroups {
     pub ok: bool,
-    pub queue: String,
+    /// The queue asked for; `null`: the groups span every queue.
+    pub queue: Option<String>,
     /// Largest first, then the one failing longest.
     pub groups: Vec<ErrorGroupView>,
 }
@@ -580,6 +601,8 @@ pub struct ErrorGroupView {
     pub oldest_failed_at: i64,
     /// Unix milliseconds.
     pub newest_failed_at: i64,
+    /// The queues whose letters the group holds, with how many each, most first.
+    pub queues: Vec<QueueCount>,
 }
 
 impl From<ErrorGroupCount> for ErrorGroupView {
@@ -590,12 +613,21 @@ impl From<ErrorGroupCount> for ErrorGroupView {
             count: group.count,
             oldest_failed_at: group.oldest_failed_at,
             newest_failed_at: group.newest_failed_at,
+            queues: group
+                .queues
+                .into_iter()
+                .map(|c| QueueCount {
+                    key: c.key.to_string(),
+                    count: c.count,
+                })
+                .collect(),
         }
     }
 }
 
-/// A queue's pending dead letters grouped by error: each group can be replayed or
-/// acknowledged at once (`{"queue":"…","group":{"status":…,"error":"…"}}`).
+/// Pending dead letters grouped by error, of one queue or (without `queue`) across every
+/// queue, each group naming its queues: each group can be replayed or acknowledged at once
+/// (`{"queue":"…","group":{"status":…,"error":"…"}}`, or without `queue` across queues).
 #[utoipa::path(
     get,
     path = "/admin/dlq/groups",
@@ -605,7 +637,7 @@ impl From<ErrorGroupCount> for ErrorGroupView {
         (status = 200, description = "The groups", body = ErrorGroups),
         (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
         (status = 404, description = "No such queue", body = ApiErrorBody),
-        (status = 422, description = "No queue, or a bad limit", body = ApiErrorBody),
+        (status = 422, description = "A bad limit", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
@@ -614,12 +646,12 @@ async fn groups(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<GroupsParams>,
 ) -> ApiResult<Json<ErrorGroups>> {
-    let queue = queue_name(required("queue", params.queue.as_deref(), "?queue=emails")?)?;
+    let queue = params.queue.as_deref().map(queue_name).transpose()?;
     let limit = page_size(params.limit.as_deref(), DEFAULT_GROUPS, MAX_GROUPS)?;
     let groups = state.store.error_groups(queue.clone(), limit).await?;
     Ok(Json(ErrorGroups {
         ok: true,
-        queue: queue.to_string(),
+        queue: queue.map(|q| q.to_string()),
         groups: groups.into_iter().map(ErrorGroupView::from).collect(),
     }))
 }
@@ -660,8 +692,9 @@ async fn pending_in(state: &AppState, selection: &Selection) -> ApiResult<u64> {
 }
 
 /// What a replay did.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[schema(example = json!({"ok": true, "requested": 3, "claimed": 3, "replayed": 3, "failed": 0}))]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"ok": true, "requested": 2, "claimed": 2, "replayed": 2, "failed": 0,
+    "replayed_ids": ["0190a0b0-1e2f-7000-8000-000000000001", "0190a0b0-1e2f-7000-8000-000000000002"]}))]
 pub struct ReplayResult {
     pub ok: bool,
     /// Ids named, or pending dead letters of the queue.
@@ -672,6 +705,10 @@ pub struct ReplayResult {
     pub replayed: usize,
     /// Claimed records that could not be put back (rolled back to `pending`).
     pub failed: usize,
+    /// The ids of the jobs put back (`replayed` of them), oldest failure first: what
+    /// `POST /admin/dlq/replayed` tells the fate of.
+    #[serde(default)]
+    pub replayed_ids: Vec<String>,
 }
 
 /// Replay dead letters: claim them atomically and put each back on its queue as READY.
@@ -727,6 +764,87 @@ async fn replay(
         claimed,
         replayed: report.replayed.len(),
         failed: report.failed.len(),
+        replayed_ids: report
+            .replayed
+            .iter()
+            .map(|(id, _)| id.to_string())
+            .collect(),
+    }))
+}
+
+/// `{"ids":[…]}`: replayed jobs whose fate to tell.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayedBody {
+    /// 1–1000 job ids, as a replay's `replayed_ids` lists them.
+    #[schema(min_items = 1, max_items = 1000)]
+    ids: Vec<String>,
+}
+
+/// What became of replayed jobs since their replay.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[schema(example = json!({"ok": true, "asked": 3, "delivered": 1, "failed_again": 1, "waiting": 1, "unknown": 0}))]
+pub struct ReplayFatesView {
+    pub ok: bool,
+    /// Distinct ids asked about.
+    pub asked: u64,
+    /// Gone from their queue since the replay: delivered (or cancelled).
+    pub delivered: u64,
+    /// Dead-lettered again: their record pending (or acknowledged) once more.
+    pub failed_again: u64,
+    /// Still live: waiting, scheduled, or in flight.
+    pub waiting: u64,
+    /// Kept nowhere any more: their dead-letter record deleted or past its retention (or
+    /// never a job).
+    pub unknown: u64,
+}
+
+/// What became of replayed jobs: how many were delivered since, failed again, or still
+/// wait. A read (it changes nothing), sent as a POST for its list of ids.
+#[utoipa::path(
+    post,
+    path = "/admin/dlq/replayed",
+    tag = "dead letters",
+    request_body = ReplayedBody,
+    responses(
+        (status = 200, description = "Their fates, counted", body = ReplayFatesView),
+        (status = 400, description = "Malformed JSON", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
+        (status = 413, description = "Body larger than 256 KiB", body = ApiErrorBody),
+        (status = 422, description = "No ids, more than 1000, or one that is not a job id", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+    ),
+)]
+async fn replayed(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<ReplayedBody, MAX_ADMIN_BODY>,
+) -> ApiResult<Json<ReplayFatesView>> {
+    if request.ids.is_empty() || request.ids.len() > MAX_IDS {
+        return Err(ApiError::Unprocessable(format!(
+            "ids must list 1 to {MAX_IDS} job ids"
+        )));
+    }
+    let mut ids = request
+        .ids
+        .iter()
+        .map(|raw| {
+            JobId::parse(raw)
+                .map_err(|_| ApiError::Unprocessable(format!("`{raw}` is not a job id")))
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    ids.sort();
+    ids.dedup();
+    let asked = ids.len() as u64;
+    let fates = state.store.replay_fates(ids).await?;
+    Ok(Json(ReplayFatesView {
+        ok: true,
+        asked,
+        delivered: fates.delivered,
+        failed_again: fates.failed_again,
+        waiting: fates.waiting,
+        unknown: fates.unknown,
     }))
 }
 

@@ -71,10 +71,13 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
             "POST",
             "/api/v1/queues/{name}/messages/{id}/ack" | "/api/v1/queues/{name}/messages/{id}/nack",
         ) => Queue(CONSUMER),
-        // dead letters: reads span queues, so they need every queue in scope
-        ("GET", "/admin/dlq" | "/admin/dlq/stats") => AllQueues(READER),
-        ("GET", "/admin/dlq/groups") => AllQueues(READER),
+        // dead letters: reads span queues, so they need every queue in scope, but the
+        // figures and the groups of one queue (`?queue=`) need only that queue
+        ("GET", "/admin/dlq") => AllQueues(READER),
+        ("GET", "/admin/dlq/stats" | "/admin/dlq/groups") => QueueOrAll(READER),
         ("GET", "/admin/jobs") => AllQueues(READER),
+        // what became of replayed jobs: a read across queues, its ids in a body
+        ("POST", "/admin/dlq/replayed") => AllQueues(READER),
         ("POST", "/admin/dlq/replay" | "/admin/dlq/acknowledge") => Admin,
         ("DELETE", "/admin/dlq" | "/admin/dlq/{id}") => Admin,
         // keys
@@ -91,6 +94,16 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         ("POST", "/topic/{name}/_subscriptions/{queue}/_replay") => Admin,
         _ => return None,
     })
+}
+
+/// The queue a route of [`Need::QueueOrAll`] is narrowed to: its query's `queue`, if any.
+pub fn queried_queue(need: Need, query: Option<&str>) -> Option<String> {
+    if !matches!(need, Need::QueueOrAll(_)) {
+        return None;
+    }
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(name, _)| name == "queue")
+        .map(|(_, value)| value.into_owned())
 }
 
 /// The queue a Forq route's `{queue}-dlq` may stand for: `queue`, whose dead letters it
@@ -114,12 +127,22 @@ pub fn refusal(grant: &Grant, need: Need, queue: Option<&str>) -> String {
             grant.name,
             queue.unwrap_or_default()
         ),
-        Need::AllQueues(roles) if roles.contains(&role) => format!(
-            "key {:?} ({role}) may not read across queues: its queues must be [\"*\"]",
-            grant.name
+        Need::AllQueues(roles) | Need::QueueOrAll(roles)
+            if roles.contains(&role) && queue.is_none() =>
+        {
+            format!(
+                "key {:?} ({role}) may not read across queues: its queues must be [\"*\"] \
+                 (or name one of its queues)",
+                grant.name
+            )
+        }
+        Need::QueueOrAll(roles) if roles.contains(&role) => format!(
+            "key {:?} ({role}) may not use queue {:?}",
+            grant.name,
+            queue.unwrap_or_default()
         ),
         Need::Admin => format!("key {:?} ({role}) may not do this: admin only", grant.name),
-        Need::Queue(roles) | Need::AllQueues(roles) => {
+        Need::Queue(roles) | Need::AllQueues(roles) | Need::QueueOrAll(roles) => {
             let roles: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
             format!(
                 "key {:?} ({role}) may not do this: it needs the role {} or admin",

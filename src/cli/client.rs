@@ -459,8 +459,11 @@ impl Client {
         self.call(Method::GET, Route::Admin, url, None).await
     }
 
-    pub async fn dlq_stats(&self) -> CliResult<Reply<DlqStatsView>> {
-        let url = self.url(&["admin", "dlq", "stats"], &[]);
+    /// The figures of every queue, or of `queue`'s letters only.
+    pub async fn dlq_stats(&self, queue: Option<&str>) -> CliResult<Reply<DlqStatsView>> {
+        let query: Vec<(&str, String)> =
+            queue.map(|q| ("queue", q.to_owned())).into_iter().collect();
+        let url = self.url(&["admin", "dlq", "stats"], &query);
         self.call(Method::GET, Route::Admin, url, None).await
     }
 

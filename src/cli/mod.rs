@@ -500,6 +500,9 @@ pub enum DlqCommand {
     List(DlqListArgs),
     /// Dead-letter counts by status and queue, oldest pending, top failures.
     Stats {
+        /// Only this queue's dead letters.
+        #[arg(long)]
+        queue: Option<String>,
         #[command(flatten)]
         remote: RemoteArgs,
     },

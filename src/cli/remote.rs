@@ -174,7 +174,9 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
         }
         Command::Topic(command) => super::topics::run(command).await?,
         Command::Dlq(DlqCommand::List(args)) => dlq_list(args).await?,
-        Command::Dlq(DlqCommand::Stats { remote }) => dlq_stats(&remote).await?,
+        Command::Dlq(DlqCommand::Stats { queue, remote }) => {
+            dlq_stats(queue.as_deref(), &remote).await?
+        }
         Command::Dlq(DlqCommand::Replay {
             selection,
             delay,
@@ -513,8 +515,8 @@ async fn dlq_list(args: DlqListArgs) -> CliResult<()> {
     Ok(())
 }
 
-async fn dlq_stats(remote: &RemoteArgs) -> CliResult<()> {
-    let reply = Client::new(remote)?.dlq_stats().await?;
+async fn dlq_stats(queue: Option<&str>, remote: &RemoteArgs) -> CliResult<()> {
+    let reply = Client::new(remote)?.dlq_stats(queue).await?;
     let stats = &reply.data;
     print_or(remote, &reply.json, || {
         let mut by_status = Table::new(&["STATUS", "COUNT"]);
@@ -806,12 +808,16 @@ async fn dlq_replay(
         claimed: 0,
         replayed: 0,
         failed: 0,
+        replayed_ids: Vec::new(),
     };
     for reply in &replies {
         total.requested += reply.data.requested;
         total.claimed += reply.data.claimed;
         total.replayed += reply.data.replayed;
         total.failed += reply.data.failed;
+        total
+            .replayed_ids
+            .extend(reply.data.replayed_ids.iter().cloned());
     }
     let json = one_or_combined(
         replies,
@@ -821,6 +827,7 @@ async fn dlq_replay(
             "claimed": total.claimed,
             "replayed": total.replayed,
             "failed": total.failed,
+            "replayed_ids": total.replayed_ids,
         }),
     );
     print_or(remote, &json, || {

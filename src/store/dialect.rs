@@ -20,10 +20,10 @@ use std::future::Future;
 use super::error::{StoreError, StoreResult};
 use super::records::{
     ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
-    DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobPlace, JobRecord,
-    JobsPage, Lease, NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts,
-    RecordedBatch, RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed, Subscription,
-    TopicRow,
+    DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobPlace,
+    JobRecord, JobsPage, Lease, NewJob, NewSchedule, OutboxEvent, PageRequest, Position,
+    QueueCounts, RecordedBatch, RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed,
+    Subscription, TopicRow,
 };
 use super::status::JobStatus;
 use crate::event::Event;
@@ -147,6 +147,12 @@ pub trait LookupRows {
         last: JobId,
         limit: usize,
     ) -> StoreResult<Vec<(JobId, QueueName, JobPlace)>>;
+    /// Where each of `ids` is kept, one row per place (none for an id kept nowhere): the id,
+    /// the table, and for a dead-letter record its state.
+    async fn places_of(
+        &self,
+        ids: &[JobId],
+    ) -> StoreResult<Vec<(JobId, JobPlace, Option<DlqState>)>>;
 }
 
 /// Savepoints: a part of a transaction that can fail alone.
@@ -376,8 +382,14 @@ pub trait DeadLetterRows {
         filter: &Filter,
         page: PageRequest,
     ) -> StoreResult<DeadLetterPage>;
-    /// Dead-letter figures at `now` (see [`DlqStats`]).
-    async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats>;
+    /// Dead-letter figures at `now` (see [`DlqStats`]), of `queue`'s letters only when one
+    /// is given.
+    async fn dlq_stats(
+        &self,
+        queue: Option<&QueueName>,
+        now: UnixMillis,
+        repeat_after_replays: u32,
+    ) -> StoreResult<DlqStats>;
     /// Dismiss the pending dead letters of `selection` (`pending → acknowledged`); how many.
     async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize>;
     /// Lease the oldest free pending dead letter of `queue` until `until` (a consumer of
@@ -399,11 +411,12 @@ pub trait DeadLetterRows {
         hide_until: Option<UnixMillis>,
         now: UnixMillis,
     ) -> StoreResult<bool>;
-    /// The pending dead letters of `queue` grouped by how they failed ([`ErrorGroup`]), the
-    /// largest `limit` groups, largest first (then the oldest failure first).
+    /// The pending dead letters of `queue` (`None`: of every queue) grouped by how they
+    /// failed ([`ErrorGroup`]), the largest `limit` groups, largest first (then the oldest
+    /// failure first), each with its count per queue.
     async fn error_groups(
         &self,
-        queue: &QueueName,
+        queue: Option<&QueueName>,
         limit: usize,
     ) -> StoreResult<Vec<ErrorGroupCount>>;
     /// Pending dead letters of `queue` (or of every queue, 0 for one without), by name.

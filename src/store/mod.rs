@@ -63,7 +63,7 @@ pub use records::{
     PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick,
     SchedulerRound, Selection, SharedLimits, TextMatch,
 };
-pub use records::{FoundJob, JobPlace};
+pub use records::{FoundJob, JobPlace, ReplayFates};
 pub use records::{MessageRef, Published, Routed, Subscribed, Subscription, Topic, TopicRow};
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -819,14 +819,28 @@ impl Store {
         .await)
     }
 
-    /// Dead-letter figures at `now`; a pending record replayed more than
+    /// What became of the replayed jobs `ids` since (delivered, dead again, waiting), read in
+    /// one snapshot.
+    pub async fn replay_fates(&self, ids: Vec<JobId>) -> StoreResult<ReplayFates> {
+        in_snapshot!(self, |tx| decisions::reads::replay_fates(tx, &ids).await)
+    }
+
+    /// Dead-letter figures at `now`, of `queue`'s letters only when one is given
+    /// (`QueueNotFound` if it does not exist); a pending record replayed more than
     /// `repeat_after_replays` times counts as a repeat failure.
     pub async fn dlq_stats(
         &self,
+        queue: Option<QueueName>,
         now: UnixMillis,
         repeat_after_replays: u32,
     ) -> StoreResult<DlqStats> {
-        in_snapshot!(self, |tx| tx.dlq_stats(now, repeat_after_replays).await)
+        in_snapshot!(self, |tx| {
+            if let Some(queue) = &queue {
+                tx.require_queue(queue).await?;
+            }
+            tx.dlq_stats(queue.as_ref(), now, repeat_after_replays)
+                .await
+        })
     }
 
     /// Replay dead letters: claim `pending` records (so concurrent replays never send a job
@@ -854,16 +868,19 @@ impl Store {
     }
 
     /// Dismiss pending dead letters (`pending → acknowledged`). Returns how many.
-    /// The pending dead letters of `queue` grouped by how they failed, the `limit` largest
-    /// groups first ([`ErrorGroup`]).
+    /// The pending dead letters of `queue` (`None`: of every queue) grouped by how they
+    /// failed, the `limit` largest groups first, each with its count per queue
+    /// ([`ErrorGroup`]).
     pub async fn error_groups(
         &self,
-        queue: QueueName,
+        queue: Option<QueueName>,
         limit: usize,
     ) -> StoreResult<Vec<ErrorGroupCount>> {
         in_snapshot!(self, |tx| {
-            tx.require_queue(&queue).await?;
-            tx.error_groups(&queue, limit).await
+            if let Some(queue) = &queue {
+                tx.require_queue(queue).await?;
+            }
+            tx.error_groups(queue.as_ref(), limit).await
         })
     }
 

@@ -1112,10 +1112,23 @@ pub const ERROR_LINE_CHARS: usize = 200;
 /// so grouping, counting and acting on a group read the same rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorGroup {
-    pub queue: QueueName,
+    /// `None`: the letters of every queue that failed this way.
+    pub queue: Option<QueueName>,
     pub status: Option<u16>,
     pub line: String,
 }
+
+/// One row of a per-queue grouping: a group's status, line, count, oldest and newest
+/// failure, then one of its queues and that queue's count.
+pub type GroupRow = (
+    Option<u16>,
+    String,
+    u64,
+    UnixMillis,
+    UnixMillis,
+    QueueName,
+    u64,
+);
 
 /// A group of pending dead letters with its count and the span of its failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1125,6 +1138,51 @@ pub struct ErrorGroupCount {
     pub count: u64,
     pub oldest_failed_at: UnixMillis,
     pub newest_failed_at: UnixMillis,
+    /// The queues whose letters the group holds, with how many each, most first (then by
+    /// name).
+    pub queues: Vec<CountOf<QueueName>>,
+}
+
+impl ErrorGroupCount {
+    /// Folds the rows of a per-queue grouping (each a group's figures with one queue's
+    /// count, in the group's order, its queues most first) into one group per answer and
+    /// line, the order kept: both dialects read their grouping through this.
+    pub fn fold(rows: Vec<GroupRow>) -> Vec<Self> {
+        let mut groups: Vec<Self> = Vec::new();
+        for (status, line, count, oldest, newest, queue, in_queue) in rows {
+            match groups.last_mut() {
+                Some(last) if last.status == status && last.line == line => {}
+                _ => groups.push(Self {
+                    status,
+                    line,
+                    count,
+                    oldest_failed_at: oldest,
+                    newest_failed_at: newest,
+                    queues: Vec::new(),
+                }),
+            }
+            if let Some(last) = groups.last_mut() {
+                last.queues.push(CountOf {
+                    key: queue,
+                    count: in_queue,
+                });
+            }
+        }
+        groups
+    }
+}
+
+/// What became of replayed jobs since their replay (`decisions::reads::replay_fates`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayFates {
+    /// Gone from their queue after the replay: delivered (or cancelled).
+    pub delivered: u64,
+    /// Dead again: their record pending (or acknowledged) once more.
+    pub failed_again: u64,
+    /// Live again: waiting, scheduled or in flight.
+    pub waiting: u64,
+    /// Kept nowhere any more (their record deleted, or past its retention).
+    pub unknown: u64,
 }
 
 /// What a replay did with the records it claimed.

@@ -162,6 +162,7 @@ fn router(state: UiState) -> Router {
         .route("/find", get(job::find))
         .route("/dlq", get(dead_letters::page))
         .route("/dlq/_stats", get(dead_letters::stats))
+        .route("/dlq/_replayed", get(dead_letters::replayed))
         .route("/dlq/action", post(dead_letters::act))
         .route("/topics", get(topics::list).post(topics::create))
         .route("/topics/{name}", get(topics::page))

@@ -1,4 +1,5 @@
-//! UI sessions: who logged in, until when, their CSRF token and one pending flash message.
+//! UI sessions: who logged in, until when, their CSRF token, one pending flash message and
+//! the last bulk replay (whose jobs the dead letters page follows).
 //! Kept in memory (a restart logs everyone out); the browser holds only a random token in an
 //! `HttpOnly`, `SameSite=Strict` cookie, `Secure` unless the server listens on loopback.
 
@@ -31,6 +32,20 @@ struct Session {
     started: Instant,
     last_seen: Instant,
     flash: Option<Flash>,
+    last_replay: Option<LastReplay>,
+}
+
+/// The most replayed ids a session keeps to follow (a replay's first ones).
+pub const MAX_FOLLOWED_IDS: usize = 1000;
+
+/// The session's last replay from the dead letters: when, how many jobs went back, and the
+/// ids of the first [`MAX_FOLLOWED_IDS`] of them, whose fate the dead letters page shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastReplay {
+    /// Unix milliseconds.
+    pub at: i64,
+    pub replayed: usize,
+    pub ids: Vec<String>,
 }
 
 impl Session {
@@ -171,6 +186,7 @@ impl Sessions {
                 started: now,
                 last_seen: now,
                 flash: None,
+                last_replay: None,
             },
         );
         current
@@ -200,6 +216,19 @@ impl Sessions {
         if let Some(session) = self.lock().get_mut(token) {
             session.flash = Some(flash);
         }
+    }
+
+    /// Remember `replay` as the session's last (its ids cut to [`MAX_FOLLOWED_IDS`]).
+    pub fn set_last_replay(&self, token: &str, mut replay: LastReplay) {
+        replay.ids.truncate(MAX_FOLLOWED_IDS);
+        if let Some(session) = self.lock().get_mut(token) {
+            session.last_replay = Some(replay);
+        }
+    }
+
+    /// The session's last replay, if it made one.
+    pub fn last_replay(&self, token: &str) -> Option<LastReplay> {
+        self.lock().get(token).and_then(|s| s.last_replay.clone())
     }
 
     /// The pending message, once.

@@ -16,7 +16,7 @@ use hookq::store::testing::Stored;
 
 use crate::dlq_support::{
     acknowledge, count_stored, count_stored_in, dead_letter, dlq_list, dlq_stats,
-    make_dead_letters, make_dead_letters_at_once, message_ids, post_admin, replay,
+    make_dead_letters, make_dead_letters_at_once, message_ids, post_admin, replay, replay_naming,
 };
 use crate::helpers::{Reply, TestApp, TestReceiver, eventually, payload, refused_url, spawn_app};
 
@@ -694,11 +694,169 @@ async fn transport_failures_form_a_group_without_a_status() {
     assert_eq!(acknowledge(&app, &group).await["acknowledged"], 2);
 }
 
+/// Issue 44, defect 7: with a queue chosen, every figure counts that queue's letters only;
+/// an unknown queue is the route's usual 404.
+#[tokio::test]
+async fn the_figures_of_one_queue_count_only_its_dead_letters() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "nope")).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("a", &receiver.url, None).await;
+    app.create_queue_ok("b", &receiver.url, None).await;
+    make_dead_letters(&app, "a", 2).await;
+    let b = make_dead_letters(&app, "b", 3).await;
+    acknowledge(&app, &json!({ "ids": [b[0]] })).await;
+
+    let all = dlq_stats(&app).await;
+    assert_eq!(all["by_status"]["pending"], 4, "{all}");
+    let of_a = app.get("/admin/dlq/stats?queue=a").await.expect(200);
+    assert_eq!(of_a["by_status"]["pending"], 2, "{of_a}");
+    assert_eq!(of_a["by_status"]["acknowledged"], 0, "{of_a}");
+    assert_eq!(of_a["by_queue"], json!({ "a": 2 }), "{of_a}");
+    assert_eq!(
+        of_a["top_failing_queues"],
+        json!([{ "key": "a", "count": 2 }])
+    );
+    assert_eq!(
+        of_a["top_status_codes"],
+        json!([{ "key": 500, "count": 2 }])
+    );
+    assert_eq!(of_a["last_24h"]["new_failures"], 2, "{of_a}");
+    let of_b = app.get("/admin/dlq/stats?queue=b").await.expect(200);
+    assert_eq!(of_b["by_status"]["pending"], 2, "{of_b}");
+    assert_eq!(of_b["by_status"]["acknowledged"], 1, "{of_b}");
+    assert_eq!(of_b["last_24h"]["acknowledged"], 1, "{of_b}");
+    // The same shape, with or without the filter.
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&of_a), keys(&all));
+    // An unknown queue, or a name no queue can have: 404 in the API's shape.
+    for query in ["queue=nope", "queue=Not%20a%20name"] {
+        let response = app.get(&format!("/admin/dlq/stats?{query}")).await;
+        let body = response.json();
+        assert_eq!(
+            (response.status, &body["ok"], &body["status"]),
+            (404, &json!(false), &json!(404)),
+            "{body}"
+        );
+        assert!(
+            body["msg"].as_str().unwrap_or("").contains("queue"),
+            "{body}"
+        );
+    }
+}
+
+/// Issue 44, defect 7: without a queue, the errors group across queues, each group naming
+/// its queues and how many letters of each; acting on a group without a queue acts on all
+/// of them, and a queue's group stays that queue's.
+#[tokio::test]
+async fn errors_group_across_queues_and_a_group_is_acted_on_in_every_queue() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "database down")).await;
+    let app = spawn_app(|_| {}).await;
+    for queue in ["a", "b", "c"] {
+        app.create_queue_ok(queue, &receiver.url, None).await;
+    }
+    make_dead_letters(&app, "a", 1).await;
+    make_dead_letters(&app, "b", 2).await;
+    receiver.set_default(Reply::with_body(503, "busy"));
+    make_dead_letters(&app, "c", 1).await;
+
+    let body = error_groups(&app, "").await;
+    assert_eq!(body["queue"], Value::Null, "{body}");
+    let groups = body["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{body}");
+    assert_eq!(
+        (
+            &groups[0]["status"],
+            &groups[0]["error"],
+            &groups[0]["count"]
+        ),
+        (&json!(500), &json!("database down"), &json!(3))
+    );
+    assert_eq!(
+        groups[0]["queues"],
+        json!([{ "key": "b", "count": 2 }, { "key": "a", "count": 1 }]),
+        "most first: {body}"
+    );
+    assert_eq!(groups[1]["queues"], json!([{ "key": "c", "count": 1 }]));
+    // One queue's groups name that queue only.
+    let of_a = error_groups(&app, "queue=a").await;
+    assert_eq!(of_a["queue"], "a");
+    assert_eq!(
+        of_a["groups"][0]["queues"],
+        json!([{ "key": "a", "count": 1 }])
+    );
+
+    // A queue's group acts on that queue only; without a queue, on every queue.
+    let group = json!({ "status": 500, "error": "database down" });
+    let body = acknowledge(&app, &json!({ "queue": "a", "group": group })).await;
+    assert_eq!(body["acknowledged"], 1);
+    receiver.set_default(Reply::ok());
+    let body = post_admin(&app, "/admin/dlq/replay", &json!({ "group": group }))
+        .await
+        .expect(200);
+    assert_eq!(
+        (&body["requested"], &body["replayed"]),
+        (&json!(2), &json!(2)),
+        "{body}"
+    );
+    assert_eq!(dlq_stats(&app).await["by_queue"], json!({ "c": 1 }));
+}
+
+/// Issue 44, defect 9: a replay names the jobs it put back, and `POST /admin/dlq/replayed`
+/// tells what became of them since: delivered, dead again, still waiting, or kept nowhere.
+#[tokio::test]
+async fn a_replay_names_its_jobs_and_their_fates_are_told_afterwards() {
+    let (app, receiver) = failing_queue().await;
+    let ids = make_dead_letters(&app, "q", 3).await;
+    receiver.set_default(Reply::ok());
+    let body = replay_naming(&app, &json!({ "ids": [ids[0]] })).await;
+    assert_eq!(body["replayed_ids"], json!([ids[0]]), "{body}");
+    app.wait_until_gone("q", &ids[0]).await;
+    receiver.set_default(Reply::with_body(500, "again"));
+    replay(&app, &json!({ "ids": [ids[1]] })).await;
+    eventually("the job dead again", || async {
+        (dead_letter(&app, "q", &ids[1]).await["status"] == "pending").then_some(())
+    })
+    .await;
+    let later = json!({ "ids": [ids[2]], "delay_seconds": 3600 });
+    assert_eq!(
+        replay_naming(&app, &later).await["replayed_ids"],
+        json!([ids[2]])
+    );
+    let unknown = "0190a0b0-0000-7000-8000-000000000000";
+    let mut asked = ids.clone();
+    asked.push(unknown.to_owned());
+    asked.push(ids[0].clone());
+    let fates = post_admin(&app, "/admin/dlq/replayed", &json!({ "ids": asked }))
+        .await
+        .expect(200);
+    assert_eq!(
+        fates,
+        json!({ "ok": true, "asked": 4, "delivered": 1, "failed_again": 1, "waiting": 1,
+                "unknown": 1 })
+    );
+    // Nothing claimed: nothing named.
+    let none = replay_naming(&app, &json!({ "ids": [ids[0]] })).await;
+    assert_eq!(none["replayed_ids"], json!([]), "{none}");
+    let too_many: Vec<String> = (0..1001).map(|_| unknown.to_owned()).collect();
+    for bad in [
+        json!({}),
+        json!({ "ids": [] }),
+        json!({ "ids": ["nope"] }),
+        json!({ "ids": too_many }),
+        json!({ "ids": [unknown], "queue": "q" }),
+    ] {
+        let msg = post_admin(&app, "/admin/dlq/replayed", &bad)
+            .await
+            .expect_error(422);
+        assert!(!msg.is_empty());
+    }
+}
+
 #[tokio::test]
 async fn bad_group_listings_and_selections_are_refused() {
     let (app, _receiver) = failing_queue().await;
     let id = make_dead_letters(&app, "q", 1).await.remove(0);
-    app.get("/admin/dlq/groups").await.expect_error(422);
+    app.get("/admin/dlq/groups?limit=0").await.expect_error(422);
     app.get("/admin/dlq/groups?queue=q&limit=0")
         .await
         .expect_error(422);
@@ -708,7 +866,7 @@ async fn bad_group_listings_and_selections_are_refused() {
     let group = json!({ "status": 500, "error": "nope" });
     for path in ["/admin/dlq/replay", "/admin/dlq/acknowledge"] {
         for body in [
-            json!({ "group": group }),
+            json!({ "group": { "status": "500", "error": "nope" } }),
             json!({ "queue": "q", "all": true, "group": group }),
             json!({ "ids": [id], "group": group }),
             json!({ "queue": "q", "group": { "status": 500 } }),

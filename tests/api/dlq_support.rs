@@ -44,7 +44,24 @@ pub async fn post_admin(api: &ApiClient, path: &str, body: &Value) -> ApiRespons
         .await
 }
 
+/// A replay's answer, insisting on 200, without its `replayed_ids` (checked to name as
+/// many jobs as `replayed` counts): see [`replay_naming`] for them.
 pub async fn replay(api: &ApiClient, body: &Value) -> Value {
+    let mut answer = replay_naming(api, body).await;
+    let named = answer
+        .as_object_mut()
+        .and_then(|fields| fields.remove("replayed_ids"))
+        .unwrap_or_default();
+    assert_eq!(
+        named.as_array().map(Vec::len).map(|n| n as u64),
+        answer["replayed"].as_u64(),
+        "replayed_ids names each replayed job: {answer} {named}"
+    );
+    answer
+}
+
+/// A replay's whole answer, `replayed_ids` included, insisting on 200.
+pub async fn replay_naming(api: &ApiClient, body: &Value) -> Value {
     post_admin(api, "/admin/dlq/replay", body).await.expect(200)
 }
 

@@ -127,10 +127,30 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         // dead letters
         (Method::GET, "/admin/dlq".into(), None, ALL_READ),
         (Method::GET, "/admin/dlq/stats".into(), None, ALL_READ),
+        (Method::GET, "/admin/dlq/groups".into(), None, ALL_READ),
+        // narrowed to one queue: that queue's readers
+        (
+            Method::GET,
+            "/admin/dlq/stats?queue=billing-eu".into(),
+            None,
+            READ,
+        ),
+        (
+            Method::GET,
+            "/admin/dlq/groups?queue=billing-eu".into(),
+            None,
+            READ,
+        ),
         (
             Method::GET,
             "/admin/jobs?id=0190a0b0".into(),
             None,
+            ALL_READ,
+        ),
+        (
+            Method::POST,
+            "/admin/dlq/replayed".into(),
+            Some(json!({"ids": [none]})),
             ALL_READ,
         ),
         (Method::GET, "/admin/queues/stats".into(), None, ALL_READ),
@@ -267,12 +287,14 @@ async fn each_role_gets_exactly_its_routes_on_every_route_family() {
             }
             // The same route on a queue outside the key's scope: 403 for every scoped role
             // but admin, and for reader-all (every queue) only where its role fits.
-            let in_scope =
-                path.starts_with("/queue/billing-eu") || path.starts_with("/topic/billing-eu");
+            let in_scope = path.starts_with("/queue/billing-eu")
+                || path.starts_with("/topic/billing-eu")
+                || path.ends_with("?queue=billing-eu");
             if in_scope && *label != "admin" && *label != "reader-all" {
                 let outside = path
                     .replace("/queue/billing-eu", "/queue/emails")
                     .replace("/topic/billing-eu", "/topic/emails")
+                    .replace("?queue=billing-eu", "?queue=emails")
                     .replace(&job, &other_job);
                 send(client, &method, &outside, &body)
                     .await

@@ -52,6 +52,7 @@ mod topics;
 mod ui;
 mod ui_browser;
 mod ui_dashboard;
+mod ui_dead_letter_figures;
 mod ui_job_page;
 mod ui_second_pass;
 mod ui_topics;

@@ -539,7 +539,7 @@ async fn the_repeat_failure_alert_is_raised_by_a_dead_letter_replayed_three_time
     assert!(alerts.repeat_failures.load(Ordering::Relaxed));
     assert_eq!(
         fx.store
-            .dlq_stats(t0, REPEAT_FAILURE_REPLAYS)
+            .dlq_stats(None, t0, REPEAT_FAILURE_REPLAYS)
             .await
             .unwrap()
             .repeat_failures,

@@ -54,6 +54,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/admin/dlq/groups"),
     ("GET", "/admin/jobs"),
     ("POST", "/admin/dlq/replay"),
+    ("POST", "/admin/dlq/replayed"),
     ("POST", "/admin/dlq/acknowledge"),
     ("DELETE", "/admin/dlq/{id}"),
     ("DELETE", "/admin/dlq"),
@@ -528,6 +529,8 @@ async fn real_responses_match_the_documented_schemas() {
     assert_conforms(&doc, "POST", "/admin/dlq/acknowledge", &acked);
     let replayed = post("/admin/dlq/replay", json!({ "queue": "q", "all": true })).await;
     assert_conforms(&doc, "POST", "/admin/dlq/replay", &replayed);
+    let fates = post("/admin/dlq/replayed", json!({ "ids": [ids[0]] })).await;
+    assert_conforms(&doc, "POST", "/admin/dlq/replayed", &fates);
     let cancelled = quiet.cancel("idle", &ready).await;
     assert_conforms(&doc, "POST", "/queue/{name}/{id}/_cancel", &cancelled);
     let deleted = app

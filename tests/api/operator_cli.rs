@@ -556,6 +556,14 @@ async fn dlq_list_stats_replay_and_ack_drive_the_admin_api() {
     );
     let stats_json = at(&app, &["dlq", "stats", "--json"]).await.json();
     assert_eq!(stats_json["by_status"]["pending"], 3);
+    // One queue's figures (issue 44, defect 7); an unknown queue fails with the API's 404.
+    let of_q = at(&app, &["dlq", "stats", "--queue", "q", "--json"])
+        .await
+        .json();
+    assert_eq!(of_q["by_queue"], json!({ "q": 3 }));
+    let unknown = at(&app, &["dlq", "stats", "--queue", "nope"]).await;
+    assert_ne!(unknown.code, 0, "{unknown:?}");
+    assert!(unknown.stderr.contains("queue"), "{unknown:?}");
 
     // The worker recovers; replay one by id, then acknowledge the rest of the queue.
     receiver.set_default(Reply::ok());
@@ -581,7 +589,8 @@ async fn dlq_list_stats_replay_and_ack_drive_the_admin_api() {
     .json();
     assert_eq!(
         json,
-        json!({"ok": true, "requested": 0, "claimed": 0, "replayed": 0, "failed": 0})
+        json!({"ok": true, "requested": 0, "claimed": 0, "replayed": 0, "failed": 0,
+               "replayed_ids": []})
     );
 
     // Selections are checked before anything is sent.

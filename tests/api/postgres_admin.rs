@@ -245,7 +245,7 @@ async fn postgres_admin_dead_letters_list_newest_first_with_a_stable_cursor_filt
             .await
             .unwrap()
     );
-    let stats = store.dlq_stats(t0 + 1_300, 0).await.unwrap();
+    let stats = store.dlq_stats(None, t0 + 1_300, 0).await.unwrap();
     assert_eq!(stats.by_status["pending"], 10);
     assert_eq!(stats.by_status["acknowledged"], 1);
     assert_eq!(stats.by_status["replaying"], 0);
@@ -276,7 +276,7 @@ async fn postgres_admin_dead_letters_list_newest_first_with_a_stable_cursor_filt
     assert_eq!(stats.repeat_failures, 1, "replayed more than 0 times");
     assert_eq!(
         store
-            .dlq_stats(t0 + 1_300, 1)
+            .dlq_stats(None, t0 + 1_300, 1)
             .await
             .unwrap()
             .repeat_failures,
@@ -285,7 +285,10 @@ async fn postgres_admin_dead_letters_list_newest_first_with_a_stable_cursor_filt
     assert_eq!(stats.last_24h.new_failures, 11);
     assert_eq!(stats.last_24h.acknowledged, 1);
     assert_eq!(stats.last_24h.replayed, 1);
-    let later = store.dlq_stats(t0 + 25 * 3600 * 1000, 0).await.unwrap();
+    let later = store
+        .dlq_stats(None, t0 + 25 * 3600 * 1000, 0)
+        .await
+        .unwrap();
     assert_eq!(later.last_24h.new_failures, 0);
     close([store], db).await;
 }

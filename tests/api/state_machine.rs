@@ -1235,7 +1235,7 @@ async fn check(fx: &StoreFixture, raw: &Inspector, m: &Model) {
         assert_eq!(counts.dead, pending, "pending dead letters of {name}");
     }
     let stats = store
-        .dlq_stats(m.now, hookq::maintenance::REPEAT_FAILURE_REPLAYS)
+        .dlq_stats(None, m.now, hookq::maintenance::REPEAT_FAILURE_REPLAYS)
         .await
         .expect("dlq stats");
     let in_state = |s: DlqState| {

@@ -594,8 +594,13 @@ async fn a_queues_dead_letters_are_grouped_by_error_and_a_group_is_replayed_at_o
     assert!(body.contains(
         "Acknowledge the 1 pending dead letter of q that failed with HTTP 429 “slow down”?"
     ));
-    // No grouping across every queue: it is a queue's view.
-    assert!(!visitor.get("/ui/dlq").await.body.contains("grouped"));
+    // Across every queue, the groups name their queues (issue 44, defect 7).
+    let across = visitor.get("/ui/dlq").await.body;
+    assert!(across.contains("Errors across queues, grouped"), "{across}");
+    assert!(
+        across.contains("of every queue that failed with HTTP 429"),
+        "{across}"
+    );
 
     receiver.set_default(Reply::ok());
     let replayed = visitor

@@ -11,11 +11,11 @@ use crate::browser::Browser;
 use crate::helpers::*;
 use crate::ui_browser::screenshot_dir;
 
-const DESKTOP: (u32, u32) = (1366, 900);
-const PHONE: (u32, u32) = (390, 844);
+pub(crate) const DESKTOP: (u32, u32) = (1366, 900);
+pub(crate) const PHONE: (u32, u32) = (390, 844);
 
 /// Runs `script` (a function body given `arguments`) in the page and returns its answer.
-async fn run(browser: &Browser, script: &str, args: Vec<Value>) -> Value {
+pub(crate) async fn run(browser: &Browser, script: &str, args: Vec<Value>) -> Value {
     browser
         .client()
         .execute(script, args)
@@ -24,7 +24,7 @@ async fn run(browser: &Browser, script: &str, args: Vec<Value>) -> Value {
 }
 
 /// How many px the page is wider than the window (0 or less: nothing scrolls sideways).
-async fn overflow(browser: &Browser) -> i64 {
+pub(crate) async fn overflow(browser: &Browser) -> i64 {
     run(
         browser,
         "return document.documentElement.scrollWidth - window.innerWidth;",
@@ -35,7 +35,7 @@ async fn overflow(browser: &Browser) -> i64 {
     .unwrap_or(i64::MAX)
 }
 
-async fn resize(browser: &Browser, (width, height): (u32, u32)) {
+pub(crate) async fn resize(browser: &Browser, (width, height): (u32, u32)) {
     browser
         .client()
         .set_window_size(width, height)

@@ -1,10 +1,14 @@
 //! Reads that take more than one statement, run in one snapshot by both backends so that
 //! a job moving between tables meanwhile (a replay, a delivery) is seen in exactly one.
 
+use std::collections::HashMap;
+
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::dialect::Tx;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{AttemptRecord, DlqState, FoundJob, JobPlace, JobRecord, QueueCounts};
+use crate::store::records::{
+    AttemptRecord, DlqState, FoundJob, JobPlace, JobRecord, QueueCounts, ReplayFates,
+};
 
 /// Job `id` of `queue`, wherever it is: live, delivered and kept, or dead-lettered, with
 /// its attempt history.
@@ -53,6 +57,35 @@ pub async fn find_jobs(
         });
     }
     Ok(found)
+}
+
+/// What became of replayed jobs (`ids`, each once), read from where each is kept: live
+/// again (waiting, scheduled or in flight), dead again (its record open: pending, being
+/// replayed, or acknowledged since), gone from its queue after the replay (delivered, kept
+/// in the delivery log or not; or cancelled: both leave only the `replayed` record), or kept
+/// nowhere any more (its record deleted or past its retention).
+pub async fn replay_fates(tx: &impl Tx, ids: &[JobId]) -> StoreResult<ReplayFates> {
+    let mut places: HashMap<JobId, (bool, bool, Option<DlqState>)> = HashMap::new();
+    for (id, place, state) in tx.places_of(ids).await? {
+        let (live, delivered, letter) = places.entry(id).or_default();
+        match place {
+            JobPlace::Live => *live = true,
+            JobPlace::Delivered => *delivered = true,
+            JobPlace::DeadLetter => *letter = state,
+        }
+    }
+    let mut fates = ReplayFates::default();
+    for id in ids {
+        match places.get(id) {
+            Some((true, _, _)) => fates.waiting += 1,
+            Some((false, _, Some(state))) if *state != DlqState::Replayed => {
+                fates.failed_again += 1
+            }
+            Some((false, true, _)) | Some((false, false, Some(_))) => fates.delivered += 1,
+            Some((false, false, None)) | None => fates.unknown += 1,
+        }
+    }
+    Ok(fates)
 }
 
 /// Where `queue`'s jobs stand at `now`: due, scheduled, blocked, in flight, dead.

@@ -38,11 +38,12 @@ fn error_line() -> &'static str {
     )
 }
 
-/// The pending dead letters of `group`: `$1` queue, `$2` status, `$3` line.
+/// The pending dead letters of `group`: `$1` queue (`NULL`: every queue), `$2` status, `$3`
+/// line.
 fn in_group() -> &'static str {
     sql_once!(
-        "queue = $1 AND state = 'pending' AND last_status IS NOT DISTINCT FROM $2
-         AND {line} = $3",
+        "($1::text IS NULL OR queue = $1) AND state = 'pending'
+         AND last_status IS NOT DISTINCT FROM $2::integer AND {line} = $3::text",
         line = error_line()
     )
 }
@@ -66,9 +67,9 @@ fn in_failure_order(rows: &[Row]) -> Vec<JobId> {
 }
 
 /// `group` as `$1`–`$3` of [`in_group`].
-fn group_params(group: &ErrorGroup) -> (&str, Option<i32>, &str) {
+fn group_params(group: &ErrorGroup) -> (Option<&str>, Option<i32>, &str) {
     (
-        group.queue.as_str(),
+        group.queue.as_ref().map(QueueName::as_str),
         group.status.map(i32::from),
         group.line.as_str(),
     )
@@ -552,7 +553,15 @@ impl DeadLetterRows for PgTx<'_> {
         Ok(DeadLetterPage { letters, total })
     }
 
-    async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats> {
+    /// Every statement reads `($1::text IS NULL OR queue = $1)`: the figures of one queue,
+    /// or of every queue.
+    async fn dlq_stats(
+        &self,
+        queue: Option<&QueueName>,
+        now: UnixMillis,
+        repeat_after_replays: u32,
+    ) -> StoreResult<DlqStats> {
+        let queue = queue.map(QueueName::as_str);
         let mut stats = DlqStats::default();
         for state in DlqState::ALL {
             stats.by_status.insert(state.as_str(), 0);
@@ -560,8 +569,9 @@ impl DeadLetterRows for PgTx<'_> {
         for row in self
             .tx
             .query(
-                "SELECT state, count(*) FROM dead_letters GROUP BY state",
-                &[],
+                "SELECT state, count(*) FROM dead_letters
+                 WHERE $1::text IS NULL OR queue = $1 GROUP BY state",
+                &[&queue],
             )
             .await?
         {
@@ -573,9 +583,10 @@ impl DeadLetterRows for PgTx<'_> {
         for row in self
             .tx
             .query(
-                "SELECT queue, count(*) AS n FROM dead_letters WHERE state = 'pending'
+                "SELECT queue, count(*) AS n FROM dead_letters
+                 WHERE state = 'pending' AND ($1::text IS NULL OR queue = $1)
                  GROUP BY queue ORDER BY n DESC, queue COLLATE \"C\"",
-                &[],
+                &[&queue],
             )
             .await?
         {
@@ -591,8 +602,9 @@ impl DeadLetterRows for PgTx<'_> {
         stats.oldest_pending_failed_at = self
             .tx
             .query_one(
-                "SELECT min(failed_at) FROM dead_letters WHERE state = 'pending'",
-                &[],
+                "SELECT min(failed_at) FROM dead_letters
+                 WHERE state = 'pending' AND ($1::text IS NULL OR queue = $1)",
+                &[&queue],
             )
             .await?
             .get(0);
@@ -600,9 +612,10 @@ impl DeadLetterRows for PgTx<'_> {
         for row in self
             .tx
             .query(
-                "SELECT last_status, count(*) AS n FROM dead_letters WHERE state = 'pending'
+                "SELECT last_status, count(*) AS n FROM dead_letters
+                 WHERE state = 'pending' AND ($1::text IS NULL OR queue = $1)
                  GROUP BY last_status ORDER BY n DESC LIMIT 10",
-                &[],
+                &[&queue],
             )
             .await?
         {
@@ -619,8 +632,8 @@ impl DeadLetterRows for PgTx<'_> {
                         count(*) FILTER (WHERE failed_at >= $1::bigint),
                         count(*) FILTER (WHERE replayed_at >= $1),
                         count(*) FILTER (WHERE acknowledged_at >= $1)
-                 FROM dead_letters",
-                &[&day_ago, &i64::from(repeat_after_replays)],
+                 FROM dead_letters WHERE $3::text IS NULL OR queue = $3",
+                &[&day_ago, &i64::from(repeat_after_replays), &queue],
             )
             .await?;
         stats.repeat_failures = count_of(row.get(0));
@@ -732,38 +745,55 @@ impl DeadLetterRows for PgTx<'_> {
         Ok(usize::try_from(acknowledged).unwrap_or(usize::MAX))
     }
 
+    /// One statement: the letters counted per answer, line and queue, the `limit` largest
+    /// groups of answer and line picked from those counts, and each picked group's rows
+    /// (one per queue, most first) read back in the groups' order.
     async fn error_groups(
         &self,
-        queue: &QueueName,
+        queue: Option<&QueueName>,
         limit: usize,
     ) -> StoreResult<Vec<ErrorGroupCount>> {
         let rows = self
             .tx
             .query(
                 sql_once!(
-                    "SELECT last_status, {line} AS line, count(*), min(failed_at),
-                            max(failed_at)
-                     FROM dead_letters WHERE queue = $1 AND state = 'pending'
-                     GROUP BY last_status, line
-                     ORDER BY count(*) DESC, min(failed_at), last_status, line
-                     LIMIT $2",
+                    "WITH per_queue AS (
+                         SELECT last_status, {line} AS line, queue, count(*) AS n,
+                                min(failed_at) AS oldest, max(failed_at) AS newest
+                         FROM dead_letters
+                         WHERE ($1::text IS NULL OR queue = $1) AND state = 'pending'
+                         GROUP BY last_status, line, queue),
+                     groups AS (
+                         SELECT last_status, line, sum(n)::bigint AS n, min(oldest) AS oldest,
+                                max(newest) AS newest
+                         FROM per_queue GROUP BY last_status, line
+                         ORDER BY n DESC, oldest, last_status, line COLLATE \"C\"
+                         LIMIT $2)
+                     SELECT g.last_status, g.line, g.n, g.oldest, g.newest, p.queue, p.n
+                     FROM groups g JOIN per_queue p
+                       ON p.last_status IS NOT DISTINCT FROM g.last_status AND p.line = g.line
+                     ORDER BY g.n DESC, g.oldest, g.last_status, g.line COLLATE \"C\",
+                              p.n DESC, p.queue COLLATE \"C\"",
                     line = error_line()
                 ),
-                &[&queue.as_str(), &limit_param(limit)],
+                &[&queue.map(QueueName::as_str), &limit_param(limit)],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|row| ErrorGroupCount {
-                status: row
-                    .get::<_, Option<i32>>(0)
-                    .and_then(|status| u16::try_from(status).ok()),
-                line: row.get(1),
-                count: count_of(row.get(2)),
-                oldest_failed_at: row.get(3),
-                newest_failed_at: row.get(4),
-            })
-            .collect())
+        Ok(ErrorGroupCount::fold(
+            rows.iter()
+                .map(|row| {
+                    (
+                        status_of(row.get(0)),
+                        row.get(1),
+                        count_of(row.get(2)),
+                        row.get(3),
+                        row.get(4),
+                        QueueName::from_stored(row.get(5)),
+                        count_of(row.get(6)),
+                    )
+                })
+                .collect(),
+        ))
     }
 
     async fn pending_dead_letters(

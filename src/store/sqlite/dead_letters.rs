@@ -29,10 +29,12 @@ fn error_line() -> &'static str {
     )
 }
 
-/// The pending dead letters of `group`: `?1` queue, `?2` status, `?3` line.
+/// The pending dead letters of `group`: `?1` queue (`NULL`: every queue), `?2` status, `?3`
+/// line.
 fn in_group() -> &'static str {
     sql_once!(
-        "queue = ?1 AND state = 'pending' AND last_status IS ?2 AND {line} = ?3",
+        "(?1 IS NULL OR queue = ?1) AND state = 'pending' AND last_status IS ?2
+         AND {line} = ?3",
         line = error_line()
     )
 }
@@ -46,8 +48,12 @@ fn matching() -> &'static str {
     )
 }
 
-fn group_params(group: &ErrorGroup) -> (&str, Option<u16>, &str) {
-    (group.queue.as_str(), group.status, group.line.as_str())
+fn group_params(group: &ErrorGroup) -> (Option<&str>, Option<u16>, &str) {
+    (
+        group.queue.as_ref().map(QueueName::as_str),
+        group.status,
+        group.line.as_str(),
+    )
 }
 
 /// The columns [`from_row`] reads (the payload, when asked for, after them).
@@ -503,15 +509,24 @@ impl DeadLetterRows for SqliteTx<'_> {
         })
     }
 
-    async fn dlq_stats(&self, now: UnixMillis, repeat_after_replays: u32) -> StoreResult<DlqStats> {
+    /// Every statement reads `(?1 IS NULL OR queue = ?1)`: the figures of one queue, or of
+    /// every queue.
+    async fn dlq_stats(
+        &self,
+        queue: Option<&QueueName>,
+        now: UnixMillis,
+        repeat_after_replays: u32,
+    ) -> StoreResult<DlqStats> {
+        let queue = queue.map(QueueName::as_str);
         let mut stats = DlqStats::default();
         for state in DlqState::ALL {
             stats.by_status.insert(state.as_str(), 0);
         }
-        let mut stmt = self
-            .0
-            .prepare_cached("SELECT state, count(*) FROM dead_letters GROUP BY state")?;
-        for row in stmt.query_map([], |row| {
+        let mut stmt = self.0.prepare_cached(
+            "SELECT state, count(*) FROM dead_letters WHERE ?1 IS NULL OR queue = ?1
+             GROUP BY state",
+        )?;
+        for row in stmt.query_map([queue], |row| {
             Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
         })? {
             let (state, count) = row?;
@@ -520,10 +535,11 @@ impl DeadLetterRows for SqliteTx<'_> {
             }
         }
         let mut stmt = self.0.prepare_cached(
-            "SELECT queue, count(*) AS n FROM dead_letters WHERE state = 'pending'
+            "SELECT queue, count(*) AS n FROM dead_letters
+             WHERE state = 'pending' AND (?1 IS NULL OR queue = ?1)
              GROUP BY queue ORDER BY n DESC, queue",
         )?;
-        for row in stmt.query_map([], |row| {
+        for row in stmt.query_map([queue], |row| {
             Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
         })? {
             let (queue, count) = row?;
@@ -537,14 +553,18 @@ impl DeadLetterRows for SqliteTx<'_> {
         }
         stats.oldest_pending_failed_at = self
             .0
-            .prepare_cached("SELECT min(failed_at) FROM dead_letters WHERE state = 'pending'")?
-            .query_row([], |row| row.get(0))?;
+            .prepare_cached(
+                "SELECT min(failed_at) FROM dead_letters
+                 WHERE state = 'pending' AND (?1 IS NULL OR queue = ?1)",
+            )?
+            .query_row([queue], |row| row.get(0))?;
         stats.oldest_pending_age_ms = stats.oldest_pending_failed_at.map(|at| (now - at).max(0));
         let mut stmt = self.0.prepare_cached(
-            "SELECT last_status, count(*) AS n FROM dead_letters WHERE state = 'pending'
+            "SELECT last_status, count(*) AS n FROM dead_letters
+             WHERE state = 'pending' AND (?1 IS NULL OR queue = ?1)
              GROUP BY last_status ORDER BY n DESC LIMIT 10",
         )?;
-        for row in stmt.query_map([], |row| {
+        for row in stmt.query_map([queue], |row| {
             Ok((row.get::<_, Option<u16>>(0)?, row.get::<_, i64>(1)?))
         })? {
             let (status, count) = row?;
@@ -562,9 +582,9 @@ impl DeadLetterRows for SqliteTx<'_> {
                      coalesce(sum(failed_at >= ?1), 0),
                      coalesce(sum(replayed_at >= ?1), 0),
                      coalesce(sum(acknowledged_at >= ?1), 0)
-                 FROM dead_letters",
+                 FROM dead_letters WHERE ?3 IS NULL OR queue = ?3",
             )?
-            .query_row(params![day_ago, repeat_after_replays], |row| {
+            .query_row(params![day_ago, repeat_after_replays, queue], |row| {
                 Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
             })?;
         stats.repeat_failures = repeat as u64;
@@ -678,31 +698,45 @@ impl DeadLetterRows for SqliteTx<'_> {
         }
     }
 
+    /// One statement: the letters counted per answer, line and queue, the `limit` largest
+    /// groups of answer and line picked from those counts, and each picked group's rows
+    /// (one per queue, most first) read back in the groups' order.
     async fn error_groups(
         &self,
-        queue: &QueueName,
+        queue: Option<&QueueName>,
         limit: usize,
     ) -> StoreResult<Vec<ErrorGroupCount>> {
         let mut stmt = self.0.prepare_cached(sql_once!(
-            "SELECT last_status, {line} AS line, count(*), min(failed_at), max(failed_at)
-             FROM dead_letters WHERE queue = ?1 AND state = 'pending'
-             GROUP BY last_status, line
-             ORDER BY count(*) DESC, min(failed_at), last_status, line
-             LIMIT ?2",
+            "WITH per_queue AS (
+                 SELECT last_status, {line} AS line, queue, count(*) AS n,
+                        min(failed_at) AS oldest, max(failed_at) AS newest
+                 FROM dead_letters WHERE (?1 IS NULL OR queue = ?1) AND state = 'pending'
+                 GROUP BY last_status, line, queue),
+             groups AS (
+                 SELECT last_status, line, sum(n) AS n, min(oldest) AS oldest,
+                        max(newest) AS newest
+                 FROM per_queue GROUP BY last_status, line
+                 ORDER BY n DESC, oldest, last_status, line
+                 LIMIT ?2)
+             SELECT g.last_status, g.line, g.n, g.oldest, g.newest, p.queue, p.n
+             FROM groups g JOIN per_queue p ON p.last_status IS g.last_status AND p.line = g.line
+             ORDER BY g.n DESC, g.oldest, g.last_status, g.line, p.n DESC, p.queue",
             line = error_line()
         ))?;
-        let groups = stmt
-            .query_map(params![queue.as_str(), limit as i64], |row| {
-                Ok(ErrorGroupCount {
-                    status: row.get(0)?,
-                    line: row.get(1)?,
-                    count: row.get(2)?,
-                    oldest_failed_at: row.get(3)?,
-                    newest_failed_at: row.get(4)?,
-                })
+        let rows = stmt
+            .query_map(params![queue.map(QueueName::as_str), limit as i64], |row| {
+                Ok((
+                    row.get::<_, Option<u16>>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, u64>(2)?,
+                    row.get::<_, UnixMillis>(3)?,
+                    row.get::<_, UnixMillis>(4)?,
+                    QueueName::from_stored(row.get(5)?),
+                    row.get::<_, u64>(6)?,
+                ))
             })?
             .collect::<Result<_, _>>()?;
-        Ok(groups)
+        Ok(ErrorGroupCount::fold(rows))
     }
 
     async fn pending_dead_letters(

@@ -1,5 +1,6 @@
-//! The dead letters: live figures, a filter by queue, state and text, a queue's pending
-//! letters grouped by error (each group replayed or acknowledged at once), and a page of
+//! The dead letters: live figures (of the chosen queue, or of every queue), a filter by
+//! queue, state and text, the pending letters grouped by error (of the chosen queue, or
+//! across queues, each group naming its queues; each replayed or acknowledged at once), and a page of
 //! letters to select and replay (with an optional delay), acknowledge or delete, or to act
 //! on all at once (of a queue, or all a search finds), after a confirmation.
 
@@ -10,13 +11,14 @@ use serde_json::{Value, json};
 
 use super::dashboard::REFRESH;
 use crate::api::dlq::{
-    AcknowledgeResult, DlqPage, DlqStatsView, ErrorGroupView, ErrorGroups, ReplayResult,
+    AcknowledgeResult, DlqPage, DlqStatsView, ErrorGroupView, ErrorGroups, ReplayFatesView,
+    ReplayResult,
 };
 use crate::api::queues::QueueList;
 use crate::model::{JobId, QueueName};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, figures};
-use crate::ui::session::Flash;
+use crate::ui::session::{Flash, LastReplay};
 use crate::ui::{Ctx, FormData, UiResult, format, fragment};
 
 /// Letters per page.
@@ -94,18 +96,19 @@ pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
     }
     let letters: DlqPage = api.get(&path).await?;
     let queues: QueueList = api.get("/queue").await?;
-    let stats = stats_panel(api).await?;
-    let groups: Option<(QueueName, ErrorGroups)> =
-        match filter.queue.as_ref().filter(|_| filter.status == "pending") {
-            Some(queue) => Some((
-                queue.clone(),
-                api.get(&format!("/admin/dlq/groups?queue={queue}")).await?,
-            )),
-            None => None,
-        };
+    let stats = stats_panel(api, filter.queue.as_ref()).await?;
+    let groups: Option<ErrorGroups> = match (&filter.queue, filter.status) {
+        (Some(queue), "pending") => {
+            Some(api.get(&format!("/admin/dlq/groups?queue={queue}")).await?)
+        }
+        (None, "pending") => Some(api.get("/admin/dlq/groups").await?),
+        _ => None,
+    };
+    let last_replay = replay_panel(&ctx).await?;
     let here = format!("/ui/dlq?{}", filter.query());
     let content = html! {
         h1 { "Dead letters" }
+        (last_replay)
         (stats)
         section aria-labelledby="filter-title" {
             h2 id="filter-title" { "Filter" }
@@ -142,21 +145,89 @@ pub async fn page(ctx: Ctx, Query(query): Query<DlqQuery>) -> UiResult {
                 div class="field" { button type="submit" id="filter-show" class="secondary" { "Show" } }
             }
         }
-        @if let Some((queue, groups)) = &groups {
-            (groups_section(&ctx, queue, groups, &here))
+        @if let Some(groups) = &groups {
+            (groups_section(&ctx, filter.queue.as_ref(), groups, &here))
         }
         (letters_form(&ctx, &filter, &here, &letters, query.cursor.is_some()))
     };
     Ok(ctx.page("Dead letters", Section::DeadLetters, content))
 }
 
-/// `GET /ui/dlq/_stats`: the figures alone, for the live refresh.
-pub async fn stats(ctx: Ctx) -> UiResult {
-    Ok(fragment(stats_panel(ctx.api()).await?))
+/// `GET /ui/dlq/_replayed`: the last replay's panel alone, for its live refresh.
+pub async fn replayed(ctx: Ctx) -> UiResult {
+    Ok(fragment(replay_panel(&ctx).await?))
 }
 
-async fn stats_panel(api: &ApiClient) -> ApiAnswer<Markup> {
-    let stats: DlqStatsView = api.get("/admin/dlq/stats").await?;
+/// What became of the session's last replay: how many jobs went back, and of those how
+/// many were delivered since, failed again, or still wait (`POST /admin/dlq/replayed`),
+/// refreshed every 2 s. Nothing before the session replays anything.
+async fn replay_panel(ctx: &Ctx) -> ApiAnswer<Markup> {
+    let Some(last) = ctx.ui.sessions.last_replay(&ctx.current.token) else {
+        return Ok(html! {});
+    };
+    let fates: Option<ReplayFatesView> = if last.ids.is_empty() {
+        None
+    } else {
+        let body = json!({ "ids": last.ids }).to_string().into_bytes();
+        Some(ctx.api().post("/admin/dlq/replayed", Some(body)).await?)
+    };
+    let jobs = |n: u64| {
+        if n == 1 {
+            "1 job".to_owned()
+        } else {
+            format!("{n} jobs")
+        }
+    };
+    Ok(html! {
+        section id="last-replay" aria-labelledby="last-replay-title"
+            hx-get="/ui/dlq/_replayed" hx-trigger=(REFRESH) hx-swap="outerHTML" {
+            h2 id="last-replay-title" { "Your last replay" }
+            p id="last-replay-said" {
+                "Replayed " (jobs(last.replayed as u64)) " " (format::when(last.at)) "."
+                @if last.ids.len() < last.replayed {
+                    " The first " (last.ids.len()) " are followed here."
+                }
+            }
+            @if let Some(fates) = &fates {
+                (figures([
+                    ("Delivered since", html! { span id="replay-delivered" { (fates.delivered) } }),
+                    ("Failed again", html! { span id="replay-failed" { (fates.failed_again) } }),
+                    ("Still waiting", html! { span id="replay-waiting" { (fates.waiting) } }),
+                ]))
+                @if fates.unknown > 0 {
+                    p class="hint" { (jobs(fates.unknown)) " no longer kept (deleted, or past the retention)." }
+                }
+                p class="hint" { "Delivered counts the jobs gone from their queue since: delivered, or cancelled." }
+            }
+        }
+    })
+}
+
+#[derive(Deserialize, Default)]
+pub struct StatsQuery {
+    queue: Option<String>,
+}
+
+/// `GET /ui/dlq/_stats[?queue=…]`: the figures alone, for the live refresh.
+pub async fn stats(ctx: Ctx, Query(query): Query<StatsQuery>) -> UiResult {
+    let queue = query
+        .queue
+        .as_deref()
+        .filter(|q| !q.is_empty())
+        .and_then(|q| QueueName::parse(q).ok());
+    Ok(fragment(stats_panel(ctx.api(), queue.as_ref()).await?))
+}
+
+/// The figures of `queue`'s dead letters, or of every queue's.
+async fn stats_panel(api: &ApiClient, queue: Option<&QueueName>) -> ApiAnswer<Markup> {
+    let (path, refresh) = match queue {
+        Some(queue) => (
+            format!("/admin/dlq/stats?queue={queue}"),
+            format!("/ui/dlq/_stats?queue={queue}"),
+        ),
+        None => ("/admin/dlq/stats".to_owned(), "/ui/dlq/_stats".to_owned()),
+    };
+    let stats: DlqStatsView = api.get(&path).await?;
     let count = |state: &str| stats.by_status.get(state).copied().unwrap_or(0);
     let oldest = match stats.oldest_pending_age_ms {
         Some(ms) => format::age(u64::try_from(ms).unwrap_or(0)),
@@ -164,8 +235,10 @@ async fn stats_panel(api: &ApiClient) -> ApiAnswer<Markup> {
     };
     Ok(html! {
         section id="dlq-stats" aria-labelledby="dlq-stats-title"
-            hx-get="/ui/dlq/_stats" hx-trigger=(REFRESH) hx-swap="outerHTML" {
-            h2 id="dlq-stats-title" { "Figures" }
+            hx-get=(refresh) hx-trigger=(REFRESH) hx-swap="outerHTML" {
+            h2 id="dlq-stats-title" {
+                @match queue { Some(queue) => { "Figures of " (queue) }, None => "Figures, every queue" }
+            }
             (figures([
                 ("Pending", html! { span id="dlq-pending" { (count("pending")) } }),
                 ("Replayed", html! { (count("replayed")) }),
@@ -273,12 +346,20 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
     }
 }
 
-/// A queue's pending letters grouped by how they failed, largest group first, each with its
-/// own replay and acknowledge (asking with the group's count).
-fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str) -> Markup {
+/// The pending letters grouped by how they failed (of `queue`, or across every queue, each
+/// group then naming its queues and how many letters of each), largest group first, each
+/// with its own replay and acknowledge (asking with the group's count).
+fn groups_section(
+    ctx: &Ctx,
+    queue: Option<&QueueName>,
+    groups: &ErrorGroups,
+    here: &str,
+) -> Markup {
     html! {
         section aria-labelledby="groups-title" {
-            h2 id="groups-title" { "Errors of " (queue) ", grouped" }
+            h2 id="groups-title" {
+                @match queue { Some(queue) => { "Errors of " (queue) ", grouped" }, None => "Errors across queues, grouped" }
+            }
             @if groups.groups.is_empty() {
                 p class="muted" id="no-groups" { "No pending dead letters." }
             } @else {
@@ -288,7 +369,9 @@ fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str
                         thead { tr {
                             // The error is what tells a group: shown at every width.
                             th scope="col" { "Answer" } th scope="col" { "Error" }
-                            th scope="col" class="num" { "Letters" } th scope="col" { "Failing" }
+                            th scope="col" class="num" { "Letters" }
+                            @if queue.is_none() { th scope="col" { "Queues" } }
+                            th scope="col" { "Failing" }
                             th scope="col" { span class="visually-hidden" { "Actions" } }
                         } }
                         tbody {
@@ -297,6 +380,14 @@ fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str
                                     td { (answer(group.status)) }
                                     td class="mono" { (group.error) }
                                     td class="num" { (group.count) }
+                                    @if queue.is_none() {
+                                        td class="group-queues" {
+                                            @for (i, q) in group.queues.iter().enumerate() {
+                                                @if i > 0 { ", " }
+                                                a href={ "/ui/dlq?queue=" (q.key) } { (q.key) } " (" (q.count) ")"
+                                            }
+                                        }
+                                    }
                                     td {
                                         "since " (format::when(group.oldest_failed_at))
                                         @if group.newest_failed_at != group.oldest_failed_at {
@@ -315,28 +406,34 @@ fn groups_section(ctx: &Ctx, queue: &QueueName, groups: &ErrorGroups, here: &str
 }
 
 /// A group's actions: replay or acknowledge its letters, after a question naming the group
-/// (its answer, its error and its count). The form carries the group itself (answer and
-/// error), not its place in the list, and its buttons' ids come from [`group_key`]: groups
-/// re-sort by size, and an action must hit the group that was asked about.
-fn group_form(ctx: &Ctx, queue: &QueueName, group: &ErrorGroupView, here: &str) -> Markup {
+/// (its answer, its error and its count, and across queues how many queues). The form
+/// carries the group itself (answer and error, and the queue when one is chosen), not its
+/// place in the list, and its buttons' ids come from [`group_key`]: groups re-sort by size,
+/// and an action must hit the group that was asked about.
+fn group_form(ctx: &Ctx, queue: Option<&QueueName>, group: &ErrorGroupView, here: &str) -> Markup {
     let letters = if group.count == 1 {
         "the 1 pending dead letter".to_owned()
     } else {
         format!("all {} pending dead letters", group.count)
     };
-    let which = group_said(queue.as_str(), group.status, &group.error);
+    let which = group_said(queue.map(QueueName::as_str), group.status, &group.error);
+    let back_to = match (queue, group.queues.len()) {
+        (Some(queue), _) => queue.to_string(),
+        (None, 1) => "their queue".to_owned(),
+        (None, n) => format!("their {n} queues"),
+    };
     let key = group_key(group.status, &group.error);
     html! {
         form method="post" action="/ui/dlq/action" class="inline" {
             (csrf_field(&ctx.current))
             input type="hidden" name="back" value=(here);
-            input type="hidden" name="queue" value=(queue);
+            @if let Some(queue) = queue { input type="hidden" name="queue" value=(queue); }
             input type="hidden" name="group_status"
                 value=(group.status.map(|s| s.to_string()).unwrap_or_default());
             input type="hidden" name="group_error" value=(group.error);
             button type="submit" name="action" value="replay-group" id={ "replay-group-" (key) }
                 class="secondary"
-                data-confirm={ "Replay " (letters) " " (which) "? They go back to " (queue)
+                data-confirm={ "Replay " (letters) " " (which) "? They go back to " (back_to)
                                " as READY jobs and are delivered again." } {
                 "Replay " (group.count)
             }
@@ -353,9 +450,11 @@ fn group_form(ctx: &Ctx, queue: &QueueName, group: &ErrorGroupView, here: &str) 
 /// The most characters of a group's error a question or an answer quotes.
 const QUOTED_ERROR_CHARS: usize = 120;
 
-/// A group as a question or an answer names it: `of q that failed with HTTP 500 “timeout”`.
-fn group_said(queue: &str, status: Option<u16>, error: &str) -> String {
+/// A group as a question or an answer names it: `of q that failed with HTTP 500 “timeout”`
+/// (`of every queue …` for a group across queues).
+fn group_said(queue: Option<&str>, status: Option<u16>, error: &str) -> String {
     let error = format::shorten(error, QUOTED_ERROR_CHARS);
+    let queue = queue.unwrap_or("every queue");
     if error.is_empty() {
         format!("of {queue} that failed with {}", answer(status))
     } else {
@@ -487,6 +586,9 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
     let selection = match (verb, target) {
         ("replay" | "acknowledge" | "delete", "selected") => json!({ "ids": ids }),
         ("replay" | "acknowledge", "queue") => json!({ "queue": queue, "all": true }),
+        ("replay" | "acknowledge", "group") if queue.is_empty() => {
+            json!({ "group": group_of(&form) })
+        }
         ("replay" | "acknowledge", "group") => json!({ "queue": queue, "group": group_of(&form) }),
         ("replay" | "acknowledge", "matching") => {
             let mut matching =
@@ -517,9 +619,19 @@ pub async fn act(ctx: Ctx, form: FormData) -> UiResult {
             }
             api.post::<ReplayResult>("/admin/dlq/replay", Some(body.to_string().into_bytes()))
                 .await
-                .map(|r| match target {
-                    "group" => replay_said(&r, Some(&group_of_form_said(&form))),
-                    _ => replay_said(&r, None),
+                .map(|r| {
+                    ctx.ui.sessions.set_last_replay(
+                        &ctx.current.token,
+                        LastReplay {
+                            at: crate::model::now_millis(),
+                            replayed: r.replayed,
+                            ids: r.replayed_ids.clone(),
+                        },
+                    );
+                    match target {
+                        "group" => replay_said(&r, Some(&group_of_form_said(&form))),
+                        _ => replay_said(&r, None),
+                    }
                 })
         }
         "acknowledge" => api
@@ -579,8 +691,11 @@ fn group_status(form: &FormData) -> Option<u16> {
 /// “timeout”`.
 fn group_of_form_said(form: &FormData) -> String {
     let status = group_status(form);
-    let queue = form.get("queue").unwrap_or_default();
-    group_said(queue, status, form.raw("group_error").unwrap_or_default())
+    group_said(
+        form.get("queue"),
+        status,
+        form.raw("group_error").unwrap_or_default(),
+    )
 }
 
 /// What a replay did; `which`: the letters it was asked to replay, when the answer should
