@@ -792,10 +792,14 @@ async fn replay(
         }
     };
     let entry = actor.entry("dlq.replay", queue.as_deref(), &target, detail);
-    state
+    // The replay is done whatever happens to its entry: a 500 now would invite a retry.
+    if let Err(error) = state
         .store
         .record_audit(entry.counting(report.replayed.len()))
-        .await?;
+        .await
+    {
+        tracing::error!(error = %error, "a replay's audit entry could not be written");
+    }
     // Only the queues that got jobs back (their dispatcher, or their waiting leases).
     let queues: std::collections::BTreeSet<&QueueName> =
         report.replayed.iter().map(|(_, queue)| queue).collect();
