@@ -81,6 +81,12 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKQ_DLQ_RETENTION", default_value = "30d", value_parser = parse_duration)]
     pub dlq_retention: Duration,
 
+    /// Audit-log entries (who replayed, acknowledged, paused, changed settings, closed a
+    /// breaker, created or revoked a key, created or deleted queues, topics, subscriptions)
+    /// are deleted this long after they were written.
+    #[arg(long, env = "HOOKQ_AUDIT_RETENTION", default_value = "90d", value_parser = parse_duration)]
+    pub audit_retention: Duration,
+
     /// Keep delivered jobs this long in the delivery log (status DELIVERED, with the answering
     /// status, latency and attempt history), for queues that set no `keepDelivered` of their
     /// own. `0s` keeps none: a delivered job is deleted at once.
@@ -568,6 +574,7 @@ impl Config {
                 job_ttl: args.job_ttl,
                 idempotency_ttl: args.idempotency_ttl,
                 dlq_retention: args.dlq_retention,
+                audit_retention: args.audit_retention,
                 dlq_alert_pending: args.dlq_alert_pending,
             },
             connections: Limits {
@@ -654,10 +661,11 @@ impl Config {
         let sweeps = &self.maintenance;
         if sweeps.job_ttl.is_zero()
             || sweeps.dlq_retention.is_zero()
+            || sweeps.audit_retention.is_zero()
             || sweeps.idempotency_ttl.is_zero()
         {
             bail!(
-                "HOOKQ_JOB_TTL, HOOKQ_DLQ_RETENTION and HOOKQ_IDEMPOTENCY_TTL must be greater than zero"
+                "HOOKQ_JOB_TTL, HOOKQ_DLQ_RETENTION, HOOKQ_AUDIT_RETENTION and HOOKQ_IDEMPOTENCY_TTL must be greater than zero"
             );
         }
         let delivery = &self.delivery;

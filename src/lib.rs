@@ -242,6 +242,7 @@ impl Server {
             schedule_changes,
             events: events.clone(),
             shutdown: shutdown.clone(),
+            key_use: api::auth::KeyUse::default(),
         });
         let app = request_id::RequestIds::new(origin_guard::Guarded::new(
             ui::with_ui(api::router(state.clone()), &state.config),

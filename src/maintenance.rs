@@ -57,6 +57,8 @@ pub struct MaintenanceConfig {
     pub idempotency_ttl: Duration,
     /// Replayed and acknowledged dead letters are deleted this long after their last change.
     pub dlq_retention: Duration,
+    /// Audit-log entries are deleted this long after they were written.
+    pub audit_retention: Duration,
     /// More pending dead letters than this raise the `too_many_pending` alert.
     pub dlq_alert_pending: u64,
 }
@@ -156,6 +158,7 @@ impl Maintenance {
                 Sweep::Retention => {
                     self.purge_dead_letters(now).await;
                     self.purge_idempotency_keys(now).await;
+                    self.prune_audit(now).await;
                 }
                 Sweep::Activity => {
                     self.record_activity(now).await;
@@ -262,6 +265,23 @@ impl Maintenance {
             );
         }
         total
+    }
+
+    /// Delete the audit-log entries older than `HOOKQ_AUDIT_RETENTION`. Returns how many.
+    pub async fn prune_audit(&self, now: UnixMillis) -> usize {
+        let retention = i64::try_from(self.config.audit_retention.as_millis()).unwrap_or(i64::MAX);
+        match self.store.prune_audit(now.saturating_sub(retention)).await {
+            Ok(pruned) => {
+                if pruned > 0 {
+                    tracing::info!(entries = pruned, "deleted audit entries past retention");
+                }
+                pruned
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "audit retention sweep failed");
+                0
+            }
+        }
     }
 
     /// Delete replayed/acknowledged dead letters past retention, in batches. Returns how many.

@@ -5,8 +5,10 @@
 //! the `hyper-connect` client sends); or a scoped key (`hq_…`, see [`crate::access`]) looked
 //! up in the store. A configured key opens its whole zone, as before scoped keys existed; a
 //! scoped key opens what its role and queues allow on the route ([`super::permissions`]).
-//! Unknown, wrong or revoked credentials get the one 401; a valid scoped key outside its
-//! role or queues gets 403.
+//! Unknown, wrong or revoked credentials get the one 401, an expired scoped key a 401
+//! saying so; a valid scoped key outside its role or queues gets 403. A scoped key's use is
+//! recorded at most once a minute per key ([`KeyUse`]), by a task of its own: the request
+//! never waits for that write.
 
 use std::convert::Infallible;
 use std::task::{Context, Poll};
@@ -27,6 +29,9 @@ use super::error::ApiError;
 use super::permissions;
 use crate::access::{Grant, KEY_PREFIX, key_hash};
 use crate::config::{ApiKey, Config};
+use crate::model::{UnixMillis, now_millis};
+use crate::store::api_keys::KEY_USE_EVERY_MS;
+use std::collections::HashMap;
 
 /// Clock skew tolerated on a JWT's `exp`, in seconds.
 const JWT_LEEWAY_SECS: u64 = 60;
@@ -41,6 +46,39 @@ impl Principal {
     /// Whether this caller may see `queue` (in lists).
     pub fn sees(&self, queue: &str) -> bool {
         self.0.sees(queue)
+    }
+}
+
+/// When each scoped key's use was last sent to the store from this node, so that a key's
+/// `last_used_at` is written at most once a [`KEY_USE_EVERY_MS`] per node (the store's
+/// conditional update makes it once a minute across nodes), never per request.
+#[derive(Debug, Default)]
+pub struct KeyUse {
+    sent: std::sync::Mutex<HashMap<String, UnixMillis>>,
+}
+
+/// Keys whose last sending is remembered at most; past it the memory starts over.
+const MAX_REMEMBERED_KEYS: usize = 10_000;
+
+impl KeyUse {
+    /// Whether key `id`, last used at `stored` (as the store has it), should have its use
+    /// at `now` written; if so, it is taken as sent.
+    pub fn due(&self, id: &str, stored: Option<UnixMillis>, now: UnixMillis) -> bool {
+        if stored.is_some_and(|at| now - at < KEY_USE_EVERY_MS) {
+            return false;
+        }
+        let mut sent = self
+            .sent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if sent.get(id).is_some_and(|at| now - at < KEY_USE_EVERY_MS) {
+            return false;
+        }
+        if sent.len() >= MAX_REMEMBERED_KEYS {
+            sent.clear();
+        }
+        sent.insert(id.to_owned(), now);
+        true
     }
 }
 
@@ -208,8 +246,26 @@ async fn scoped_key(state: &AppState, headers: &HeaderMap) -> Result<Option<Gran
     let Some(given) = given.filter(|k| k.starts_with(KEY_PREFIX)) else {
         return Ok(None);
     };
-    let found = state.store.find_api_key(key_hash(given)).await?;
-    Ok(found.map(|key| Grant {
+    let Some(key) = state.store.find_api_key(key_hash(given)).await? else {
+        return Ok(None);
+    };
+    let now = now_millis();
+    if let Some(at) = key.expires_at.filter(|_| key.expired_at(now)) {
+        return Err(ApiError::KeyExpired(format!(
+            "key {:?} expired at {}: an admin can create a new one",
+            key.name,
+            crate::humanize::time(at)
+        )));
+    }
+    if state.key_use.due(&key.id, key.last_used_at, now) {
+        let (store, id) = (state.store.clone(), key.id.clone());
+        tokio::spawn(async move {
+            if let Err(error) = store.touch_api_key(id, now).await {
+                tracing::warn!(error = %error, "could not record a key's use");
+            }
+        });
+    }
+    Ok(Some(Grant {
         id: key.id,
         name: key.name,
         role: key.role,

@@ -15,10 +15,14 @@ pub enum Cursor {
     Error(Position),
     /// Before this delivery time and id (the delivery log, newest first).
     Delivered(Position),
+    /// Before this entry (the audit log, newest first).
+    Audit(i64),
 }
 
 /// The first byte of a delivery-log cursor, so it cannot be taken for another listing's.
 const DELIVERED_TAG: u8 = b'D';
+/// The first byte of an audit-log cursor.
+const AUDIT_TAG: u8 = b'A';
 
 fn time_and_id(position: Position) -> Vec<u8> {
     let mut bytes = position.at.to_be_bytes().to_vec();
@@ -44,6 +48,11 @@ impl Cursor {
                 bytes.extend(time_and_id(position));
                 URL_SAFE_NO_PAD.encode(bytes)
             }
+            Self::Audit(id) => {
+                let mut bytes = vec![AUDIT_TAG];
+                bytes.extend(id.to_be_bytes());
+                URL_SAFE_NO_PAD.encode(bytes)
+            }
         }
     }
 
@@ -53,6 +62,10 @@ impl Cursor {
             16 => JobId::from_slice(&bytes).map(Self::Ready),
             24 => position_of(&bytes).map(Self::Error),
             25 if bytes[0] == DELIVERED_TAG => position_of(&bytes[1..]).map(Self::Delivered),
+            9 if bytes[0] == AUDIT_TAG => bytes[1..]
+                .try_into()
+                .ok()
+                .map(|id| Self::Audit(i64::from_be_bytes(id))),
             _ => None,
         }
         .ok_or_else(invalid_cursor)
@@ -62,7 +75,7 @@ impl Cursor {
     pub fn into_position(self) -> ApiResult<Position> {
         match self {
             Self::Error(position) => Ok(position),
-            Self::Ready(_) | Self::Delivered(_) => Err(invalid_cursor()),
+            Self::Ready(_) | Self::Delivered(_) | Self::Audit(_) => Err(invalid_cursor()),
         }
     }
 
@@ -70,7 +83,7 @@ impl Cursor {
     pub fn into_ready(self) -> ApiResult<JobId> {
         match self {
             Self::Ready(id) => Ok(id),
-            Self::Error(_) | Self::Delivered(_) => Err(invalid_cursor()),
+            Self::Error(_) | Self::Delivered(_) | Self::Audit(_) => Err(invalid_cursor()),
         }
     }
 
@@ -78,7 +91,15 @@ impl Cursor {
     pub fn into_delivered(self) -> ApiResult<Position> {
         match self {
             Self::Delivered(position) => Ok(position),
-            Self::Ready(_) | Self::Error(_) => Err(invalid_cursor()),
+            Self::Ready(_) | Self::Error(_) | Self::Audit(_) => Err(invalid_cursor()),
+        }
+    }
+
+    /// The audit entry a page ends at, or a 400 if this cursor came from another listing.
+    pub fn into_audit(self) -> ApiResult<i64> {
+        match self {
+            Self::Audit(id) => Ok(id),
+            Self::Ready(_) | Self::Error(_) | Self::Delivered(_) => Err(invalid_cursor()),
         }
     }
 }
@@ -104,6 +125,7 @@ mod tests {
                 at: 1_700_000_000_000,
                 id,
             }),
+            Cursor::Audit(42),
         ] {
             assert_eq!(Cursor::decode(&cursor.encode()).unwrap(), cursor);
         }

@@ -12,6 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::audit::Actor;
 
 use super::cursor::Cursor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
@@ -535,6 +536,40 @@ impl SelectionBody {
     }
 }
 
+/// A selection as the audit log names it: the queue it is of (if one), and what it is.
+fn selection_said(selection: &Selection) -> (Option<String>, String) {
+    match selection {
+        Selection::Ids(ids) if ids.len() == 1 => (None, format!("dead letter {}", ids[0])),
+        Selection::Ids(ids) => (None, format!("{} dead letters by id", ids.len())),
+        Selection::Queue(queue) => (Some(queue.to_string()), format!("every pending of {queue}")),
+        Selection::Group(group) => {
+            let answer = group
+                .status
+                .map_or_else(|| "no answer".to_owned(), |s| format!("HTTP {s}"));
+            let line: String = group.line.chars().take(120).collect();
+            let of = group
+                .queue
+                .as_ref()
+                .map_or_else(|| "every queue".to_owned(), ToString::to_string);
+            (
+                group.queue.as_ref().map(ToString::to_string),
+                format!("the group of {of} that failed with {answer} {line:?}"),
+            )
+        }
+        Selection::Matching(matched) => {
+            let of = matched
+                .queue
+                .as_ref()
+                .map_or_else(|| "every queue".to_owned(), ToString::to_string);
+            let text: String = matched.text.chars().take(120).collect();
+            (
+                matched.queue.as_ref().map(ToString::to_string),
+                format!("every pending of {of} containing {text:?}"),
+            )
+        }
+    }
+}
+
 /// 404 when `selection` names a queue that does not exist.
 async fn require_known_queue(state: &AppState, selection: &Selection) -> ApiResult<()> {
     match selection {
@@ -731,9 +766,11 @@ pub struct ReplayResult {
 )]
 async fn replay(
     State(state): State<AppState>,
+    actor: Actor,
     ApiJson(request): ApiJson<SelectionBody, MAX_ADMIN_BODY>,
 ) -> ApiResult<Json<ReplayResult>> {
     let selection = request.selection()?;
+    let (queue, target) = selection_said(&selection);
     require_known_queue(&state, &selection).await?;
     let delay = request.delay_seconds.unwrap_or(0);
     if delay > MAX_DELAY_SECONDS {
@@ -745,6 +782,24 @@ async fn replay(
     let now = now_millis();
     let run_at = now + (delay as i64) * 1000;
     let (claimed, report) = state.store.replay(selection, now, run_at).await?;
+    // A replay commits a chunk per transaction: its entry follows once it is done.
+    let detail = match (delay, report.failed.len()) {
+        (0, 0) => format!("{requested} requested"),
+        (0, failed) => format!("{requested} requested, {failed} could not be put back"),
+        (delay, 0) => format!("{requested} requested, after {delay} s"),
+        (delay, failed) => {
+            format!("{requested} requested, after {delay} s, {failed} could not be put back")
+        }
+    };
+    let entry = actor.entry("dlq.replay", queue.as_deref(), &target, detail);
+    // The replay is done whatever happens to its entry: a 500 now would invite a retry.
+    if let Err(error) = state
+        .store
+        .record_audit(entry.counting(report.replayed.len()))
+        .await
+    {
+        tracing::error!(error = %error, "a replay's audit entry could not be written");
+    }
     // Only the queues that got jobs back (their dispatcher, or their waiting leases).
     let queues: std::collections::BTreeSet<&QueueName> =
         report.replayed.iter().map(|(_, queue)| queue).collect();
@@ -875,6 +930,7 @@ pub struct AcknowledgeResult {
 )]
 async fn acknowledge(
     State(state): State<AppState>,
+    actor: Actor,
     ApiJson(request): ApiJson<SelectionBody, MAX_ADMIN_BODY>,
 ) -> ApiResult<Json<AcknowledgeResult>> {
     if request.delay_seconds.is_some() {
@@ -884,7 +940,13 @@ async fn acknowledge(
     }
     let selection = request.selection()?;
     require_known_queue(&state, &selection).await?;
-    let count = state.store.acknowledge(selection, now_millis()).await?;
+    let (queue, target) = selection_said(&selection);
+    let entry = actor.entry("dlq.acknowledge", queue.as_deref(), &target, "acknowledged");
+    let count = state
+        .store
+        .audited(entry)
+        .acknowledge(selection, now_millis())
+        .await?;
     Ok(Json(AcknowledgeResult {
         ok: true,
         acknowledged: count,
@@ -914,10 +976,13 @@ pub struct DeleteResult {
 )]
 async fn delete_one(
     State(state): State<AppState>,
+    actor: Actor,
     DeadLetterId(id): DeadLetterId,
 ) -> ApiResult<Json<DeleteResult>> {
+    let entry = actor.entry("dlq.delete", None, &format!("dead letter {id}"), "deleted");
     let deleted = state
         .store
+        .audited(entry)
         .delete_dead_letters(Selection::Ids(vec![id]))
         .await
         .map_err(|e| match e {
@@ -954,6 +1019,7 @@ struct DeleteParams {
 )]
 async fn delete_for_queue(
     State(state): State<AppState>,
+    actor: Actor,
     ApiQuery(params): ApiQuery<DeleteParams>,
 ) -> ApiResult<Json<DeleteResult>> {
     let raw = required(
@@ -963,8 +1029,15 @@ async fn delete_for_queue(
     )?;
     let queue = queue_name(raw)?;
     state.store.queue(&queue).await?;
+    let entry = actor.entry(
+        "dlq.delete",
+        Some(queue.as_str()),
+        &format!("every dead letter of {queue}"),
+        "deleted, whatever their state",
+    );
     let deleted = state
         .store
+        .audited(entry)
         .delete_dead_letters(Selection::Queue(queue))
         .await?;
     Ok(Json(DeleteResult { ok: true, deleted }))

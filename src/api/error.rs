@@ -15,6 +15,10 @@ pub enum ApiError {
     BadRequest(String),
     #[error("not authorized")]
     Unauthorized,
+    /// A scoped key past its `expiresAt`: 401, saying so (the key is known, so nothing is
+    /// told that its holder does not know).
+    #[error("{0}")]
+    KeyExpired(String),
     /// Not allowed: a scoped key outside its role or queues, a foreign `Origin` or `Host`;
     /// the text says which.
     #[error("{0}")]
@@ -46,7 +50,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::KeyExpired(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

@@ -1,5 +1,6 @@
 //! Scoped API keys (`/admin/keys`): create one (the key is answered once, then only its
-//! SHA-256 is kept), list them (never a key nor its hash), revoke one. Admin only.
+//! SHA-256 is kept; optionally expiring), list them (never a key nor its hash; with their
+//! last use), revoke one. Admin only; creating and revoking are audited.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -10,11 +11,12 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::audit::Actor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::ApiJson;
 use super::openapi::OkBody;
 use crate::access::{Role, Scope, key_hash, new_key};
-use crate::model::now_millis;
+use crate::model::{UnixMillis, now_millis};
 use crate::store::api_keys::{ApiKeyRecord, NewApiKey};
 
 const MAX_KEY_BODY: usize = 16 * 1024;
@@ -40,6 +42,47 @@ pub struct CreateKey {
     /// `admin` (which has every queue), required for the other roles.
     #[serde(default)]
     pub queues: Option<Vec<String>>,
+    /// When the key stops working (it answers 401 from then on): an RFC 3339 time, unix
+    /// milliseconds, or a duration from now (`"90d"`); in the future, at most 10 years
+    /// ahead. Absent: the key never expires.
+    #[serde(default, rename = "expiresAt")]
+    #[schema(value_type = Option<String>, example = "90d")]
+    pub expires_at: Option<serde_json::Value>,
+}
+
+/// The latest a key may expire: 10 years from its creation.
+const MAX_KEY_LIFETIME_MS: UnixMillis = 10 * 366 * 24 * 3600 * 1000;
+
+/// A key's `expiresAt`, checked: in the future and at most [`MAX_KEY_LIFETIME_MS`] ahead.
+fn expiry(value: &serde_json::Value, now: UnixMillis) -> ApiResult<UnixMillis> {
+    let invalid = |why: &str| {
+        ApiError::Unprocessable(format!(
+            "expiresAt: {why}; give an RFC 3339 time, unix milliseconds or a duration from              now (such as \"90d\")"
+        ))
+    };
+    let at = match value {
+        serde_json::Value::Number(n) => n.as_i64().ok_or_else(|| invalid("not a time"))?,
+        serde_json::Value::String(text) => {
+            let text = text.trim();
+            if let Ok(ms) = text.parse::<i64>() {
+                ms
+            } else if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
+                at.timestamp_millis()
+            } else {
+                let ahead =
+                    crate::policy::read_duration(text).map_err(|_| invalid("not a time"))?;
+                now.saturating_add(i64::try_from(ahead.as_millis()).unwrap_or(i64::MAX))
+            }
+        }
+        _ => return Err(invalid("not a time")),
+    };
+    if at <= now {
+        return Err(invalid("it is not in the future"));
+    }
+    if at > now.saturating_add(MAX_KEY_LIFETIME_MS) {
+        return Err(invalid("it is more than 10 years ahead"));
+    }
+    Ok(at)
 }
 
 /// A created key. `key` is shown this once: only its hash is stored.
@@ -52,6 +95,10 @@ pub struct CreatedKey {
     /// The key: `hq_` and 64 hex digits. Send it as `Authorization: Bearer <key>` or
     /// `X-API-Key: <key>`.
     pub key: String,
+    /// Unix ms: when the key stops working; absent: never.
+    #[serde(default, rename = "expiresAt", skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub expires_at: Option<i64>,
     /// Present when the key does nothing yet: the server has no API key, so it is open and
     /// every request is allowed, with or without a scoped key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,6 +124,15 @@ pub struct KeyView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(required = false)]
     pub revoked_at: Option<i64>,
+    /// Unix ms: the last request the key authenticated, to within a minute (written at most
+    /// once a minute); absent: never used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub last_used_at: Option<i64>,
+    /// Unix ms: when the key stops working (401 from then on); absent: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub expires_at: Option<i64>,
 }
 
 impl From<ApiKeyRecord> for KeyView {
@@ -88,6 +144,8 @@ impl From<ApiKeyRecord> for KeyView {
             queues: key.scope.patterns().to_vec(),
             created_at: key.created_at,
             revoked_at: key.revoked_at,
+            last_used_at: key.last_used_at,
+            expires_at: key.expires_at,
         }
     }
 }
@@ -109,12 +167,13 @@ pub struct KeyList {
         (status = 201, description = "Created; `key` is shown only now", body = CreatedKey),
         (status = 401, description = "Missing or wrong admin credentials", body = ApiErrorBody),
         (status = 403, description = "A scoped key without the admin role", body = ApiErrorBody),
-        (status = 422, description = "Bad name, role or queues", body = ApiErrorBody),
+        (status = 422, description = "Bad name, role, queues or expiresAt", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
     ),
 )]
 async fn create_key(
     State(state): State<AppState>,
+    actor: Actor,
     ApiJson(body): ApiJson<CreateKey, MAX_KEY_BODY>,
 ) -> ApiResult<(StatusCode, Json<CreatedKey>)> {
     let name = body.name.trim();
@@ -144,17 +203,34 @@ async fn create_key(
         }
         (_, Some(queues)) => Scope::parse(&queues).map_err(ApiError::Unprocessable)?,
     };
+    let now = now_millis();
+    let expires_at = body
+        .expires_at
+        .as_ref()
+        .map(|value| expiry(value, now))
+        .transpose()?;
     let key = new_key();
     let id = uuid::Uuid::now_v7().to_string();
+    let detail = format!(
+        "{name:?}, {role} of {}{}",
+        scope.patterns().join(", "),
+        expires_at.map_or_else(String::new, |at| format!(
+            ", expires {}",
+            crate::humanize::time(at)
+        ))
+    );
+    let entry = actor.entry("key.create", None, &id, detail);
     state
         .store
+        .audited(entry)
         .create_api_key(NewApiKey {
             id: id.clone(),
             name: name.to_owned(),
             role,
             scope,
             hash: key_hash(&key),
-            created_at: now_millis(),
+            created_at: now,
+            expires_at,
         })
         .await?;
     tracing::info!(key_id = %id, role = %role, "api key created");
@@ -168,6 +244,7 @@ async fn create_key(
             ok: true,
             id,
             key,
+            expires_at,
             warning,
         }),
     ))
@@ -209,9 +286,25 @@ async fn list_keys(State(state): State<AppState>) -> ApiResult<Json<KeyList>> {
 )]
 async fn revoke_key(
     State(state): State<AppState>,
+    actor: Actor,
     Path(id): Path<String>,
 ) -> ApiResult<Json<OkBody>> {
-    if !state.store.revoke_api_key(id.clone(), now_millis()).await? {
+    // The key's name, for people reading the log (the id alone says little).
+    let name = state
+        .store
+        .list_api_keys()
+        .await?
+        .into_iter()
+        .find(|key| key.id == id)
+        .map(|key| format!("{:?}", key.name))
+        .unwrap_or_default();
+    let entry = actor.entry("key.revoke", None, &id, name);
+    if !state
+        .store
+        .audited(entry)
+        .revoke_api_key(id.clone(), now_millis())
+        .await?
+    {
         return Err(ApiError::NotFound(
             "api key not found (or already revoked)".into(),
         ));

@@ -3,6 +3,7 @@
 //! Each resource router carries its part of the OpenAPI document ([`openapi`]), so the
 //! document served at `GET /openapi.json` is assembled from the routes themselves.
 
+pub mod audit;
 pub mod auth;
 pub mod batch;
 pub mod body;
@@ -75,6 +76,8 @@ pub struct Shared {
     pub events: crate::events::Events,
     /// Fires when the server starts shutting down (`/readyz` turns 503).
     pub shutdown: CancellationToken,
+    /// When this node last recorded each scoped key's use (at most once a minute).
+    pub key_use: auth::KeyUse,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -94,6 +97,7 @@ pub fn router(state: AppState) -> Router {
         .merge(health::admin_router())
         .merge(find::admin_router())
         .merge(keys::router())
+        .merge(audit::admin_router())
         .route_layer(auth::Authorize::admin(state.clone()));
     let (routes, document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(system::public_router())

@@ -44,6 +44,7 @@ pub const API_KEY: &str = "apiKey";
         (name = "topics", description = "Topics: publish once, a job in every subscribed queue whose filter matches"),
         (name = "dead letters", description = "Dead-letter administration (admin key)"),
         (name = "api keys", description = "Scoped API keys: roles and queues (admin only)"),
+        (name = "audit", description = "The audit log: who did what, when (admin only)"),
     ),
 )]
 pub struct ApiDoc;

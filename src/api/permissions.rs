@@ -82,6 +82,8 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         ("DELETE", "/admin/dlq" | "/admin/dlq/{id}") => Admin,
         // keys
         ("GET" | "POST", "/admin/keys") | ("DELETE", "/admin/keys/{id}") => Admin,
+        // the audit log: who did what, admin only
+        ("GET", "/admin/audit") => Admin,
         // topics: a key's names cover topics as they cover queues, so a producer may
         // publish to a topic without being allowed into any subscriber queue; managing
         // topics, subscriptions and replays is admin
@@ -176,6 +178,7 @@ mod tests {
             .merge(super::super::jobs::router())
             .merge(super::super::dlq::router())
             .merge(super::super::keys::router())
+            .merge(super::super::audit::admin_router())
             .merge(super::super::topics::router())
             .split_for_parts();
         let mut seen = 0;

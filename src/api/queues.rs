@@ -9,6 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::audit::Actor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{ApiJson, EnqueueOptions, JobBody, KnownQueue, NewQueueName};
 use super::jobs::{__path_list_jobs, list_jobs};
@@ -150,6 +151,7 @@ pub struct CreateQueue {
 )]
 async fn create_queue(
     State(state): State<AppState>,
+    actor: Actor,
     NewQueueName { name, given }: NewQueueName,
     ApiJson(request): ApiJson<CreateQueue, MAX_QUEUE_BODY>,
 ) -> ApiResult<(StatusCode, Json<OkBody>)> {
@@ -183,7 +185,12 @@ async fn create_queue(
     check_burst_has_a_rate(&queue, &policy)?;
     check_signing(&queue, &policy)?;
     queue.apply(&policy);
-    match state.store.create_queue(queue).await {
+    let detail = match &queue.target {
+        Some(target) => format!("target {}", crate::redact::endpoint(target.url())),
+        None => "a pull queue (no target)".to_owned(),
+    };
+    let entry = actor.entry("queue.create", Some(name.as_str()), name.as_str(), detail);
+    match state.store.audited(entry).create_queue(queue).await {
         // `Emails` is `emails`: say which queue exists, not just that one does.
         Err(StoreError::QueueExists) if given != name.as_str() => {
             return Err(ApiError::Conflict(format!(
@@ -229,10 +236,21 @@ pub(super) fn check_target_allowed(state: &AppState, target: &Target) -> ApiResu
 )]
 async fn delete_queue(
     State(state): State<AppState>,
+    actor: Actor,
     KnownQueue(queue): KnownQueue,
 ) -> ApiResult<Json<OkBody>> {
     let name = queue.name.clone();
-    state.store.delete_queue(name.clone()).await?;
+    let entry = actor.entry(
+        "queue.delete",
+        Some(name.as_str()),
+        name.as_str(),
+        "with its jobs and dead letters",
+    );
+    state
+        .store
+        .audited(entry)
+        .delete_queue(name.clone())
+        .await?;
     state.wakeups.forget(&name);
     if let Some(pool) = &state.pool {
         pool.forget(&name);

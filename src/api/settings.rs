@@ -14,6 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::audit::Actor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{ApiJson, KnownQueue};
 use super::openapi::OkBody;
@@ -22,6 +23,7 @@ use super::queues::{MAX_QUEUE_BODY, check_target_allowed};
 use crate::model::{InvalidInput, Secret, SignatureScheme, Target, UnixMillis, now_millis};
 use crate::policy::{self, QueueChange};
 use crate::store::Queue;
+use crate::store::audit::AuditEntry;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -272,9 +274,11 @@ pub struct UpdateQueue {
 )]
 async fn update_queue(
     State(state): State<AppState>,
+    actor: Actor,
     KnownQueue(queue): KnownQueue,
     ApiJson(request): ApiJson<UpdateQueue, MAX_QUEUE_BODY>,
 ) -> ApiResult<Json<OkBody>> {
+    let changed = changed_fields(&request);
     let mut change = policy_change(PolicyInput {
         max_attempts: request.max_attempts,
         backoff: request.backoff,
@@ -310,15 +314,78 @@ async fn update_queue(
     }
     check_burst_has_a_rate(&queue, &change)?;
     check_signing(&queue, &change)?;
-    apply(&state, &queue, change).await?;
+    let name = queue.name.as_str();
+    let entry = actor.entry("queue.settings", Some(name), name, changed);
+    apply(&state, &queue, change, entry).await?;
     Ok(Json(OkBody::OK))
 }
 
-/// Commit `change` to `queue` and let the claim loop look at the queue again (a resumed
-/// queue, a larger concurrency or a new target may have deliveries to start).
-async fn apply(state: &AppState, queue: &Queue, change: QueueChange) -> ApiResult<()> {
+/// The fields a settings change names, for its audit entry (a secret as "secret", never
+/// its value; `null` for a field set back to the server's default).
+fn changed_fields(request: &UpdateQueue) -> String {
+    let named: [(&str, Option<bool>); 13] = [
+        ("target", request.target.as_ref().map(Option::is_some)),
+        ("secret", request.secret.as_ref().map(Option::is_some)),
+        ("rotate", request.rotate.as_ref().map(|_| true)),
+        (
+            "signatureScheme",
+            request.signature_scheme.as_ref().map(Option::is_some),
+        ),
+        (
+            "maxAttempts",
+            request.max_attempts.as_ref().map(Option::is_some),
+        ),
+        ("backoff", request.backoff.as_ref().map(Option::is_some)),
+        ("timeout", request.timeout.as_ref().map(Option::is_some)),
+        (
+            "concurrency",
+            request.concurrency.as_ref().map(Option::is_some),
+        ),
+        (
+            "ratePerSecond",
+            request.rate_per_second.as_ref().map(Option::is_some),
+        ),
+        ("burst", request.burst.as_ref().map(Option::is_some)),
+        (
+            "maxQueued",
+            request.max_queued.as_ref().map(Option::is_some),
+        ),
+        (
+            "keepDelivered",
+            request.keep_delivered.as_ref().map(Option::is_some),
+        ),
+        ("paused", request.paused.as_ref().map(Option::is_some)),
+    ];
+    let fields: Vec<String> = named
+        .iter()
+        .filter_map(|(name, set)| match set {
+            Some(true) => Some((*name).to_owned()),
+            Some(false) => Some(format!("{name} (default)")),
+            None => None,
+        })
+        .collect();
+    if fields.is_empty() {
+        "nothing changed".to_owned()
+    } else {
+        format!("changed {}", fields.join(", "))
+    }
+}
+
+/// Commit `change` to `queue` (its audit `entry` in the same transaction) and let the
+/// claim loop look at the queue again (a resumed queue, a larger concurrency or a new
+/// target may have deliveries to start).
+async fn apply(
+    state: &AppState,
+    queue: &Queue,
+    change: QueueChange,
+    entry: AuditEntry,
+) -> ApiResult<()> {
     let name = queue.name.clone();
-    state.store.update_queue(name.clone(), change).await?;
+    state
+        .store
+        .audited(entry)
+        .update_queue(name.clone(), change)
+        .await?;
     state.wakeups.mark_due(&name, now_millis());
     tracing::info!(queue = %name, "queue settings changed");
     Ok(())
@@ -463,9 +530,12 @@ async fn queue_settings(
 )]
 async fn pause_queue(
     State(state): State<AppState>,
+    actor: Actor,
     KnownQueue(queue): KnownQueue,
 ) -> ApiResult<Json<OkBody>> {
-    apply(&state, &queue, QueueChange::paused(true)).await?;
+    let name = queue.name.as_str();
+    let entry = actor.entry("queue.pause", Some(name), name, "paused");
+    apply(&state, &queue, QueueChange::paused(true), entry).await?;
     Ok(Json(OkBody::OK))
 }
 
@@ -485,9 +555,12 @@ async fn pause_queue(
 )]
 async fn resume_queue(
     State(state): State<AppState>,
+    actor: Actor,
     KnownQueue(queue): KnownQueue,
 ) -> ApiResult<Json<OkBody>> {
-    apply(&state, &queue, QueueChange::paused(false)).await?;
+    let name = queue.name.as_str();
+    let entry = actor.entry("queue.resume", Some(name), name, "resumed");
+    apply(&state, &queue, QueueChange::paused(false), entry).await?;
     Ok(Json(OkBody::OK))
 }
 
@@ -508,6 +581,7 @@ async fn resume_queue(
 )]
 async fn close_breaker(
     State(state): State<AppState>,
+    actor: Actor,
     KnownQueue(queue): KnownQueue,
 ) -> ApiResult<Json<OkBody>> {
     let now = now_millis();
@@ -519,6 +593,14 @@ async fn close_breaker(
         .await?;
     if let Some(pool) = &state.pool {
         pool.close_breaker(&queue.name);
+    }
+    // The breaker lives in memory (and, on a shared database, in its own statement): its
+    // entry follows once it is closed.
+    let name = queue.name.as_str();
+    let entry = actor.entry("queue.close_breaker", Some(name), name, "breaker closed");
+    // The breaker is closed whatever happens to its entry: a 500 now would invite a retry.
+    if let Err(error) = state.store.record_audit(entry).await {
+        tracing::error!(error = %error, "a breaker close's audit entry could not be written");
     }
     state.wakeups.mark_due(&queue.name, now);
     Ok(Json(OkBody::OK))

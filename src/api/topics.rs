@@ -17,6 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::audit::Actor;
 use super::batch::job_payloads;
 use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
@@ -413,11 +414,18 @@ async fn list_topics(
 )]
 async fn create_topic(
     State(state): State<AppState>,
+    actor: Actor,
     NewTopicName(name): NewTopicName,
     ApiJson(body): ApiJson<TopicSettings, MAX_TOPIC_BODY>,
 ) -> ApiResult<(StatusCode, Json<OkBody>)> {
     let retain = retain_ms(body.retain.as_deref())?;
-    state.store.create_topic(name, retain, now_millis()).await?;
+    let detail = format!("retains messages {} s", retain / 1000);
+    let entry = actor.entry("topic.create", None, &format!("topic {name}"), detail);
+    state
+        .store
+        .audited(entry)
+        .create_topic(name, retain, now_millis())
+        .await?;
     Ok((StatusCode::CREATED, Json(OkBody::OK)))
 }
 
@@ -462,9 +470,12 @@ async fn update_topic(
 )]
 async fn delete_topic(
     State(state): State<AppState>,
+    actor: Actor,
     TopicPath(name): TopicPath,
 ) -> ApiResult<Json<OkBody>> {
-    state.store.delete_topic(name).await?;
+    let target = format!("topic {name}");
+    let entry = actor.entry("topic.delete", None, &target, "with its subscriptions");
+    state.store.audited(entry).delete_topic(name).await?;
     Ok(Json(OkBody::OK))
 }
 
@@ -508,6 +519,7 @@ async fn get_topic(
 )]
 async fn subscribe(
     State(state): State<AppState>,
+    actor: Actor,
     SubscriptionPath { topic, queue }: SubscriptionPath,
     ApiJson(body): ApiJson<SubscriptionBody, MAX_TOPIC_BODY>,
 ) -> ApiResult<(StatusCode, Json<OkBody>)> {
@@ -517,8 +529,15 @@ async fn subscribe(
             Some(Pattern::parse(value).map_err(|e| ApiError::Unprocessable(e.to_string()))?)
         }
     };
+    let detail = match &filter {
+        Some(filter) => format!("filter {}", crate::humanize::shorten(filter.as_str(), 200)),
+        None => "every message".to_owned(),
+    };
+    let target = format!("topic {topic} → queue {queue}");
+    let entry = actor.entry("subscription.put", Some(queue.as_str()), &target, detail);
     let status = match state
         .store
+        .audited(entry)
         .subscribe(topic, queue, filter, now_millis())
         .await?
     {
@@ -545,9 +564,17 @@ async fn subscribe(
 )]
 async fn unsubscribe(
     State(state): State<AppState>,
+    actor: Actor,
     SubscriptionPath { topic, queue }: SubscriptionPath,
 ) -> ApiResult<Json<OkBody>> {
-    state.store.unsubscribe(topic, queue).await?;
+    let target = format!("topic {topic} → queue {queue}");
+    let entry = actor.entry(
+        "subscription.delete",
+        Some(queue.as_str()),
+        &target,
+        "unsubscribed",
+    );
+    state.store.audited(entry).unsubscribe(topic, queue).await?;
     Ok(Json(OkBody::OK))
 }
 

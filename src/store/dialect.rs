@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use super::audit::{AuditEntry, AuditFilter, AuditRecord};
 use super::error::{StoreError, StoreResult};
 use super::records::{
     ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
@@ -101,6 +102,7 @@ pub trait Tx:
     + ActivityRows
     + TopicRows
     + LookupRows
+    + AuditRows
 {
 }
 
@@ -116,7 +118,8 @@ impl<
         + ScheduleRows
         + ActivityRows
         + TopicRows
-        + LookupRows,
+        + LookupRows
+        + AuditRows,
 > Tx for T
 {
 }
@@ -153,6 +156,22 @@ pub trait LookupRows {
         &self,
         ids: &[JobId],
     ) -> StoreResult<Vec<(JobId, JobPlace, Option<DlqState>)>>;
+}
+
+/// `audit_log`: who did what to what, when.
+pub trait AuditRows {
+    /// Write one entry.
+    async fn insert_audit(&self, entry: &AuditEntry) -> StoreResult<()>;
+    /// Up to `limit` entries matching `filter`, newest (highest id) first, with an id below
+    /// `before` when given.
+    async fn audit_entries(
+        &self,
+        filter: &AuditFilter,
+        before: Option<i64>,
+        limit: usize,
+    ) -> StoreResult<Vec<AuditRecord>>;
+    /// Delete up to `limit` entries written before `before`; how many went.
+    async fn purge_audit_before(&self, before: UnixMillis, limit: usize) -> StoreResult<usize>;
 }
 
 /// Savepoints: a part of a transaction that can fail alone.

@@ -143,6 +143,9 @@ pub struct Store {
     routes: Arc<topics::RouteCache>,
     /// Messages published on this node, not yet in the stored counts.
     published: Arc<topics::PublishCounts>,
+    /// The audit entry the next audited action writes in its transaction ([`Store::audited`]);
+    /// `None` on the server's own store.
+    audit: Option<Arc<audit::AuditEntry>>,
 }
 
 /// The default bound on enqueues waiting for their commit. The SQLite writer commits up to
@@ -230,6 +233,7 @@ macro_rules! on_backend {
 }
 
 // After the macros: its operations use them.
+pub mod audit;
 mod topic_ops;
 
 impl Store {
@@ -295,6 +299,7 @@ impl Store {
             caps: Caps::default(),
             routes: Arc::default(),
             published: Arc::default(),
+            audit: None,
         }
     }
 
@@ -359,20 +364,22 @@ impl Store {
     }
 
     pub async fn create_queue(&self, queue: Queue) -> StoreResult<()> {
-        let caps = self.caps;
-        on_backend!(self, db => db.create_queue(queue, caps).await)
+        let (caps, audit) = (self.caps, self.audit_entry());
+        on_backend!(self, db => db.create_queue(queue, caps, audit).await)
     }
 
     /// Change a queue's target, secret, policy or pause flag; returns the queue as it becomes.
     /// The registry follows once the change is committed, so the next claim, hand-off and
     /// attempt see it.
     pub async fn update_queue(&self, name: QueueName, change: QueueChange) -> StoreResult<Queue> {
-        on_backend!(self, db => db.update_queue(name, change).await)
+        let audit = self.audit_entry();
+        on_backend!(self, db => db.update_queue(name, change, audit).await)
     }
 
     /// Delete a queue and all its jobs, READY and ERROR alike.
     pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
-        on_backend!(self, db => db.delete_queue(name).await)
+        let audit = self.audit_entry();
+        on_backend!(self, db => db.delete_queue(name, audit).await)
     }
 
     /// Store a job; returns once it is durably committed.
@@ -885,15 +892,21 @@ impl Store {
     }
 
     pub async fn acknowledge(&self, selection: Selection, now: UnixMillis) -> StoreResult<usize> {
+        let audit = self.audit_entry();
         in_write!(self, Durability::Durable, |tx| {
-            tx.acknowledge(&selection, now).await
+            let acknowledged = tx.acknowledge(&selection, now).await?;
+            audit::write_pending(tx, audit.as_ref(), Some(acknowledged)).await?;
+            Ok::<_, StoreError>(acknowledged)
         })
     }
 
     /// Delete dead letters for good, whatever their state.
     pub async fn delete_dead_letters(&self, selection: Selection) -> StoreResult<usize> {
+        let audit = self.audit_entry();
         in_write!(self, Durability::Durable, |tx| {
-            decisions::dead_letters::delete(tx, &selection).await
+            let deleted = decisions::dead_letters::delete(tx, &selection).await?;
+            audit::write_pending(tx, audit.as_ref(), Some(deleted)).await?;
+            Ok::<_, StoreError>(deleted)
         })
     }
 

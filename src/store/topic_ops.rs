@@ -5,7 +5,7 @@
 use super::decisions::topics::{self as decide, Caution, PublishKey, ReplayRange};
 use super::dialect::{Durability, TopicRows as _};
 use super::records::{NewJob, Published, Subscribed, Subscription, Topic, TopicRow};
-use super::{Backend, Store, StoreError, StoreResult, dialect, sqlite};
+use super::{Backend, Store, StoreError, StoreResult, audit, dialect, sqlite};
 use crate::model::{QueueName, TopicName, UnixMillis};
 use crate::pattern::Pattern;
 use crate::store::records::IdempotencyKey;
@@ -21,8 +21,13 @@ impl Store {
         retain_ms: i64,
         now: UnixMillis,
     ) -> StoreResult<()> {
+        let audit = self.audit_entry();
         let created = in_write!(self, Durability::Durable, |tx| {
-            tx.insert_topic(&name, retain_ms, now).await
+            let created = tx.insert_topic(&name, retain_ms, now).await?;
+            if created {
+                audit::write_pending(tx, audit.as_ref(), None).await?;
+            }
+            Ok::<_, StoreError>(created)
         })?;
         if created {
             Ok(())
@@ -46,8 +51,13 @@ impl Store {
     /// Delete topic `name` and its subscriptions; jobs already in queues stay.
     pub async fn delete_topic(&self, name: TopicName) -> StoreResult<()> {
         let key = name.clone();
+        let audit = self.audit_entry();
         let found = in_write!(self, Durability::Durable, |tx| {
-            tx.delete_topic(&key).await
+            let found = tx.delete_topic(&key).await?;
+            if found {
+                audit::write_pending(tx, audit.as_ref(), None).await?;
+            }
+            Ok::<_, StoreError>(found)
         })?;
         self.routes.forget(&name);
         if found {
@@ -98,19 +108,28 @@ impl Store {
         filter: Option<Pattern>,
         now: UnixMillis,
     ) -> StoreResult<Subscribed> {
+        let audit = self.audit_entry();
         in_write!(self, Durability::Durable, |tx| {
-            tx.put_subscription(&topic, &queue, filter.as_ref().map(Pattern::as_str), now)
-                .await
+            let subscribed = tx
+                .put_subscription(&topic, &queue, filter.as_ref().map(Pattern::as_str), now)
+                .await?;
+            audit::write_pending(tx, audit.as_ref(), None).await?;
+            Ok::<_, StoreError>(subscribed)
         })
     }
 
     /// Remove `queue`'s subscription to `topic`.
     pub async fn unsubscribe(&self, topic: TopicName, queue: QueueName) -> StoreResult<()> {
+        let audit = self.audit_entry();
         let removed = in_write!(self, Durability::Durable, |tx| {
             if tx.topic(&topic).await?.is_none() {
                 return Err(StoreError::TopicNotFound);
             }
-            tx.delete_subscription(&topic, &queue).await
+            let removed = tx.delete_subscription(&topic, &queue).await?;
+            if removed {
+                audit::write_pending(tx, audit.as_ref(), None).await?;
+            }
+            Ok(removed)
         })?;
         if removed {
             Ok(())

@@ -1,7 +1,9 @@
 //! The UI's way to the data: the JSON API itself, called in process. Each read and each
 //! action is an HTTP request through the API's own router, middleware and validation, with
 //! the key the route asks for (the session proved the admin key), so the UI can neither
-//! skip a check nor drift from what the API answers.
+//! skip a check nor drift from what the API answers. Each request names the session it
+//! acts for (`api::audit::UiSession`, a request extension no HTTP client can set), so the
+//! audit log tells UI sessions apart.
 
 use axum::Router;
 use axum::body::Body;
@@ -24,6 +26,8 @@ pub struct ApiClient {
     api_key: Option<ApiKey>,
     /// Sent on the `/admin` routes.
     admin_key: Option<ApiKey>,
+    /// The session this client acts for (its public id), once [`ApiClient::for_session`].
+    session: Option<String>,
 }
 
 /// An API answer other than success: its status and its `msg`.
@@ -47,6 +51,15 @@ impl ApiClient {
             router,
             api_key,
             admin_key,
+            session: None,
+        }
+    }
+
+    /// This client, naming `session` (a session's public id) on every request.
+    pub fn for_session(&self, session: String) -> Self {
+        Self {
+            session: Some(session),
+            ..self.clone()
         }
     }
 
@@ -97,7 +110,12 @@ impl ApiClient {
             }
             None => Body::empty(),
         };
-        let request = request.body(body).map_err(|e| internal(e.to_string()))?;
+        let mut request = request.body(body).map_err(|e| internal(e.to_string()))?;
+        if let Some(session) = &self.session {
+            request
+                .extensions_mut()
+                .insert(crate::api::audit::UiSession(session.clone()));
+        }
         let response = match self.router.clone().oneshot(request).await {
             Ok(response) => response,
             Err(never) => match never {},

@@ -21,6 +21,7 @@ pub enum Section {
     DeadLetters,
     Health,
     Keys,
+    Audit,
     None,
 }
 
@@ -67,6 +68,7 @@ pub fn page(
                             (nav_link("/ui/dlq", "Dead letters", Section::DeadLetters))
                             (nav_link("/ui/health", "Health", Section::Health))
                             (nav_link("/ui/keys", "API keys", Section::Keys))
+                            (nav_link("/ui/audit", "Audit", Section::Audit))
                             form method="get" action="/ui/find" role="search" class="find" {
                                 label for="find-job" class="visually-hidden" { "Find a job by id" }
                                 input type="search" id="find-job" name="id" placeholder="Job id"

@@ -6,7 +6,7 @@
 //! - [`guard`]: the middleware in front of every page: session or login, CSRF on every
 //!   state-changing request, and the security headers (strict CSP) on every response.
 //! - [`api_client`]: pages read and act through the JSON API itself, in process.
-//! - [`pages`]: dashboard, queue, job, topics, dead letters, API keys, login; [`layout`],
+//! - [`pages`]: dashboard, queue, job, topics, dead letters, API keys, audit, login; [`layout`],
 //!   [`format`], [`chart`]: how they are drawn.
 
 pub mod api_client;
@@ -118,7 +118,8 @@ pub fn with_ui(api: Router, config: &Config) -> Site {
 
 fn router(state: UiState) -> Router {
     use pages::{
-        dashboard, dead_letters, health, job, keys, login, queue, queue_settings, schedules, topics,
+        audit, dashboard, dead_letters, health, job, keys, login, queue, queue_settings, schedules,
+        topics,
     };
     let pages = Router::new()
         .route("/", get(dashboard::page))
@@ -180,6 +181,7 @@ fn router(state: UiState) -> Router {
         )
         .route("/health", get(health::page))
         .route("/keys", get(keys::page))
+        .route("/audit", get(audit::page))
         .route("/keys/create", post(keys::create))
         .route("/keys/revoke", post(keys::revoke))
         .route("/logout", post(login::logout))
@@ -223,6 +225,8 @@ impl std::ops::Deref for UiState {
 pub struct Ctx {
     pub ui: UiState,
     pub current: Current,
+    /// The API, as this session (the audit log names it).
+    api: ApiClient,
     /// The request came from htmx (a partial update or an `hx-post` form).
     pub htmx: bool,
 }
@@ -240,9 +244,12 @@ where
             .get::<Current>()
             .cloned()
             .ok_or_else(|| StatusCode::UNAUTHORIZED.into_response())?;
+        let ui = UiState::from_ref(state);
+        let api = ui.api.for_session(current.public_id());
         Ok(Self {
-            ui: UiState::from_ref(state),
+            ui,
             current,
+            api,
             htmx: guard::is_htmx(&parts.headers),
         })
     }
@@ -250,7 +257,7 @@ where
 
 impl Ctx {
     pub fn api(&self) -> &ApiClient {
-        &self.ui.api
+        &self.api
     }
 
     /// A whole page, with the session's pending message.

@@ -62,6 +62,15 @@ pub struct Current {
     pub csrf: String,
 }
 
+impl Current {
+    /// The session as the audit log names it: the first 8 hex digits of its token's
+    /// SHA-256 (the same all session long; the token cannot be had back from it).
+    pub fn public_id(&self) -> String {
+        use sha2::{Digest, Sha256};
+        hex::encode(Sha256::digest(self.token.as_bytes()))[..8].to_owned()
+    }
+}
+
 /// A one-time message shown on the next page the session sees: atop the page, or beside
 /// the form it answers when it carries a [`FormOutcome`].
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -227,27 +227,7 @@ impl StoreFixture {
                 .expect("open the store");
         // The fixture enqueues thousands of jobs at once (`enqueue`): no admission bound.
         let store = store.with_max_pending_enqueues(1_000_000);
-        let maintenance = Maintenance {
-            store: store.clone(),
-            wakeups: Wakeups::default(),
-            config: MaintenanceConfig {
-                job_ttl: Duration::from_secs(7 * 24 * 3600),
-                idempotency_ttl: Duration::from_secs(24 * 3600),
-                dlq_retention: Duration::from_secs(30 * 24 * 3600),
-                dlq_alert_pending: 100,
-            },
-            lease_timeout: Duration::from_secs(300),
-            defaults: Defaults {
-                max_attempts: 3,
-                backoff: vec![Duration::from_secs(1)],
-                timeout: Duration::from_secs(30),
-                concurrency: 256,
-                keep_delivered: Duration::ZERO,
-            },
-            alerts: Default::default(),
-            pool: None,
-            events: hookq::events::Events::off(),
-        };
+        let maintenance = maintenance(&store);
         Self {
             store,
             maintenance,
@@ -353,5 +333,32 @@ impl StoreFixture {
         tokio::task::spawn_blocking(move || done.wait())
             .await
             .unwrap();
+    }
+}
+
+/// The sweeps over `store`, with the server's default settings (retentions: dead letters
+/// 30 days, the audit log 90 days).
+pub fn maintenance(store: &Store) -> Maintenance {
+    Maintenance {
+        store: store.clone(),
+        wakeups: Wakeups::default(),
+        config: MaintenanceConfig {
+            job_ttl: Duration::from_secs(7 * 24 * 3600),
+            idempotency_ttl: Duration::from_secs(24 * 3600),
+            dlq_retention: Duration::from_secs(30 * 24 * 3600),
+            audit_retention: Duration::from_secs(90 * 24 * 3600),
+            dlq_alert_pending: 100,
+        },
+        lease_timeout: Duration::from_secs(300),
+        defaults: Defaults {
+            max_attempts: 3,
+            backoff: vec![Duration::from_secs(1)],
+            timeout: Duration::from_secs(30),
+            concurrency: 256,
+            keep_delivered: Duration::ZERO,
+        },
+        alerts: Default::default(),
+        pool: None,
+        events: hookq::events::Events::off(),
     }
 }

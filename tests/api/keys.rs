@@ -177,6 +177,8 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         // keys
         (Method::GET, "/admin/keys".into(), None, ADMIN),
         (Method::DELETE, format!("/admin/keys/{none}"), None, ADMIN),
+        // the audit log
+        (Method::GET, "/admin/audit".into(), None, ADMIN),
         // topics: a key's names cover topics; routing is admin's
         (Method::POST, t.into(), Some(json!({"n": 1})), PRODUCE),
         (

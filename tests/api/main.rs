@@ -7,6 +7,7 @@ mod build_identity;
 mod skipped;
 
 mod activity_history;
+mod audit;
 mod auth;
 mod bad_inputs;
 mod batch;
@@ -50,6 +51,7 @@ mod standard_webhooks;
 mod state_machine;
 mod topics;
 mod ui;
+mod ui_audit;
 mod ui_browser;
 mod ui_dashboard;
 mod ui_dead_letter_figures;

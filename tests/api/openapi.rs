@@ -61,6 +61,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("POST", "/admin/keys"),
     ("GET", "/admin/keys"),
     ("DELETE", "/admin/keys/{id}"),
+    ("GET", "/admin/audit"),
     ("GET", "/topics"),
     ("GET", "/queue/{name}/_subscriptions"),
     ("PUT", "/topic/{name}"),

@@ -187,6 +187,7 @@ async fn postgres_schema_is_applied_once_and_then_left_alone() {
         [
             "activity_minutes",
             "api_keys",
+            "audit_log",
             "batch_keys",
             "cluster_leases",
             "dead_letters",

@@ -107,6 +107,16 @@ const MIGRATIONS: &[Migration] = &[
         name: "counting on demand",
         sql: include_str!("../../../migrations/postgres/0017_counting_on_demand.sql"),
     },
+    Migration {
+        version: 18,
+        name: "audit log",
+        sql: include_str!("../../../migrations/postgres/0018_audit_log.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "key use and expiry",
+        sql: include_str!("../../../migrations/postgres/0019_key_use_and_expiry.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -21,6 +21,7 @@
 pub mod activity;
 mod activity_minutes;
 mod api_keys;
+mod audit;
 pub(crate) mod completer;
 pub mod connect;
 pub mod dead_letters;
@@ -59,6 +60,7 @@ pub use tx::PgTx;
 
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::policy::QueueChange;
+use crate::store::audit::{AuditEntry, write_pending};
 use crate::store::dialect::Durability;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
@@ -275,13 +277,19 @@ impl PgStore {
     /// Create a queue; the registry follows once it is committed. Queue changes hold
     /// `registry_writes` from before their transaction to their registry update, so a
     /// refresh never puts back a state older than their commit.
-    pub async fn create_queue(&self, queue: Queue, caps: Caps) -> StoreResult<()> {
+    pub async fn create_queue(
+        &self,
+        queue: Queue,
+        caps: Caps,
+        audit: Option<AuditEntry>,
+    ) -> StoreResult<()> {
         let (sealing, stored) = (self.sealing.clone(), queue.clone());
         let _writes = self.registry_writes.lock().await;
         self.write(Durability::Durable, move |pg| {
             Box::pin(async move {
                 queues::admit(pg.tx, &stored.name, caps).await?;
-                queues::insert(pg.tx, &stored, &sealing).await
+                queues::insert(pg.tx, &stored, &sealing).await?;
+                write_pending(&pg, audit.as_ref(), None).await
             })
         })
         .await?;
@@ -290,12 +298,21 @@ impl PgStore {
     }
 
     /// Change a queue; the registry follows once the change is committed.
-    pub async fn update_queue(&self, name: QueueName, change: QueueChange) -> StoreResult<Queue> {
+    pub async fn update_queue(
+        &self,
+        name: QueueName,
+        change: QueueChange,
+        audit: Option<AuditEntry>,
+    ) -> StoreResult<Queue> {
         let sealing = self.sealing.clone();
         let _writes = self.registry_writes.lock().await;
         let queue = self
             .write(Durability::Durable, move |pg| {
-                Box::pin(async move { queues::update(pg.tx, &name, &change, &sealing).await })
+                Box::pin(async move {
+                    let queue = queues::update(pg.tx, &name, &change, &sealing).await?;
+                    write_pending(&pg, audit.as_ref(), None).await?;
+                    Ok(queue)
+                })
             })
             .await?;
         self.registry.insert(queue.clone());
@@ -303,11 +320,18 @@ impl PgStore {
     }
 
     /// Delete a queue and everything of it.
-    pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
+    pub async fn delete_queue(
+        &self,
+        name: QueueName,
+        audit: Option<AuditEntry>,
+    ) -> StoreResult<()> {
         let deleted = name.clone();
         let _writes = self.registry_writes.lock().await;
         self.write(Durability::Durable, move |pg| {
-            Box::pin(async move { queues::delete(pg.tx, &deleted).await })
+            Box::pin(async move {
+                queues::delete(pg.tx, &deleted).await?;
+                write_pending(&pg, audit.as_ref(), None).await
+            })
         })
         .await?;
         self.registry.remove(&name);

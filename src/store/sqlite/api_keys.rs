@@ -4,10 +4,14 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::SqliteStore;
 use crate::model::UnixMillis;
+use crate::store::api_keys::KEY_USE_EVERY_MS;
 use crate::store::api_keys::{ApiKeyRecord, NewApiKey, scope_text, stored_role, stored_scope};
+use crate::store::audit::AuditEntry;
 use crate::store::error::StoreResult;
 
-const COLUMNS: &str = "id, name, role, queues, created_at, revoked_at";
+use super::audit::insert_pending;
+
+const COLUMNS: &str = "id, name, role, queues, created_at, revoked_at, last_used_at, expires_at";
 
 fn from_row(row: &Row) -> rusqlite::Result<ApiKeyRecord> {
     Ok(ApiKeyRecord {
@@ -17,13 +21,15 @@ fn from_row(row: &Row) -> rusqlite::Result<ApiKeyRecord> {
         scope: stored_scope(&row.get::<_, String>(3)?),
         created_at: row.get(4)?,
         revoked_at: row.get(5)?,
+        last_used_at: row.get(6)?,
+        expires_at: row.get(7)?,
     })
 }
 
 fn insert(conn: &Connection, key: &NewApiKey) -> StoreResult<()> {
     conn.prepare_cached(
-        "INSERT INTO api_keys(id, hash, name, role, queues, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO api_keys(id, hash, name, role, queues, created_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         key.id,
@@ -31,7 +37,8 @@ fn insert(conn: &Connection, key: &NewApiKey) -> StoreResult<()> {
         key.name,
         key.role.as_str(),
         scope_text(&key.scope),
-        key.created_at
+        key.created_at,
+        key.expires_at
     ])?;
     Ok(())
 }
@@ -59,17 +66,52 @@ fn find(conn: &Connection, hash: &[u8; 32]) -> StoreResult<Option<ApiKeyRecord>>
         .optional()?)
 }
 
+fn touch(conn: &Connection, id: &str, now: UnixMillis) -> StoreResult<()> {
+    conn.prepare_cached(
+        "UPDATE api_keys SET last_used_at = ?2
+         WHERE id = ?1 AND (last_used_at IS NULL OR last_used_at <= ?2 - ?3)",
+    )?
+    .execute(params![id, now, KEY_USE_EVERY_MS])?;
+    Ok(())
+}
+
 impl SqliteStore {
-    pub async fn create_api_key(&self, key: NewApiKey) -> StoreResult<()> {
-        self.writer.write(move |conn| insert(conn, &key)).await
+    pub async fn create_api_key(
+        &self,
+        key: NewApiKey,
+        audit: Option<AuditEntry>,
+    ) -> StoreResult<()> {
+        self.writer
+            .write(move |conn| {
+                insert(conn, &key)?;
+                insert_pending(conn, audit.as_ref())
+            })
+            .await
+    }
+
+    pub async fn touch_api_key(&self, id: String, now: UnixMillis) -> StoreResult<()> {
+        self.writer.write(move |conn| touch(conn, &id, now)).await
     }
 
     pub async fn list_api_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
         self.reader.read(list).await
     }
 
-    pub async fn revoke_api_key(&self, id: String, now: UnixMillis) -> StoreResult<bool> {
-        self.writer.write(move |conn| revoke(conn, &id, now)).await
+    pub async fn revoke_api_key(
+        &self,
+        id: String,
+        now: UnixMillis,
+        audit: Option<AuditEntry>,
+    ) -> StoreResult<bool> {
+        self.writer
+            .write(move |conn| {
+                let revoked = revoke(conn, &id, now)?;
+                if revoked {
+                    insert_pending(conn, audit.as_ref())?;
+                }
+                Ok(revoked)
+            })
+            .await
     }
 
     pub async fn find_api_key(&self, hash: [u8; 32]) -> StoreResult<Option<ApiKeyRecord>> {

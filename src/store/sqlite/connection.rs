@@ -87,6 +87,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0019_topics",
         include_str!("../../../migrations/0019_topics.sql"),
     ),
+    (
+        "0020_audit_log",
+        include_str!("../../../migrations/0020_audit_log.sql"),
+    ),
+    (
+        "0021_key_use_and_expiry",
+        include_str!("../../../migrations/0021_key_use_and_expiry.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -12,6 +12,7 @@
 
 mod activity_minutes;
 mod api_keys;
+mod audit;
 #[cfg(any(test, feature = "testing"))]
 pub mod ceiling;
 mod checkpointer;
@@ -46,6 +47,7 @@ use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::policy::QueueChange;
+use crate::store::audit::AuditEntry;
 use reader::ReadPool;
 pub use tx::SqliteTx;
 use writer::{Durability, Writer};
@@ -218,7 +220,12 @@ impl SqliteStore {
     }
 
     /// Create a queue unless the server holds `caps.queues` already.
-    pub async fn create_queue(&self, queue: Queue, caps: Caps) -> StoreResult<()> {
+    pub async fn create_queue(
+        &self,
+        queue: Queue,
+        caps: Caps,
+        audit: Option<AuditEntry>,
+    ) -> StoreResult<()> {
         let registry = self.registry.clone();
         let sealing = self.sealing.clone();
         let stored = queue.clone();
@@ -229,7 +236,8 @@ impl SqliteStore {
                     if queues::require(conn, &queue.name).is_err() {
                         caps.admit_queue(queues::count(conn)?)?;
                     }
-                    queues::insert(conn, &queue, &sealing)
+                    queues::insert(conn, &queue, &sealing)?;
+                    audit::insert_pending(conn, audit.as_ref())
                 },
                 Some(Box::new(move |_: &()| registry.insert(stored))),
             )
@@ -238,12 +246,21 @@ impl SqliteStore {
 
     /// Reads the queue back inside the write (two changes in one batch build on each other)
     /// and mirrors the result in the registry after the commit.
-    pub async fn update_queue(&self, name: QueueName, change: QueueChange) -> StoreResult<Queue> {
+    pub async fn update_queue(
+        &self,
+        name: QueueName,
+        change: QueueChange,
+        audit: Option<AuditEntry>,
+    ) -> StoreResult<Queue> {
         let registry = self.registry.clone();
         let sealing = self.sealing.clone();
         self.writer
             .write_then(
-                move |conn| queues::update(conn, &name, &change, &sealing),
+                move |conn| {
+                    let queue = queues::update(conn, &name, &change, &sealing)?;
+                    audit::insert_pending(conn, audit.as_ref())?;
+                    Ok(queue)
+                },
                 Some(Box::new(move |queue: &Queue| {
                     registry.insert(queue.clone())
                 })),
@@ -252,12 +269,19 @@ impl SqliteStore {
     }
 
     /// Jobs, dead letters and history go with it (foreign keys `ON DELETE CASCADE`).
-    pub async fn delete_queue(&self, name: QueueName) -> StoreResult<()> {
+    pub async fn delete_queue(
+        &self,
+        name: QueueName,
+        audit: Option<AuditEntry>,
+    ) -> StoreResult<()> {
         let registry = self.registry.clone();
         let removed = name.clone();
         self.writer
             .write_then(
-                move |conn| queues::delete(conn, &name),
+                move |conn| {
+                    queues::delete(conn, &name)?;
+                    audit::insert_pending(conn, audit.as_ref())
+                },
                 Some(Box::new(move |_: &()| registry.remove(&removed))),
             )
             .await

@@ -1,4 +1,5 @@
-//! The scoped API keys: a table of every key (name, role, queues, created, revoked, id), a
+//! The scoped API keys: a table of every key (name, role, queues, created, last used,
+//! expiry, revoked, id), a
 //! revoke button per live key, and a form that creates one, all through `/admin/keys`. A
 //! created key is shown once, beside the form, in the answer to the request that made it.
 
@@ -21,6 +22,7 @@ const NEW_KEY_RESULT_ID: &str = "new-key-result";
 /// `GET /ui/keys`.
 pub async fn page(ctx: Ctx) -> UiResult {
     let list: KeyList = ctx.api().get("/admin/keys").await?;
+    let now = crate::model::now_millis();
     let flash = ctx.take_flash();
     let answer = Flash::answer_to(flash.as_ref(), NEW_KEY_FORM);
     let typed = |field: &str| answer.and_then(|f| f.typed(field));
@@ -40,6 +42,7 @@ pub async fn page(ctx: Ctx) -> UiResult {
                 thead { tr {
                     th scope="col" { "Name" } th scope="col" { "Role" }
                     th scope="col" { "Queues" } th scope="col" class="wide" { "Created" }
+                    th scope="col" { "Last used" } th scope="col" class="wide" { "Expires" }
                     th scope="col" { "State" } th scope="col" class="wide" { "Id" } th scope="col" { "" }
                 } }
                 tbody {
@@ -49,10 +52,17 @@ pub async fn page(ctx: Ctx) -> UiResult {
                             td { (key.role.as_str()) }
                             td { code { (key.queues.join(", ")) } }
                             td class="wide" { (format::when(key.created_at)) }
-                            td {
-                                @match key.revoked_at {
-                                    Some(at) => { (badge("revoked", Tone::Bad)) " " (format::when(at)) },
-                                    None => (badge("live", Tone::Good)),
+                            td class="key-last-used" {
+                                @match key.last_used_at { Some(at) => (format::when(at)), None => "never" }
+                            }
+                            td class="wide key-expires" {
+                                @match key.expires_at { Some(at) => (format::when(at)), None => "never" }
+                            }
+                            td class="key-state" {
+                                @match (key.revoked_at, key.expires_at) {
+                                    (Some(at), _) => { (badge("revoked", Tone::Bad)) " " (format::when(at)) },
+                                    (None, Some(at)) if at <= now => { (badge("expired", Tone::Bad)) },
+                                    (None, _) => (badge("live", Tone::Good)),
                                 }
                             }
                             td class="wide" { code { (key.id) } }
@@ -106,6 +116,16 @@ pub async fn page(ctx: Ctx) -> UiResult {
                             "none for an admin key"
                         }
                     }
+                    div class="field" {
+                        label for="new-key-expiresAt" { "Expires" }
+                        input type="text" id="new-key-expiresAt" name="expires" maxlength="100"
+                            placeholder="90d" aria-describedby="new-key-expires-hint"
+                            value=[typed("expires")];
+                        div class="hint" id="new-key-expires-hint" {
+                            "optional: a duration from now (90d) or a time (2027-01-31T00:00:00Z); "
+                            "empty: never"
+                        }
+                    }
                 }
                 button type="submit" id="create-key" { "Create key" }
                 (form_result(NEW_KEY_RESULT_ID, answer, new_key_field_id))
@@ -140,6 +160,9 @@ pub async fn create(ctx: Ctx, form: FormData) -> UiResult {
     let mut body = json!({ "name": name, "role": role });
     if !queues.is_empty() {
         body["queues"] = json!(queues);
+    }
+    if let Some(expires) = form.get("expires") {
+        body["expiresAt"] = json!(expires);
     }
     let created: Result<CreatedKey, _> = ctx
         .api()

@@ -1,5 +1,6 @@
 //! The UI's pages, one module per page (each with its live fragments and its actions).
 
+pub mod audit;
 pub mod dashboard;
 pub mod dead_letters;
 pub mod health;
