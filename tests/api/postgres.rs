@@ -848,7 +848,8 @@ async fn postgres_the_claim_reads_only_the_ready_index_on_a_large_backlog() {
 /// groups. The plan a connection keeps for a prepared statement is made after a few runs:
 /// made while the table held a few jobs, the completion's was a sequential scan of every
 /// job, and stayed one as the backlog grew (a benchmark's completions read 7 700 pages for
-/// 2 jobs). On a completer's session, after the same history, it reads no job but its own.
+/// 2 jobs). Planned per group on a completer's session, after the same history, it reads
+/// no job but its own.
 #[tokio::test]
 async fn postgres_a_completed_group_is_found_by_id_after_the_table_grew() {
     let Some(db) = TestDatabase::create("postgres_completion_after_growth").await else {

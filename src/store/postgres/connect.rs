@@ -31,11 +31,11 @@ const DURABLE_COMMITS: &str = "SELECT set_config('synchronous_commit', 'on', fal
 /// do not wait for the WAL flush: a grouped completion lost in a database crash only means
 /// a delivery again, and the statement needs no transaction around it to say so with
 /// `SET LOCAL`. Plans find their rows through indexes, never by reading a whole table or
-/// hashing it: the completion's lookups by id are the one plan these sessions need, and
-/// the plan a connection keeps for a prepared statement is made in its first second, while
-/// `jobs` may hold a few rows. Made so without these settings, it was a hash join over a
-/// sequential scan of every job, kept as the backlog grew (7 700 pages read for a group of
-/// 2 jobs, 40 s into a benchmark run).
+/// hashing it: the completion's lookups by id are the one plan these sessions need. The
+/// completion is planned for each group, knowing the table's size; these settings keep
+/// its plan the lookups should the table's statistics or size mislead the planner (a plan
+/// made while `jobs` held a few rows was a hash join over a sequential scan of every job,
+/// kept as the backlog grew: 7 700 pages read for a group of 2 jobs).
 const COMPLETION_SESSION: &str = "SET synchronous_commit = off; SET enable_seqscan = off;
      SET enable_hashjoin = off; SET enable_mergejoin = off";
 

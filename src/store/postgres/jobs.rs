@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use uuid::Uuid;
 
 use super::tx::PgTx;
@@ -288,10 +288,16 @@ pub(super) async fn insert_unkeyed(
 /// and the attempt history of those that had failed before: delivered jobs not kept. The
 /// ids deleted. One statement, so it needs no transaction of its own.
 ///
-/// Run on a completer's session ([`super::connect::Sessions::Completions`]), whose plans
-/// find the group's jobs by id whatever `jobs` held when this statement's plan was made.
+/// Planned for each group: sent unprepared (`query_typed`: parse, bind and execute in one
+/// round trip), so PostgreSQL knows the group's size and the table's size now, on a
+/// completer's session ([`super::connect::Sessions::Completions`]), where scans of every
+/// job are a last resort. Prepared once per connection, it kept the plan made at its sixth
+/// run, in a node's first second, while `jobs` held a few rows. Keeping a plan made on
+/// those sessions fixed that too, and plans cost 0.04 ms a group against 0.24; but four
+/// nodes paid more per job with it than with a plan per group (docs/benchmarks.md, "Plans
+/// kept from a node's first second").
 pub async fn delete_delivered(
-    client: &impl GenericClient,
+    client: &tokio_postgres::Client,
     leases: &[(JobId, Lease)],
 ) -> StoreResult<HashSet<JobId>> {
     let ids: Vec<Uuid> = leases.iter().map(|(id, _)| uuid(*id)).collect();
@@ -300,12 +306,16 @@ pub async fn delete_delivered(
         .map(|(_, l)| attempt_param(l.attempt))
         .collect();
     let untils: Vec<UnixMillis> = leases.iter().map(|(_, l)| l.until).collect();
-    let deleted = prepared::query(
-        client,
-        hot::complete_delivered(),
-        &[&ids, &attempts, &untils],
-    )
-    .await?;
+    let deleted = client
+        .query_typed(
+            hot::complete_delivered(),
+            &[
+                (&ids, Type::UUID_ARRAY),
+                (&attempts, Type::INT4_ARRAY),
+                (&untils, Type::INT8_ARRAY),
+            ],
+        )
+        .await?;
     Ok(deleted.iter().map(|row| job_id(row.get(0))).collect())
 }
 
@@ -395,9 +405,8 @@ pub mod hot {
     /// every job in flight with every lease of the group (60–140 ms a statement for groups
     /// of 256 with three nodes). Written `status + 0`, the status test cannot pick those
     /// indexes; it still fences the delete, row by row. (Adding `j.id = ANY($1)` does not
-    /// help: the jobs found so are then each compared with every lease.) Its sessions
-    /// keep the lookups whatever `jobs` held when the plan was made
-    /// ([`super::super::connect::Sessions::Completions`]).
+    /// help: the jobs found so are then each compared with every lease.) It is planned for
+    /// each group ([`super::delete_delivered`]).
     pub fn complete_delivered() -> &'static str {
         sql_once!(
             "WITH sizes AS (SELECT 1 FROM queue_sizes
