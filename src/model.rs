@@ -287,8 +287,28 @@ pub struct JobId(Uuid);
 pub type EventId = JobId;
 
 impl JobId {
+    /// The smallest and the largest id: the ends of an open range.
+    pub const MIN: Self = Self(Uuid::nil());
+    pub const MAX: Self = Self(Uuid::max());
+
     pub fn new() -> Self {
         Self(Uuid::now_v7())
+    }
+
+    /// The id just below this one (none below [`JobId::MIN`]): where a walk down the ids
+    /// goes on past this one.
+    pub fn before(self) -> Option<Self> {
+        self.0
+            .as_u128()
+            .checked_sub(1)
+            .map(|n| Self(Uuid::from_u128(n)))
+    }
+
+    /// The largest id any job created at `millis` or earlier can have.
+    pub fn last_of_millis(millis: UnixMillis) -> Self {
+        Self::first_of_millis(millis.saturating_add(1))
+            .before()
+            .unwrap_or(Self::MIN)
     }
 
     pub fn parse(raw: &str) -> Result<Self, InvalidInput> {

@@ -17,12 +17,16 @@ pub enum Cursor {
     Delivered(Position),
     /// Before this entry (the audit log, newest first).
     Audit(i64),
+    /// From this id down (a search across queues, newest first).
+    Search(JobId),
 }
 
 /// The first byte of a delivery-log cursor, so it cannot be taken for another listing's.
 const DELIVERED_TAG: u8 = b'D';
 /// The first byte of an audit-log cursor.
 const AUDIT_TAG: u8 = b'A';
+/// The first byte of a search's cursor.
+const SEARCH_TAG: u8 = b'S';
 
 fn time_and_id(position: Position) -> Vec<u8> {
     let mut bytes = position.at.to_be_bytes().to_vec();
@@ -53,6 +57,11 @@ impl Cursor {
                 bytes.extend(id.to_be_bytes());
                 URL_SAFE_NO_PAD.encode(bytes)
             }
+            Self::Search(id) => {
+                let mut bytes = vec![SEARCH_TAG];
+                bytes.extend(id.as_bytes());
+                URL_SAFE_NO_PAD.encode(bytes)
+            }
         }
     }
 
@@ -66,6 +75,7 @@ impl Cursor {
                 .try_into()
                 .ok()
                 .map(|id| Self::Audit(i64::from_be_bytes(id))),
+            17 if bytes[0] == SEARCH_TAG => JobId::from_slice(&bytes[1..]).map(Self::Search),
             _ => None,
         }
         .ok_or_else(invalid_cursor)
@@ -75,7 +85,9 @@ impl Cursor {
     pub fn into_position(self) -> ApiResult<Position> {
         match self {
             Self::Error(position) => Ok(position),
-            Self::Ready(_) | Self::Delivered(_) | Self::Audit(_) => Err(invalid_cursor()),
+            Self::Ready(_) | Self::Delivered(_) | Self::Audit(_) | Self::Search(_) => {
+                Err(invalid_cursor())
+            }
         }
     }
 
@@ -83,7 +95,9 @@ impl Cursor {
     pub fn into_ready(self) -> ApiResult<JobId> {
         match self {
             Self::Ready(id) => Ok(id),
-            Self::Error(_) | Self::Delivered(_) | Self::Audit(_) => Err(invalid_cursor()),
+            Self::Error(_) | Self::Delivered(_) | Self::Audit(_) | Self::Search(_) => {
+                Err(invalid_cursor())
+            }
         }
     }
 
@@ -91,7 +105,9 @@ impl Cursor {
     pub fn into_delivered(self) -> ApiResult<Position> {
         match self {
             Self::Delivered(position) => Ok(position),
-            Self::Ready(_) | Self::Error(_) | Self::Audit(_) => Err(invalid_cursor()),
+            Self::Ready(_) | Self::Error(_) | Self::Audit(_) | Self::Search(_) => {
+                Err(invalid_cursor())
+            }
         }
     }
 
@@ -99,7 +115,19 @@ impl Cursor {
     pub fn into_audit(self) -> ApiResult<i64> {
         match self {
             Self::Audit(id) => Ok(id),
-            Self::Ready(_) | Self::Error(_) | Self::Delivered(_) => Err(invalid_cursor()),
+            Self::Ready(_) | Self::Error(_) | Self::Delivered(_) | Self::Search(_) => {
+                Err(invalid_cursor())
+            }
+        }
+    }
+
+    /// Where a search's page starts, or a 400 if this cursor came from another listing.
+    pub fn into_search(self) -> ApiResult<JobId> {
+        match self {
+            Self::Search(id) => Ok(id),
+            Self::Ready(_) | Self::Error(_) | Self::Delivered(_) | Self::Audit(_) => {
+                Err(invalid_cursor())
+            }
         }
     }
 }
@@ -126,6 +154,7 @@ mod tests {
                 id,
             }),
             Cursor::Audit(42),
+            Cursor::Search(id),
         ] {
             assert_eq!(Cursor::decode(&cursor.encode()).unwrap(), cursor);
         }

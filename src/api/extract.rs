@@ -24,6 +24,7 @@ use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiResult};
 use crate::json::{self, CanonicalJson};
 use crate::model::{JobId, QueueName, ScheduleName, UnixMillis, now_millis};
+use crate::policy;
 use crate::store::{IdempotencyKey, Queue};
 
 /// `{name}`: a queue that exists. 404 when the name cannot be valid or there is no such
@@ -471,4 +472,34 @@ pub fn queue_name(raw: &str) -> ApiResult<QueueName> {
 /// A required query value: 422 when absent.
 pub fn required<'a>(name: &str, raw: Option<&'a str>, example: &str) -> ApiResult<&'a str> {
     raw.ok_or_else(|| ApiError::Unprocessable(format!("{name} is required: {example}")))
+}
+
+/// A time as a client may give it: an RFC 3339 time, unix milliseconds (a number or its
+/// digits) or a duration back from `now` (`"1h"`); 422 naming `field` otherwise.
+pub fn time_or_back(
+    field: &str,
+    value: &serde_json::Value,
+    now: UnixMillis,
+) -> ApiResult<UnixMillis> {
+    let invalid = || {
+        ApiError::Unprocessable(format!(
+            "{field}: give an RFC 3339 time, unix milliseconds or a duration back from now \
+             (such as \"1h\")"
+        ))
+    };
+    match value {
+        serde_json::Value::Number(n) => n.as_i64().filter(|ms| *ms >= 0).ok_or_else(invalid),
+        serde_json::Value::String(text) => {
+            let text = text.trim();
+            if let Ok(ms) = text.parse::<i64>() {
+                return if ms >= 0 { Ok(ms) } else { Err(invalid()) };
+            }
+            if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
+                return Ok(at.timestamp_millis());
+            }
+            let back = policy::read_duration(text).map_err(|_| invalid())?;
+            Ok(now.saturating_sub(i64::try_from(back.as_millis()).unwrap_or(i64::MAX)))
+        }
+        _ => Err(invalid()),
+    }
 }

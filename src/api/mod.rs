@@ -23,6 +23,7 @@ pub mod query_check;
 pub mod queue_stats;
 pub mod queues;
 pub mod schedules;
+pub mod search;
 pub mod settings;
 pub mod system;
 pub mod topics;
@@ -96,6 +97,7 @@ pub fn router(state: AppState) -> Router {
         .merge(queue_stats::admin_router())
         .merge(health::admin_router())
         .merge(find::admin_router())
+        .merge(search::admin_router())
         .merge(keys::router())
         .merge(audit::admin_router())
         .route_layer(auth::Authorize::admin(state.clone()));

@@ -76,6 +76,7 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         ("GET", "/admin/dlq") => AllQueues(READER),
         ("GET", "/admin/dlq/stats" | "/admin/dlq/groups") => QueueOrAll(READER),
         ("GET", "/admin/jobs") => AllQueues(READER),
+        ("GET", "/admin/search") => QueueOrAll(READER),
         // what became of replayed jobs: a read across queues, its ids in a body
         ("POST", "/admin/dlq/replayed") => AllQueues(READER),
         ("POST", "/admin/dlq/replay" | "/admin/dlq/acknowledge") => Admin,

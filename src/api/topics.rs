@@ -21,7 +21,9 @@ use super::audit::Actor;
 use super::batch::job_payloads;
 use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
-use super::extract::{ApiJson, ApiQuery, EnqueueOptions, JobBody, KnownQueue, page_size};
+use super::extract::{
+    ApiJson, ApiQuery, EnqueueOptions, JobBody, KnownQueue, page_size, time_or_back,
+};
 use super::openapi::OkBody;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, TopicName, UnixMillis, now_millis};
@@ -327,32 +329,6 @@ fn retain_ms(raw: Option<&str>) -> ApiResult<i64> {
         )));
     }
     Ok(i64::try_from(retain.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// A replay bound: an RFC 3339 time, unix ms (a number or its digits), or a duration back
-/// from `now`.
-fn replay_time(field: &str, value: &serde_json::Value, now: UnixMillis) -> ApiResult<UnixMillis> {
-    let invalid = || {
-        ApiError::Unprocessable(format!(
-            "{field}: give an RFC 3339 time, unix milliseconds or a duration back from now \
-             (such as \"1h\")"
-        ))
-    };
-    match value {
-        serde_json::Value::Number(n) => n.as_i64().filter(|ms| *ms >= 0).ok_or_else(invalid),
-        serde_json::Value::String(text) => {
-            let text = text.trim();
-            if let Ok(ms) = text.parse::<i64>() {
-                return if ms >= 0 { Ok(ms) } else { Err(invalid()) };
-            }
-            if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
-                return Ok(at.timestamp_millis());
-            }
-            let back = policy::read_duration(text).map_err(|_| invalid())?;
-            Ok(now.saturating_sub(i64::try_from(back.as_millis()).unwrap_or(i64::MAX)))
-        }
-        _ => Err(invalid()),
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -823,10 +799,10 @@ async fn replay_to_subscriber(
     ApiJson(body): ApiJson<ReplayBody, MAX_TOPIC_BODY>,
 ) -> ApiResult<(StatusCode, Json<ReplayedBody>)> {
     let now = now_millis();
-    let since = replay_time("since", &body.since, now)?;
+    let since = time_or_back("since", &body.since, now)?;
     let until = match &body.until {
         None | Some(serde_json::Value::Null) => now.saturating_add(1),
-        Some(value) => replay_time("until", value, now)?,
+        Some(value) => time_or_back("until", value, now)?,
     };
     if until < since {
         return Err(ApiError::Unprocessable("until is before since".into()));

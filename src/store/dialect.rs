@@ -26,6 +26,7 @@ use super::records::{
     QueueCounts, RecordedBatch, RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed,
     Subscription, TopicRow,
 };
+use super::search::{SearchChunk, SearchQuery, SearchTable};
 use super::status::JobStatus;
 use crate::event::Event;
 use crate::json::CanonicalJson;
@@ -156,6 +157,17 @@ pub trait LookupRows {
         &self,
         ids: &[JobId],
     ) -> StoreResult<Vec<(JobId, JobPlace, Option<DlqState>)>>;
+    /// Up to `rows` rows of `table` whose id lies from `from` to `upper`, newest first, as
+    /// [`search_sql`](super::search::search_sql) reads them: the hits among them, how many
+    /// were read and the lowest id read.
+    async fn search_rows(
+        &self,
+        table: SearchTable,
+        query: &SearchQuery,
+        upper: JobId,
+        from: JobId,
+        rows: usize,
+    ) -> StoreResult<SearchChunk>;
 }
 
 /// `audit_log`: who did what to what, when.

@@ -18,6 +18,8 @@
 //!   figures, other nodes' wake-ups and queue changes), a no-op alone.
 //! - [`sqlite`]: the embedded backend (one file, WAL, a single writer with group commit).
 //! - [`postgres`]: the backend for several nodes on one database.
+//! - [`search`]: a search across every queue: its query, its hits, the statement it reads
+//!   each table with.
 //! - [`testing`]: a look into a database for tests (feature `testing`).
 //! - [`topics`]: each topic's subscriptions compiled into one matcher, and the publish
 //!   counts not yet stored; `topic_ops` holds the port's topic operations.
@@ -37,6 +39,7 @@ pub mod queue_row;
 pub mod records;
 pub mod registry;
 pub mod sealing;
+pub mod search;
 pub mod server_keys;
 pub mod sqlite;
 mod status;
@@ -824,6 +827,23 @@ impl Store {
             limit
         )
         .await)
+    }
+
+    /// A page of `query`'s hits across every queue, from `upper` down (`QueueNotFound` for
+    /// an unknown queue), read in one snapshot within `walk`'s bounds.
+    pub async fn search(
+        &self,
+        query: search::SearchQuery,
+        upper: crate::model::JobId,
+        limit: usize,
+        walk: search::SearchWalk,
+    ) -> StoreResult<search::SearchPage> {
+        in_snapshot!(self, |tx| {
+            if let Some(queue) = &query.queue {
+                tx.require_queue(queue).await?;
+            }
+            decisions::search::search(tx, &query, upper, limit, walk).await
+        })
     }
 
     /// What became of the replayed jobs `ids` since (delivered, dead again, waiting), read in

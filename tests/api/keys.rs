@@ -147,6 +147,13 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
             None,
             ALL_READ,
         ),
+        (Method::GET, "/admin/search?text=x".into(), None, ALL_READ),
+        (
+            Method::GET,
+            "/admin/search?queue=billing-eu&text=x".into(),
+            None,
+            READ,
+        ),
         (
             Method::POST,
             "/admin/dlq/replayed".into(),

@@ -47,6 +47,7 @@ mod queues;
 mod recovery;
 mod schedules;
 mod scheduling;
+mod search;
 mod standard_webhooks;
 mod state_machine;
 mod topics;

@@ -53,6 +53,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/admin/dlq/stats"),
     ("GET", "/admin/dlq/groups"),
     ("GET", "/admin/jobs"),
+    ("GET", "/admin/search"),
     ("POST", "/admin/dlq/replay"),
     ("POST", "/admin/dlq/replayed"),
     ("POST", "/admin/dlq/acknowledge"),

@@ -9,6 +9,7 @@
 //! - [`schedules`]: a scheduler round (each due tick stores at most one job).
 //! - [`pull`]: a pull worker's ack, nack and extend of its lease, and leases handed back.
 //! - [`reads`]: the job lookup across live jobs, the delivery log and the dead letters.
+//! - [`search`]: a search across every queue's jobs, walked in bounded reads.
 //! - [`topics`]: a publish routed to every matching subscriber in one transaction; a replay
 //!   of a topic's retained messages into one subscriber.
 //!
@@ -21,6 +22,7 @@ pub mod outcomes;
 pub mod pull;
 pub mod reads;
 pub mod schedules;
+pub mod search;
 pub mod topics;
 
 use super::dialect::{Left, Tx};

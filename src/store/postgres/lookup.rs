@@ -2,11 +2,16 @@
 //! primary key (`uuid` compares byte by byte, as UUIDv7 ids sort).
 
 use super::jobs::{job_id, prepared, uuid};
+use tokio_postgres::types::{ToSql, Type};
+
 use super::tx::PgTx;
 use crate::model::{JobId, QueueName};
 use crate::store::dialect::LookupRows;
 use crate::store::error::StoreResult;
-use crate::store::records::{DlqState, JobPlace};
+use crate::store::records::{DlqState, JobPlace, contains_pattern};
+use crate::store::search::{
+    SearchChunk, SearchHit, SearchParam, SearchQuery, SearchTable, hit_state, search_sql,
+};
 
 impl LookupRows for PgTx<'_> {
     async fn jobs_with_ids_between(
@@ -61,5 +66,63 @@ impl LookupRows for PgTx<'_> {
                 )
             })
             .collect())
+    }
+
+    /// Sent unprepared (`query_typed`): planned for its own values each time, so a search
+    /// never runs a generic plan kept from when the tables were small; a search is an
+    /// operator's request, not the hot path.
+    async fn search_rows(
+        &self,
+        table: SearchTable,
+        query: &SearchQuery,
+        upper: JobId,
+        from: JobId,
+        rows: usize,
+    ) -> StoreResult<SearchChunk> {
+        let (sql, order) = search_sql(table, query, |n| format!("${n}"), "ILIKE");
+        let upper = uuid(upper);
+        let from = uuid(from);
+        let queue = query.queue.as_ref().map(|q| q.as_str().to_owned());
+        let pattern = query.text.as_deref().map(contains_pattern);
+        let rows = i64::try_from(rows).unwrap_or(i64::MAX);
+        let params: Vec<(&(dyn ToSql + Sync), Type)> = order
+            .iter()
+            .map(|param| -> (&(dyn ToSql + Sync), Type) {
+                match param {
+                    SearchParam::Upper => (&upper, Type::UUID),
+                    SearchParam::From => (&from, Type::UUID),
+                    SearchParam::Queue => (&queue, Type::TEXT),
+                    SearchParam::Key => (&query.key, Type::TEXT),
+                    SearchParam::Pattern => (&pattern, Type::TEXT),
+                    SearchParam::Rows => (&rows, Type::INT8),
+                }
+            })
+            .collect();
+        let mut chunk = SearchChunk::default();
+        for row in self.tx.query_typed(&sql, &params).await? {
+            let id = job_id(row.get(0));
+            chunk.read += 1;
+            chunk.lowest = Some(id);
+            if !row.get::<_, bool>(9) {
+                continue;
+            }
+            let Some(state) = hit_state(table, row.get(2)) else {
+                continue;
+            };
+            chunk.hits.push(SearchHit {
+                id,
+                queue: QueueName::from_stored(row.get(1)),
+                state,
+                created_at: row.get(3),
+                attempts: u32::try_from(row.get::<_, i32>(4)).unwrap_or(0),
+                ordering_key: row.get(5),
+                last_status: row
+                    .get::<_, Option<i32>>(6)
+                    .and_then(|s| u16::try_from(s).ok()),
+                last_error: row.get(7),
+                preview: row.get::<_, Option<String>>(8).unwrap_or_default(),
+            });
+        }
+        Ok(chunk)
     }
 }

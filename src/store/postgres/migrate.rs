@@ -117,6 +117,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "key use and expiry",
         sql: include_str!("../../../migrations/postgres/0019_key_use_and_expiry.sql"),
     },
+    Migration {
+        version: 20,
+        name: "search by key",
+        sql: include_str!("../../../migrations/postgres/0020_search_by_key.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -95,6 +95,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0021_key_use_and_expiry",
         include_str!("../../../migrations/0021_key_use_and_expiry.sql"),
     ),
+    (
+        "0022_search_by_key",
+        include_str!("../../../migrations/0022_search_by_key.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -7,7 +7,10 @@ use super::tx::SqliteTx;
 use crate::model::{JobId, QueueName};
 use crate::store::dialect::LookupRows;
 use crate::store::error::StoreResult;
-use crate::store::records::{DlqState, JobPlace};
+use crate::store::records::{DlqState, JobPlace, contains_pattern};
+use crate::store::search::{
+    SearchChunk, SearchHit, SearchParam, SearchQuery, SearchTable, hit_state, search_sql,
+};
 
 impl LookupRows for SqliteTx<'_> {
     async fn jobs_with_ids_between(
@@ -65,5 +68,65 @@ impl LookupRows for SqliteTx<'_> {
             }
         }
         Ok(places)
+    }
+
+    /// One statement, cached per shape (table and which filters are given).
+    async fn search_rows(
+        &self,
+        table: SearchTable,
+        query: &SearchQuery,
+        upper: JobId,
+        from: JobId,
+        rows: usize,
+    ) -> StoreResult<SearchChunk> {
+        let (sql, order) = search_sql(table, query, |n| format!("?{n}"), "LIKE");
+        let mut stmt = self.0.prepare_cached(&sql)?;
+        let pattern = query.text.as_deref().map(contains_pattern);
+        for (index, param) in order.iter().enumerate() {
+            let index = index + 1;
+            match param {
+                SearchParam::Upper => stmt.raw_bind_parameter(index, &upper.as_bytes()[..])?,
+                SearchParam::From => stmt.raw_bind_parameter(index, &from.as_bytes()[..])?,
+                SearchParam::Queue => {
+                    stmt.raw_bind_parameter(index, query.queue.as_ref().map(|q| q.as_str()))?
+                }
+                SearchParam::Key => stmt.raw_bind_parameter(index, query.key.as_deref())?,
+                SearchParam::Pattern => stmt.raw_bind_parameter(index, pattern.as_deref())?,
+                SearchParam::Rows => {
+                    stmt.raw_bind_parameter(index, i64::try_from(rows).unwrap_or(i64::MAX))?
+                }
+            }
+        }
+        let mut chunk = SearchChunk::default();
+        let mut found = stmt.raw_query();
+        while let Some(row) = found.next()? {
+            let id: Vec<u8> = row.get(0)?;
+            let id = JobId::from_slice(&id).ok_or(rusqlite::Error::InvalidColumnType(
+                0,
+                "id".into(),
+                rusqlite::types::Type::Blob,
+            ))?;
+            chunk.read += 1;
+            chunk.lowest = Some(id);
+            if !row.get::<_, bool>(9)? {
+                continue;
+            }
+            let state: String = row.get(2)?;
+            let Some(state) = hit_state(table, &state) else {
+                continue;
+            };
+            chunk.hits.push(SearchHit {
+                id,
+                queue: QueueName::from_stored(row.get(1)?),
+                state,
+                created_at: row.get(3)?,
+                attempts: row.get(4)?,
+                ordering_key: row.get(5)?,
+                last_status: row.get(6)?,
+                last_error: row.get(7)?,
+                preview: row.get::<_, Option<String>>(8)?.unwrap_or_default(),
+            });
+        }
+        Ok(chunk)
     }
 }
