@@ -22,6 +22,7 @@ pub enum Section {
     Health,
     Keys,
     Audit,
+    Search,
     None,
 }
 
@@ -66,12 +67,13 @@ pub fn page(
                             (nav_link("/ui", "Queues", Section::Queues))
                             (nav_link("/ui/topics", "Topics", Section::Topics))
                             (nav_link("/ui/dlq", "Dead letters", Section::DeadLetters))
+                            (nav_link("/ui/search", "Search", Section::Search))
                             (nav_link("/ui/health", "Health", Section::Health))
                             (nav_link("/ui/keys", "API keys", Section::Keys))
                             (nav_link("/ui/audit", "Audit", Section::Audit))
                             form method="get" action="/ui/find" role="search" class="find" {
-                                label for="find-job" class="visually-hidden" { "Find a job by id" }
-                                input type="search" id="find-job" name="id" placeholder="Job id"
+                                label for="find-job" class="visually-hidden" { "Find a job by id, or search" }
+                                input type="search" id="find-job" name="id" placeholder="Job id or text"
                                     maxlength="64" autocomplete="off";
                                 button type="submit" id="find" class="secondary" { "Find" }
                             }

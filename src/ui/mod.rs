@@ -119,7 +119,7 @@ pub fn with_ui(api: Router, config: &Config) -> Site {
 fn router(state: UiState) -> Router {
     use pages::{
         audit, dashboard, dead_letters, health, job, keys, login, queue, queue_settings, schedules,
-        topics,
+        search, topics,
     };
     let pages = Router::new()
         .route("/", get(dashboard::page))
@@ -182,6 +182,7 @@ fn router(state: UiState) -> Router {
         .route("/health", get(health::page))
         .route("/keys", get(keys::page))
         .route("/audit", get(audit::page))
+        .route("/search", get(search::page))
         .route("/keys/create", post(keys::create))
         .route("/keys/revoke", post(keys::revoke))
         .route("/logout", post(login::logout))

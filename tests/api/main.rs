@@ -57,6 +57,7 @@ mod ui_browser;
 mod ui_dashboard;
 mod ui_dead_letter_figures;
 mod ui_job_page;
+mod ui_search;
 mod ui_second_pass;
 mod ui_topics;
 

@@ -1799,10 +1799,19 @@ async fn a_job_is_found_by_its_id_from_any_page() {
             .body
             .contains(&format!("No job has an id starting with {unknown}"))
     );
-    let nonsense = visitor.get("/ui/find?id=%3Cb%3Ehello").await;
-    let page = visitor.follow(nonsense).await;
-    assert!(page.body.contains("is not a job id"), "{}", page.body);
+    // Anything but hex digits is searched for as text, and shown as text.
+    let text = visitor.get("/ui/find?id=%3Cb%3Ehello").await;
+    assert_eq!(text.location(), "/ui/search?text=%3Cb%3Ehello");
+    let page = visitor.follow(text).await;
+    assert!(
+        page.body.contains("value=\"&lt;b&gt;hello\""),
+        "{}",
+        page.body
+    );
     assert!(!page.body.contains("<b>hello"), "shown as text");
+    let short = visitor.get("/ui/find?id=0193c2b").await;
+    let page = visitor.follow(short).await;
+    assert!(page.body.contains("is not a job id"), "{}", page.body);
 }
 
 #[tokio::test]

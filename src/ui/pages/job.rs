@@ -9,7 +9,7 @@
 
 use axum::extract::{Path, Query};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Redirect};
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
@@ -85,10 +85,15 @@ pub async fn page(
 /// `GET /ui/find?id=…`: the job's page, whichever queue holds it (READY, ERROR, kept
 /// DELIVERED, or only a dead-letter record left of it), found by its id or its first hex
 /// digits as people paste them (`GET /admin/jobs`); a page that says so when none does,
-/// or when the digits start more than one job's id.
+/// or when the digits start more than one job's id. Anything but hex digits and dashes is
+/// searched for as text in every queue's jobs (the search page).
 pub async fn find(ctx: Ctx, Query(query): Query<FindQuery>) -> UiResult {
     let raw = query.id.unwrap_or_default();
     let typed = raw.trim();
+    if !typed.is_empty() && !typed.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        let text: String = url::form_urlencoded::byte_serialize(typed.as_bytes()).collect();
+        return Ok(Redirect::to(&format!("/ui/search?text={text}")).into_response());
+    }
     if let Err(invalid) = JobIdPrefix::parse(typed) {
         return Ok(ctx.done(
             Flash::error(format!("{typed:?} is not a job id: {}.", invalid.0)),

@@ -10,4 +10,5 @@ pub mod login;
 pub mod queue;
 pub mod queue_settings;
 pub mod schedules;
+pub mod search;
 pub mod topics;
