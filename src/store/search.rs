@@ -167,6 +167,62 @@ pub struct SearchPage {
     pub walked: bool,
 }
 
+/// The SQL dialect a search's statement is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchDialect {
+    Sqlite,
+    Postgres,
+}
+
+impl SearchDialect {
+    /// The n-th placeholder (1-based).
+    fn placeholder(self, n: usize) -> String {
+        match self {
+            Self::Sqlite => format!("?{n}"),
+            Self::Postgres => format!("${n}"),
+        }
+    }
+
+    /// The case-blind `LIKE` (SQLite's folds ASCII letters, PostgreSQL's `ILIKE` every one).
+    fn like(self) -> &'static str {
+        match self {
+            Self::Sqlite => "LIKE",
+            Self::Postgres => "ILIKE",
+        }
+    }
+
+    /// That a row's `queue` is one of the queues, as each planner reads it as one range of
+    /// `jobs_by_key` per queue (PostgreSQL turns an `IN (SELECT …)` into a join that reads
+    /// the whole index once sequential scans are a last resort; an array it probes).
+    fn every_queue(self) -> &'static str {
+        match self {
+            Self::Sqlite => "queue IN (SELECT name FROM queues)",
+            Self::Postgres => "queue = ANY(ARRAY(SELECT name FROM queues))",
+        }
+    }
+
+    /// What the rows are read from, and the condition that narrows them (`narrow`). A key's
+    /// rows among the live jobs come from `jobs_by_key`, one range per queue, then sorted:
+    /// neither planner would choose that alone, as each takes the id order of a whole index
+    /// (a backward walk of the primary key, or `jobs_by_queue`) to avoid the sort and
+    /// expects the key's rows to come soon, which reads every job when the key has few.
+    /// SQLite, without statistics, is told the index; PostgreSQL gets the key's rows in a
+    /// subquery it cannot flatten (`OFFSET 0`).
+    fn source(self, table: SearchTable, query: &SearchQuery, narrow: &str) -> (String, String) {
+        let name = table.name();
+        match (self, table) {
+            (Self::Sqlite, SearchTable::Jobs) if query.key.is_some() => {
+                (format!("{name} INDEXED BY jobs_by_key"), narrow.to_owned())
+            }
+            (Self::Postgres, SearchTable::Jobs) if query.key.is_some() => (
+                format!("(SELECT * FROM {name} WHERE {narrow} OFFSET 0) AS {name}"),
+                "TRUE".to_owned(),
+            ),
+            _ => (name.to_owned(), narrow.to_owned()),
+        }
+    }
+}
+
 /// Which value each placeholder of [`search_sql`] takes, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SearchParam {
@@ -186,35 +242,41 @@ pub enum SearchParam {
 /// `Upper` (both included),
 /// newest first, narrowed by the queue and key when given (both served by an index), and
 /// for each says whether it passes the remaining tests (`matched`, the last column) and,
-/// for those that do, what a listing shows. `placeholder(n)` writes the dialect's n-th
-/// placeholder (1-based); `like` is its case-blind `LIKE`. Columns: id, queue, state text,
+/// for those that do, what a listing shows, in `dialect`'s SQL. Columns: id, queue, state text,
 /// created_at, attempts, ordering_key, last_status, last_error, preview, matched.
 pub fn search_sql(
     table: SearchTable,
     query: &SearchQuery,
-    placeholder: impl Fn(usize) -> String,
-    like: &str,
+    dialect: SearchDialect,
 ) -> (String, Vec<SearchParam>) {
+    let like = dialect.like();
     let mut params = Vec::new();
     let mut bind = |param: SearchParam| {
         params.push(param);
-        placeholder(params.len())
+        dialect.placeholder(params.len())
     };
     let mut narrow = vec![
         format!("id <= {}", bind(SearchParam::Upper)),
         format!("id >= {}", bind(SearchParam::From)),
     ];
+    let mut tests = Vec::new();
     if query.queue.is_some() {
-        narrow.push(format!("queue = {}", bind(SearchParam::Queue)));
+        let queue = format!("queue = {}", bind(SearchParam::Queue));
+        // Only `jobs` has an index in id order under a queue (`jobs_by_queue`); elsewhere
+        // the queue's index would be read whole and sorted, so the id order is walked and
+        // the queue tested on each row.
+        match table {
+            SearchTable::Jobs => narrow.push(queue),
+            SearchTable::DeadLetters | SearchTable::Delivered => tests.push(queue),
+        }
     }
     if query.key.is_some() {
         narrow.push(format!("ordering_key = {}", bind(SearchParam::Key)));
         if table == SearchTable::Jobs && query.queue.is_none() {
             // `jobs_by_key` leads with the queue: one range of it per queue.
-            narrow.push("queue IN (SELECT name FROM queues)".to_owned());
+            narrow.push(dialect.every_queue().to_owned());
         }
     }
-    let mut tests = Vec::new();
     if let Some(status) = query.status {
         match (table, status) {
             (SearchTable::Jobs, SearchStatus::InFlight) => {
@@ -257,6 +319,7 @@ pub fn search_sql(
         ),
     };
     let rows = bind(SearchParam::Rows);
+    let (source, narrow) = dialect.source(table, query, &narrow.join(" AND "));
     let sql = format!(
         "SELECT id, queue, state, created_at, attempts, ordering_key, last_status, \
                 CASE WHEN matched THEN substr(last_error, 1, {ERROR_CHARS}) END, \
@@ -265,9 +328,7 @@ pub fn search_sql(
          FROM (SELECT id, queue, {state} AS state, created_at, attempts, ordering_key, \
                       {last_status} AS last_status, {last_error} AS last_error, payload, \
                       message_id, ({matched}) IS TRUE AS matched \
-               FROM {name} WHERE {narrow} ORDER BY id DESC LIMIT {rows}) AS w",
-        name = table.name(),
-        narrow = narrow.join(" AND "),
+               FROM {source} WHERE {narrow} ORDER BY id DESC LIMIT {rows}) AS w",
     );
     (sql, params)
 }
@@ -294,10 +355,6 @@ pub fn hit_state(table: SearchTable, text: &str) -> Option<HitState> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sqlite(n: usize) -> String {
-        format!("?{n}")
-    }
 
     #[test]
     fn a_status_picks_its_table() {
@@ -341,7 +398,7 @@ mod tests {
             queue: Some(QueueName::from_stored("q".into())),
             ..SearchQuery::default()
         };
-        let (sql, params) = search_sql(SearchTable::Jobs, &query, sqlite, "LIKE");
+        let (sql, params) = search_sql(SearchTable::Jobs, &query, SearchDialect::Sqlite);
         assert_eq!(
             params,
             [
@@ -355,7 +412,7 @@ mod tests {
         );
         assert!(sql.contains("id <= ?1 AND id >= ?2 AND queue = ?3 AND ordering_key = ?4"));
         assert!(sql.contains("LIMIT ?6"));
-        let (delivered, _) = search_sql(SearchTable::Delivered, &query, sqlite, "LIKE");
+        let (delivered, _) = search_sql(SearchTable::Delivered, &query, SearchDialect::Sqlite);
         assert!(!delivered.contains("last_error LIKE"), "{delivered}");
     }
 }

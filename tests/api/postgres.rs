@@ -991,6 +991,76 @@ async fn postgres_the_claim_rounds_first_plans_read_indexes_once_the_table_grew(
     close([store], db).await;
 }
 
+/// A search by ordering key across queues reads the key's rows from `jobs_by_key`, never a
+/// walk of every job in id order: with many keys, PostgreSQL expects a rare key's rows to
+/// come soon in id order and, left to itself, reads the primary key backwards through all
+/// 100 000 jobs for the key's 3.
+#[tokio::test]
+async fn postgres_a_search_by_key_reads_the_keys_index_not_every_job() {
+    use hookq::store::search::{SearchDialect, SearchQuery, SearchTable, search_sql};
+    let Some(db) = TestDatabase::create("postgres_search_by_key").await else {
+        return;
+    };
+    let store = node(&db).await;
+    for n in 0..20 {
+        store
+            .create_queue(queue_named(&format!("q{n}")))
+            .await
+            .unwrap();
+    }
+    let client = store.pg.pool().get().await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO jobs (id, queue, status, payload, run_at, created_at, ordering_key)
+             SELECT gen_random_uuid(), 'q' || (n % 20), 4,
+                    '{\"data\":\"' || repeat('x', 190) || '\"}', n, n,
+                    CASE WHEN n % 33333 = 0 THEN 'rare' ELSE 'k-' || (n % 200) END
+             FROM generate_series(1, 100000) AS n;
+             ANALYZE jobs;",
+        )
+        .await
+        .unwrap();
+    let query = SearchQuery {
+        key: Some("rare".into()),
+        ..SearchQuery::default()
+    };
+    let (sql, _) = search_sql(SearchTable::Jobs, &query, SearchDialect::Postgres);
+    // Upper, from, key, rows.
+    let sql = sql
+        .replace("$4", "51")
+        .replace("$3", "'rare'")
+        .replace("$2", "'00000000-0000-0000-0000-000000000000'::uuid")
+        .replace("$1", "'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid");
+    client
+        .batch_execute(&format!("BEGIN; {}", postgres::lookup::SEARCH_PLANNING))
+        .await
+        .unwrap();
+    let plan = plan_of(&client, &format!("EXPLAIN {sql}")).await;
+    assert!(
+        plan.contains("jobs_by_key") && !plan.contains("jobs_pkey"),
+        "{plan}"
+    );
+    assert!(!plan.contains("Seq Scan on jobs"), "{plan}");
+    // And it reads a few pages per queue, not the whole index.
+    let run = plan_of(&client, &format!("EXPLAIN (ANALYZE, BUFFERS) {sql}")).await;
+    let pages: u64 = run
+        .lines()
+        .find(|line| line.trim_start().starts_with("Buffers: shared"))
+        .map(|line| {
+            line.split_whitespace()
+                .filter_map(|part| part.split_once('='))
+                .filter_map(|(_, n)| n.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(u64::MAX);
+    assert!(pages < 300, "{pages} pages read for 3 rows:\n{run}");
+    let found = client.query(&sql, &[]).await.unwrap();
+    assert_eq!(found.len(), 3);
+    client.batch_execute("ROLLBACK").await.unwrap();
+    drop(client);
+    close([store], db).await;
+}
+
 /// The statistics PostgreSQL plans with lag behind a queue: a database that has not been
 /// analyzed since its backlog grew (a new one, or a burst on a quiet queue) puts the
 /// backlog at a handful of jobs, and the plans it picks then read every ready job and sort

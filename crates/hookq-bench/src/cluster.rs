@@ -214,14 +214,14 @@ impl Cpu {
 }
 
 /// One database on the PostgreSQL server, dropped when the run is done.
-struct Database {
+pub(crate) struct Database {
     server_url: String,
     name: String,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Database {
-    async fn create(server_url: &str, label: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn create(server_url: &str, label: &str) -> anyhow::Result<Self> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -237,7 +237,7 @@ impl Database {
         })
     }
 
-    async fn drop_database(self) -> anyhow::Result<()> {
+    pub(crate) async fn drop_database(self) -> anyhow::Result<()> {
         admin(
             &self.server_url,
             &format!("DROP DATABASE {} WITH (FORCE)", self.name),

@@ -21,6 +21,7 @@ mod quota;
 mod recurring;
 mod relay;
 mod report;
+mod search;
 mod server;
 mod sink;
 
@@ -93,6 +94,10 @@ struct Cli {
     /// over all the nodes (the same load in all, a quarter per node with four).
     #[arg(long)]
     producers_per_node: Option<usize>,
+    /// The `search` part: jobs stored before the searches are timed [default: 1000000, or
+    /// 20000 with --quick].
+    #[arg(long)]
+    search_jobs: Option<u64>,
     /// Run as the relay child process, forwarding to this URL, until SIGTERM.
     #[arg(long, hide = true)]
     relay_to: Option<String>,
@@ -125,6 +130,9 @@ enum Part {
     /// (deliveries/s end to end, server CPU of the publish), and a topic of 10 000 filtered
     /// subscriptions, one matching, against a topic of that one (publishes/s).
     Fanout,
+    /// Search across queues: a million jobs in 20 queues (SQLite, and PostgreSQL with
+    /// `--db`), each kind of `GET /admin/search` timed, first page and whole walk.
+    Search,
 }
 
 /// The order of a paired repetition's two runs (the variant, then the baseline, or the other
@@ -433,6 +441,15 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted(Part::Fanout) {
         report.fanout = Some(bench.fanout().await.context("fan-out")?);
+    }
+    if wanted(Part::Search) {
+        let jobs = cli
+            .search_jobs
+            .unwrap_or(if cli.quick { 20_000 } else { 1_000_000 });
+        report.search = bench
+            .search_part(jobs, cli.db.as_deref())
+            .await
+            .context("search")?;
     }
     if wanted(Part::Cluster) {
         match &cli.db {

@@ -63,6 +63,7 @@ pub struct Report {
     pub kept: Option<KeptFigure>,
     pub pull: Option<PullFigure>,
     pub fanout: Option<FanoutFigure>,
+    pub search: Vec<crate::search::SearchFigure>,
     pub cluster: Vec<crate::cluster::ClusterFigure>,
     pub ratios: Vec<Ratio>,
     pub targets: Vec<TargetCheck>,
@@ -482,6 +483,7 @@ pub fn print(report: &Report) {
     }
     print_control(report);
     print_fanout(report);
+    print_search(report);
     print_cluster(&report.cluster, report.repetitions);
     if !report.ratios.is_empty() {
         println!("\nRatios to ceilings");
@@ -813,5 +815,38 @@ fn table<const N: usize>(rows: &[[String; N]]) {
             }
         }
         println!("{line}");
+    }
+}
+
+/// Each search's first answer and whole walk, per backend.
+fn print_search(report: &Report) {
+    for f in &report.search {
+        let Some(backend) = f.timings.first().map(|t| t.backend.as_str()) else {
+            continue;
+        };
+        println!(
+            "\nSearch across {} queues, {} jobs on {backend} (filled in {:.0} s): \
+             first page ms (×7), then the whole walk",
+            f.queues, f.jobs, f.fill_seconds
+        );
+        for t in &f.timings {
+            row(
+                &format!(
+                    "{} ({})",
+                    t.search,
+                    if t.walked { "walks" } else { "seeks" }
+                ),
+                &format!(
+                    "{} ms   {} jobs, {} rows read   walk: {} pages, {:.2} s, {} jobs, slowest {:.0} ms",
+                    t.first_page_ms.show(1),
+                    t.jobs_on_first_page,
+                    t.rows_read_first_page,
+                    t.walk_pages,
+                    t.walk_seconds,
+                    t.walk_jobs,
+                    t.walk_slowest_page_ms
+                ),
+            );
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! SQL for finding jobs by id across queues on PostgreSQL: one range of each table's
-//! primary key (`uuid` compares byte by byte, as UUIDv7 ids sort).
+//! SQL for finding jobs across queues on PostgreSQL: by id, one range of each table's
+//! primary key (`uuid` compares byte by byte, as UUIDv7 ids sort); and a search's reads.
 
 use super::jobs::{job_id, prepared, uuid};
 use tokio_postgres::types::{ToSql, Type};
@@ -10,8 +10,12 @@ use crate::store::dialect::LookupRows;
 use crate::store::error::StoreResult;
 use crate::store::records::{DlqState, JobPlace, contains_pattern};
 use crate::store::search::{
-    SearchChunk, SearchHit, SearchParam, SearchQuery, SearchTable, hit_state, search_sql,
+    SearchChunk, SearchDialect, SearchHit, SearchParam, SearchQuery, SearchTable, hit_state,
+    search_sql,
 };
+
+/// Set in a search's transaction before each read (see `search_rows`).
+pub const SEARCH_PLANNING: &str = "SET LOCAL enable_seqscan = off";
 
 impl LookupRows for PgTx<'_> {
     async fn jobs_with_ids_between(
@@ -70,7 +74,9 @@ impl LookupRows for PgTx<'_> {
 
     /// Sent unprepared (`query_typed`): planned for its own values each time, so a search
     /// never runs a generic plan kept from when the tables were small; a search is an
-    /// operator's request, not the hot path.
+    /// operator's request, not the hot path. A read wants rows in id order from an index, a
+    /// few at a time; a sequential scan (chosen when a key is thought common) reads every
+    /// job, so the search's transaction makes it a last resort.
     async fn search_rows(
         &self,
         table: SearchTable,
@@ -79,7 +85,7 @@ impl LookupRows for PgTx<'_> {
         from: JobId,
         rows: usize,
     ) -> StoreResult<SearchChunk> {
-        let (sql, order) = search_sql(table, query, |n| format!("${n}"), "ILIKE");
+        let (sql, order) = search_sql(table, query, SearchDialect::Postgres);
         let upper = uuid(upper);
         let from = uuid(from);
         let queue = query.queue.as_ref().map(|q| q.as_str().to_owned());
@@ -98,6 +104,7 @@ impl LookupRows for PgTx<'_> {
                 }
             })
             .collect();
+        self.tx.batch_execute(SEARCH_PLANNING).await?;
         let mut chunk = SearchChunk::default();
         for row in self.tx.query_typed(&sql, &params).await? {
             let id = job_id(row.get(0));

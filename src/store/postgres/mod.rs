@@ -32,7 +32,7 @@ mod groups;
 mod idempotency;
 pub mod jobs;
 pub mod limits;
-mod lookup;
+pub mod lookup;
 pub mod migrate;
 pub mod notify;
 pub mod queues;

@@ -1,5 +1,6 @@
-//! SQL for finding jobs by id across queues on SQLite: one range of each table's primary
-//! key (ids are 16-byte BLOBs, which compare byte by byte as UUIDs sort).
+//! SQL for finding jobs across queues on SQLite: by id, one range of each table's primary
+//! key (ids are 16-byte BLOBs, which compare byte by byte as UUIDs sort); and a search's
+//! reads.
 
 use rusqlite::params;
 
@@ -9,7 +10,8 @@ use crate::store::dialect::LookupRows;
 use crate::store::error::StoreResult;
 use crate::store::records::{DlqState, JobPlace, contains_pattern};
 use crate::store::search::{
-    SearchChunk, SearchHit, SearchParam, SearchQuery, SearchTable, hit_state, search_sql,
+    SearchChunk, SearchDialect, SearchHit, SearchParam, SearchQuery, SearchTable, hit_state,
+    search_sql,
 };
 
 impl LookupRows for SqliteTx<'_> {
@@ -79,7 +81,7 @@ impl LookupRows for SqliteTx<'_> {
         from: JobId,
         rows: usize,
     ) -> StoreResult<SearchChunk> {
-        let (sql, order) = search_sql(table, query, |n| format!("?{n}"), "LIKE");
+        let (sql, order) = search_sql(table, query, SearchDialect::Sqlite);
         let mut stmt = self.0.prepare_cached(&sql)?;
         let pattern = query.text.as_deref().map(contains_pattern);
         for (index, param) in order.iter().enumerate() {
@@ -128,5 +130,93 @@ impl LookupRows for SqliteTx<'_> {
             });
         }
         Ok(chunk)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::*;
+    use crate::store::sqlite::Synchronous;
+    use crate::store::sqlite::connection::{migrate, open_writer};
+
+    /// The plan of `sql`, its placeholders left unbound.
+    fn plan(conn: &Connection, sql: &str) -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let mut rows = stmt.raw_query();
+        let mut lines = Vec::new();
+        while let Some(row) = rows.next().unwrap() {
+            lines.push(row.get::<_, String>(3).unwrap());
+        }
+        lines.join("\n")
+    }
+
+    /// Each search reads the index its filters name, never a whole table, and sorts only
+    /// the few rows of one ordering key.
+    #[test]
+    fn searches_read_their_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open_writer(&dir.path().join("p.db"), Synchronous::Normal).unwrap();
+        migrate(&mut conn).unwrap();
+        let queue = Some(QueueName::from_stored("q".into()));
+        let key = Some("k".to_owned());
+        let cases = [
+            (
+                SearchQuery::default(),
+                [
+                    "sqlite_autoindex_jobs_1 (id>? AND id<?)",
+                    "sqlite_autoindex_dead_letters_1 (id>? AND id<?)",
+                    "sqlite_autoindex_delivered_1 (id>? AND id<?)",
+                ],
+            ),
+            (
+                SearchQuery {
+                    queue: queue.clone(),
+                    ..SearchQuery::default()
+                },
+                [
+                    "jobs_by_queue (queue=? AND id>? AND id<?)",
+                    "sqlite_autoindex_dead_letters_1 (id>? AND id<?)",
+                    "sqlite_autoindex_delivered_1 (id>? AND id<?)",
+                ],
+            ),
+            (
+                SearchQuery {
+                    key: key.clone(),
+                    ..SearchQuery::default()
+                },
+                [
+                    "jobs_by_key (queue=? AND ordering_key=?)",
+                    "dead_letters_by_key (ordering_key=? AND id>? AND id<?)",
+                    "delivered_by_key (ordering_key=? AND id>? AND id<?)",
+                ],
+            ),
+            (
+                SearchQuery {
+                    key,
+                    queue,
+                    ..SearchQuery::default()
+                },
+                [
+                    "jobs_by_key (queue=? AND ordering_key=?)",
+                    "dead_letters_by_key (ordering_key=? AND id>? AND id<?)",
+                    "delivered_by_key (ordering_key=? AND id>? AND id<?)",
+                ],
+            ),
+        ];
+        for (query, indexes) in cases {
+            for (table, index) in SearchTable::ALL.into_iter().zip(indexes) {
+                let (sql, _) = search_sql(table, &query, SearchDialect::Sqlite);
+                let p = plan(&conn, &sql);
+                assert!(p.contains(index), "{table:?} {query:?}: {p}");
+                assert!(
+                    !p.contains("SCAN jobs")
+                        && !p.contains("SCAN dead_letters")
+                        && !p.contains("SCAN delivered"),
+                    "{table:?} {query:?}: {p}"
+                );
+            }
+        }
     }
 }
