@@ -13,6 +13,7 @@ mod bad_inputs;
 mod batch;
 mod breaker;
 mod browser;
+mod bulk_jobs;
 mod cli;
 mod connections;
 mod credentials;
