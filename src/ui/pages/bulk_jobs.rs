@@ -30,9 +30,19 @@ pub struct Matching {
 }
 
 impl Matching {
+    /// For a question: "12", "more than 3000".
     fn said(self) -> String {
         if self.more {
             format!("more than {}", self.count)
+        } else {
+            self.count.to_string()
+        }
+    }
+
+    /// For a button: "12", "3000+".
+    fn short(self) -> String {
+        if self.more {
+            format!("{}+", self.count)
         } else {
             self.count.to_string()
         }
@@ -108,8 +118,11 @@ pub fn matching_actions(
     if matching.count == 0 {
         return html! {};
     }
-    let n = matching.said();
-    let which = format!("{n} waiting jobs of {name} that contain “{search}”");
+    let which = format!(
+        "{} waiting jobs of {name} that contain “{search}”",
+        matching.said()
+    );
+    let n = matching.short();
     html! {
         input type="hidden" name="search" value=(search);
         button type="submit" name="action" value="set_priority-matching" id="bulk-set-priority-matching" class="secondary"
