@@ -541,3 +541,48 @@ async fn bulk_actions_are_admin_only_and_audited_with_their_count() {
         "every waiting job containing \"late\""
     );
 }
+
+/// A bulk cancel racing the dispatcher's claims (on PostgreSQL, concurrent transactions):
+/// every job is either cancelled or delivered, never both, and none is lost. A cancel that
+/// deleted a job in flight would count a job the worker received as cancelled too.
+#[tokio::test]
+async fn bulk_cancel_racing_deliveries_never_cancels_a_job_in_flight() {
+    let receiver = TestReceiver::always(Reply::ok()).await;
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("q", &receiver.url, None).await;
+    // Four chunks of the cancel's walk, claims going on between them.
+    const JOBS: usize = 2000;
+    let jobs: Vec<Value> = (0..JOBS).map(|n| json!({"race": n})).collect();
+    for batch in jobs.chunks(1000) {
+        app.call(
+            Method::POST,
+            "/queue/q/_batch",
+            Some(Value::from(batch.to_vec()).to_string().as_bytes()),
+        )
+        .await
+        .expect(201);
+    }
+    let done = bulk(&app, "q", json!({"action": "cancel", "all": true}))
+        .await
+        .expect(200);
+    let changed = done["changed"].as_u64().expect("changed") as usize;
+    let in_flight = done["skipped"]["inFlight"].as_u64().expect("in flight") as usize;
+    let gone = done["skipped"]["gone"].as_u64().expect("gone") as usize;
+    // Every job that was not cancelled is delivered.
+    crate::helpers::eventually("every job delivered or cancelled", || async {
+        ready_ids(&app, "q", None).await.is_empty().then_some(())
+    })
+    .await;
+    let delivered: std::collections::BTreeSet<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.job_id().to_owned())
+        .collect();
+    assert_eq!(
+        changed + delivered.len(),
+        JOBS,
+        "cancelled {changed}, delivered {}: {done}",
+        delivered.len()
+    );
+    assert!(in_flight + gone <= delivered.len(), "{done}");
+}
