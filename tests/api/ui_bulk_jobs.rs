@@ -154,3 +154,122 @@ async fn ui_browser_bulk_cancel_and_priority_on_the_ready_tab() {
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
 }
+
+/// Without a script (plain HTTP, as a browser without JavaScript posts the form): the READY
+/// tab's form acts through the API and says what happened; an empty selection, a missing
+/// priority and one the API refuses are said on the page; a post without the session's
+/// CSRF token is refused before anything runs.
+#[tokio::test]
+async fn the_ready_tabs_bulk_form_works_without_a_script() {
+    use crate::ui::UiVisitor;
+    let app = spawn_app(|_| {}).await;
+    app.put_queue("q", &json!({})).await.expect(201);
+    let late = app
+        .enqueue_job_with("q", &json!({"kind": "late"}), "delay=1h", &[])
+        .await
+        .expect(201)["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let due = app.enqueue_ok("q", &json!({"kind": "due"})).await;
+    let mut visitor = UiVisitor::new(&app);
+    let page = visitor.get("/ui/queue/q").await;
+    for id in [&late, &due] {
+        assert!(
+            page.body.contains(&format!(r#"id="select-{id}""#)),
+            "{}",
+            page.body
+        );
+    }
+    assert!(page.body.contains(r#"action="/ui/queue/q/jobs-action""#));
+    assert!(
+        page.body
+            .contains(r#"data-confirm="Cancel {n} jobs? They are deleted"#),
+        "bulk actions ask first, saying how many"
+    );
+    let path = "/ui/queue/q/jobs-action";
+    let back = "/ui/queue/q?status=READY&order=oldest#jobs-title";
+    let said = |page: &str, text: &str| {
+        assert!(page.contains(text), "{text:?} not in {page}");
+    };
+
+    let none = visitor
+        .submit(path, &[("action", "cancel"), ("back", back)])
+        .await;
+    assert_eq!(none.location(), back);
+    said(
+        &visitor.follow(none).await.body,
+        "Select at least one job first.",
+    );
+
+    let forged = visitor
+        .post(path, &[("action", "cancel"), ("ids", &due), ("back", back)])
+        .await;
+    assert_eq!(forged.status, 403);
+
+    let unsaid = visitor
+        .submit(
+            path,
+            &[("action", "set_priority"), ("ids", &due), ("back", back)],
+        )
+        .await;
+    said(&visitor.follow(unsaid).await.body, "Give the new priority");
+    let too_high = visitor
+        .submit(
+            path,
+            &[
+                ("action", "set_priority"),
+                ("priority", "500"),
+                ("ids", &due),
+                ("back", back),
+            ],
+        )
+        .await;
+    said(
+        &visitor.follow(too_high).await.body,
+        "is not an integer from -100 to 100",
+    );
+    assert_eq!(
+        app.get_job("q", &due).await.expect(200)["priority"],
+        Value::Null
+    );
+
+    let ran = visitor
+        .submit(
+            path,
+            &[
+                ("action", "run_now"),
+                ("ids", &late),
+                ("ids", &due),
+                ("back", back),
+            ],
+        )
+        .await;
+    said(
+        &visitor.follow(ran).await.body,
+        "Made 1 of 2 selected due now. 1 job was due already.",
+    );
+    let job = app.get_job("q", &late).await.expect(200);
+    assert!(job["nextAttemptAt"].as_i64() <= Some(hookq::model::now_millis()));
+
+    let searched = "/ui/queue/q?status=READY&order=oldest&search=late#jobs-title";
+    let page = visitor.get("/ui/queue/q?status=READY&search=late").await;
+    said(&page.body, "Cancel all 1 matching");
+    let cancelled = visitor
+        .submit(
+            path,
+            &[
+                ("action", "cancel-matching"),
+                ("search", "late"),
+                ("back", searched),
+            ],
+        )
+        .await;
+    assert_eq!(cancelled.location(), searched);
+    said(
+        &visitor.follow(cancelled).await.body,
+        "Cancelled 1 job that contains “late”.",
+    );
+    app.get_job("q", &late).await.expect_error(404);
+    app.get_job("q", &due).await.expect(200);
+}

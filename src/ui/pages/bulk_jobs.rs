@@ -194,7 +194,14 @@ pub async fn act(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiResult
         Ok(result) => {
             let what = match target {
                 "selected" => format!("{} of {} selected", result.changed, ids.len()),
-                _ => format!("{} that contain “{search}”", jobs(result.changed)),
+                _ => {
+                    let contain = if result.changed == 1 {
+                        "contains"
+                    } else {
+                        "contain"
+                    };
+                    format!("{} that {contain} “{search}”", jobs(result.changed))
+                }
             };
             ctx.done(Flash::notice(said(&result, &what, priority)), &back)
         }
