@@ -7,6 +7,7 @@ pub mod audit;
 pub mod auth;
 pub mod batch;
 pub mod body;
+pub mod bulk_jobs;
 pub mod cursor;
 pub mod dlq;
 pub mod error;
@@ -90,6 +91,7 @@ pub fn router(state: AppState) -> Router {
         .merge(batch::router())
         .merge(schedules::router())
         .merge(jobs::router())
+        .merge(bulk_jobs::router())
         .merge(pull::router())
         .merge(topics::router())
         .route_layer(auth::Authorize::queues(state.clone()));

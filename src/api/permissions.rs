@@ -58,6 +58,8 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         // jobs
         ("GET", "/queue/{name}/{id}") => Queue(JOB_STATUS),
         ("POST", "/queue/{name}/{id}/_cancel" | "/queue/{name}/{id}/_retry") => Admin,
+        // many waiting jobs at once (run now, cancel, priority): admin, as one job's cancel
+        ("POST", "/queue/{name}/_jobs/bulk") => Admin,
         // pull consumers
         ("POST", "/queue/{name}/_lease") => Queue(CONSUMER),
         (
@@ -177,6 +179,7 @@ mod tests {
             .merge(super::super::batch::router())
             .merge(super::super::schedules::router())
             .merge(super::super::jobs::router())
+            .merge(super::super::bulk_jobs::router())
             .merge(super::super::dlq::router())
             .merge(super::super::keys::router())
             .merge(super::super::audit::admin_router())

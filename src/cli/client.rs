@@ -492,10 +492,15 @@ impl Client {
         name: &str,
         role: &str,
         queues: &[String],
+        expires: Option<&str>,
     ) -> CliResult<Reply<CreatedKey>> {
         let mut body = json!({ "name": name, "role": role });
         if !queues.is_empty() {
             body["queues"] = Value::from(queues.to_vec());
+        }
+        // As typed: the server reads it as `POST /admin/keys` reads any `expiresAt`.
+        if let Some(expires) = expires {
+            body["expiresAt"] = Value::from(expires);
         }
         let url = self.url(&["admin", "keys"], &[]);
         let body = body.to_string().into_bytes();

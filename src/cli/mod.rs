@@ -568,6 +568,11 @@ pub enum KeyCommand {
         /// Queue names and prefix* patterns, comma-separated (`*`: every queue). Not for admin.
         #[arg(long, value_delimiter = ',')]
         queues: Vec<String>,
+        /// When the key stops working (401 from then on): a duration from now (`90d`,
+        /// `12h`), an RFC 3339 time or unix milliseconds; at most 10 years ahead. Without
+        /// it the key never expires.
+        #[arg(long, value_name = "WHEN")]
+        expires: Option<String>,
         #[command(flatten)]
         remote: RemoteArgs,
     },

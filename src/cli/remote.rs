@@ -188,20 +188,26 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
             name_flag,
             role,
             queues,
+            expires,
             remote,
         }) => {
             let name = name
                 .or(name_flag)
                 .ok_or_else(|| CliError::Usage("name the key: hookq key create NAME".into()))?;
             let reply = Client::new(&remote)?
-                .create_key(&name, &role, &queues)
+                .create_key(&name, &role, &queues, expires.as_deref())
                 .await?;
             if let Some(warning) = &reply.data.warning {
                 eprintln!("warning: {warning}");
             }
             print_or(&remote, &reply.json, || {
+                let expiry = reply
+                    .data
+                    .expires_at
+                    .map(|at| format!(", expires {}", time(at)))
+                    .unwrap_or_default();
                 format!(
-                    "created key {} ({name}, {role})\n{}\n(shown only now: store it safely)\n",
+                    "created key {} ({name}, {role}{expiry})\n{}\n(shown only now: store it safely)\n",
                     reply.data.id, reply.data.key
                 )
             });
@@ -212,7 +218,9 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
                 if reply.data.keys.is_empty() {
                     return "no keys\n".into();
                 }
-                let mut table = Table::new(&["ID", "NAME", "ROLE", "QUEUES", "CREATED", "REVOKED"]);
+                let mut table = Table::new(&[
+                    "ID", "NAME", "ROLE", "QUEUES", "CREATED", "EXPIRES", "REVOKED",
+                ]);
                 for key in &reply.data.keys {
                     table.row(vec![
                         key.id.clone(),
@@ -220,6 +228,7 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
                         key.role.to_string(),
                         key.queues.join(","),
                         time(key.created_at),
+                        key.expires_at.map(time).unwrap_or_else(|| "never".into()),
                         key.revoked_at.map(time).unwrap_or_else(|| "-".into()),
                     ]);
                 }

@@ -21,10 +21,10 @@ use super::audit::{AuditEntry, AuditFilter, AuditRecord};
 use super::error::{StoreError, StoreResult};
 use super::records::{
     ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
-    DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobPlace,
-    JobRecord, JobsPage, Lease, NewJob, NewSchedule, OutboxEvent, PageRequest, Position,
-    QueueCounts, RecordedBatch, RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed,
-    Subscription, TopicRow,
+    DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobAction,
+    JobPlace, JobRecord, JobsPage, Lease, LiveFilter, NewJob, NewSchedule, OutboxEvent,
+    PageRequest, Position, QueueCounts, RecordedBatch, RetainedMessage, Schedule, ScheduleTick,
+    Selection, Subscribed, Subscription, TopicRow,
 };
 use super::search::{SearchChunk, SearchQuery, SearchTable};
 use super::status::JobStatus;
@@ -313,6 +313,39 @@ pub trait JobRows {
         queue: &QueueName,
         page: &JobsPage<JobId>,
     ) -> StoreResult<Vec<JobRecord>>;
+    /// Up to `limit` ids of `queue`'s live jobs after `after` (or from the first) and
+    /// before `before`, in id order, that `filter` finds at `now` (in flight or not: the
+    /// caller tells them apart).
+    async fn live_ids_matching(
+        &self,
+        queue: &QueueName,
+        after: Option<JobId>,
+        before: JobId,
+        filter: &LiveFilter,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>>;
+    /// The status of each of `ids` that is a live job of `queue` (an id that is not has no
+    /// row in the answer).
+    async fn live_statuses(
+        &self,
+        queue: &QueueName,
+        ids: &[JobId],
+    ) -> StoreResult<Vec<(JobId, JobStatus)>>;
+    /// Apply `action` to those of `ids`, jobs of `queue`, that are waiting (not in flight:
+    /// tested in the statement that writes, so a concurrent claim either took a job
+    /// first, and it is left alone, or waits for this transaction), at `now`; only the
+    /// jobs it changes: `RunNow` those not due yet, `SetPriority` those of another
+    /// priority, `Cancel` every waiting one. Each changed job's id with what a cancelled
+    /// one left behind (for the others: nothing). No job leaves or joins its ordering
+    /// key's order: a blocked job stays blocked.
+    async fn act_on_waiting(
+        &self,
+        queue: &QueueName,
+        ids: &[JobId],
+        action: JobAction,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(JobId, Left)>>;
     /// Live jobs by status of `queue` (or of every queue with live jobs) at `now`.
     async fn live_counts(
         &self,

@@ -58,13 +58,13 @@ pub use cluster::Cluster;
 pub use decisions::activity::{KEPT_MS as HISTORY_KEPT_MS, MINUTE_MS};
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    ActivityFigures, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey, Caps, Claimed,
-    ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
+    ActivityFigures, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey, BulkReport, Caps,
+    Claimed, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
     ERROR_LINE_CHARS, Enqueued, ErrorGroup, ErrorGroupCount, Failure, FailureReason, Filter,
-    FiredTick, IdempotencyKey, JobRecord, JobState, JobsPage, Last24h, Lease, LeaseAnswer,
-    LeaseExpiry, NewJob, NewSchedule, Outbox, OutboxEvent, Outcome, PageRequest, Position,
-    PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk, Saved, Schedule, ScheduleTick,
-    SchedulerRound, Selection, SharedLimits, TextMatch,
+    FiredTick, IdempotencyKey, JobAction, JobRecord, JobState, JobsPage, Last24h, Lease,
+    LeaseAnswer, LeaseExpiry, LiveFilter, LiveSelection, NewJob, NewSchedule, Outbox, OutboxEvent,
+    Outcome, PageRequest, Position, PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk,
+    Saved, Schedule, ScheduleTick, SchedulerRound, Selection, SharedLimits, TextMatch,
 };
 pub use records::{FoundJob, JobPlace, ReplayFates};
 pub use records::{MessageRef, Published, Routed, Subscribed, Subscription, Topic, TopicRow};
@@ -163,6 +163,9 @@ const RECOVERY_BATCH: usize = 1000;
 
 /// Dead letters a replay claims and puts back per transaction.
 const REPLAY_CHUNK: usize = 500;
+
+/// Live jobs a bulk action selected by a filter acts on per transaction.
+const BULK_CHUNK: usize = 500;
 
 #[derive(Clone)]
 enum Backend {
@@ -682,6 +685,50 @@ impl Store {
         in_write!(self, Durability::Durable, |tx| {
             decisions::outcomes::cancel(tx, &queue, id, now).await
         })
+    }
+
+    /// Run now, cancel or re-prioritise the waiting jobs of `queue` that `selection` names
+    /// (never one in flight; see `decisions::bulk` for how ordering keys keep their order),
+    /// at `now`. Ids act in one transaction; a filter walks every job it finds, a chunk of
+    /// [`BULK_CHUNK`] per transaction, and only those created before `now`. The audit entry
+    /// of an [`audited`](Store::audited) store commits with the last chunk, counting every
+    /// job changed. Other nodes hear of jobs made due (run now, a key's next after a cancel).
+    pub async fn act_on_jobs(
+        &self,
+        queue: QueueName,
+        selection: LiveSelection,
+        action: JobAction,
+        now: UnixMillis,
+    ) -> StoreResult<BulkReport> {
+        let audit = self.audit_entry();
+        let selection = Arc::new(selection);
+        let mut report = BulkReport::default();
+        let mut after = None;
+        loop {
+            let (queue, selection, audit) = (queue.clone(), selection.clone(), audit.clone());
+            let changed_before = report.changed;
+            let done = in_write!(self, Durability::Durable, |tx| {
+                let chunk = decisions::bulk::Chunk {
+                    queue: &queue,
+                    selection: &selection,
+                    after,
+                    action,
+                    now,
+                    limit: BULK_CHUNK,
+                    changed_before,
+                };
+                decisions::bulk::act_chunk(tx, &chunk, audit.as_ref()).await
+            })?;
+            report.add(done.report);
+            match done.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        if report.changed > 0 && !matches!(action, JobAction::SetPriority(_)) {
+            self.cluster().announce_due(&queue);
+        }
+        Ok(report)
     }
 
     /// Expired leases back to READY, or dead-lettered if that was their last attempt (by

@@ -1526,3 +1526,77 @@ pub struct RetainedMessage {
     pub ordering_key: Option<String>,
     pub trace: Option<TraceContext>,
 }
+
+/// What a bulk action on a queue's waiting jobs does to each job it selects. A job in
+/// flight is never touched: each backend checks the status in the statement that writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobAction {
+    /// A job waiting for its delay or a retry's backoff becomes due now (one behind its
+    /// ordering key's head stays behind it, its wait dropped).
+    RunNow,
+    /// The job is deleted (its key's next job goes next).
+    Cancel,
+    /// The job takes this priority (among a queue's due jobs, higher first).
+    SetPriority(i32),
+}
+
+impl JobAction {
+    /// The action's name, as the API and the audit log say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RunNow => "run_now",
+            Self::Cancel => "cancel",
+            Self::SetPriority(_) => "set_priority",
+        }
+    }
+}
+
+/// Which of a queue's live jobs a bulk action selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveSelection {
+    /// These jobs (at most the API's bound of them).
+    Ids(Vec<JobId>),
+    /// Every live job the filter finds, however many: walked in id order, a chunk per
+    /// transaction.
+    Matching(LiveFilter),
+}
+
+/// Live jobs as the READY listing finds them: by text in their payload or last error (as
+/// [`JobsPage::text`] compares it), and, when `delayed_only`, only those not due yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveFilter {
+    pub text: Option<String>,
+    pub delayed_only: bool,
+}
+
+impl LiveFilter {
+    /// The text as a `LIKE` pattern ([`contains_pattern`]), if the filter looks for one.
+    pub fn pattern(&self) -> Option<String> {
+        self.text.as_deref().map(contains_pattern)
+    }
+}
+
+/// What a bulk action did: every job it selected is counted once, as changed, unchanged
+/// (already as asked: due already, of that priority already), in flight (left alone) or
+/// gone (not a live job of the queue: delivered, cancelled, dead-lettered, or never one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BulkReport {
+    pub matched: usize,
+    pub changed: usize,
+    pub unchanged: usize,
+    /// The jobs left alone because they were being delivered, by id.
+    pub in_flight: Vec<JobId>,
+    /// The ids named that are not live jobs of the queue, by id.
+    pub gone: Vec<JobId>,
+}
+
+impl BulkReport {
+    /// This report with `other`'s counts added (a later chunk of the same action).
+    pub fn add(&mut self, other: BulkReport) {
+        self.matched += other.matched;
+        self.changed += other.changed;
+        self.unchanged += other.unchanged;
+        self.in_flight.extend(other.in_flight);
+        self.gone.extend(other.gone);
+    }
+}

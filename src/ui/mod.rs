@@ -118,8 +118,8 @@ pub fn with_ui(api: Router, config: &Config) -> Site {
 
 fn router(state: UiState) -> Router {
     use pages::{
-        audit, dashboard, dead_letters, health, job, keys, login, queue, queue_settings, schedules,
-        search, topics,
+        audit, bulk_jobs, dashboard, dead_letters, health, job, keys, login, queue, queue_settings,
+        schedules, search, topics,
     };
     let pages = Router::new()
         .route("/", get(dashboard::page))
@@ -137,6 +137,7 @@ fn router(state: UiState) -> Router {
         .route("/queue/{name}/close-breaker", post(queue::close_breaker))
         .route("/queue/{name}/enqueue", post(queue::enqueue))
         .route("/queue/{name}/delete", post(queue::delete))
+        .route("/queue/{name}/jobs-action", post(bulk_jobs::act))
         .route("/queue/{name}/schedules", post(schedules::save))
         .route(
             "/queue/{name}/schedules/{schedule}/run",

@@ -104,6 +104,12 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         (Method::GET, format!("{q}/{job}"), None, STATUS),
         (Method::POST, format!("{q}/{none}/_cancel"), None, ADMIN),
         (Method::POST, format!("{q}/{none}/_retry"), None, ADMIN),
+        (
+            Method::POST,
+            format!("{q}/_jobs/bulk"),
+            Some(json!({"action": "cancel", "ids": [none]})),
+            ADMIN,
+        ),
         // pull consumers (billing-eu pushes: an allowed key hears 409, not 403)
         (Method::POST, format!("{q}/_lease"), None, CONSUME),
         (

@@ -38,6 +38,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/queue/{name}/{id}"),
     ("POST", "/queue/{name}/{id}/_cancel"),
     ("POST", "/queue/{name}/{id}/_retry"),
+    ("POST", "/queue/{name}/_jobs/bulk"),
     ("POST", "/queue/{name}/_lease"),
     ("POST", "/queue/{name}/{id}/_ack"),
     ("POST", "/queue/{name}/{id}/_nack"),
@@ -533,6 +534,14 @@ async fn real_responses_match_the_documented_schemas() {
     assert_conforms(&doc, "POST", "/admin/dlq/replay", &replayed);
     let fates = post("/admin/dlq/replayed", json!({ "ids": [ids[0]] })).await;
     assert_conforms(&doc, "POST", "/admin/dlq/replayed", &fates);
+    let ran = quiet
+        .call(
+            Method::POST,
+            "/queue/idle/_jobs/bulk",
+            Some(br#"{"action":"run_now","all":true,"status":"DELAYED"}"#.as_slice()),
+        )
+        .await;
+    assert_conforms(&doc, "POST", "/queue/{name}/_jobs/bulk", &ran);
     let cancelled = quiet.cancel("idle", &ready).await;
     assert_conforms(&doc, "POST", "/queue/{name}/{id}/_cancel", &cancelled);
     let deleted = app

@@ -1058,6 +1058,116 @@ async fn key_create_list_and_revoke_work_against_a_running_server() {
         .fails_with(1, "(HTTP 404)");
 }
 
+/// `key create --expires` takes what `POST /admin/keys` takes as `expiresAt`: a duration
+/// from now, an RFC 3339 time; the key then stops working at that time, and `key list`
+/// says when.
+#[tokio::test]
+async fn key_create_expires_sets_when_the_key_stops_working() {
+    const KEY: &str = "the-configured-api-key-for-the-cli";
+    let app = spawn_app(|config| config.api_key = Some(ApiKey::new(KEY.into()))).await;
+    let env = [("HOOKQ_URL", app.base.as_str()), ("HOOKQ_API_KEY", KEY)];
+    let before = hookq::model::now_millis();
+    let created = hookq(
+        &[
+            "key",
+            "create",
+            "ops",
+            "--role",
+            "admin",
+            "--expires",
+            "90d",
+            "--json",
+        ],
+        &env,
+        None,
+    )
+    .await
+    .json();
+    let after = hookq::model::now_millis();
+    let ninety_days = 90 * 24 * 3600 * 1000;
+    let expires = created["expiresAt"].as_i64().expect("an expiry");
+    assert!(
+        (before + ninety_days..=after + ninety_days).contains(&expires),
+        "{created}"
+    );
+
+    let readable = hookq(
+        &[
+            "key",
+            "create",
+            "reader",
+            "--role",
+            "reader",
+            "--queues",
+            "*",
+            "--expires",
+            "2035-01-02T03:04:05Z",
+        ],
+        &env,
+        None,
+    )
+    .await;
+    assert!(
+        readable
+            .ok()
+            .contains("(reader, reader, expires 2035-01-02T03:04:05"),
+        "{readable:?}"
+    );
+    let listed = app.get("/admin/keys").await.expect(200);
+    let reader = listed["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .find(|key| key["name"] == "reader")
+        .expect("the reader key")
+        .clone();
+    assert_eq!(reader["expiresAt"], json!(2_051_319_845_000_i64));
+    let table = hookq(&["key", "list"], &env, None).await;
+    assert!(table.ok().contains("EXPIRES"), "{table:?}");
+    let row = lines_with(table.ok(), reader["id"].as_str().unwrap());
+    assert!(row[0].contains("2035-01-02T03:04:05"), "{table:?}");
+    let ops_row = lines_with(table.ok(), created["id"].as_str().unwrap());
+    assert!(!ops_row[0].contains("never"), "{table:?}");
+
+    // Refused as the API refuses it: nothing created.
+    hookq(
+        &[
+            "key",
+            "create",
+            "late",
+            "--role",
+            "admin",
+            "--expires",
+            "2001-01-01T00:00:00Z",
+        ],
+        &env,
+        None,
+    )
+    .await
+    .fails_with(1, "expiresAt: it is not in the future");
+    hookq(
+        &[
+            "key",
+            "create",
+            "odd",
+            "--role",
+            "admin",
+            "--expires",
+            "soon",
+        ],
+        &env,
+        None,
+    )
+    .await
+    .fails_with(1, "expiresAt: not a time");
+    let listed = app.get("/admin/keys").await.expect(200);
+    assert_eq!(
+        listed["keys"].as_array().expect("keys").len(),
+        2,
+        "{listed}"
+    );
+}
+
 #[tokio::test]
 async fn a_key_created_on_an_open_server_says_it_does_nothing_yet() {
     let app = spawn_app(|_| {}).await;

@@ -8,6 +8,8 @@
 //!   log, with the attempt history nothing shows any more.
 //! - [`schedules`]: a scheduler round (each due tick stores at most one job).
 //! - [`pull`]: a pull worker's ack, nack and extend of its lease, and leases handed back.
+//! - [`bulk`]: a bulk action on a queue's waiting jobs (run now, cancel, change priority),
+//!   a chunk per transaction, never touching a job in flight.
 //! - [`reads`]: the job lookup across live jobs, the delivery log and the dead letters.
 //! - [`search`]: a search across every queue's jobs, walked in bounded reads.
 //! - [`topics`]: a publish routed to every matching subscriber in one transaction; a replay
@@ -16,6 +18,7 @@
 //! Nothing here knows SQL; nothing in `sqlite/` or `postgres/` decides.
 
 pub mod activity;
+pub mod bulk;
 pub mod dead_letters;
 pub mod enqueue;
 pub mod outcomes;

@@ -30,8 +30,9 @@ use crate::sql_once;
 use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobRecord, JobState, JobsPage, Lease, MESSAGE_PAYLOAD,
-    MESSAGE_TOPIC, MessageRef, NewJob, QueueCounts, ScheduleTick, payload_or_error_like,
+    AttemptRecord, ClaimedJob, Failure, JobAction, JobRecord, JobState, JobsPage, Lease,
+    LiveFilter, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef, NewJob, QueueCounts, ScheduleTick,
+    payload_or_error_like,
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
@@ -1013,6 +1014,169 @@ impl JobRows for PgTx<'_> {
         )
         .await?;
         rows.iter().map(live_from_row).collect()
+    }
+
+    /// One range of the queue's jobs by id, as a READY listing reads it.
+    async fn live_ids_matching(
+        &self,
+        queue: &QueueName,
+        after: Option<JobId>,
+        before: JobId,
+        filter: &LiveFilter,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>> {
+        let after = uuid(after.unwrap_or_else(|| JobId::from_bytes([0; 16])));
+        let rows = prepared::query(
+            self.tx,
+            sql_once!(
+                "SELECT id FROM jobs
+                 WHERE queue = $1 AND id > $2 AND id < $3 AND ($4::text IS NULL OR {contains})
+                   AND (NOT $5::boolean OR (status <> {IN_FLIGHT} AND run_at > $6::bigint))
+                 ORDER BY id LIMIT $7",
+                contains = payload_or_error_like("ILIKE", "$4::text"),
+            ),
+            &[
+                &queue.as_str(),
+                &after,
+                &uuid(before),
+                &filter.pattern(),
+                &filter.delayed_only,
+                &now,
+                &limit_param(limit),
+            ],
+        )
+        .await?;
+        Ok(rows.iter().map(|row| job_id(row.get(0))).collect())
+    }
+
+    async fn live_statuses(
+        &self,
+        queue: &QueueName,
+        ids: &[JobId],
+    ) -> StoreResult<Vec<(JobId, JobStatus)>> {
+        let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
+        let rows = prepared::query(
+            self.tx,
+            "SELECT id, status FROM jobs WHERE queue = $1 AND id = ANY($2)",
+            &[&queue.as_str(), &ids],
+        )
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let code: i16 = row.get(1);
+                let status = JobStatus::from_code(i64::from(code)).ok_or_else(|| {
+                    StoreError::from(anyhow::anyhow!(
+                        "jobs.status holds {code}, which this hookq does not know"
+                    ))
+                })?;
+                Ok((job_id(row.get(0)), status))
+            })
+            .collect()
+    }
+
+    /// One statement for every job of the call. A cancel first takes, in the one order
+    /// every path takes them, the queue's counter row (when it has a cap) and then the
+    /// lock of each ordering key among the jobs (sorted): a head's delivery that holds its
+    /// key and then promotes the key's next job, which this cancel may be deleting, would
+    /// otherwise wait on the row while this waits on the key.
+    async fn act_on_waiting(
+        &self,
+        queue: &QueueName,
+        ids: &[JobId],
+        action: JobAction,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(JobId, Left)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
+        let name = queue.as_str();
+        let unkeyed = |row: &Row| {
+            (
+                job_id(row.get(0)),
+                Left {
+                    key: None,
+                    had_failures: false,
+                },
+            )
+        };
+        Ok(match action {
+            // As on SQLite: a scheduled job turns ready, a blocked one only drops its wait.
+            JobAction::RunNow => prepared::query(
+                self.tx,
+                sql_once!(
+                    "UPDATE jobs SET run_at = $3,
+                            status = CASE WHEN status = {SCHEDULED} THEN {READY} ELSE status END,
+                            ttl_from = CASE WHEN ttl_from > $3 THEN $3 ELSE ttl_from END
+                     WHERE id = ANY($1) AND queue = $2
+                       AND status IN ({READY}, {SCHEDULED}, {BLOCKED}) AND run_at > $3
+                     RETURNING id"
+                ),
+                &[&ids, &name, &now],
+            )
+            .await?
+            .iter()
+            .map(unkeyed)
+            .collect(),
+            JobAction::SetPriority(priority) => prepared::query(
+                self.tx,
+                sql_once!(
+                    "UPDATE jobs SET priority = $3
+                     WHERE id = ANY($1) AND queue = $2
+                       AND status IN ({READY}, {SCHEDULED}, {BLOCKED}) AND priority <> $3
+                     RETURNING id"
+                ),
+                &[&ids, &name, &priority],
+            )
+            .await?
+            .iter()
+            .map(unkeyed)
+            .collect(),
+            JobAction::Cancel => {
+                prepared::execute(
+                    self.tx,
+                    "SELECT 1 FROM queue_sizes WHERE queue = $1 FOR UPDATE",
+                    &[&name],
+                )
+                .await?;
+                let keys = prepared::query(
+                    self.tx,
+                    "SELECT DISTINCT ordering_key FROM jobs
+                     WHERE id = ANY($1) AND queue = $2 AND ordering_key IS NOT NULL
+                     ORDER BY ordering_key",
+                    &[&ids, &name],
+                )
+                .await?;
+                for row in &keys {
+                    lock_key(self.tx, name, row.get(0)).await?;
+                }
+                prepared::query(
+                    self.tx,
+                    sql_once!(
+                        "DELETE FROM jobs
+                         WHERE id = ANY($1) AND queue = $2
+                           AND status IN ({READY}, {SCHEDULED}, {BLOCKED})
+                         RETURNING id, ordering_key, last_error IS NOT NULL"
+                    ),
+                    &[&ids, &name],
+                )
+                .await?
+                .iter()
+                .map(|row| {
+                    (
+                        job_id(row.get(0)),
+                        Left {
+                            key: row
+                                .get::<_, Option<String>>(1)
+                                .map(|key| (name.to_owned(), key)),
+                            had_failures: row.get(2),
+                        },
+                    )
+                })
+                .collect()
+            }
+        })
     }
 
     /// Where each queue's live jobs stand at `now` (only `queue` when given): each figure

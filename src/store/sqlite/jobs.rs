@@ -14,8 +14,9 @@ use crate::sql_once;
 use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobRecord, JobsPage, Lease, MESSAGE_PAYLOAD, MESSAGE_TOPIC,
-    MessageRef, NewJob, QueueCounts, ScheduleTick, payload_or_error_like,
+    AttemptRecord, ClaimedJob, Failure, JobAction, JobRecord, JobsPage, Lease, LiveFilter,
+    MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef, NewJob, QueueCounts, ScheduleTick,
+    payload_or_error_like,
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
@@ -768,6 +769,123 @@ impl JobRows for SqliteTx<'_> {
             record_from_row,
         )?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One range of `jobs_by_queue`, as a READY listing reads it.
+    async fn live_ids_matching(
+        &self,
+        queue: &QueueName,
+        after: Option<JobId>,
+        before: JobId,
+        filter: &LiveFilter,
+        now: UnixMillis,
+        limit: usize,
+    ) -> StoreResult<Vec<JobId>> {
+        let after = after.unwrap_or_else(|| JobId::from_bytes([0; 16]));
+        let mut stmt = self.0.prepare_cached(sql_once!(
+            "SELECT id FROM jobs
+             WHERE queue = ?1 AND id > ?2 AND id < ?3 AND (?4 IS NULL OR {contains})
+               AND (?5 = 0 OR (status <> {IN_FLIGHT} AND run_at > ?6))
+             ORDER BY id LIMIT ?7",
+            contains = payload_or_error_like("LIKE", "?4"),
+        ))?;
+        let rows = stmt.query_map(
+            params![
+                queue.as_str(),
+                &after.as_bytes()[..],
+                &before.as_bytes()[..],
+                filter.pattern(),
+                filter.delayed_only,
+                now,
+                limit_param(limit)
+            ],
+            |row| id_from_row(row, 0),
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    async fn live_statuses(
+        &self,
+        queue: &QueueName,
+        ids: &[JobId],
+    ) -> StoreResult<Vec<(JobId, JobStatus)>> {
+        let mut statuses = Vec::new();
+        for id in ids {
+            if let Some(status) = status_of(self.0, queue, *id)? {
+                statuses.push((*id, status));
+            }
+        }
+        Ok(statuses)
+    }
+
+    /// A statement per job, by primary key: the writer is this process's, so nothing
+    /// claims between them, and each tests the status it writes under anyway.
+    async fn act_on_waiting(
+        &self,
+        queue: &QueueName,
+        ids: &[JobId],
+        action: JobAction,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(JobId, Left)>> {
+        let mut changed = Vec::new();
+        let unkeyed = Left {
+            key: None,
+            had_failures: false,
+        };
+        match action {
+            JobAction::RunNow => {
+                // Due now: a scheduled job turns ready; a blocked one only drops its wait
+                // (promoted in its key's id order, it is then ready at once). A delayed
+                // job's time to live starts now, as it would have when due.
+                let mut stmt = self.0.prepare_cached(sql_once!(
+                    "UPDATE jobs SET run_at = ?3,
+                            status = CASE WHEN status = {SCHEDULED} THEN {READY} ELSE status END,
+                            ttl_from = CASE WHEN ttl_from > ?3 THEN ?3 ELSE ttl_from END
+                     WHERE id = ?1 AND queue = ?2
+                       AND status IN ({READY}, {SCHEDULED}, {BLOCKED}) AND run_at > ?3"
+                ))?;
+                for id in ids {
+                    if stmt.execute(params![&id.as_bytes()[..], queue.as_str(), now])? == 1 {
+                        changed.push((*id, unkeyed.clone()));
+                    }
+                }
+            }
+            JobAction::SetPriority(priority) => {
+                let mut stmt = self.0.prepare_cached(sql_once!(
+                    "UPDATE jobs SET priority = ?3
+                     WHERE id = ?1 AND queue = ?2
+                       AND status IN ({READY}, {SCHEDULED}, {BLOCKED}) AND priority <> ?3"
+                ))?;
+                for id in ids {
+                    if stmt.execute(params![&id.as_bytes()[..], queue.as_str(), priority])? == 1 {
+                        changed.push((*id, unkeyed.clone()));
+                    }
+                }
+            }
+            JobAction::Cancel => {
+                let mut stmt = self.0.prepare_cached(sql_once!(
+                    "DELETE FROM jobs
+                     WHERE id = ?1 AND queue = ?2 AND status IN ({READY}, {SCHEDULED}, {BLOCKED})
+                     RETURNING ordering_key, last_error IS NOT NULL"
+                ))?;
+                for id in ids {
+                    let left = stmt
+                        .query_row(params![&id.as_bytes()[..], queue.as_str()], |row| {
+                            Ok(Left {
+                                key: row
+                                    .get::<_, Option<String>>(0)?
+                                    .map(|key| (queue.to_string(), key)),
+                                had_failures: row.get(1)?,
+                            })
+                        })
+                        .optional()?;
+                    if let Some(left) = left {
+                        changed.push((*id, left));
+                    }
+                }
+            }
+        }
+        Ok(changed)
     }
 
     /// Due, scheduled, blocked and in-flight jobs at `now`, and the earliest due time among the

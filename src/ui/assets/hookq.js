@@ -12,16 +12,20 @@ function selectedCount(form) {
 }
 
 // The question a button (or form) asks: `data-confirm`, or `data-confirm-one` for a single
-// selected item; `{n}` is the number selected, `{delay}` the form's delay as " after 5m".
+// selected item; `{n}` is the number selected, `{delay}` the form's delay as " after 5m",
+// `{priority}` the form's priority as typed.
 function question(asking, form) {
   const n = selectedCount(form);
   const template =
     n === 1 && asking.dataset.confirmOne ? asking.dataset.confirmOne : asking.dataset.confirm;
   const delayField = form.querySelector('input[name="delay"]');
   const delay = delayField ? delayField.value.trim() : "";
+  const priorityField = form.querySelector('input[name="priority"]');
+  const priority = priorityField ? priorityField.value.trim() : "";
   return template
     .replaceAll("{n}", String(n))
-    .replaceAll("{delay}", delay ? " after " + delay : "");
+    .replaceAll("{delay}", delay ? " after " + delay : "")
+    .replaceAll("{priority}", priority || "(none given)");
 }
 
 document.addEventListener("submit", (event) => {

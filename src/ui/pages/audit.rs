@@ -12,10 +12,13 @@ use crate::ui::{Ctx, UiResult, format};
 /// Entries per page.
 const PAGE: usize = 50;
 /// The actions a filter offers (every action the log writes).
-const ACTIONS: [&str; 15] = [
+const ACTIONS: [&str; 18] = [
     "dlq.replay",
     "dlq.acknowledge",
     "dlq.delete",
+    "jobs.run_now",
+    "jobs.cancel",
+    "jobs.set_priority",
     "queue.create",
     "queue.delete",
     "queue.pause",

@@ -287,7 +287,7 @@ fn letters_form(ctx: &Ctx, filter: &Filter, here: &str, letters: &DlqPage, paged
                     div class="table-wrap" {
                         table id="letters" {
                             thead { tr {
-                                th scope="col" { (select_all()) }
+                                th scope="col" { (select_all("letter")) }
                                 th scope="col" { "Job" } th scope="col" { "Queue" }
                                 th scope="col" { "Failed" } th scope="col" class="num" { "Attempts" }
                                 th scope="col" { "Answer" } th scope="col" { "State" }
@@ -498,11 +498,12 @@ pub fn selection_actions() -> Markup {
     }
 }
 
-/// The box that ticks every letter of the page (`hookq.js`; hidden without it).
-pub fn select_all() -> Markup {
+/// The box that ticks every `item` (letter, job) of the page (`hookq.js`; hidden without
+/// it).
+pub fn select_all(item: &str) -> Markup {
     html! {
         input type="checkbox" data-select-all hidden id="select-all"
-            aria-label="Select every letter on this page";
+            aria-label={ "Select every " (item) " on this page" };
         span class="visually-hidden" { "Select" }
     }
 }

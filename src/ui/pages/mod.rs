@@ -1,6 +1,7 @@
 //! The UI's pages, one module per page (each with its live fragments and its actions).
 
 pub mod audit;
+pub mod bulk_jobs;
 pub mod dashboard;
 pub mod dead_letters;
 pub mod health;

@@ -1,11 +1,13 @@
 //! A queue's page: live figures and chart, pause/resume and delete, a form to enqueue a
 //! test job, its jobs by status (READY, ERROR, DELIVERED) page by page, found by text and
-//! listed either way, its schedules, and its settings form ([`super::queue_settings`]).
+//! listed either way (the READY ones acted on in bulk: [`super::bulk_jobs`]), its
+//! schedules, and its settings form ([`super::queue_settings`]).
 
 use axum::extract::{Path, Query};
 use maud::{Markup, html};
 use serde::Deserialize;
 
+use super::bulk_jobs::{self, Matching};
 use super::dashboard::{ChartQuery, ChartRange, REFRESH, breaker, pause_state};
 use super::dead_letters;
 use super::queue_settings::{SETTINGS_FORM, settings_form};
@@ -208,6 +210,11 @@ async fn jobs_panel(
         }
         _ => stats.dead,
     };
+    // The waiting jobs a search finds, counted for "all matching" on the READY tab.
+    let matching = match (&filter.search, filter.status) {
+        (Some(search), "READY") => Some(bulk_jobs::count_matching(api, name, search).await?),
+        _ => None,
+    };
     let refresh = format!("{}/_jobs?{page_query}", queue_url(name));
     let list = JobsList {
         name,
@@ -215,7 +222,8 @@ async fn jobs_panel(
         paged: query.cursor.is_some(),
         jobs: &jobs,
     };
-    Ok(jobs_section(ctx, &list, Hold::of(stats), pending, &refresh))
+    let counts = Counts { pending, matching };
+    Ok(jobs_section(ctx, &list, Hold::of(stats), counts, &refresh))
 }
 
 /// `GET /ui/queue/{name}/_stats`: the figures panel alone, for the live refresh.
@@ -493,6 +501,13 @@ fn enqueue_form(ctx: &Ctx, name: &QueueName, answer: Option<&Flash>) -> Markup {
     }
 }
 
+/// What the "all" buttons act on, as the page counted it: the pending dead letters (of
+/// the search, if any) and, on the READY tab with a search, the waiting jobs it finds.
+struct Counts {
+    pending: u64,
+    matching: Option<Matching>,
+}
+
 /// One page of a queue's jobs of one status.
 struct JobsList<'a> {
     name: &'a QueueName,
@@ -506,9 +521,16 @@ struct JobsList<'a> {
 /// replaces the section, and htmx gives focus back to the new element of the id the focused
 /// one had; the refresh waits while the search is being typed (`hookq.js`). On the ERROR tab
 /// the dead letters can be ticked (a page at once too) and replayed or acknowledged, or all
-/// `pending` ones (those the search finds, when searching) at once; the refresh waits while
-/// any is ticked.
-fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, pending: u64, refresh: &str) -> Markup {
+/// `pending` ones (those the search finds, when searching) at once; on the READY tab the
+/// waiting jobs likewise run now, cancelled or given a priority (`bulk_jobs`), or all those
+/// the search finds; the refresh waits while any is ticked.
+fn jobs_section(
+    ctx: &Ctx,
+    list: &JobsList<'_>,
+    hold: Hold,
+    counts: Counts,
+    refresh: &str,
+) -> Markup {
     let JobsList {
         name,
         filter,
@@ -516,7 +538,7 @@ fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, pending: u64, refres
         jobs,
     } = *list;
     let status = filter.status;
-    let selectable = status == "ERROR";
+    let selectable = status == "ERROR" || status == "READY";
     let here = format!("{}?{}", queue_url(name), filter.query(None));
     let back = format!("{here}#jobs-title");
     let tab = |label: &str| {
@@ -548,6 +570,19 @@ fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, pending: u64, refres
                         _ => "Nothing waiting.",
                     }
                 }
+            } @else if status == "READY" {
+                form method="post" action={ (queue_url(name)) "/jobs-action" } data-selection {
+                    (csrf_field(&ctx.current))
+                    input type="hidden" name="back" value=(back);
+                    (jobs_table(name, hold, status, jobs, selectable))
+                    div class="actions" {
+                        (bulk_jobs::selection_actions())
+                        (bulk_jobs::matching_actions(name, filter.search.as_deref(), counts.matching))
+                    }
+                    p class="hint" id="selection" data-selected-count
+                        data-none="Nothing selected: tick the jobs to act on (one being delivered cannot be)."
+                        data-some="{n} selected." {}
+                }
             } @else if selectable {
                 form method="post" action="/ui/dlq/action" data-selection {
                     (csrf_field(&ctx.current))
@@ -555,7 +590,7 @@ fn jobs_section(ctx: &Ctx, list: &JobsList<'_>, hold: Hold, pending: u64, refres
                     (jobs_table(name, hold, status, jobs, selectable))
                     div class="actions" {
                         (dead_letters::selection_actions())
-                        (dead_letters::all_pending_actions(Some(name), filter.search.as_deref(), pending))
+                        (dead_letters::all_pending_actions(Some(name), filter.search.as_deref(), counts.pending))
                     }
                     p class="hint" id="selection" data-selected-count
                         data-none="Nothing selected: tick the dead letters to act on."
@@ -619,7 +654,11 @@ fn jobs_table(
             table id="jobs" {
                 thead {
                     tr {
-                        @if selectable { th scope="col" { (dead_letters::select_all()) } }
+                        @if selectable {
+                            th scope="col" {
+                                (dead_letters::select_all(if status == "ERROR" { "letter" } else { "job" }))
+                            }
+                        }
                         th scope="col" { "Job" }
                         th scope="col" class="num" { "Attempts" }
                         @match status {
@@ -633,7 +672,10 @@ fn jobs_table(
                 tbody {
                     @for job in &jobs.jobs {
                         tr {
-                            @if selectable {
+                            // A job being delivered cannot be acted on: nothing to tick.
+                            @if selectable && job.in_flight {
+                                td {}
+                            } @else if selectable {
                                 td {
                                     input type="checkbox" name="ids" value=(job.id) id={ "select-" (job.id) };
                                     label for={ "select-" (job.id) } class="visually-hidden" { "Select " (job.id) }
