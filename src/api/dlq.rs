@@ -636,6 +636,11 @@ pub struct ErrorGroupView {
     pub oldest_failed_at: i64,
     /// Unix milliseconds.
     pub newest_failed_at: i64,
+    /// Of `count`, those that failed in the last hour.
+    pub last_hour: u64,
+    /// Of `count`, those that failed in the last 24 hours: `last_day / 24` is the group's
+    /// rate per hour over the day.
+    pub last_day: u64,
     /// The queues whose letters the group holds, with how many each, most first.
     pub queues: Vec<QueueCount>,
 }
@@ -648,6 +653,8 @@ impl From<ErrorGroupCount> for ErrorGroupView {
             count: group.count,
             oldest_failed_at: group.oldest_failed_at,
             newest_failed_at: group.newest_failed_at,
+            last_hour: group.recent.last_hour,
+            last_day: group.recent.last_day,
             queues: group
                 .queues
                 .into_iter()
@@ -683,7 +690,10 @@ async fn groups(
 ) -> ApiResult<Json<ErrorGroups>> {
     let queue = params.queue.as_deref().map(queue_name).transpose()?;
     let limit = page_size(params.limit.as_deref(), DEFAULT_GROUPS, MAX_GROUPS)?;
-    let groups = state.store.error_groups(queue.clone(), limit).await?;
+    let groups = state
+        .store
+        .error_groups(queue.clone(), limit, now_millis())
+        .await?;
     Ok(Json(ErrorGroups {
         ok: true,
         queue: queue.map(|q| q.to_string()),
@@ -698,7 +708,7 @@ async fn pending_in(state: &AppState, selection: &Selection) -> ApiResult<u64> {
         Selection::Group(group) => {
             return Ok(state
                 .store
-                .error_groups(group.queue.clone(), usize::MAX)
+                .error_groups(group.queue.clone(), usize::MAX, now_millis())
                 .await?
                 .into_iter()
                 .find(|counted| counted.status == group.status && counted.line == group.line)

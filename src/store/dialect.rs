@@ -477,11 +477,13 @@ pub trait DeadLetterRows {
     ) -> StoreResult<bool>;
     /// The pending dead letters of `queue` (`None`: of every queue) grouped by how they
     /// failed ([`ErrorGroup`]), the largest `limit` groups, largest first (then the oldest
-    /// failure first), each with its count per queue.
+    /// failure first), each with its count per queue and how many failed in the hour and
+    /// the day before `now`.
     async fn error_groups(
         &self,
         queue: Option<&QueueName>,
         limit: usize,
+        now: UnixMillis,
     ) -> StoreResult<Vec<ErrorGroupCount>>;
     /// Pending dead letters of `queue` (or of every queue, 0 for one without), by name.
     async fn pending_dead_letters(

@@ -941,20 +941,20 @@ impl Store {
         Ok(walk.finish())
     }
 
-    /// Dismiss pending dead letters (`pending → acknowledged`). Returns how many.
     /// The pending dead letters of `queue` (`None`: of every queue) grouped by how they
-    /// failed, the `limit` largest groups first, each with its count per queue
-    /// ([`ErrorGroup`]).
+    /// failed, the `limit` largest groups first, each with its count per queue and how many
+    /// failed in the hour and the day before `now` ([`ErrorGroup`]).
     pub async fn error_groups(
         &self,
         queue: Option<QueueName>,
         limit: usize,
+        now: UnixMillis,
     ) -> StoreResult<Vec<ErrorGroupCount>> {
         in_snapshot!(self, |tx| {
             if let Some(queue) = &queue {
                 tx.require_queue(queue).await?;
             }
-            tx.error_groups(queue.as_ref(), limit).await
+            tx.error_groups(queue.as_ref(), limit, now).await
         })
     }
 

@@ -1119,16 +1119,32 @@ pub struct ErrorGroup {
 }
 
 /// One row of a per-queue grouping: a group's status, line, count, oldest and newest
-/// failure, then one of its queues and that queue's count.
+/// failure, how many failed in the last hour and day ([`Recent`]), then one of its queues
+/// and that queue's count.
 pub type GroupRow = (
     Option<u16>,
     String,
     u64,
     UnixMillis,
     UnixMillis,
+    Recent,
     QueueName,
     u64,
 );
+
+/// How many of a group failed in the hour, and in the day, before a grouping's `now`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Recent {
+    pub last_hour: u64,
+    pub last_day: u64,
+}
+
+impl Recent {
+    /// The cutoffs a grouping at `now` counts from: an hour and a day before it.
+    pub fn cutoffs(now: UnixMillis) -> (UnixMillis, UnixMillis) {
+        (now - 3_600_000, now - 86_400_000)
+    }
+}
 
 /// A group of pending dead letters with its count and the span of its failures.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1138,6 +1154,8 @@ pub struct ErrorGroupCount {
     pub count: u64,
     pub oldest_failed_at: UnixMillis,
     pub newest_failed_at: UnixMillis,
+    /// How many failed in the last hour and day: the group's rate.
+    pub recent: Recent,
     /// The queues whose letters the group holds, with how many each, most first (then by
     /// name).
     pub queues: Vec<CountOf<QueueName>>,
@@ -1149,7 +1167,7 @@ impl ErrorGroupCount {
     /// line, the order kept: both dialects read their grouping through this.
     pub fn fold(rows: Vec<GroupRow>) -> Vec<Self> {
         let mut groups: Vec<Self> = Vec::new();
-        for (status, line, count, oldest, newest, queue, in_queue) in rows {
+        for (status, line, count, oldest, newest, recent, queue, in_queue) in rows {
             match groups.last_mut() {
                 Some(last) if last.status == status && last.line == line => {}
                 _ => groups.push(Self {
@@ -1158,6 +1176,7 @@ impl ErrorGroupCount {
                     count,
                     oldest_failed_at: oldest,
                     newest_failed_at: newest,
+                    recent,
                     queues: Vec::new(),
                 }),
             }

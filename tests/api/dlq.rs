@@ -456,6 +456,26 @@ async fn dead_letters_are_grouped_by_status_and_first_line_and_a_group_is_acted_
     };
     assert_eq!(groups[0]["oldest_failed_at"], failed_at(&first[0]).await);
     assert_eq!(groups[0]["newest_failed_at"], failed_at(&last[0]).await);
+    // The rate: each group's letters that failed in the last hour and day (all of them,
+    // now); two hours on, none in the hour; a day on, none at all.
+    assert_eq!(
+        (&groups[0]["last_hour"], &groups[0]["last_day"]),
+        (&json!(4), &json!(4)),
+        "{body}"
+    );
+    let later = |hours: i64| {
+        let app = &app;
+        async move {
+            let now = now_millis() + hours * 3_600_000;
+            let groups = app.store().error_groups(None, 10, now).await.unwrap();
+            groups
+                .iter()
+                .map(|g| (g.count, g.recent.last_hour, g.recent.last_day))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(later(2).await, [(4, 0, 4), (2, 0, 2)]);
+    assert_eq!(later(25).await, [(4, 0, 0), (2, 0, 0)]);
     assert_eq!(
         error_groups(&app, "queue=q&limit=1").await["groups"]
             .as_array()

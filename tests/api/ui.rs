@@ -596,7 +596,15 @@ async fn a_queues_dead_letters_are_grouped_by_error_and_a_group_is_replayed_at_o
     ));
     // Across every queue, the groups name their queues (issue 44, defect 7).
     let across = visitor.get("/ui/dlq").await.body;
-    assert!(across.contains("Errors across queues, grouped"), "{across}");
+    assert!(
+        across.contains("Top errors across queues, grouped"),
+        "{across}"
+    );
+    // Each group's rate: 3 letters in the last hour, 3 a day is 0.1 an hour.
+    assert!(
+        across.contains("3 last hour") && across.contains("0.1/h over 24 h"),
+        "{across}"
+    );
     assert!(
         across.contains("of every queue that failed with HTTP 429"),
         "{across}"

@@ -61,7 +61,7 @@ async fn ui_browser_dead_letter_figures_follow_the_queue_filter() {
     assert_eq!(browser.text_of("#dlq-pending").await, "4");
     assert_eq!(
         browser.text_of("#groups-title").await,
-        "Errors across queues, grouped"
+        "Top errors across queues, grouped"
     );
     let rows = run(
         &browser,

@@ -26,7 +26,7 @@ use crate::store::postgres::jobs::prepared;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
     ErrorGroupCount, FailureReason, Filter, Last24h, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
-    PageRequest, ScheduleTick, Selection, contains_pattern, payload_or_error_like,
+    PageRequest, Recent, ScheduleTick, Selection, contains_pattern, payload_or_error_like,
 };
 use crate::store::status::codes;
 
@@ -752,31 +752,42 @@ impl DeadLetterRows for PgTx<'_> {
         &self,
         queue: Option<&QueueName>,
         limit: usize,
+        now: UnixMillis,
     ) -> StoreResult<Vec<ErrorGroupCount>> {
+        let (hour_ago, day_ago) = Recent::cutoffs(now);
         let rows = self
             .tx
             .query(
                 sql_once!(
                     "WITH per_queue AS (
                          SELECT last_status, {line} AS line, queue, count(*) AS n,
-                                min(failed_at) AS oldest, max(failed_at) AS newest
+                                min(failed_at) AS oldest, max(failed_at) AS newest,
+                                count(*) FILTER (WHERE failed_at >= $3) AS hour,
+                                count(*) FILTER (WHERE failed_at >= $4) AS day
                          FROM dead_letters
                          WHERE ($1::text IS NULL OR queue = $1) AND state = 'pending'
                          GROUP BY last_status, line, queue),
                      groups AS (
                          SELECT last_status, line, sum(n)::bigint AS n, min(oldest) AS oldest,
-                                max(newest) AS newest
+                                max(newest) AS newest, sum(hour)::bigint AS hour,
+                                sum(day)::bigint AS day
                          FROM per_queue GROUP BY last_status, line
                          ORDER BY n DESC, oldest, last_status, line COLLATE \"C\"
                          LIMIT $2)
-                     SELECT g.last_status, g.line, g.n, g.oldest, g.newest, p.queue, p.n
+                     SELECT g.last_status, g.line, g.n, g.oldest, g.newest, g.hour, g.day,
+                            p.queue, p.n
                      FROM groups g JOIN per_queue p
                        ON p.last_status IS NOT DISTINCT FROM g.last_status AND p.line = g.line
                      ORDER BY g.n DESC, g.oldest, g.last_status, g.line COLLATE \"C\",
                               p.n DESC, p.queue COLLATE \"C\"",
                     line = error_line()
                 ),
-                &[&queue.map(QueueName::as_str), &limit_param(limit)],
+                &[
+                    &queue.map(QueueName::as_str),
+                    &limit_param(limit),
+                    &hour_ago,
+                    &day_ago,
+                ],
             )
             .await?;
         Ok(ErrorGroupCount::fold(
@@ -788,8 +799,12 @@ impl DeadLetterRows for PgTx<'_> {
                         count_of(row.get(2)),
                         row.get(3),
                         row.get(4),
-                        QueueName::from_stored(row.get(5)),
-                        count_of(row.get(6)),
+                        Recent {
+                            last_hour: count_of(row.get(5)),
+                            last_day: count_of(row.get(6)),
+                        },
+                        QueueName::from_stored(row.get(7)),
+                        count_of(row.get(8)),
                     )
                 })
                 .collect(),

@@ -15,7 +15,7 @@ use crate::store::error::StoreResult;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
     ErrorGroupCount, FailureReason, Filter, Last24h, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
-    PageRequest, ScheduleTick, Selection, contains_pattern, payload_or_error_like,
+    PageRequest, Recent, ScheduleTick, Selection, contains_pattern, payload_or_error_like,
 };
 
 /// A dead letter's error line ([`ErrorGroup`]): the first line of its last error, a trailing
@@ -705,36 +705,51 @@ impl DeadLetterRows for SqliteTx<'_> {
         &self,
         queue: Option<&QueueName>,
         limit: usize,
+        now: UnixMillis,
     ) -> StoreResult<Vec<ErrorGroupCount>> {
         let mut stmt = self.0.prepare_cached(sql_once!(
             "WITH per_queue AS (
                  SELECT last_status, {line} AS line, queue, count(*) AS n,
-                        min(failed_at) AS oldest, max(failed_at) AS newest
+                        min(failed_at) AS oldest, max(failed_at) AS newest,
+                        sum(failed_at >= ?3) AS hour, sum(failed_at >= ?4) AS day
                  FROM dead_letters WHERE (?1 IS NULL OR queue = ?1) AND state = 'pending'
                  GROUP BY last_status, line, queue),
              groups AS (
                  SELECT last_status, line, sum(n) AS n, min(oldest) AS oldest,
-                        max(newest) AS newest
+                        max(newest) AS newest, sum(hour) AS hour, sum(day) AS day
                  FROM per_queue GROUP BY last_status, line
                  ORDER BY n DESC, oldest, last_status, line
                  LIMIT ?2)
-             SELECT g.last_status, g.line, g.n, g.oldest, g.newest, p.queue, p.n
+             SELECT g.last_status, g.line, g.n, g.oldest, g.newest, g.hour, g.day, p.queue, p.n
              FROM groups g JOIN per_queue p ON p.last_status IS g.last_status AND p.line = g.line
              ORDER BY g.n DESC, g.oldest, g.last_status, g.line, p.n DESC, p.queue",
             line = error_line()
         ))?;
+        let (hour_ago, day_ago) = Recent::cutoffs(now);
         let rows = stmt
-            .query_map(params![queue.map(QueueName::as_str), limit as i64], |row| {
-                Ok((
-                    row.get::<_, Option<u16>>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, u64>(2)?,
-                    row.get::<_, UnixMillis>(3)?,
-                    row.get::<_, UnixMillis>(4)?,
-                    QueueName::from_stored(row.get(5)?),
-                    row.get::<_, u64>(6)?,
-                ))
-            })?
+            .query_map(
+                params![
+                    queue.map(QueueName::as_str),
+                    limit as i64,
+                    hour_ago,
+                    day_ago
+                ],
+                |row| {
+                    Ok((
+                        row.get::<_, Option<u16>>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, u64>(2)?,
+                        row.get::<_, UnixMillis>(3)?,
+                        row.get::<_, UnixMillis>(4)?,
+                        Recent {
+                            last_hour: row.get::<_, u64>(5)?,
+                            last_day: row.get::<_, u64>(6)?,
+                        },
+                        QueueName::from_stored(row.get(7)?),
+                        row.get::<_, u64>(8)?,
+                    ))
+                },
+            )?
             .collect::<Result<_, _>>()?;
         Ok(ErrorGroupCount::fold(rows))
     }

@@ -358,12 +358,15 @@ fn groups_section(
     html! {
         section aria-labelledby="groups-title" {
             h2 id="groups-title" {
-                @match queue { Some(queue) => { "Errors of " (queue) ", grouped" }, None => "Errors across queues, grouped" }
+                @match queue { Some(queue) => { "Errors of " (queue) ", grouped" }, None => "Top errors across queues, grouped" }
             }
             @if groups.groups.is_empty() {
                 p class="muted" id="no-groups" { "No pending dead letters." }
             } @else {
-                p class="hint" { "Pending letters with the same answer and the same first line of error." }
+                p class="hint" {
+                    "Pending letters with the same answer and the same first line of error, "
+                    "the most first; how many failed in the last hour, and per hour over the day."
+                }
                 div class="table-wrap" {
                     table id="groups" {
                         thead { tr {
@@ -372,6 +375,7 @@ fn groups_section(
                             th scope="col" class="num" { "Letters" }
                             @if queue.is_none() { th scope="col" { "Queues" } }
                             th scope="col" { "Failing" }
+                            th scope="col" class="num" { "Rate" }
                             th scope="col" { span class="visually-hidden" { "Actions" } }
                         } }
                         tbody {
@@ -394,6 +398,11 @@ fn groups_section(
                                             ", last " (format::when(group.newest_failed_at))
                                         }
                                     }
+                                    td class="num group-rate" title={ (group.last_day) " in the last 24 hours" } {
+                                        (group.last_hour) " last hour"
+                                        br;
+                                        span class="muted" { (per_hour(group.last_day)) "/h over 24 h" }
+                                    }
                                     td { (group_form(ctx, queue, group, here)) }
                                 }
                             }
@@ -402,6 +411,16 @@ fn groups_section(
                 }
             }
         }
+    }
+}
+
+/// A day's count as a rate per hour, one decimal below 10 (`0.3`, `4.5`, `37`).
+fn per_hour(last_day: u64) -> String {
+    let rate = last_day as f64 / 24.0;
+    if rate < 10.0 {
+        format!("{rate:.1}")
+    } else {
+        format!("{rate:.0}")
     }
 }
 
