@@ -77,6 +77,17 @@ pub enum SearchStatusName {
     Delivered,
 }
 
+impl SearchStatusName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "READY",
+            Self::InFlight => "IN_FLIGHT",
+            Self::Error => "ERROR",
+            Self::Delivered => "DELIVERED",
+        }
+    }
+}
+
 /// One job found.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

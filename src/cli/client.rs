@@ -35,6 +35,7 @@ pub use crate::api::pull::LeasedJobs;
 pub use crate::api::queue_stats::QueueStats;
 pub use crate::api::queues::QueueList;
 pub use crate::api::schedules::{ScheduleList, ScheduleView};
+pub use crate::api::search::SearchResults;
 pub use crate::api::settings::QueueSettings;
 pub use crate::api::topics::{PublishedBody, ReplayedBody, TopicList, TopicView};
 
@@ -441,6 +442,12 @@ impl Client {
         query.extend(filter.query());
         let url = self.url(&["queue", queue], &query);
         self.call(Method::GET, Route::Queue, url, None).await
+    }
+
+    /// One page of `GET /admin/search` (`query`: its parameters, the cursor among them).
+    pub async fn search(&self, query: &[(&str, String)]) -> CliResult<Reply<SearchResults>> {
+        let url = self.url(&["admin", "search"], query);
+        self.call(Method::GET, Route::Admin, url, None).await
     }
 
     pub async fn dlq_list(&self, params: &DlqQuery) -> CliResult<Reply<DlqPage>> {

@@ -43,6 +43,9 @@ pub enum Command {
     Enqueue(EnqueueArgs),
     /// List a queue's READY, ERROR or (kept) DELIVERED jobs.
     Jobs(JobsArgs),
+    /// Search every queue's jobs (waiting, in flight, dead letters, deliveries kept) by
+    /// text, ordering key, id start, queue, status and creation time, newest first.
+    Search(SearchArgs),
     /// Lease jobs of a pull queue (a worker's first step; then `ack` or `nack` each).
     Lease(LeaseArgs),
     /// Acknowledge a leased job: it is done.
@@ -329,6 +332,41 @@ pub struct JobsArgs {
     pub all: bool,
     #[command(flatten)]
     pub filter: ListFilter,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Text in the payload or last error (letters compared without case).
+    pub text: Option<String>,
+    /// Exactly this ordering key.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// A job id or its first hex digits (at least 8).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// One queue's jobs only.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// READY, IN_FLIGHT, ERROR (a dead letter) or DELIVERED.
+    #[arg(long, ignore_case = true, value_parser = ["READY", "IN_FLIGHT", "ERROR", "DELIVERED"])]
+    pub status: Option<String>,
+    /// Created at or after: a duration back (`1h`), an RFC 3339 time or unix ms.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Created at or before, as `--since`.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Jobs per page (1–200).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=200))]
+    pub limit: u32,
+    /// Start from this cursor (the `next_cursor` of a previous page).
+    #[arg(long, conflicts_with = "all")]
+    pub cursor: Option<String>,
+    /// Follow `next_cursor` to the end: search every job, however many answers it takes.
+    #[arg(long)]
+    pub all: bool,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }

@@ -14,7 +14,7 @@ use super::table::Table;
 use super::{
     CliError, CliResult, Command, DlqCommand, DlqListArgs, EnqueueArgs, JobsArgs, KeyCommand,
     LeaseAnswerArgs, LeaseArgs, Outcome, QueueCommand, RemoteArgs, ScheduleCommand,
-    ScheduleSetArgs, SelectionArgs,
+    ScheduleSetArgs, SearchArgs, SelectionArgs,
 };
 use crate::humanize::{age, relative, shorten, time};
 use crate::store::DlqState;
@@ -117,6 +117,7 @@ async fn run_async(command: Command) -> CliResult<Outcome> {
         }
         Command::Enqueue(args) => enqueue(args).await?,
         Command::Jobs(args) => jobs(args).await?,
+        Command::Search(args) => search(args).await?,
         Command::Lease(args) => lease(args).await?,
         Command::Ack(args) => {
             answer_lease(&args, "ack", json!({ "leaseId": args.lease_id })).await?
@@ -465,6 +466,86 @@ async fn jobs(args: JobsArgs) -> CliResult<()> {
     });
     if let (Some(next), false) = (&cursor, args.remote.json) {
         eprintln!("more jobs: --cursor {next} for the next page, or --all");
+    }
+    Ok(())
+}
+
+/// `hookq search`: one page, or with `--all` every answer's jobs until the whole range is
+/// searched (a walking search may take several answers, some of them empty).
+async fn search(args: SearchArgs) -> CliResult<()> {
+    let client = Client::new(&args.remote)?;
+    let mut query: Vec<(&str, String)> = vec![("limit", args.limit.to_string())];
+    for (name, value) in [
+        ("text", &args.text),
+        ("key", &args.key),
+        ("id", &args.id),
+        ("queue", &args.queue),
+        ("status", &args.status),
+        ("since", &args.since),
+        ("until", &args.until),
+    ] {
+        if let Some(value) = value {
+            query.push((name, value.clone()));
+        }
+    }
+    let mut cursor = args.cursor.clone();
+    let (mut jobs, mut raw_jobs, mut read) = (Vec::new(), Vec::new(), 0_u64);
+    let mut last;
+    loop {
+        let mut page_query = query.clone();
+        if let Some(cursor) = &cursor {
+            page_query.push(("cursor", cursor.clone()));
+        }
+        let reply = client.search(&page_query).await?;
+        if let Some(page) = reply.json.get("jobs").and_then(Value::as_array) {
+            raw_jobs.extend(page.iter().cloned());
+        }
+        read += reply.data.read;
+        jobs.extend(reply.data.jobs);
+        cursor = reply.data.next_cursor;
+        last = (reply.json, reply.data.walked, reply.data.searched_back_to);
+        if !args.all || cursor.is_none() {
+            break;
+        }
+    }
+    let (last_json, walked, back_to) = last;
+    let json = if args.all {
+        json!({ "ok": true, "jobs": raw_jobs, "read": read, "walked": walked })
+    } else {
+        last_json
+    };
+    print_or(&args.remote, &json, || {
+        if jobs.is_empty() {
+            return "no job found\n".to_owned();
+        }
+        let mut table = Table::new(&[
+            "ID", "QUEUE", "STATUS", "STATE", "CREATED", "KEY", "LAST", "ERROR",
+        ]);
+        for job in &jobs {
+            table.row(vec![
+                job.id.clone(),
+                job.queue.clone(),
+                job.status.as_str().to_owned(),
+                job.state.clone(),
+                time(job.created_at),
+                job.ordering_key.clone().unwrap_or_default(),
+                job.last_status.map(|s| s.to_string()).unwrap_or_default(),
+                job.last_error
+                    .as_deref()
+                    .map(|e| shorten(e, 50))
+                    .unwrap_or_default(),
+            ]);
+        }
+        table.render()
+    });
+    if let (Some(next), false) = (&cursor, args.remote.json) {
+        match back_to.filter(|_| walked) {
+            Some(at) => eprintln!(
+                "searched every job created since {}; older ones: --cursor {next}, or --all",
+                time(at)
+            ),
+            None => eprintln!("more jobs: --cursor {next} for the next page, or --all"),
+        }
     }
     Ok(())
 }

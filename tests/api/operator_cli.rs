@@ -603,6 +603,51 @@ async fn dlq_list_stats_replay_and_ack_drive_the_admin_api() {
         .fails_with(1, "(HTTP 422)");
 }
 
+/// `hookq search` finds a customer's jobs across queues and states, newest first; a table
+/// for people (the status and the dead letter's state), the server's JSON with `--json`,
+/// and `--all` follows the cursor to the end; a bad status is refused by clap.
+#[tokio::test]
+async fn search_finds_jobs_across_queues_from_the_command_line() {
+    let receiver = TestReceiver::always(Reply::with_body(500, "card declined")).await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    app.create_queue_ok("payments", &receiver.url, None).await;
+    app.create_queue_ok("invoices", "http://127.0.0.1:9/invoices", None)
+        .await;
+    app.call(reqwest::Method::POST, "/queue/invoices/_pause", None)
+        .await
+        .expect(200);
+    let waiting = app
+        .enqueue_ok("invoices", &json!({"customer": "cus_77"}))
+        .await;
+    let dead = make_dead_letters(&app, "payments", 1).await.remove(0);
+    app.enqueue_ok("invoices", &json!({"customer": "cus_88"}))
+        .await;
+
+    let table = at(&app, &["search", "declined"]).await;
+    let text = table.ok();
+    assert!(
+        text.contains(&dead) && text.contains("ERROR") && text.contains("pending"),
+        "{text}"
+    );
+    assert!(!text.contains(&waiting), "{text}");
+    let found = at(&app, &["search", "cus_77", "--json"]).await.json();
+    assert_eq!(found["jobs"][0]["id"], waiting.as_str(), "{found}");
+    assert_eq!(found["jobs"][0]["status"], "READY");
+    assert_eq!(found["walked"], true);
+    let every = at(
+        &app,
+        &[
+            "search", "--queue", "invoices", "--limit", "1", "--all", "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(every["jobs"].as_array().map(Vec::len), Some(2), "{every}");
+    at(&app, &["search", "--status", "SIDEWAYS"])
+        .await
+        .fails_with(2, "--status");
+}
+
 /// Issue 27, "finding things" from the command line: `jobs` and `dlq list` take `--search`
 /// and `--order`, and `dlq replay|ack --all --search` act on every pending letter a search
 /// finds.
