@@ -49,6 +49,7 @@ mod recovery;
 mod schedules;
 mod scheduling;
 mod search;
+mod series;
 mod standard_webhooks;
 mod state_machine;
 mod topics;
