@@ -57,6 +57,7 @@ mod ui;
 mod ui_audit;
 mod ui_browser;
 mod ui_bulk_jobs;
+mod ui_charts;
 mod ui_dashboard;
 mod ui_dead_letter_figures;
 mod ui_job_page;
