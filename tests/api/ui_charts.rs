@@ -308,6 +308,17 @@ async fn ui_browser_charts_show_the_history_as_time_series_on_three_pages() {
         "{titles:?}"
     );
     browser.screenshot(&shots.join("charts-health.png")).await;
+    browser.click("#range-7d").await;
+    browser.wait_for_path_with("range=7d").await;
+    browser
+        .wait_for("#health-trend svg.ts[data-buckets='168']")
+        .await;
+    assert_readable(&charts(&browser, "#health-trend").await, "7d ago", 168);
+    let total = browser.text_of("#health-total").await;
+    assert!(
+        total.contains("35280"),
+        "the week's deliveries, older hours too: {total}"
+    );
     resize(&browser, PHONE).await;
     assert!(overflow(&browser).await <= 0, "health fits a phone");
 

@@ -1,4 +1,4 @@
-//! Delivery health (`/ui/health`): over the last hour, six hours or day, in total and per
+//! Delivery health (`/ui/health`): over the last hour, six hours, day or 7 days, in total and per
 //! queue, the attempts delivered and failed, the failure rate, the attempts per minute and
 //! the latency percentiles, from `GET /admin/queues/health`, and the range's trend as time
 //! series (attempts and latency percentiles, `GET /admin/queues/series`). Sortable by each
@@ -17,10 +17,11 @@ use crate::ui::timeseries::{self, Scales};
 use crate::ui::{Ctx, UiResult};
 
 /// The ranges offered, as the API takes them, with their labels.
-const RANGES: [(&str, &str); 3] = [
+const RANGES: [(&str, &str); 4] = [
     ("1h", "last hour"),
     ("6h", "last 6 hours"),
     ("24h", "last day"),
+    ("7d", "last 7 days"),
 ];
 
 /// The columns a visitor may sort by: query value, heading, and whether it is shown on a
@@ -42,7 +43,7 @@ pub struct HealthQuery {
     sort: Option<String>,
 }
 
-/// `GET /ui/health?range=1h|6h|24h&sort=…`.
+/// `GET /ui/health?range=1h|6h|24h|7d&sort=…`.
 pub async fn page(ctx: Ctx, Query(query): Query<HealthQuery>) -> UiResult {
     let range = RANGES
         .iter()
