@@ -65,7 +65,7 @@ fn at(series: &[u64], i: usize) -> u64 {
 }
 
 /// An axis from 0 that holds `max`: its top and its step, a step of 1, 2 or 5 times a
-/// power of ten, at most 4 steps to the top.
+/// power of ten, at most 3 steps to the top (labels a small chart has room for).
 pub fn round_axis(max: u64) -> (u64, u64) {
     let max = max.max(1);
     let mut power = 1u64;
@@ -73,7 +73,7 @@ pub fn round_axis(max: u64) -> (u64, u64) {
         for factor in [1, 2, 5] {
             let step = factor * power;
             let steps = max.div_ceil(step);
-            if steps <= 4 {
+            if steps <= 3 {
                 return (steps * step, step);
             }
         }
@@ -471,10 +471,10 @@ mod tests {
     fn axes_round_up_to_a_few_round_steps() {
         assert_eq!(round_axis(0), (1, 1));
         assert_eq!(round_axis(3), (3, 1));
-        assert_eq!(round_axis(37), (40, 10));
+        assert_eq!(round_axis(37), (40, 20));
         assert_eq!(round_axis(41), (60, 20));
         assert_eq!(round_axis(1_500), (1_500, 500));
-        assert_eq!(round_axis(1_501), (2_000, 500));
+        assert_eq!(round_axis(1_501), (2_000, 1_000));
         assert_eq!(decades(3.0, 42.0), (0, 2));
         assert_eq!(decades(0.2, 0.4), (0, 1));
         assert_eq!(decades(150.0, 4_000.0), (2, 4));
@@ -504,7 +504,7 @@ mod tests {
             p99: vec![Some(2_400.0), None],
         };
         let scales = Scales::of([&quiet, &busy]);
-        assert_eq!((scales.attempts_top, scales.attempts_step), (40, 10));
+        assert_eq!((scales.attempts_top, scales.attempts_step), (40, 20));
         assert_eq!(scales.latency_decades, (0, 4));
     }
 

@@ -258,6 +258,18 @@ async fn ui_browser_charts_show_the_history_as_time_series_on_three_pages() {
     assert_eq!(refresh, json!("/ui/_queues?chart=7d"));
     resize(&browser, PHONE).await;
     assert!(overflow(&browser).await <= 0, "the dashboard fits a phone");
+    let order = run(
+        &browser,
+        "const top = (css) => document.querySelector(css).getBoundingClientRect().top;\
+         return [top('#queue-rows') < top('#activity'), top('#activity') < top('#new-queue')];",
+        vec![],
+    )
+    .await;
+    assert_eq!(
+        order,
+        json!([true, true]),
+        "on a phone the table first, then the charts"
+    );
     scroll_to(&browser, "#activity").await;
     browser
         .screenshot(&shots.join("phone-charts-dashboard.png"))
