@@ -82,7 +82,7 @@ impl SeriesRange {
     }
 
     /// Whether the series is read from the hourly roll-up (the minutes are kept a day).
-    fn from_hours(self) -> bool {
+    fn reads_hours(self) -> bool {
         self == Self::Week
     }
 }
@@ -286,7 +286,7 @@ async fn queue_series(
             tally.add(i, delivered, failed, latency);
         }
     };
-    if range.from_hours() {
+    if range.reads_hours() {
         for hour in state
             .store
             .activity_hours_since(window.from, queue.clone())
