@@ -1,6 +1,7 @@
-//! Delivery health over a chosen range of the last day (`GET /admin/queues/health`): per
+//! Delivery health over a chosen range of the last 7 days (`GET /admin/queues/health`): per
 //! queue and in total, attempts delivered and failed, the failure rate, the attempts per
-//! minute and the latency percentiles (p50, p95, p99), all from the stored activity history.
+//! minute and the latency percentiles (p50, p95, p99), all from the stored activity history
+//! (its minutes over a day at most, its hourly roll-up beyond).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::ApiQuery;
 use crate::latency::LatencyHistogram;
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::{ActivityMinute, HISTORY_KEPT_MS, MINUTE_MS};
+use crate::store::{HISTORY_HOURS_KEPT_MS, HISTORY_KEPT_MS, HOUR_MS, MINUTE_MS};
 
 /// The range when none is asked for.
 const DEFAULT_RANGE: Duration = Duration::from_secs(3600);
@@ -30,7 +31,8 @@ pub fn admin_router() -> OpenApiRouter<AppState> {
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 struct HealthParams {
-    /// How far back: a duration from `1m` to `24h` (default `1h`), in whole minutes.
+    /// How far back: a duration from `1m` to `24h` in whole minutes (default `1h`), or
+    /// past a day up to `7d` in whole hours.
     range: Option<String>,
 }
 
@@ -41,7 +43,7 @@ pub struct HealthReport {
     pub ok: bool,
     /// The range, as asked (`"1h"` by default).
     pub range: String,
-    /// The first minute counted (unix ms, a minute's start).
+    /// The first minute counted (unix ms, a minute's start; past a day, an hour's start).
     pub from: UnixMillis,
     /// The end of the range: the start of the current minute, which is not counted yet.
     pub to: UnixMillis,
@@ -97,7 +99,7 @@ pub struct LatencyPercentiles {
         (status = 400, description = "A query string that does not decode", body = ApiErrorBody),
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
         (status = 403, description = "A scoped key without every queue in its scope", body = ApiErrorBody),
-        (status = 422, description = "A range that is not a duration from 1m to 24h", body = ApiErrorBody),
+        (status = 422, description = "A range that is not a duration from 1m to 24h in whole minutes, or to 7d in whole hours", body = ApiErrorBody),
         (status = 500, description = "Internal error", body = ApiErrorBody),
         (status = 503, description = "Shutting down", body = ApiErrorBody),
     ),
@@ -109,7 +111,14 @@ async fn queue_health(
     let (range, range_ms) = parse_range(params.range.as_deref())?;
     let now = now_millis();
     let to = now - now.rem_euclid(MINUTE_MS);
-    let from = to - range_ms;
+    // Past a day the hourly roll-up answers: the range ends with the current hour (its
+    // complete minutes), so it starts on the hour.
+    let by_hours = range_ms > HISTORY_KEPT_MS;
+    let from = if by_hours {
+        to + (HOUR_MS - to.rem_euclid(HOUR_MS)) % HOUR_MS - range_ms
+    } else {
+        to - range_ms
+    };
     let mut by_queue: BTreeMap<QueueName, Tally> = state
         .store
         .registry()
@@ -118,16 +127,33 @@ async fn queue_health(
         .map(|queue| (queue.name.clone(), Tally::default()))
         .collect();
     let mut total = Tally::default();
-    for minute in state.store.activity_last_day(now, None).await? {
-        if minute.minute < from || minute.minute >= to {
-            continue;
+    let mut add = |queue: &QueueName, at: UnixMillis, attempts: Attempts<'_>| {
+        if at < from || at >= to {
+            return;
         }
-        total.add(&minute);
-        if let Some(tally) = by_queue.get_mut(&minute.queue) {
-            tally.add(&minute);
+        total.add(attempts);
+        if let Some(tally) = by_queue.get_mut(queue) {
+            tally.add(attempts);
+        }
+    };
+    if by_hours {
+        for hour in state.store.activity_hours_since(from, None).await? {
+            add(
+                &hour.queue,
+                hour.hour,
+                Attempts(hour.delivered, hour.failed, &hour.latency),
+            );
+        }
+    } else {
+        for minute in state.store.activity_since(from, None).await? {
+            add(
+                &minute.queue,
+                minute.minute,
+                Attempts(minute.delivered, minute.failed, &minute.latency),
+            );
         }
     }
-    let minutes = range_ms / MINUTE_MS;
+    let minutes = (to - from) / MINUTE_MS;
     Ok(Json(HealthReport {
         ok: true,
         range,
@@ -145,11 +171,12 @@ async fn queue_health(
 }
 
 /// `range` as asked (default `1h`) and in ms: whole minutes from one to a day (what the
-/// history keeps).
+/// history keeps of its minutes), or whole hours up to 7 days (its hourly roll-up).
 fn parse_range(range: Option<&str>) -> ApiResult<(String, UnixMillis)> {
     let refused = || {
         ApiError::Unprocessable(format!(
-            "range must be a duration from 1m to 24h in whole minutes, e.g. \"1h\" (got {:?})",
+            "range must be a duration from 1m to 24h in whole minutes, or to 7d in whole \
+             hours, e.g. \"1h\" (got {:?})",
             range.unwrap_or_default()
         ))
     };
@@ -161,7 +188,9 @@ fn parse_range(range: Option<&str>) -> ApiResult<(String, UnixMillis)> {
         ),
     };
     let ms = UnixMillis::try_from(duration.as_millis()).map_err(|_| refused())?;
-    if !(MINUTE_MS..=HISTORY_KEPT_MS).contains(&ms) || ms % MINUTE_MS != 0 {
+    let by_minutes = (MINUTE_MS..=HISTORY_KEPT_MS).contains(&ms) && ms % MINUTE_MS == 0;
+    let by_hours = (HISTORY_KEPT_MS..=HISTORY_HOURS_KEPT_MS).contains(&ms) && ms % HOUR_MS == 0;
+    if !by_minutes && !by_hours {
         return Err(refused());
     }
     Ok((text, ms))
@@ -175,11 +204,15 @@ struct Tally {
     latency: LatencyHistogram,
 }
 
+/// A stored row's attempts: delivered, failed, how long they took.
+#[derive(Clone, Copy)]
+struct Attempts<'a>(u64, u64, &'a LatencyHistogram);
+
 impl Tally {
-    fn add(&mut self, minute: &ActivityMinute) {
-        self.delivered += minute.delivered;
-        self.failed += minute.failed;
-        self.latency.add(&minute.latency);
+    fn add(&mut self, Attempts(delivered, failed, latency): Attempts<'_>) {
+        self.delivered += delivered;
+        self.failed += failed;
+        self.latency.add(latency);
     }
 
     fn figures(&self, minutes: i64) -> HealthFigures {

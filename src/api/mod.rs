@@ -25,6 +25,7 @@ pub mod queue_stats;
 pub mod queues;
 pub mod schedules;
 pub mod search;
+pub mod series;
 pub mod settings;
 pub mod system;
 pub mod topics;
@@ -98,6 +99,7 @@ pub fn router(state: AppState) -> Router {
     let admin = dlq::router()
         .merge(queue_stats::admin_router())
         .merge(health::admin_router())
+        .merge(series::admin_router())
         .merge(find::admin_router())
         .merge(search::admin_router())
         .merge(keys::router())

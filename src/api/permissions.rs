@@ -42,6 +42,8 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         ) => Admin,
         ("GET", "/queue/{name}/_stats") => Queue(READER),
         ("GET", "/admin/queues/stats" | "/admin/queues/health") => AllQueues(READER),
+        // the time series: every queue's, or the one of `?queue=`
+        ("GET", "/admin/queues/series") => QueueOrAll(READER),
         // batch
         ("POST", "/queue/{name}/_batch") => Queue(PRODUCER),
         // schedules
@@ -176,6 +178,9 @@ mod tests {
             .merge(super::super::queues::router())
             .merge(super::super::settings::router())
             .merge(super::super::queue_stats::router())
+            .merge(super::super::queue_stats::admin_router())
+            .merge(super::super::health::admin_router())
+            .merge(super::super::series::admin_router())
             .merge(super::super::batch::router())
             .merge(super::super::schedules::router())
             .merge(super::super::jobs::router())
@@ -195,5 +200,17 @@ mod tests {
             );
         }
         assert!(seen > 30, "{seen} routes");
+    }
+
+    /// The time series is read by a reader of every queue, or of the one it names.
+    #[test]
+    fn the_time_series_is_read_by_a_reader_of_its_queue_or_of_every_queue() {
+        let need = need(&Method::GET, "/admin/queues/series");
+        assert!(matches!(need, Need::QueueOrAll(roles) if roles == READER));
+        assert_eq!(
+            queried_queue(need, Some("range=7d&queue=orders")).as_deref(),
+            Some("orders")
+        );
+        assert_eq!(queried_queue(need, Some("range=7d")), None);
     }
 }

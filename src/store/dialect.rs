@@ -20,9 +20,9 @@ use std::future::Future;
 use super::audit::{AuditEntry, AuditFilter, AuditRecord};
 use super::error::{StoreError, StoreResult};
 use super::records::{
-    ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage, Delivery,
-    DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey, JobAction,
-    JobPlace, JobRecord, JobsPage, Lease, LiveFilter, NewJob, NewSchedule, OutboxEvent,
+    ActivityHour, ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage,
+    Delivery, DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey,
+    JobAction, JobPlace, JobRecord, JobsPage, Lease, LiveFilter, NewJob, NewSchedule, OutboxEvent,
     PageRequest, Position, QueueCounts, RecordedBatch, RetainedMessage, Schedule, ScheduleTick,
     Selection, Subscribed, Subscription, TopicRow,
 };
@@ -125,7 +125,8 @@ impl<
 {
 }
 
-/// `activity_minutes`: each queue's attempts per minute over the last day.
+/// `activity_minutes` and `activity_hours`: each queue's attempts per minute over the last
+/// day, and per hour over the last 7 days.
 pub trait ActivityRows {
     /// Write each row, replacing what its queue's minute held (a queue deleted meanwhile is
     /// skipped).
@@ -139,6 +140,18 @@ pub trait ActivityRows {
         since: UnixMillis,
         queue: Option<&QueueName>,
     ) -> StoreResult<Vec<ActivityMinute>>;
+    /// Write each hour, replacing what its queue's hour held (a queue deleted meanwhile is
+    /// skipped).
+    async fn put_activity_hours(&self, rows: &[ActivityHour]) -> StoreResult<()>;
+    /// Delete the hours starting before `before`; how many went.
+    async fn purge_activity_hours_before(&self, before: UnixMillis) -> StoreResult<usize>;
+    /// The hours of `queue` (or of every queue) starting at or after `since`, by queue then
+    /// hour.
+    async fn activity_hours_since(
+        &self,
+        since: UnixMillis,
+        queue: Option<&QueueName>,
+    ) -> StoreResult<Vec<ActivityHour>>;
 }
 
 /// Finding jobs by id across every queue: live jobs, the delivery log and dead letters.

@@ -54,14 +54,16 @@ use std::sync::mpsc as std_mpsc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use cluster::Cluster;
+/// How long the activity history keeps an hour (its roll-up), and an hour, in ms.
+pub use decisions::activity::{HOUR_MS, HOURS_KEPT_MS as HISTORY_HOURS_KEPT_MS};
 /// How long the activity history keeps a minute, and a minute, in ms.
 pub use decisions::activity::{KEPT_MS as HISTORY_KEPT_MS, MINUTE_MS};
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    ActivityFigures, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey, BulkReport, Caps,
-    Claimed, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState, DlqStats,
-    ERROR_LINE_CHARS, Enqueued, ErrorGroup, ErrorGroupCount, Failure, FailureReason, Filter,
-    FiredTick, IdempotencyKey, JobAction, JobRecord, JobState, JobsPage, Last24h, Lease,
+    ActivityFigures, ActivityHour, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey,
+    BulkReport, Caps, Claimed, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState,
+    DlqStats, ERROR_LINE_CHARS, Enqueued, ErrorGroup, ErrorGroupCount, Failure, FailureReason,
+    Filter, FiredTick, IdempotencyKey, JobAction, JobRecord, JobState, JobsPage, Last24h, Lease,
     LeaseAnswer, LeaseExpiry, LiveFilter, LiveSelection, NewJob, NewSchedule, Outbox, OutboxEvent,
     Outcome, PageRequest, Position, PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk,
     Saved, Schedule, ScheduleTick, SchedulerRound, Selection, SharedLimits, TextMatch,
@@ -440,8 +442,9 @@ impl Store {
         Ok(enqueued)
     }
 
-    /// Record each queue's attempts of a minute (see `decisions::activity`) and forget the
-    /// minutes older than a day before `now`; how many were forgotten. Losing the last
+    /// Record each queue's attempts of a minute and their hour's roll-up (see
+    /// `decisions::activity`), and forget the minutes older than a day before `now` and the
+    /// hours older than 7 days; how many were forgotten. Losing the last
     /// moments to a power cut only loses a chart's minute.
     pub async fn record_activity(
         &self,
@@ -471,6 +474,18 @@ impl Store {
     ) -> StoreResult<Vec<ActivityMinute>> {
         in_snapshot!(self, |tx| {
             decisions::activity::since(tx, since, queue.as_ref()).await
+        })
+    }
+
+    /// The recorded attempts per hour (the minutes' roll-up, kept 7 days) from `since` on of
+    /// `queue` (or of every queue).
+    pub async fn activity_hours_since(
+        &self,
+        since: UnixMillis,
+        queue: Option<QueueName>,
+    ) -> StoreResult<Vec<ActivityHour>> {
+        in_snapshot!(self, |tx| {
+            decisions::activity::hours_since(tx, since, queue.as_ref()).await
         })
     }
 

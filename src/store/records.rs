@@ -1463,6 +1463,19 @@ pub struct ActivityMinute {
     pub latency: LatencyHistogram,
 }
 
+/// One queue's attempts in one hour, as `activity_hours` keeps them for 7 days: the sum of
+/// its minutes (`decisions::activity::roll_up`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActivityHour {
+    pub queue: QueueName,
+    /// The hour's start (unix ms, a multiple of 3 600 000).
+    pub hour: UnixMillis,
+    pub delivered: u64,
+    pub failed: u64,
+    /// How long its attempts took: its minutes' histograms merged.
+    pub latency: LatencyHistogram,
+}
+
 /// What the nodes sharing a database said about circuit breakers since a node last looked.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct BreakerNews {

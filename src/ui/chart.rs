@@ -1,4 +1,4 @@
-//! The last hour of a queue as a small inline SVG bar chart (drawn on the server: no chart
+//! The last hour (or day) of a queue as a small inline SVG bar chart (drawn on the server: no chart
 //! script, nothing the Content-Security-Policy has to allow), with its axes labelled in
 //! HTML beside it. Every chart of a page shares one y-scale, so a quiet queue's minute
 //! never looks like a busy one's burst.
@@ -61,21 +61,6 @@ pub const HOURS: Span = Span {
     short: "h",
     ago: "h",
 };
-
-/// A bar an hour, over six of them.
-pub const SIX_HOURS: Span = Span {
-    name: "last 6 hours",
-    bar: "hour",
-    short: "h",
-    ago: "h",
-};
-
-impl Span {
-    /// One bar's period, in words: "minute", "hour".
-    pub fn bar_name(self) -> &'static str {
-        self.bar
-    }
-}
 
 /// [`bars`] a minute over the last hour.
 pub fn last_hour(delivered: &[u64], failed: &[u64], scale: u64) -> Markup {

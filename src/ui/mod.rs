@@ -7,7 +7,7 @@
 //!   state-changing request, and the security headers (strict CSP) on every response.
 //! - [`api_client`]: pages read and act through the JSON API itself, in process.
 //! - [`pages`]: dashboard, queue, job, topics, dead letters, API keys, audit, login; [`layout`],
-//!   [`format`], [`chart`]: how they are drawn.
+//!   [`format`], [`chart`] (bars), [`timeseries`] (the history's charts): how they are drawn.
 
 pub mod api_client;
 mod assets;
@@ -17,6 +17,7 @@ mod guard;
 mod layout;
 mod pages;
 pub mod session;
+mod timeseries;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -124,9 +125,11 @@ fn router(state: UiState) -> Router {
     let pages = Router::new()
         .route("/", get(dashboard::page))
         .route("/_queues", get(dashboard::rows))
+        .route("/_activity", get(dashboard::activity))
         .route("/queues", post(dashboard::create_queue))
         .route("/queue/{name}", get(queue::page))
         .route("/queue/{name}/_stats", get(queue::stats))
+        .route("/queue/{name}/_history", get(queue::history))
         .route("/queue/{name}/_jobs", get(queue::jobs))
         .route(
             "/queue/{name}/settings",

@@ -169,6 +169,19 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         (Method::GET, "/admin/queues/stats".into(), None, ALL_READ),
         (Method::GET, "/admin/queues/health".into(), None, ALL_READ),
         (
+            Method::GET,
+            "/admin/queues/series?range=7d".into(),
+            None,
+            ALL_READ,
+        ),
+        // narrowed to one queue: that queue's readers
+        (
+            Method::GET,
+            "/admin/queues/series?range=6h&queue=billing-eu".into(),
+            None,
+            READ,
+        ),
+        (
             Method::POST,
             "/admin/dlq/replay".into(),
             Some(json!({"ids": [none]})),

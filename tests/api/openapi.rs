@@ -28,6 +28,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/queue/{name}/_stats"),
     ("GET", "/admin/queues/stats"),
     ("GET", "/admin/queues/health"),
+    ("GET", "/admin/queues/series"),
     ("POST", "/queue/{name}/_batch"),
     ("POST", "/queue/{name}/_pause"),
     ("POST", "/queue/{name}/_close-breaker"),
@@ -488,6 +489,10 @@ async fn real_responses_match_the_documented_schemas() {
         "/queue/{name}/{id}",
         &quiet.get(&format!("/queue/idle/{ready}")).await,
     );
+    for query in ["", "?range=7d&queue=q"] {
+        let series = get(format!("/admin/queues/series{query}")).await;
+        assert_conforms(&doc, "GET", "/admin/queues/series", &series);
+    }
     for query in ["", "?include_payload=true&limit=1", "?status=all"] {
         let page = get(format!("/admin/dlq{query}")).await;
         assert_conforms(&doc, "GET", "/admin/dlq", &page);

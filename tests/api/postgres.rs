@@ -185,6 +185,7 @@ async fn postgres_schema_is_applied_once_and_then_left_alone() {
     assert_eq!(
         table_names(&pool).await,
         [
+            "activity_hours",
             "activity_minutes",
             "api_keys",
             "audit_log",

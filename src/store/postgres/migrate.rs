@@ -122,6 +122,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "search by key",
         sql: include_str!("../../../migrations/postgres/0020_search_by_key.sql"),
     },
+    Migration {
+        version: 21,
+        name: "activity hours",
+        sql: include_str!("../../../migrations/postgres/0021_activity_hours.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

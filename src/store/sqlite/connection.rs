@@ -99,6 +99,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0022_search_by_key",
         include_str!("../../../migrations/0022_search_by_key.sql"),
     ),
+    (
+        "0023_activity_hours",
+        include_str!("../../../migrations/0023_activity_hours.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

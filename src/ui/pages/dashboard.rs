@@ -1,6 +1,7 @@
 //! The dashboard: every queue with its target, counts, the age of its oldest due job, its
 //! dead letters (a link to them), last-minute and last-hour activity, breaker and pause
 //! state, the queues needing attention first or sorted by a column (refreshed every 2 s),
+//! the busiest queues' history as time series (attempts and latency, refreshed every 30 s),
 //! and a form to create a queue.
 
 use axum::extract::Query;
@@ -9,21 +10,32 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::queue_stats::{AllQueueStats, NamedQueueStats, QueueStats};
+use crate::api::series::{NamedSeries, SeriesRange, SeriesReport};
 use crate::model::QueueName;
 use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, form_result};
 use crate::ui::session::{Flash, FormOutcome, InvalidField};
+use crate::ui::timeseries::{self, Scales};
 use crate::ui::{Ctx, FormData, UiResult, chart, format, fragment};
 
 /// How often the live parts of the pages refresh.
 pub const REFRESH: &str = "every 2s";
 
+/// How often the history's charts refresh: the history gains a minute once a minute.
+pub const HISTORY_REFRESH: &str = "every 30s";
+
+/// The busiest queues the dashboard draws the history of.
+const BUSIEST: usize = 4;
+
 /// `GET /ui`.
 pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
     let range = ChartRange::of(&query);
     let order = QueueOrder::named(query.sort.as_deref());
-    let rows = queue_rows(ctx.api(), range, order).await?;
-    let sortable = |column: QueueOrder, label: Markup| sort_link(column, order, range, label);
+    let history = history_range(query.chart.as_deref());
+    let rows = queue_rows(ctx.api(), range, order, history).await?;
+    let activity = activity_panel(ctx.api(), range, order, history).await?;
+    let sortable =
+        |column: QueueOrder, label: Markup| sort_link(column, order, range, history, label);
     // The new-queue form's answer goes beside it; any other message atop the page.
     let flash = ctx.take_flash();
     let answer = Flash::answer_to(flash.as_ref(), NEW_QUEUE_FORM);
@@ -31,6 +43,7 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
     let content = html! {
         div class="wide-page" {
         h1 { "Queues" }
+        (activity)
         section aria-labelledby="queues-title" {
             h2 id="queues-title" class="visually-hidden" { "All queues" }
             div class="table-wrap" {
@@ -70,10 +83,10 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
                             th scope="col" class="wide" {
                                 @if range == ChartRange::Hour {
                                     "Last hour" br;
-                                    a id="range-day" href={ "/ui" (dashboard_query(ChartRange::Day, order)) } { "last day" }
+                                    a id="range-day" href={ "/ui" (dashboard_query(ChartRange::Day, order, history)) } { "last day" }
                                 } @else {
                                     "Last day" br;
-                                    a id="range-hour" href={ "/ui" (dashboard_query(ChartRange::Hour, order)) } { "last hour" }
+                                    a id="range-hour" href={ "/ui" (dashboard_query(ChartRange::Hour, order, history)) } { "last hour" }
                                 }
                             }
                         }
@@ -129,17 +142,94 @@ pub async fn page(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
 /// `GET /ui/_queues`: the table body alone, for the live refresh.
 pub async fn rows(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
     let order = QueueOrder::named(query.sort.as_deref());
+    let history = history_range(query.chart.as_deref());
     Ok(fragment(
-        queue_rows(ctx.api(), ChartRange::of(&query), order).await?,
+        queue_rows(ctx.api(), ChartRange::of(&query), order, history).await?,
     ))
 }
 
-/// `?range=day`: the charts show the last day (from the store's history) instead of the
-/// last hour. On the dashboard, `?sort=` orders the queues by a column.
+/// `GET /ui/_activity`: the busiest queues' history alone, for its refresh.
+pub async fn activity(ctx: Ctx, Query(query): Query<ChartQuery>) -> UiResult {
+    let order = QueueOrder::named(query.sort.as_deref());
+    let history = history_range(query.chart.as_deref());
+    Ok(fragment(
+        activity_panel(ctx.api(), ChartRange::of(&query), order, history).await?,
+    ))
+}
+
+/// `?range=day`: the bar charts show the last day (from the store's history) instead of the
+/// last hour. `?chart=1h|6h|24h|7d`: the range of the history's time series. On the
+/// dashboard, `?sort=` orders the queues by a column.
 #[derive(Deserialize, Default)]
 pub struct ChartQuery {
     range: Option<String>,
     sort: Option<String>,
+    chart: Option<String>,
+}
+
+/// The range of the history's charts `chart` names (the last hour unless another).
+pub fn history_range(chart: Option<&str>) -> SeriesRange {
+    chart.and_then(SeriesRange::named).unwrap_or_default()
+}
+
+/// Attempts of a queue's series, all buckets together.
+fn attempts_of(queue: &NamedSeries) -> u64 {
+    queue.series.delivered.iter().sum::<u64>() + queue.series.failed.iter().sum::<u64>()
+}
+
+/// The busiest queues' history over `history` as time series, every queue's read in one
+/// request (`GET /admin/queues/series`), however many there are; refreshing itself.
+async fn activity_panel(
+    api: &ApiClient,
+    range: ChartRange,
+    order: QueueOrder,
+    history: SeriesRange,
+) -> ApiAnswer<Markup> {
+    let report: SeriesReport = api
+        .get(&format!("/admin/queues/series?range={}", history.as_str()))
+        .await?;
+    let mut busiest: Vec<&NamedSeries> = report
+        .queues
+        .iter()
+        .filter(|queue| attempts_of(queue) > 0)
+        .collect();
+    // Stable: equally busy queues keep name order.
+    busiest.sort_by_key(|queue| std::cmp::Reverse(attempts_of(queue)));
+    busiest.truncate(BUSIEST);
+    let scales = Scales::of(busiest.iter().map(|queue| &queue.series));
+    let here = format!(
+        "/ui{}",
+        dashboard_query(range, order, SeriesRange::default())
+    );
+    Ok(html! {
+        section id="activity" aria-labelledby="activity-title"
+            hx-get={ "/ui/_activity" (dashboard_query(range, order, history)) }
+            hx-trigger=(HISTORY_REFRESH) hx-swap="outerHTML" {
+            h2 id="activity-title" { "Busiest queues, " (timeseries::range_name(history)) }
+            div class="ts-head" {
+                (timeseries::range_links(&here, history, "chart"))
+                (timeseries::legend())
+            }
+            @if busiest.is_empty() {
+                p class="muted" id="activity-none" {
+                    "No attempts in the " (timeseries::range_name(history)) "."
+                }
+            } @else {
+                div class="ts-grid" {
+                    @for queue in &busiest {
+                        div class="ts-card" id={ "activity-" (queue.name) } {
+                            h3 { a href={ "/ui/queue/" (queue.name) } { (queue.name) } }
+                            (timeseries::pair(&format!("ts-{}", queue.name), &report, &queue.series, scales))
+                        }
+                    }
+                }
+            }
+            p class="muted" {
+                "The " (BUSIEST) " queues with the most attempts, from the stored history, drawn to "
+                "one scale; each bar's and each point's figures on hover."
+            }
+        }
+    })
 }
 
 /// How the dashboard orders its queues (`?sort=`): those needing an operator first (the
@@ -216,15 +306,18 @@ impl QueueOrder {
     }
 }
 
-/// The dashboard's query for `range` and `order` (empty for the defaults, so the plain
-/// `/ui` stays the plain `/ui`).
-fn dashboard_query(range: ChartRange, order: QueueOrder) -> String {
+/// The dashboard's query for `range`, `order` and the history's range (empty for the
+/// defaults, so the plain `/ui` stays the plain `/ui`).
+fn dashboard_query(range: ChartRange, order: QueueOrder, history: SeriesRange) -> String {
     let mut parts = Vec::new();
     if range == ChartRange::Day {
         parts.push("range=day".to_owned());
     }
     if order != QueueOrder::Attention {
         parts.push(format!("sort={}", order.name()));
+    }
+    if history != SeriesRange::default() {
+        parts.push(format!("chart={}", history.as_str()));
     }
     if parts.is_empty() {
         String::new()
@@ -235,12 +328,18 @@ fn dashboard_query(range: ChartRange, order: QueueOrder) -> String {
 
 /// A column heading: a link that sorts by `column`, or, when the rows are sorted by it
 /// already, its label marked so.
-fn sort_link(column: QueueOrder, current: QueueOrder, range: ChartRange, label: Markup) -> Markup {
+fn sort_link(
+    column: QueueOrder,
+    current: QueueOrder,
+    range: ChartRange,
+    history: SeriesRange,
+    label: Markup,
+) -> Markup {
     html! {
         @if column == current {
             (label) " ▾"
         } @else {
-            a id={ "sort-" (column.name()) } href={ "/ui" (dashboard_query(range, column)) }
+            a id={ "sort-" (column.name()) } href={ "/ui" (dashboard_query(range, column, history)) }
                 title="Sort by this column" { (label) }
         }
     }
@@ -336,7 +435,12 @@ pub async fn create_queue(ctx: Ctx, form: FormData) -> UiResult {
 
 /// The `<tbody>` of the queues table, polling itself: one API request for every queue
 /// (`GET /admin/queues/stats`), however many there are.
-async fn queue_rows(api: &ApiClient, range: ChartRange, order: QueueOrder) -> ApiAnswer<Markup> {
+async fn queue_rows(
+    api: &ApiClient,
+    range: ChartRange,
+    order: QueueOrder,
+    history: SeriesRange,
+) -> ApiAnswer<Markup> {
     let mut all: AllQueueStats = api.get("/admin/queues/stats").await?;
     order.sort(&mut all.queues);
     // One y-scale for every chart of the page, so that rows compare.
@@ -348,7 +452,7 @@ async fn queue_rows(api: &ApiClient, range: ChartRange, order: QueueOrder) -> Ap
         ChartRange::Day => (&line.last_day.delivered[..], &line.last_day.failed[..]),
     }));
     Ok(html! {
-        tbody id="queue-rows" hx-get={ "/ui/_queues" (dashboard_query(range, order)) } hx-trigger=(REFRESH) hx-swap="outerHTML" {
+        tbody id="queue-rows" hx-get={ "/ui/_queues" (dashboard_query(range, order, history)) } hx-trigger=(REFRESH) hx-swap="outerHTML" {
             @if all.queues.is_empty() {
                 tr { td colspan="13" class="muted" { "No queues yet: create one below." } }
             }

@@ -1,7 +1,8 @@
-//! Delivery health (`/ui/health`): over the last hour, six hours or day, in total and per
+//! Delivery health (`/ui/health`): over the last hour, six hours, day or 7 days, in total and per
 //! queue, the attempts delivered and failed, the failure rate, the attempts per minute and
-//! the latency percentiles, from `GET /admin/queues/health`. Sortable by each column (the
-//! least healthy first by default).
+//! the latency percentiles, from `GET /admin/queues/health`, and the range's trend as time
+//! series (attempts and latency percentiles, `GET /admin/queues/series`). Sortable by each
+//! column (the least healthy first by default).
 
 use std::cmp::Ordering;
 
@@ -10,15 +11,17 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::api::health::{HealthFigures, HealthReport, QueueHealth};
-use crate::api::queue_stats::AllQueueStats;
+use crate::api::series::{SeriesRange, SeriesReport};
 use crate::ui::layout::Section;
-use crate::ui::{Ctx, UiResult, chart};
+use crate::ui::timeseries::{self, Scales};
+use crate::ui::{Ctx, UiResult};
 
 /// The ranges offered, as the API takes them, with their labels.
-const RANGES: [(&str, &str); 3] = [
+const RANGES: [(&str, &str); 4] = [
     ("1h", "last hour"),
     ("6h", "last 6 hours"),
     ("24h", "last day"),
+    ("7d", "last 7 days"),
 ];
 
 /// The columns a visitor may sort by: query value, heading, and whether it is shown on a
@@ -40,7 +43,7 @@ pub struct HealthQuery {
     sort: Option<String>,
 }
 
-/// `GET /ui/health?range=1h|6h|24h&sort=…`.
+/// `GET /ui/health?range=1h|6h|24h|7d&sort=…`.
 pub async fn page(ctx: Ctx, Query(query): Query<HealthQuery>) -> UiResult {
     let range = RANGES
         .iter()
@@ -56,7 +59,14 @@ pub async fn page(ctx: Ctx, Query(query): Query<HealthQuery>) -> UiResult {
         .get(&format!("/admin/queues/health?range={}", range.0))
         .await?;
     report.queues.sort_by(|a, b| order(sort, a, b));
-    let all: AllQueueStats = ctx.api().get("/admin/queues/stats").await?;
+    let series_range = SeriesRange::named(range.0).unwrap_or_default();
+    let series: SeriesReport = ctx
+        .api()
+        .get(&format!(
+            "/admin/queues/series?range={}",
+            series_range.as_str()
+        ))
+        .await?;
     let flash = ctx.take_flash();
     let content = html! {
         h1 { "Delivery health" }
@@ -80,7 +90,7 @@ pub async fn page(ctx: Ctx, Query(query): Query<HealthQuery>) -> UiResult {
             dl class="figures" id="health-total" {
                 (figures_list(&report.total))
             }
-            div class="chart-panel" id="health-trend" { (trend(range.0, &all)) }
+            div class="chart-panel" id="health-trend" { (trend(&series)) }
         }
         section aria-labelledby="queues-title" {
             h2 id="queues-title" { "By queue" }
@@ -108,48 +118,18 @@ pub async fn page(ctx: Ctx, Query(query): Query<HealthQuery>) -> UiResult {
     Ok(ctx.page_with("Delivery health", Section::Health, flash, content))
 }
 
-/// Every queue's attempts together over `range`, as bars: a minute each over the last hour
-/// (`GET /admin/queues/stats`' `lastHour`), an hour each over 6 hours or a day (its
-/// `lastDay`, from the stored history).
-fn trend(range: &str, all: &AllQueueStats) -> Markup {
-    let sum = |series: &mut Vec<u64>, of: &[u64]| {
-        if series.len() < of.len() {
-            series.resize(of.len(), 0);
-        }
-        for (total, n) in series.iter_mut().zip(of) {
-            *total += n;
-        }
-    };
-    let (mut delivered, mut failed) = (Vec::new(), Vec::new());
-    for line in &all.queues {
-        let (d, f) = match range {
-            "1h" => (
-                &line.stats.last_hour.delivered,
-                &line.stats.last_hour.failed,
-            ),
-            _ => (&line.last_day.delivered, &line.last_day.failed),
-        };
-        sum(&mut delivered, d);
-        sum(&mut failed, f);
-    }
-    let (span, hours) = match range {
-        "1h" => (chart::MINUTES, None),
-        "6h" => (chart::SIX_HOURS, Some(6)),
-        _ => (chart::HOURS, Some(24)),
-    };
-    if let Some(hours) = hours {
-        for series in [&mut delivered, &mut failed] {
-            let keep = series.len().saturating_sub(hours);
-            series.drain(..keep);
-        }
-    }
-    let scale = chart::shared_scale([(&delivered[..], &failed[..])]);
+/// Every queue's attempts together over `range` as time series (`GET
+/// /admin/queues/series`): attempts per bucket and their latency percentiles.
+fn trend(report: &SeriesReport) -> Markup {
+    let scales = Scales::of([&report.total]);
     html! {
         p class="muted" {
-            "Every queue's attempts, a bar a " (span.bar_name()) " (delivered green, failed red; "
-            "each bar's figures on hover)."
+            "Every queue's attempts, a bar every " (timeseries::bucket_name(report.range))
+            " (delivered green, failed red), and how long they took (p50, p95, p99); each "
+            "bar's and each point's figures on hover."
         }
-        (chart::bars(&delivered, &failed, scale, span))
+        (timeseries::legend())
+        (timeseries::pair("ts-health", report, &report.total, scales))
     }
 }
 

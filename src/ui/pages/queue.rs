@@ -1,4 +1,5 @@
-//! A queue's page: live figures and chart, pause/resume and delete, a form to enqueue a
+//! A queue's page: live figures and chart, its history as time series (attempts and
+//! latency over 1 h to 7 days), pause/resume and delete, a form to enqueue a
 //! test job, its jobs by status (READY, ERROR, DELIVERED) page by page, found by text and
 //! listed either way (the READY ones acted on in bulk: [`super::bulk_jobs`]), its
 //! schedules, and its settings form ([`super::queue_settings`]).
@@ -8,7 +9,9 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::bulk_jobs::{self, Matching};
-use super::dashboard::{ChartQuery, ChartRange, REFRESH, breaker, pause_state};
+use super::dashboard::{
+    ChartQuery, ChartRange, HISTORY_REFRESH, REFRESH, breaker, history_range, pause_state,
+};
 use super::dead_letters;
 use super::queue_settings::{SETTINGS_FORM, settings_form};
 use super::schedules::{self, SCHEDULE_FORM};
@@ -17,6 +20,7 @@ use crate::api::jobs::{JobList, JobView};
 use crate::api::openapi::{IdBody, OkBody};
 use crate::api::queue_stats::QueueStats;
 use crate::api::schedules::ScheduleList;
+use crate::api::series::{SeriesRange, SeriesReport};
 use crate::api::settings::QueueSettings;
 use crate::api::topics::SubscriptionList;
 use crate::dispatch::breaker::MAX_COOLDOWN;
@@ -24,6 +28,7 @@ use crate::model::{QueueName, now_millis};
 use crate::ui::api_client::{ApiAnswer, ApiClient};
 use crate::ui::layout::{Section, Tone, badge, csrf_field, figures, form_result};
 use crate::ui::session::{Flash, FormOutcome};
+use crate::ui::timeseries::{self, Scales};
 use crate::ui::{Ctx, FormData, UiError, UiResult, chart, format, fragment};
 
 /// Jobs per page.
@@ -39,8 +44,17 @@ pub struct JobsQuery {
     cursor: Option<String>,
     /// `day`: the chart shows the last day instead of the last hour.
     range: Option<String>,
+    /// `1h`, `6h`, `24h`, `7d`: the range of the history's time series.
+    chart: Option<String>,
     /// The schedule whose values fill the schedule form.
     edit: Option<String>,
+}
+
+/// The query of the history's refresh: its range, and the bar chart's (kept in its links).
+#[derive(Deserialize)]
+pub struct HistoryQuery {
+    range: Option<String>,
+    chart: Option<String>,
 }
 
 /// Which of a queue's jobs the list shows: a status, the text looked for, the order.
@@ -114,6 +128,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
     let subscriptions: SubscriptionList = api.get(&format!("/queue/{name}/_subscriptions")).await?;
     let range = ChartRange::named(query.range.as_deref());
     let stats: QueueStats = api.get(&stats_path(&name, range)).await?;
+    let history = history_panel(api, &name, range, history_range(query.chart.as_deref())).await?;
     let jobs = jobs_panel(&ctx, &name, &query, &stats).await?;
     let csrf = csrf_field(&ctx.current);
     // A form's answer goes beside that form; any other message atop the page.
@@ -130,6 +145,7 @@ pub async fn page(ctx: Ctx, Path(name): Path<String>, Query(query): Query<JobsQu
             }
         }
         (stats_panel(&name, &stats, range))
+        (history)
         section aria-labelledby="actions-title" {
             h2 id="actions-title" { "Actions" }
             div class="actions" {
@@ -236,6 +252,62 @@ pub async fn stats(
     let range = ChartRange::of(&query);
     let stats: QueueStats = ctx.api().get(&stats_path(&name, range)).await?;
     Ok(fragment(stats_panel(&name, &stats, range)))
+}
+
+/// `GET /ui/queue/{name}/_history?chart=…`: the history's charts alone, for their refresh.
+pub async fn history(
+    ctx: Ctx,
+    Path(name): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> UiResult {
+    let name = queue_name(&name)?;
+    let range = ChartRange::named(query.range.as_deref());
+    let history = history_range(query.chart.as_deref());
+    Ok(fragment(
+        history_panel(ctx.api(), &name, range, history).await?,
+    ))
+}
+
+/// The queue's history over `history` as time series: its attempts and their latency
+/// (`GET /admin/queues/series?queue=`), with links to the other ranges; refreshing itself.
+async fn history_panel(
+    api: &ApiClient,
+    name: &QueueName,
+    range: ChartRange,
+    history: SeriesRange,
+) -> ApiAnswer<Markup> {
+    let report: SeriesReport = api
+        .get(&format!(
+            "/admin/queues/series?range={}&queue={name}",
+            history.as_str()
+        ))
+        .await?;
+    let scales = Scales::of([&report.total]);
+    let here = format!("{}{}", queue_url(name), range.query());
+    let refresh = match range {
+        ChartRange::Hour => format!("{}/_history?chart={}", queue_url(name), history.as_str()),
+        ChartRange::Day => format!(
+            "{}/_history?chart={}&range=day",
+            queue_url(name),
+            history.as_str()
+        ),
+    };
+    Ok(html! {
+        section id="queue-history" aria-labelledby="history-title"
+            hx-get=(refresh) hx-trigger=(HISTORY_REFRESH) hx-swap="outerHTML" {
+            h2 id="history-title" { "History, " (timeseries::range_name(history)) }
+            div class="ts-head" {
+                (timeseries::range_links(&here, history, "chart"))
+                (timeseries::legend())
+            }
+            (timeseries::pair("ts-queue", &report, &report.total, scales))
+            p class="muted" {
+                "From the stored history: attempts per " (timeseries::bucket_name(history))
+                ", and how long they took (p50, p95, p99, estimated within fixed buckets); "
+                "each bar's and each point's figures on hover."
+            }
+        }
+    })
 }
 
 /// The API's figures of `name`, with its last day when the chart shows it.
