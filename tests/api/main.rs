@@ -30,6 +30,7 @@ mod helpers;
 mod idempotency;
 mod jobs;
 mod keys;
+mod leases_view;
 mod maintenance;
 mod master_key;
 mod observability;

@@ -16,7 +16,7 @@ use super::jobs::{self, prepared};
 use crate::model::{QueueName, UnixMillis};
 use crate::policy::Rate;
 use crate::store::error::StoreResult;
-use crate::store::records::{BreakerNews, Claimed, SharedLimits};
+use crate::store::records::{BreakerNews, Claimed, LeaseHolder, SharedLimits};
 
 /// How late a start may be taken and still count as on schedule (`dispatch::rate::LATENESS`).
 const LATENESS_US: i64 = 10_000;
@@ -34,6 +34,7 @@ pub async fn claim_within(
     want: usize,
     limits: SharedLimits,
     node: Uuid,
+    holder: Option<&LeaseHolder>,
 ) -> StoreResult<Claimed> {
     prepared::execute(
         tx,
@@ -81,7 +82,7 @@ pub async fn claim_within(
     let claimed = if allowed == 0 {
         Vec::new()
     } else {
-        jobs::claim(tx, queue, now, leased_until, allowed, node).await?
+        jobs::claim(tx, queue, now, leased_until, allowed, node, holder).await?
     };
     if let Some(plan) = schedule {
         prepared::execute(
