@@ -65,6 +65,7 @@ mod ui_job_page;
 mod ui_search;
 mod ui_second_pass;
 mod ui_topics;
+mod ui_workers;
 
 /// Prints this binary's build, for `suite_on_postgres`: it runs the `api` binary of its own
 /// build and asks each candidate with this test.
