@@ -25,7 +25,9 @@ const LATENESS_US: i64 = 10_000;
 /// this much later (their deliveries end without telling it).
 const CONCURRENCY_RECHECK_MS: i64 = 100;
 
-/// Lease up to `want` due jobs of `queue`, within `limits` counted across every node.
+/// Lease up to `want` due jobs of `queue`, within `limits` counted across every node, to
+/// `holder` when a pull worker asks (the claim's arguments, plus the limits).
+#[allow(clippy::too_many_arguments)]
 pub async fn claim_within(
     tx: &Transaction<'_>,
     queue: &QueueName,
