@@ -1,7 +1,7 @@
--- Who holds a pull lease and since when (SQLite's 0024). Written by the very UPDATE that claims: every claim
--- sets `leased_at`; a pull worker's lease also names its holder as the audit log names an
--- actor (`key:<id>`, `master` or `open`, and the name for people); a push delivery leaves
--- it NULL (`leased_by` names its node).
+-- Who holds a pull lease and since when (SQLite's 0024). Written by the very UPDATE that
+-- claims: every claim sets `leased_at`; a pull worker's lease also names its holder as the
+-- audit log names an actor (`key:<id>`, `master` or `open`, and the name for people); a
+-- push delivery leaves it NULL (`leased_by` names its node).
 ALTER TABLE jobs ADD COLUMN leased_at BIGINT;
 ALTER TABLE jobs ADD COLUMN lease_holder TEXT;
 ALTER TABLE jobs ADD COLUMN lease_holder_name TEXT;

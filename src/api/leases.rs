@@ -137,8 +137,8 @@ async fn held_leases(
     Ok(Json(page))
 }
 
-/// The page `GET /admin/leases` answers (the UI reads it too).
-pub async fn leases_page(
+/// The page `GET /admin/leases` answers.
+async fn leases_page(
     state: &AppState,
     queue: Option<&str>,
     cursor: Option<&str>,
