@@ -1,7 +1,7 @@
 //! Following the other nodes on a shared database: hear the jobs they store (each wakes
 //! this node's dispatcher for its queue), and every [`QUEUE_REFRESH`] take in their queue
 //! changes and the circuit breakers they opened, and tell them this node's recent attempts
-//! (for `_stats`). Written against the store's [`Cluster`](crate::store::Cluster)
+//! (for `_stats`) and its waiting lease requests (for the view of pull workers). Written against the store's [`Cluster`](crate::store::Cluster)
 //! capability: a node alone on its database has nobody to follow and starts nothing.
 
 use std::collections::HashMap;
@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::{DeliveryPool, Wakeups};
 use crate::model::{QueueName, UnixMillis, now_millis};
+use crate::pull::Leases;
 use crate::store::{ActivityFigures, Store};
 
 /// How often a node on a shared database looks for queue changes made on other nodes: the
@@ -41,11 +42,12 @@ impl Following {
 /// Start following the nodes `store` shares its database with, until `stop`; `None` when
 /// it shares it with nobody. Without a delivery `pool` (`HOOKQ_DISPATCH=off`) there is no
 /// breaker to rest and no attempt to tell; wake-ups still reach the lease requests waiting
-/// on this node's pull queues.
+/// on this node's pull queues, and their counts are still told.
 pub fn follow(
     store: &Store,
     wakeups: &Wakeups,
     pool: Option<&DeliveryPool>,
+    leases: &Leases,
     stop: &CancellationToken,
 ) -> Option<Following> {
     if !store.cluster().is_shared() {
@@ -61,13 +63,14 @@ pub fn follow(
         })
     };
     let (store, pool, stop) = (store.clone(), pool.cloned(), stop.clone());
-    let wakeups = wakeups.clone();
+    let (wakeups, leases) = (wakeups.clone(), leases.clone());
     let refresher = tokio::spawn(async move {
         let mut every = tokio::time::interval(QUEUE_REFRESH);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut published = HashMap::new();
         // Breakers closed by hand before this node started are no news to it.
         let mut closed_seen = now_millis();
+        let mut had_waiters = false;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -79,6 +82,7 @@ pub fn follow(
                         follow_breakers(&store, pool, &wakeups, &mut closed_seen).await;
                         publish_activity(&store, pool, &mut published).await;
                     }
+                    publish_waiters(&store, &leases, &mut had_waiters).await;
                 }
             }
         }
@@ -136,5 +140,23 @@ async fn publish_activity(
     match store.cluster().publish_activity(now, &busy).await {
         Ok(()) => published.extend(busy),
         Err(err) => tracing::warn!(error = %err, "cannot publish this node's activity"),
+    }
+}
+
+/// Write this node's waiting lease requests per queue: every second while there are some
+/// (so that their rows stay fresh), and once more when none are left (to clear them). An
+/// idle node writes nothing.
+async fn publish_waiters(store: &Store, leases: &Leases, had_waiters: &mut bool) {
+    let waiting = leases.waiting();
+    if waiting.is_empty() && !*had_waiters {
+        return;
+    }
+    match store
+        .cluster()
+        .publish_lease_waiters(now_millis(), &waiting)
+        .await
+    {
+        Ok(()) => *had_waiters = !waiting.is_empty(),
+        Err(err) => tracing::warn!(error = %err, "cannot publish this node's lease requests"),
     }
 }

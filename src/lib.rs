@@ -210,7 +210,7 @@ impl Server {
         );
         let expiry_watch = tokio::spawn(leases.clone().watch_expiries(background.clone()));
         let metrics_upkeep = tokio::spawn(telemetry::run_upkeep(background.clone()));
-        let following = cluster::follow(&store, &wakeups, pool.as_ref(), &background);
+        let following = cluster::follow(&store, &wakeups, pool.as_ref(), &leases, &background);
         let event_sender = match &config.events {
             Some(target) => {
                 tracing::info!(target = %redact::endpoint(target.url.url()), "operational events on");

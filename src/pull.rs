@@ -28,8 +28,8 @@ use crate::events::Events;
 use crate::model::{InvalidInput, JobId, QueueName, UnixMillis, now_millis};
 use crate::policy::Defaults;
 use crate::store::{
-    Claimed, ClaimedJob, Delivery, Failure, Lease, LeaseAnswer, Outcome, Queue, SharedLimits,
-    Store, StoreError,
+    Claimed, ClaimedJob, Delivery, Failure, Lease, LeaseAnswer, LeaseHolder, Outcome, Queue,
+    SharedLimits, Store, StoreError,
 };
 use crate::{maintenance, telemetry};
 
@@ -142,7 +142,7 @@ impl LeaseSigner {
 }
 
 /// One lease request, its values checked by the caller.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LeaseRequest {
     /// 1–[`MAX_LEASE_BATCH`].
     pub max: usize,
@@ -150,6 +150,8 @@ pub struct LeaseRequest {
     pub wait: Duration,
     /// How long the lease lasts; `None`: the queue's attempt timeout.
     pub visibility: Option<Duration>,
+    /// Who asks: recorded on each job leased, for the view of pull workers.
+    pub holder: LeaseHolder,
 }
 
 /// Why a lease request, an ack, a nack or an extension was refused.
@@ -290,6 +292,17 @@ impl Leases {
             .unwrap_or(0)
     }
 
+    /// Lease requests waiting right now on this node, per queue (those with any), by name.
+    pub fn waiting(&self) -> Vec<(QueueName, usize)> {
+        let mut waiting: Vec<_> = lock(&self.inner.waiting_by_queue)
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(queue, n)| (queue.clone(), *n))
+            .collect();
+        waiting.sort();
+        waiting
+    }
+
     /// The pull queue `name`, or why it cannot be leased from.
     async fn pull_queue(&self, name: &QueueName) -> Result<Arc<Queue>, PullError> {
         let queue = self.inner.store.queue(name).await?;
@@ -411,7 +424,14 @@ impl Leases {
         let now = now_millis();
         let leased_until = now.saturating_add(millis(visibility));
         let claimed = self
-            .claim_for_caller(name.clone(), now, leased_until, want, limits)
+            .claim_for_caller(
+                name.clone(),
+                now,
+                leased_until,
+                want,
+                limits,
+                request.holder.clone(),
+            )
             .await;
         if local_rate.is_some() {
             let got = claimed.as_ref().map_or(0, |c| c.jobs.len());
@@ -452,6 +472,7 @@ impl Leases {
         leased_until: UnixMillis,
         want: usize,
         limits: SharedLimits,
+        holder: LeaseHolder,
     ) -> Result<Claimed, PullError> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let leases = self.clone();
@@ -459,7 +480,7 @@ impl Leases {
             let claimed = leases
                 .inner
                 .store
-                .lease(name.clone(), now, leased_until, want, limits)
+                .lease(name.clone(), now, leased_until, want, limits, holder)
                 .await;
             if let Err(Ok(claimed)) = answer.send(claimed) {
                 leases.release(name, claimed.jobs);

@@ -18,6 +18,7 @@ use super::cursor::Cursor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{ApiQuery, page_size};
 use crate::model::now_millis;
+use crate::store::LeaseHolder;
 use crate::store::audit::{AuditEntry, AuditFilter, AuditRecord};
 
 /// Entries per page: by default, and at most.
@@ -58,6 +59,16 @@ impl Actor {
             target: target.to_owned(),
             detail: detail.into(),
             count: None,
+        }
+    }
+}
+
+/// A pull worker leasing jobs holds them under the name the audit log would give it.
+impl From<Actor> for LeaseHolder {
+    fn from(actor: Actor) -> Self {
+        Self {
+            id: actor.id,
+            name: actor.name,
         }
     }
 }

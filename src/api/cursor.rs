@@ -19,6 +19,8 @@ pub enum Cursor {
     Audit(i64),
     /// From this id down (a search across queues, newest first).
     Search(JobId),
+    /// After this lease expiry and job id (the held leases, soonest expiry first).
+    Leases(Position),
 }
 
 /// The first byte of a delivery-log cursor, so it cannot be taken for another listing's.
@@ -27,6 +29,8 @@ const DELIVERED_TAG: u8 = b'D';
 const AUDIT_TAG: u8 = b'A';
 /// The first byte of a search's cursor.
 const SEARCH_TAG: u8 = b'S';
+/// The first byte of a held leases' cursor.
+const LEASES_TAG: u8 = b'L';
 
 fn time_and_id(position: Position) -> Vec<u8> {
     let mut bytes = position.at.to_be_bytes().to_vec();
@@ -62,6 +66,11 @@ impl Cursor {
                 bytes.extend(id.as_bytes());
                 URL_SAFE_NO_PAD.encode(bytes)
             }
+            Self::Leases(position) => {
+                let mut bytes = vec![LEASES_TAG];
+                bytes.extend(time_and_id(position));
+                URL_SAFE_NO_PAD.encode(bytes)
+            }
         }
     }
 
@@ -71,6 +80,7 @@ impl Cursor {
             16 => JobId::from_slice(&bytes).map(Self::Ready),
             24 => position_of(&bytes).map(Self::Error),
             25 if bytes[0] == DELIVERED_TAG => position_of(&bytes[1..]).map(Self::Delivered),
+            25 if bytes[0] == LEASES_TAG => position_of(&bytes[1..]).map(Self::Leases),
             9 if bytes[0] == AUDIT_TAG => bytes[1..]
                 .try_into()
                 .ok()
@@ -85,9 +95,11 @@ impl Cursor {
     pub fn into_position(self) -> ApiResult<Position> {
         match self {
             Self::Error(position) => Ok(position),
-            Self::Ready(_) | Self::Delivered(_) | Self::Audit(_) | Self::Search(_) => {
-                Err(invalid_cursor())
-            }
+            Self::Ready(_)
+            | Self::Delivered(_)
+            | Self::Audit(_)
+            | Self::Search(_)
+            | Self::Leases(_) => Err(invalid_cursor()),
         }
     }
 
@@ -95,9 +107,11 @@ impl Cursor {
     pub fn into_ready(self) -> ApiResult<JobId> {
         match self {
             Self::Ready(id) => Ok(id),
-            Self::Error(_) | Self::Delivered(_) | Self::Audit(_) | Self::Search(_) => {
-                Err(invalid_cursor())
-            }
+            Self::Error(_)
+            | Self::Delivered(_)
+            | Self::Audit(_)
+            | Self::Search(_)
+            | Self::Leases(_) => Err(invalid_cursor()),
         }
     }
 
@@ -105,9 +119,11 @@ impl Cursor {
     pub fn into_delivered(self) -> ApiResult<Position> {
         match self {
             Self::Delivered(position) => Ok(position),
-            Self::Ready(_) | Self::Error(_) | Self::Audit(_) | Self::Search(_) => {
-                Err(invalid_cursor())
-            }
+            Self::Ready(_)
+            | Self::Error(_)
+            | Self::Audit(_)
+            | Self::Search(_)
+            | Self::Leases(_) => Err(invalid_cursor()),
         }
     }
 
@@ -115,9 +131,11 @@ impl Cursor {
     pub fn into_audit(self) -> ApiResult<i64> {
         match self {
             Self::Audit(id) => Ok(id),
-            Self::Ready(_) | Self::Error(_) | Self::Delivered(_) | Self::Search(_) => {
-                Err(invalid_cursor())
-            }
+            Self::Ready(_)
+            | Self::Error(_)
+            | Self::Delivered(_)
+            | Self::Search(_)
+            | Self::Leases(_) => Err(invalid_cursor()),
         }
     }
 
@@ -125,9 +143,22 @@ impl Cursor {
     pub fn into_search(self) -> ApiResult<JobId> {
         match self {
             Self::Search(id) => Ok(id),
-            Self::Ready(_) | Self::Error(_) | Self::Delivered(_) | Self::Audit(_) => {
-                Err(invalid_cursor())
-            }
+            Self::Ready(_)
+            | Self::Error(_)
+            | Self::Delivered(_)
+            | Self::Audit(_)
+            | Self::Leases(_) => Err(invalid_cursor()),
+        }
+    }
+}
+
+impl Cursor {
+    /// Where a page of held leases starts, or a 400 if this cursor came from another
+    /// listing.
+    pub fn into_leases(self) -> ApiResult<Position> {
+        match self {
+            Self::Leases(position) => Ok(position),
+            _ => Err(invalid_cursor()),
         }
     }
 }

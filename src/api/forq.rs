@@ -34,6 +34,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use super::audit::Actor;
 use super::auth::Principal;
 use super::body::read_limited;
 use super::error::ApiError;
@@ -41,7 +42,7 @@ use crate::access::{Need, Role};
 use crate::json::canonicalize;
 use crate::model::{JobId, QueueName, now_millis};
 use crate::pull::{LeaseId, LeaseRequest, PullError};
-use crate::store::{Lease, NewJob, Queue, StoreError};
+use crate::store::{Lease, LeaseHolder, NewJob, Queue, StoreError};
 use crate::telemetry;
 
 /// The largest request body (Forq's `MaxBytesReader`).
@@ -375,9 +376,11 @@ struct MessageBody {
 async fn consume(
     State(state): State<AppState>,
     caller: Caller,
+    actor: Actor,
     name: Result<Path<String>, PathRejection>,
 ) -> ForqResult<Response> {
     let name = queue_name(name)?;
+    let holder = LeaseHolder::from(actor);
     let deadline = tokio::time::Instant::now() + CONSUME_WAIT;
     if let Some(queue) = dead_letters_of(&state, &name).await? {
         allowed_on(&caller, CONSUMING, &queue)?;
@@ -393,6 +396,7 @@ async fn consume(
             max: 1,
             wait,
             visibility: Some(VISIBILITY),
+            holder: holder.clone(),
         };
         // Listen before looking: the first message creates the queue and wakes us.
         let waiters = state.wakeups.lease_waiters(&name);

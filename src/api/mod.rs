@@ -17,6 +17,7 @@ pub mod forq;
 pub mod health;
 pub mod jobs;
 pub mod keys;
+pub mod leases;
 pub mod openapi;
 pub mod permissions;
 pub mod pull;
@@ -104,6 +105,7 @@ pub fn router(state: AppState) -> Router {
         .merge(search::admin_router())
         .merge(keys::router())
         .merge(audit::admin_router())
+        .merge(leases::admin_router())
         .route_layer(auth::Authorize::admin(state.clone()));
     let (routes, document) = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(system::public_router())

@@ -81,6 +81,9 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         ("GET", "/admin/dlq/stats" | "/admin/dlq/groups") => QueueOrAll(READER),
         ("GET", "/admin/jobs") => AllQueues(READER),
         ("GET", "/admin/search") => QueueOrAll(READER),
+        // the pull workers in view: leases held and requests waiting, across queues or of
+        // one (`?queue=`)
+        ("GET", "/admin/leases") => QueueOrAll(READER),
         // what became of replayed jobs: a read across queues, its ids in a body
         ("POST", "/admin/dlq/replayed") => AllQueues(READER),
         ("POST", "/admin/dlq/replay" | "/admin/dlq/acknowledge") => Admin,
@@ -188,6 +191,7 @@ mod tests {
             .merge(super::super::dlq::router())
             .merge(super::super::keys::router())
             .merge(super::super::audit::admin_router())
+            .merge(super::super::leases::admin_router())
             .merge(super::super::topics::router())
             .split_for_parts();
         let mut seen = 0;

@@ -14,6 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::audit::Actor;
 use super::body::{parse_json, read_limited};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{ApiJson, JobPath, KnownQueue};
@@ -25,7 +26,7 @@ use crate::pull::{
     LeaseId, LeaseRequest, LeaseSigner, MAX_LEASE_BATCH, MAX_NACK_ERROR, MAX_VISIBILITY, MAX_WAIT,
     MIN_VISIBILITY, PullError,
 };
-use crate::store::ClaimedJob;
+use crate::store::{ClaimedJob, LeaseHolder};
 
 /// Lease, ack, nack and extend bodies are small.
 const MAX_PULL_BODY: usize = 8 * 1024;
@@ -146,7 +147,7 @@ fn bounded(field: &str, raw: &str, min: Duration, max: Duration) -> ApiResult<Du
 }
 
 impl LeaseBody {
-    fn request(&self) -> ApiResult<LeaseRequest> {
+    fn request(&self, holder: LeaseHolder) -> ApiResult<LeaseRequest> {
         let max = match self.max {
             None => 1,
             Some(n) if (1..=MAX_LEASE_BATCH as u32).contains(&n) => n as usize,
@@ -169,6 +170,7 @@ impl LeaseBody {
             max,
             wait,
             visibility,
+            holder,
         })
     }
 }
@@ -199,6 +201,7 @@ impl LeaseBody {
 async fn lease(
     State(state): State<AppState>,
     KnownQueue(queue): KnownQueue,
+    actor: Actor,
     body: Body,
 ) -> ApiResult<Json<LeasedJobs>> {
     let bytes = read_limited(body, MAX_PULL_BODY, state.config.body_timeout).await?;
@@ -207,7 +210,7 @@ async fn lease(
     } else {
         parse_json(&bytes)?
     };
-    let request = asked.request()?;
+    let request = asked.request(actor.into())?;
     let leased = state.leases.lease(&queue.name, request).await?;
     let leased_at = leased.leased_at;
     // Shape every job before handing them over: if one cannot be shown, all go back.

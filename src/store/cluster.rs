@@ -159,6 +159,40 @@ impl Cluster<'_> {
         }
     }
 
+    /// This node's name in the views of several nodes: its id on a shared database,
+    /// `this node` alone.
+    pub fn node_name(&self) -> String {
+        match self.shared {
+            Some(db) => db.node().to_string(),
+            None => "this node".to_owned(),
+        }
+    }
+
+    /// Tell the other nodes the lease requests waiting on this one now, per queue
+    /// (alone: nobody to tell).
+    pub async fn publish_lease_waiters(
+        &self,
+        now: UnixMillis,
+        waiting: &[(QueueName, usize)],
+    ) -> StoreResult<()> {
+        match self.shared {
+            Some(db) => db.publish_lease_waiters(now, waiting).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The lease requests waiting on every other live node, as (node, queue, requests)
+    /// (alone: none).
+    pub async fn lease_waiters_of_other_nodes(
+        &self,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(String, QueueName, usize)>> {
+        match self.shared {
+            Some(db) => db.lease_waiters_of_other_nodes(now).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// The recent attempts of `queue` on every other node, added up, as of `now` (alone:
     /// none).
     pub async fn activity_of_other_nodes(

@@ -21,10 +21,10 @@ use super::audit::{AuditEntry, AuditFilter, AuditRecord};
 use super::error::{StoreError, StoreResult};
 use super::records::{
     ActivityHour, ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage,
-    Delivery, DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, IdempotencyKey,
-    JobAction, JobPlace, JobRecord, JobsPage, Lease, LiveFilter, NewJob, NewSchedule, OutboxEvent,
-    PageRequest, Position, QueueCounts, RecordedBatch, RetainedMessage, Schedule, ScheduleTick,
-    Selection, Subscribed, Subscription, TopicRow,
+    Delivery, DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, HeldLease,
+    IdempotencyKey, JobAction, JobPlace, JobRecord, JobsPage, Lease, LiveFilter, NewJob,
+    NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch, RetainedMessage,
+    Schedule, ScheduleTick, Selection, Subscribed, Subscription, TopicRow,
 };
 use super::search::{SearchChunk, SearchQuery, SearchTable};
 use super::status::JobStatus;
@@ -298,6 +298,15 @@ pub trait JobRows {
     async fn release_lease(&self, id: JobId, lease: Lease) -> StoreResult<bool>;
     /// Note that job `id` outlived its time to live, unless it has an error already.
     async fn note_expired(&self, id: JobId) -> StoreResult<()>;
+    /// Up to `limit` pull leases held now (jobs in flight whose claim named a holder), of
+    /// `queue` or of every queue, soonest expiry first, after `after` (expiry, id), read on
+    /// the in-flight jobs' expiry index.
+    async fn held_leases(
+        &self,
+        queue: Option<&QueueName>,
+        after: Position,
+        limit: usize,
+    ) -> StoreResult<Vec<HeldLease>>;
     /// The status of live job `id` of `queue`, locked against a concurrent claim until the
     /// transaction ends (PostgreSQL; SQLite has one writer).
     async fn live_status(&self, queue: &QueueName, id: JobId) -> StoreResult<Option<JobStatus>>;

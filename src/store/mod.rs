@@ -68,7 +68,7 @@ pub use records::{
     Outcome, PageRequest, Position, PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk,
     Saved, Schedule, ScheduleTick, SchedulerRound, Selection, SharedLimits, TextMatch,
 };
-pub use records::{FoundJob, JobPlace, ReplayFates};
+pub use records::{FoundJob, HeldLease, JobPlace, LeaseHolder, ReplayFates};
 pub use records::{MessageRef, Published, Routed, Subscribed, Subscription, Topic, TopicRow};
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -547,7 +547,8 @@ impl Store {
                 held_back_until: None,
             }),
             Backend::Postgres(db) => {
-                db.claim_within(queue, now, leased_until, want, limits)
+                // A push delivery: the dispatcher holds it, no worker to name.
+                db.claim_within(queue, now, leased_until, want, limits, None)
                     .await
             }
         }
@@ -583,7 +584,8 @@ impl Store {
     /// Lease up to `want` due jobs of pull queue `queue` to a worker until `leased_until`,
     /// within `limits`: its `concurrency` counts the jobs leased at once (on every node);
     /// on PostgreSQL its `ratePerSecond` too, shared by the nodes (on SQLite the caller
-    /// holds the rate in memory, as the dispatcher does).
+    /// holds the rate in memory, as the dispatcher does). The jobs record `holder` and
+    /// `now` as who holds them since when, in the claim's own statement.
     pub async fn lease(
         &self,
         queue: QueueName,
@@ -591,19 +593,40 @@ impl Store {
         leased_until: UnixMillis,
         want: usize,
         limits: SharedLimits,
+        holder: LeaseHolder,
     ) -> StoreResult<Claimed> {
         match &self.backend {
             Backend::Sqlite(db) => Ok(Claimed {
                 jobs: db
-                    .claim_within_concurrency(queue, now, leased_until, want, limits.concurrency)
+                    .claim_within_concurrency(
+                        queue,
+                        now,
+                        leased_until,
+                        want,
+                        limits.concurrency,
+                        holder,
+                    )
                     .await?,
                 held_back_until: None,
             }),
             Backend::Postgres(db) => {
-                db.claim_within(queue, now, leased_until, want, limits)
+                db.claim_within(queue, now, leased_until, want, limits, Some(holder))
                     .await
             }
         }
+    }
+
+    /// Up to `limit` pull leases held now, of `queue` or of every queue, soonest expiry
+    /// first, after `after` (the previous page's last expiry and id).
+    pub async fn held_leases(
+        &self,
+        queue: Option<QueueName>,
+        after: Position,
+        limit: usize,
+    ) -> StoreResult<Vec<HeldLease>> {
+        in_snapshot!(self, |tx| tx
+            .held_leases(queue.as_ref(), after, limit)
+            .await)
     }
 
     /// A pull worker's ack or nack of job `id` of `queue`, leased under `lease`: recorded

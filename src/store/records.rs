@@ -506,6 +506,29 @@ impl SharedLimits {
     }
 }
 
+/// Who holds a pull lease, as the audit log names an actor: `id` stable (`key:<id>`,
+/// `master`, `open`), `name` for people (the key's name, "admin key", "API key").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    pub id: String,
+    pub name: String,
+}
+
+/// A pull lease held now: a job in flight whose claim named a holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLease {
+    pub id: JobId,
+    pub queue: QueueName,
+    pub attempt: u32,
+    /// When the claim leased it (`None` for a lease taken before the column existed).
+    pub leased_at: Option<UnixMillis>,
+    /// Its expiry now (an extension moves it).
+    pub leased_until: UnixMillis,
+    pub holder: LeaseHolder,
+    /// Whether the worker extended it.
+    pub extended: bool,
+}
+
 /// What a claim leased, and, when a shared limit held jobs back, when to ask again.
 #[derive(Debug, Clone, Default)]
 pub struct Claimed {

@@ -23,6 +23,7 @@ pub enum Section {
     Keys,
     Audit,
     Search,
+    Workers,
     None,
 }
 
@@ -67,6 +68,7 @@ pub fn page(
                             (nav_link("/ui", "Queues", Section::Queues))
                             (nav_link("/ui/topics", "Topics", Section::Topics))
                             (nav_link("/ui/dlq", "Dead letters", Section::DeadLetters))
+                            (nav_link("/ui/workers", "Workers", Section::Workers))
                             (nav_link("/ui/search", "Search", Section::Search))
                             (nav_link("/ui/health", "Health", Section::Health))
                             (nav_link("/ui/keys", "API keys", Section::Keys))

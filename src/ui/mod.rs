@@ -120,7 +120,7 @@ pub fn with_ui(api: Router, config: &Config) -> Site {
 fn router(state: UiState) -> Router {
     use pages::{
         audit, bulk_jobs, dashboard, dead_letters, health, job, keys, login, queue, queue_settings,
-        schedules, search, topics,
+        schedules, search, topics, workers,
     };
     let pages = Router::new()
         .route("/", get(dashboard::page))
@@ -187,6 +187,8 @@ fn router(state: UiState) -> Router {
         .route("/keys", get(keys::page))
         .route("/audit", get(audit::page))
         .route("/search", get(search::page))
+        .route("/workers", get(workers::page))
+        .route("/workers/_leases", get(workers::leases))
         .route("/keys/create", post(keys::create))
         .route("/keys/revoke", post(keys::revoke))
         .route("/logout", post(login::logout))

@@ -205,6 +205,14 @@ fn routes(job: &str) -> Vec<(Method, String, Option<Value>, &'static [&'static s
         (Method::DELETE, format!("/admin/keys/{none}"), None, ADMIN),
         // the audit log
         (Method::GET, "/admin/audit".into(), None, ADMIN),
+        // the pull workers in view: every queue's readers, or the queue's when narrowed
+        (Method::GET, "/admin/leases".into(), None, ALL_READ),
+        (
+            Method::GET,
+            "/admin/leases?queue=billing-eu".into(),
+            None,
+            READ,
+        ),
         // topics: a key's names cover topics; routing is admin's
         (Method::POST, t.into(), Some(json!({"n": 1})), PRODUCE),
         (

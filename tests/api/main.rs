@@ -30,6 +30,7 @@ mod helpers;
 mod idempotency;
 mod jobs;
 mod keys;
+mod leases_view;
 mod maintenance;
 mod master_key;
 mod observability;
@@ -64,6 +65,7 @@ mod ui_job_page;
 mod ui_search;
 mod ui_second_pass;
 mod ui_topics;
+mod ui_workers;
 
 /// Prints this binary's build, for `suite_on_postgres`: it runs the `api` binary of its own
 /// build and asks each candidate with this test.

@@ -65,6 +65,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/admin/keys"),
     ("DELETE", "/admin/keys/{id}"),
     ("GET", "/admin/audit"),
+    ("GET", "/admin/leases"),
     ("GET", "/topics"),
     ("GET", "/queue/{name}/_subscriptions"),
     ("PUT", "/topic/{name}"),

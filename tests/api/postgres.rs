@@ -198,6 +198,7 @@ async fn postgres_schema_is_applied_once_and_then_left_alone() {
             "idempotency_keys",
             "job_attempts",
             "jobs",
+            "lease_waiters",
             "queue_activity",
             "queue_breakers",
             "queue_epoch",

@@ -30,9 +30,9 @@ use crate::sql_once;
 use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobAction, JobRecord, JobState, JobsPage, Lease,
-    LiveFilter, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef, NewJob, QueueCounts, ScheduleTick,
-    payload_or_error_like,
+    AttemptRecord, ClaimedJob, Failure, HeldLease, JobAction, JobRecord, JobState, JobsPage, Lease,
+    LeaseHolder, LiveFilter, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef, NewJob, Position,
+    QueueCounts, ScheduleTick, payload_or_error_like,
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
@@ -428,11 +428,14 @@ pub mod hot {
         )
     }
 
-    /// `$1` queue, `$2` lease end, `$3` at most, `$4` node: lease its next ready jobs.
+    /// `$1` queue, `$2` lease end, `$3` at most, `$4` node, `$5` now, `$6`/`$7` the
+    /// holder's id and name (a pull worker's; NULL for a push delivery): lease its next
+    /// ready jobs.
     pub fn claim() -> &'static str {
         sql_once!(
             "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = $2,
-                             leased_by = $4, lease_id = NULL
+                             leased_by = $4, lease_id = NULL, leased_at = $5,
+                             lease_holder = $6, lease_holder_name = $7
              WHERE id = ANY(ARRAY(SELECT id FROM jobs
                                   WHERE queue = $1 AND status = {READY}
                                     AND NOT (SELECT paused FROM queues WHERE name = $1)
@@ -461,8 +464,10 @@ pub async fn claim(
     leased_until: UnixMillis,
     limit: usize,
     node: Uuid,
+    holder: Option<&LeaseHolder>,
 ) -> StoreResult<Vec<ClaimedJob>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let (holder_id, holder_name) = holder.map(|h| (h.id.as_str(), h.name.as_str())).unzip();
     // Both prepared first, then sent together after the planner setting, the promotion
     // first: one round trip, and the claim sees the jobs the promotion made ready (the
     // connection runs them in the order sent).
@@ -471,7 +476,18 @@ pub async fn claim(
     let (_, _, rows) = futures_util::future::try_join3(
         tx.batch_execute(hot::IN_INDEX_ORDER),
         tx.execute(&promote, &[&queue.as_str(), &now, &PROMOTE_BATCH]),
-        tx.query(&claim, &[&queue.as_str(), &leased_until, &limit, &node]),
+        tx.query(
+            &claim,
+            &[
+                &queue.as_str(),
+                &leased_until,
+                &limit,
+                &node,
+                &now,
+                &holder_id,
+                &holder_name,
+            ],
+        ),
     )
     .await?;
     let mut claimed: Vec<ClaimedJob> = rows
@@ -616,6 +632,47 @@ pub(super) fn limit_param(limit: usize) -> i64 {
 }
 
 impl JobRows for PgTx<'_> {
+    async fn held_leases(
+        &self,
+        queue: Option<&QueueName>,
+        after: Position,
+        limit: usize,
+    ) -> StoreResult<Vec<HeldLease>> {
+        let rows = prepared::query(
+            self.tx,
+            sql_once!(
+                "SELECT id, queue, attempts, leased_at, leased_until, lease_holder,
+                        lease_holder_name, lease_id IS NOT NULL
+                 FROM jobs
+                 WHERE status = {IN_FLIGHT} AND lease_holder IS NOT NULL
+                   AND ($1::text IS NULL OR queue = $1) AND (leased_until, id) > ($2, $3)
+                 ORDER BY leased_until, id LIMIT $4"
+            ),
+            &[
+                &queue.map(QueueName::as_str),
+                &after.at,
+                &uuid(after.id),
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| HeldLease {
+                id: job_id(row.get(0)),
+                queue: QueueName::from_stored(row.get(1)),
+                attempt: attempt_of(row.get(2)),
+                leased_at: row.get(3),
+                leased_until: row.get(4),
+                holder: LeaseHolder {
+                    id: row.get(5),
+                    name: row.get::<_, Option<String>>(6).unwrap_or_default(),
+                },
+                extended: row.get(7),
+            })
+            .collect())
+    }
+
     /// One statement for every queue: [`insert_unkeyed`]'s.
     async fn insert_message_jobs(
         &self,
@@ -686,7 +743,8 @@ impl JobRows for PgTx<'_> {
         leased_until: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<ClaimedJob>> {
-        claim(self.tx, queue, now, leased_until, limit, self.node).await
+        // A push delivery: the dispatcher holds it, no worker to name.
+        claim(self.tx, queue, now, leased_until, limit, self.node, None).await
     }
 
     async fn delete_leased(&self, id: JobId, lease: Lease) -> StoreResult<Option<Left>> {

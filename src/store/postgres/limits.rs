@@ -16,7 +16,7 @@ use super::jobs::{self, prepared};
 use crate::model::{QueueName, UnixMillis};
 use crate::policy::Rate;
 use crate::store::error::StoreResult;
-use crate::store::records::{BreakerNews, Claimed, SharedLimits};
+use crate::store::records::{BreakerNews, Claimed, LeaseHolder, SharedLimits};
 
 /// How late a start may be taken and still count as on schedule (`dispatch::rate::LATENESS`).
 const LATENESS_US: i64 = 10_000;
@@ -25,7 +25,9 @@ const LATENESS_US: i64 = 10_000;
 /// this much later (their deliveries end without telling it).
 const CONCURRENCY_RECHECK_MS: i64 = 100;
 
-/// Lease up to `want` due jobs of `queue`, within `limits` counted across every node.
+/// Lease up to `want` due jobs of `queue`, within `limits` counted across every node, to
+/// `holder` when a pull worker asks (the claim's arguments, plus the limits).
+#[allow(clippy::too_many_arguments)]
 pub async fn claim_within(
     tx: &Transaction<'_>,
     queue: &QueueName,
@@ -34,6 +36,7 @@ pub async fn claim_within(
     want: usize,
     limits: SharedLimits,
     node: Uuid,
+    holder: Option<&LeaseHolder>,
 ) -> StoreResult<Claimed> {
     prepared::execute(
         tx,
@@ -81,7 +84,7 @@ pub async fn claim_within(
     let claimed = if allowed == 0 {
         Vec::new()
     } else {
-        jobs::claim(tx, queue, now, leased_until, allowed, node).await?
+        jobs::claim(tx, queue, now, leased_until, allowed, node, holder).await?
     };
     if let Some(plan) = schedule {
         prepared::execute(

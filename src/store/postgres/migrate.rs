@@ -127,6 +127,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "activity hours",
         sql: include_str!("../../../migrations/postgres/0021_activity_hours.sql"),
     },
+    Migration {
+        version: 22,
+        name: "lease holders",
+        sql: include_str!("../../../migrations/postgres/0022_lease_holders.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

@@ -40,6 +40,7 @@ pub mod schedules;
 mod server_keys;
 mod topics;
 mod tx;
+pub mod waiters;
 
 use anyhow::Context;
 use std::collections::HashMap;
@@ -64,8 +65,8 @@ use crate::store::audit::{AuditEntry, write_pending};
 use crate::store::dialect::Durability;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    ActivityFigures, BreakerNews, Caps, Claimed, Lease, NewJob, Outbox, Outcome, Queue,
-    SharedLimits,
+    ActivityFigures, BreakerNews, Caps, Claimed, Lease, LeaseHolder, NewJob, Outbox, Outcome,
+    Queue, SharedLimits,
 };
 use crate::store::registry::Registry;
 use crate::store::sealing::Sealing;
@@ -409,17 +410,30 @@ impl PgStore {
         leased_until: UnixMillis,
         want: usize,
         shared: SharedLimits,
+        holder: Option<LeaseHolder>,
     ) -> StoreResult<Claimed> {
         self.write(Durability::Relaxed, move |pg| {
             Box::pin(async move {
+                let holder = holder.as_ref();
                 if shared.is_none() {
-                    let jobs = jobs::claim(pg.tx, &queue, now, leased_until, want, pg.node).await?;
+                    let jobs = jobs::claim(pg.tx, &queue, now, leased_until, want, pg.node, holder)
+                        .await?;
                     return Ok(Claimed {
                         jobs,
                         held_back_until: None,
                     });
                 }
-                limits::claim_within(pg.tx, &queue, now, leased_until, want, shared, pg.node).await
+                limits::claim_within(
+                    pg.tx,
+                    &queue,
+                    now,
+                    leased_until,
+                    want,
+                    shared,
+                    pg.node,
+                    holder,
+                )
+                .await
             })
         })
         .await
@@ -462,6 +476,30 @@ impl PgStore {
     ) -> StoreResult<HashMap<QueueName, ActivityFigures>> {
         let client = self.runner.pool.get().await?;
         activity::of_other_nodes(&client, self.runner.node, None, now).await
+    }
+
+    /// This node's id among the nodes sharing the database.
+    pub fn node(&self) -> Uuid {
+        self.runner.node
+    }
+
+    /// Tell the other nodes the lease requests waiting here now, per queue.
+    pub async fn publish_lease_waiters(
+        &self,
+        now: UnixMillis,
+        waiting: &[(QueueName, usize)],
+    ) -> StoreResult<()> {
+        let mut client = self.runner.pool.get().await?;
+        waiters::publish(&mut client, self.runner.node, now, waiting).await
+    }
+
+    /// The lease requests waiting on every other node, per queue, as last published.
+    pub async fn lease_waiters_of_other_nodes(
+        &self,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(String, QueueName, usize)>> {
+        let client = self.runner.pool.get().await?;
+        waiters::of_other_nodes(&client, self.runner.node, now).await
     }
 
     /// Open `queue`'s circuit breaker on every node until `until`.

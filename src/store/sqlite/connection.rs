@@ -103,6 +103,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0023_activity_hours",
         include_str!("../../../migrations/0023_activity_hours.sql"),
     ),
+    (
+        "0024_lease_holders",
+        include_str!("../../../migrations/0024_lease_holders.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -14,9 +14,9 @@ use crate::sql_once;
 use crate::store::dialect::{HistoryRows, JobRows, Left, StaleLease};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, ClaimedJob, Failure, JobAction, JobRecord, JobsPage, Lease, LiveFilter,
-    MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef, NewJob, QueueCounts, ScheduleTick,
-    payload_or_error_like,
+    AttemptRecord, ClaimedJob, Failure, HeldLease, JobAction, JobRecord, JobsPage, Lease,
+    LeaseHolder, LiveFilter, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef, NewJob, Position,
+    QueueCounts, ScheduleTick, payload_or_error_like,
 };
 use crate::store::status::JobStatus;
 use crate::store::status::codes::{BLOCKED, IN_FLIGHT, READY, SCHEDULED};
@@ -198,6 +198,7 @@ pub fn claim(
     now: UnixMillis,
     leased_until: UnixMillis,
     limit: usize,
+    holder: Option<&LeaseHolder>,
 ) -> StoreResult<Vec<ClaimedJob>> {
     promote_due(conn, queue, now)?;
     // Only the columns a delivery needs: each one more costs every claimed job (RETURNING
@@ -206,7 +207,8 @@ pub fn claim(
     // for the few jobs that have one.
     let mut stmt = conn.prepare_cached(sql_once!(
         "UPDATE jobs SET status = {IN_FLIGHT}, attempts = attempts + 1, leased_until = ?2,
-                         lease_id = NULL
+                         lease_id = NULL, leased_at = ?4, lease_holder = ?5,
+                         lease_holder_name = ?6
          WHERE rowid IN (
              SELECT rowid FROM jobs
              WHERE queue = ?1 AND status = {READY}
@@ -216,7 +218,16 @@ pub fn claim(
     ))?;
     let mut ticks = Vec::new();
     let mut messages = Vec::new();
-    let rows = stmt.query_map(params![queue.as_str(), leased_until, limit as i64], |row| {
+    let (holder_id, holder_name) = holder.map(|h| (h.id.as_str(), h.name.as_str())).unzip();
+    let params = params![
+        queue.as_str(),
+        leased_until,
+        limit as i64,
+        now,
+        holder_id,
+        holder_name
+    ];
+    let rows = stmt.query_map(params, |row| {
         let id = id_from_row(row, 0)?;
         if let Some(tick) = row.get::<_, Option<UnixMillis>>(6)? {
             ticks.push((id, tick));
@@ -409,6 +420,45 @@ pub fn release_push_leases(conn: &Connection, now: UnixMillis) -> StoreResult<us
 }
 
 impl JobRows for SqliteTx<'_> {
+    async fn held_leases(
+        &self,
+        queue: Option<&QueueName>,
+        after: Position,
+        limit: usize,
+    ) -> StoreResult<Vec<HeldLease>> {
+        let mut stmt = self.0.prepare_cached(sql_once!(
+            "SELECT id, queue, attempts, leased_at, leased_until, lease_holder,
+                    lease_holder_name, lease_id IS NOT NULL
+             FROM jobs
+             WHERE status = {IN_FLIGHT} AND lease_holder IS NOT NULL
+               AND (?1 IS NULL OR queue = ?1) AND (leased_until, id) > (?2, ?3)
+             ORDER BY leased_until, id LIMIT ?4"
+        ))?;
+        let rows = stmt.query_map(
+            params![
+                queue.map(QueueName::as_str),
+                after.at,
+                &after.id.as_bytes()[..],
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+            |row| {
+                Ok(HeldLease {
+                    id: id_from_row(row, 0)?,
+                    queue: QueueName::from_stored(row.get(1)?),
+                    attempt: row.get(2)?,
+                    leased_at: row.get(3)?,
+                    leased_until: row.get(4)?,
+                    holder: LeaseHolder {
+                        id: row.get(5)?,
+                        name: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                    },
+                    extended: row.get(7)?,
+                })
+            },
+        )?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
     async fn insert_jobs(&self, queue: &QueueName, batch: &[NewJob]) -> StoreResult<()> {
         for job in batch {
             insert(self.0, queue, job)?;
@@ -487,7 +537,8 @@ impl JobRows for SqliteTx<'_> {
         leased_until: UnixMillis,
         limit: usize,
     ) -> StoreResult<Vec<ClaimedJob>> {
-        claim(self.0, queue, now, leased_until, limit)
+        // A push delivery: the dispatcher holds it, no worker to name.
+        claim(self.0, queue, now, leased_until, limit, None)
     }
 
     async fn delete_leased(&self, id: JobId, lease: Lease) -> StoreResult<Option<Left>> {

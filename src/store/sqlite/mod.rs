@@ -41,7 +41,7 @@ use anyhow::{Context, bail};
 use rusqlite::ErrorCode;
 
 use super::error::{StoreError, StoreResult};
-use super::records::{Caps, ClaimedJob, Lease, NewJob, Queue};
+use super::records::{Caps, ClaimedJob, Lease, LeaseHolder, NewJob, Queue};
 use super::registry::Registry;
 use super::sealing::Sealing;
 use super::{AfterCommit, BatchStats, StoreDone};
@@ -361,6 +361,7 @@ impl SqliteStore {
         leased_until: UnixMillis,
         want: usize,
         concurrency: Option<usize>,
+        holder: LeaseHolder,
     ) -> StoreResult<Vec<ClaimedJob>> {
         self.write(Durability::Relaxed, false, move |conn| {
             let room = match concurrency {
@@ -370,7 +371,14 @@ impl SqliteStore {
             if room == 0 {
                 return Ok(Vec::new());
             }
-            jobs::claim(conn, &queue, now, leased_until, want.min(room))
+            jobs::claim(
+                conn,
+                &queue,
+                now,
+                leased_until,
+                want.min(room),
+                Some(&holder),
+            )
         })
         .await
     }

@@ -13,3 +13,4 @@ pub mod queue_settings;
 pub mod schedules;
 pub mod search;
 pub mod topics;
+pub mod workers;

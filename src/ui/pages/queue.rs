@@ -471,7 +471,10 @@ fn stats_panel(name: &QueueName, stats: &QueueStats, range: ChartRange) -> Marku
                 ("Breaker", breaker(&stats.breaker)),
                 ("State", pause_state(stats.paused)),
             ].into_iter().chain(stats.lease_requests_waiting.map(|waiting| {
-                ("Workers waiting", html! { span id="count-waiting" { (waiting) } })
+                ("Workers waiting", html! {
+                    span id="count-waiting" { (waiting) }
+                    " · " a id="workers-link" href={ "/ui/workers?queue=" (name) } { "leases" }
+                })
             }))))
             (breaker_detail(stats))
             @match (range, &stats.last_day) {

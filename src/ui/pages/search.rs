@@ -146,7 +146,7 @@ pub async fn page(ctx: Ctx, Query(query): Query<SearchQuery>) -> UiResult {
 
 /// An id in a dozen characters that still tells jobs of one moment apart: its start (the
 /// time) and its end (the random part).
-fn short_id(id: &str) -> String {
+pub(crate) fn short_id(id: &str) -> String {
     match (id.get(..8), id.get(id.len().saturating_sub(4)..)) {
         (Some(start), Some(end)) if id.len() > 12 => format!("{start}…{end}"),
         _ => id.to_owned(),
