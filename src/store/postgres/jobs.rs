@@ -632,30 +632,33 @@ pub(super) fn limit_param(limit: usize) -> i64 {
 }
 
 impl JobRows for PgTx<'_> {
+    /// Sent unprepared, planned for its own values each time: a generic plan kept from a
+    /// node's first seconds would read every job (`jobs_leased` is the range to read).
     async fn held_leases(
         &self,
         queue: Option<&QueueName>,
         after: Position,
         limit: usize,
     ) -> StoreResult<Vec<HeldLease>> {
-        let rows = prepared::query(
-            self.tx,
-            sql_once!(
-                "SELECT id, queue, attempts, leased_at, leased_until, lease_holder,
+        let rows = self
+            .tx
+            .query(
+                sql_once!(
+                    "SELECT id, queue, attempts, leased_at, leased_until, lease_holder,
                         lease_holder_name, lease_id IS NOT NULL
                  FROM jobs
                  WHERE status = {IN_FLIGHT} AND lease_holder IS NOT NULL
                    AND ($1::text IS NULL OR queue = $1) AND (leased_until, id) > ($2, $3)
                  ORDER BY leased_until, id LIMIT $4"
-            ),
-            &[
-                &queue.map(QueueName::as_str),
-                &after.at,
-                &uuid(after.id),
-                &i64::try_from(limit).unwrap_or(i64::MAX),
-            ],
-        )
-        .await?;
+                ),
+                &[
+                    &queue.map(QueueName::as_str),
+                    &after.at,
+                    &uuid(after.id),
+                    &i64::try_from(limit).unwrap_or(i64::MAX),
+                ],
+            )
+            .await?;
         Ok(rows
             .iter()
             .map(|row| HeldLease {
