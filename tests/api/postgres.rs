@@ -716,8 +716,8 @@ async fn prepare_claim_round(
         (
             "claim",
             postgres::jobs::hot::claim(),
-            "text, bigint, bigint, uuid",
-            format!("'q', 1000000, {claim_limit}, gen_random_uuid()"),
+            "text, bigint, bigint, uuid, bigint, text, text",
+            format!("'q', 1000000, {claim_limit}, gen_random_uuid(), 0, NULL, NULL"),
         ),
     ];
     for (name, sql, types, _) in &round {
