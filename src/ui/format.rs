@@ -6,6 +6,18 @@ use maud::{Markup, html};
 pub use crate::humanize::{age, shorten};
 use crate::humanize::{relative, time};
 
+/// A filter form's query string: each field given and not blank, trimmed, in order
+/// (`actor=key%3A7&queue=orders`); empty when nothing is asked.
+pub fn filter_query<'a>(fields: impl IntoIterator<Item = (&'a str, &'a Option<String>)>) -> String {
+    let mut out = url::form_urlencoded::Serializer::new(String::new());
+    for (name, value) in fields {
+        if let Some(value) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+            out.append_pair(name, value);
+        }
+    }
+    out.finish()
+}
+
 /// A Unix-milliseconds time as a `<time>` element: relative text (`3m ago`), the exact UTC
 /// time in its `datetime` and `title`.
 pub fn when(millis: i64) -> Markup {

@@ -43,17 +43,11 @@ pub struct AuditQuery {
 
 /// The filter's query string (`actor=…&action=…&queue=…`), without the cursor.
 fn filter_query(query: &AuditQuery) -> String {
-    let mut out = url::form_urlencoded::Serializer::new(String::new());
-    for (name, value) in [
+    format::filter_query([
         ("actor", &query.actor),
         ("action", &query.action),
         ("queue", &query.queue),
-    ] {
-        if let Some(value) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
-            out.append_pair(name, value);
-        }
-    }
-    out.finish()
+    ])
 }
 
 /// `GET /ui/audit`.

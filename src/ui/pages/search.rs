@@ -42,26 +42,16 @@ pub struct SearchQuery {
 }
 
 impl SearchQuery {
-    fn fields(&self) -> [(&'static str, &Option<String>); 6] {
-        [
+    /// The filter's query string, without the cursor; empty when nothing is asked.
+    fn filter(&self) -> String {
+        format::filter_query([
             ("text", &self.text),
             ("key", &self.key),
             ("id", &self.id),
             ("queue", &self.queue),
             ("status", &self.status),
             ("since", &self.since),
-        ]
-    }
-
-    /// The filter's query string, without the cursor; empty when nothing is asked.
-    fn filter(&self) -> String {
-        let mut out = url::form_urlencoded::Serializer::new(String::new());
-        for (name, value) in self.fields() {
-            if let Some(value) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
-                out.append_pair(name, value);
-            }
-        }
-        out.finish()
+        ])
     }
 }
 
