@@ -29,7 +29,7 @@ use crate::model::{InvalidInput, JobId, QueueName, UnixMillis, now_millis};
 use crate::policy::Defaults;
 use crate::store::{
     Claimed, ClaimedJob, Delivery, Failure, Lease, LeaseAnswer, LeaseHolder, Outcome, Queue,
-    SharedLimits, Store, StoreError,
+    SharedLimits, Store, StoreError, WorkerAnswer,
 };
 use crate::{maintenance, telemetry};
 
@@ -529,6 +529,7 @@ impl Leases {
                 at: now,
                 status: ACKED,
                 latency_ms,
+                answer: WorkerAnswer::default(),
             },
             keep: !queue.policy.keep_delivered(&inner.defaults).is_zero(),
         };
@@ -564,6 +565,7 @@ impl Leases {
             status: None,
             latency_ms,
             at: now,
+            headers: None,
         };
         let retry = inner.retry.for_queue(&queue, &inner.defaults);
         let outcome = match retry.next_attempt_at(held.attempt, now, None, random_spread()) {

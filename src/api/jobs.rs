@@ -1,5 +1,6 @@
 //! Job routes of the hyper Queue API: list a queue's READY, ERROR or (when kept) DELIVERED
-//! jobs (paginated), get one job, cancel a READY job, retry an ERROR job.
+//! jobs (paginated), get one job with its whole life, cancel a READY job, retry an ERROR
+//! job, or resend it edited as a new job.
 
 use axum::Json;
 use axum::extract::State;
@@ -11,20 +12,25 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::AppState;
+use super::audit::Actor;
 use super::cursor::Cursor;
 use super::dlq::{DlqStateName, FailureReasonName};
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{
-    ApiQuery, JobPath, KnownQueue, ListOrder, newest_first, page_size, required, search_text,
+    ApiQuery, JobBody, JobPath, KnownQueue, ListOrder, newest_first, page_size, required,
+    search_text,
 };
+use super::job_life::{self, LifeEventView};
 use super::openapi::IdBody;
+use crate::dispatch::answer;
 use crate::dispatch::webhook::{Outgoing, delivery_headers};
-use crate::model::{JobStatus, now_millis};
+use crate::model::{JobId, JobStatus, now_millis};
 use crate::signing::Signatures;
 use crate::store::{
-    AttemptRecord, DeadLetter, DlqState, Filter, JobRecord, JobState, JobsPage, PageRequest,
-    Position, Queue, Selection,
+    AttemptRecord, DeadLetter, DlqState, Filter, JobLife, JobRecord, JobState, JobsPage, NewJob,
+    PageRequest, Position, Queue, Selection,
 };
+use crate::telemetry;
 
 pub const DEFAULT_PAGE: usize = 100;
 pub const MAX_PAGE: usize = 1000;
@@ -35,6 +41,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get_job))
         .routes(routes!(cancel_job))
         .routes(routes!(retry_job))
+        .routes(routes!(resend_job))
 }
 
 /// A job's status in the hyper Queue API.
@@ -143,6 +150,33 @@ pub struct JobView {
     /// route, for a job of a push queue that was attempted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_headers: Option<RequestHeadersView>,
+    /// What the delivering answer said, for a DELIVERED job a push queue kept (only on the
+    /// single-job route).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<AnswerView>,
+    /// The dead letter an edit-and-resend stored this job from (only on the single-job
+    /// route).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uuid")]
+    pub resent_from: Option<String>,
+    /// For an ERROR job acknowledged by an edit-and-resend: the job it was resent as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uuid")]
+    pub resent_as: Option<String>,
+    /// Its life as events, oldest first (only on the single-job route): see
+    /// [`LifeEventView`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub life: Option<Vec<LifeEventView>>,
+}
+
+/// A delivering answer as kept: its headers (at most 32, values cut at 512 bytes,
+/// credentials masked) and its body (cut at 16 KiB).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AnswerView {
+    /// `[name, value]` pairs, in the order received.
+    pub headers: Vec<[String; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
 }
 
 /// The headers an attempt was sent with, rebuilt by the webhook client's own rule from the
@@ -166,7 +200,7 @@ fn request_headers(
     if queue.is_pull() || record.attempts == 0 {
         return None;
     }
-    let at = match (&record.state, record.delivery, history.last()) {
+    let at = match (&record.state, &record.delivery, history.last()) {
         (JobState::Delivered, Some(delivery), _) => delivery.at,
         (JobState::InFlight, ..) => now_millis(),
         (_, _, Some(last)) => last.at,
@@ -212,6 +246,10 @@ pub struct AttemptView {
     pub status: Option<u16>,
     pub latency_ms: u64,
     pub error: String,
+    /// The headers of the worker's answer (as [`AnswerView::headers`]); absent for a
+    /// transport failure, a pull worker's nack, or an attempt made before hookq kept them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_headers: Option<Vec<[String; 2]>>,
 }
 
 impl From<AttemptRecord> for AttemptView {
@@ -222,6 +260,7 @@ impl From<AttemptRecord> for AttemptView {
             status: record.status,
             latency_ms: record.latency_ms,
             error: record.error,
+            response_headers: record.headers.as_deref().map(answer::headers_from_json),
         }
     }
 }
@@ -268,8 +307,8 @@ impl TryFrom<JobRecord> for JobView {
                 .filter(|_| record.state == JobState::InFlight),
             error: record.last_error,
             last_status: record.last_status,
-            delivered_at: record.delivery.map(|d| d.at),
-            latency_ms: record.delivery.map(|d| d.latency_ms),
+            delivered_at: record.delivery.as_ref().map(|d| d.at),
+            latency_ms: record.delivery.as_ref().map(|d| d.latency_ms),
             dead_letter: record.dead.map(|dead| DeadLetterFactsView {
                 failed_at: dead.failed_at,
                 reason: dead.reason.into(),
@@ -278,6 +317,10 @@ impl TryFrom<JobRecord> for JobView {
             }),
             history: None,
             request_headers: None,
+            answer: None,
+            resent_from: None,
+            resent_as: None,
+            life: None,
         })
     }
 }
@@ -457,11 +500,37 @@ async fn get_job(
     State(state): State<AppState>,
     JobPath { queue, id }: JobPath,
 ) -> ApiResult<Json<JobView>> {
-    let (record, history) = state.store.get_job(queue.name.clone(), id).await?;
+    let life = state.store.job_life(queue.name.clone(), id).await?;
+    let events = job_life::events(&life);
+    let JobLife {
+        record,
+        history,
+        letter,
+        resent_from,
+    } = life;
     let sent = request_headers(&queue, &record, &history);
+    let answer = record.delivery.as_ref().and_then(|delivery| {
+        let kept = &delivery.answer;
+        (kept.headers.is_some() || kept.body.is_some()).then(|| AnswerView {
+            headers: kept
+                .headers
+                .as_deref()
+                .map(answer::headers_from_json)
+                .unwrap_or_default(),
+            body: kept.body.clone(),
+        })
+    });
+    let dead = record.state == JobState::Dead;
     let mut view = JobView::try_from(record)?;
     view.history = Some(history.into_iter().map(AttemptView::from).collect());
     view.request_headers = sent;
+    view.answer = answer;
+    view.resent_from = resent_from.map(|id| id.to_string());
+    view.resent_as = letter
+        .filter(|_| dead)
+        .and_then(|letter| letter.resent_as)
+        .map(|id| id.to_string());
+    view.life = Some(events);
     Ok(Json(view))
 }
 
@@ -485,10 +554,21 @@ async fn get_job(
 )]
 async fn cancel_job(
     State(state): State<AppState>,
+    actor: Actor,
     JobPath { queue, id }: JobPath,
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
     let now = now_millis();
-    state.store.cancel(queue.name.clone(), id, now).await?;
+    let entry = actor.entry(
+        "jobs.cancel",
+        Some(queue.name.as_str()),
+        &format!("job {id}"),
+        "cancelled",
+    );
+    state
+        .store
+        .audited(entry.counting(1))
+        .cancel(queue.name.clone(), id, now)
+        .await?;
     // A cancelled key head lets the key's next job go.
     state.wakeups.mark_due(&queue.name, now);
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
@@ -514,6 +594,7 @@ async fn cancel_job(
 )]
 async fn retry_job(
     State(state): State<AppState>,
+    actor: Actor,
     JobPath { queue, id }: JobPath,
 ) -> ApiResult<(StatusCode, Json<IdBody>)> {
     let (record, _) = state.store.get_job(queue.name.clone(), id).await?;
@@ -537,6 +618,85 @@ async fn retry_job(
             "the job could not be put back on its queue; the dead letter stays pending".into(),
         ));
     }
+    // A replay commits in its own transactions: its entry follows once it is done.
+    let entry = actor.entry(
+        "dlq.replay",
+        Some(queue.name.as_str()),
+        &format!("dead letter {id}"),
+        "retried from the job",
+    );
+    if let Err(error) = state.store.record_audit(entry.counting(1)).await {
+        tracing::error!(error = %error, "a retry's audit entry could not be written");
+    }
     state.wakeups.mark_due(&queue.name, now);
     Ok((StatusCode::CREATED, Json(IdBody::new(id))))
+}
+
+/// Edit and resend a dead letter: store the body as a new job of the queue, with the dead
+/// job's priority and ordering key, and acknowledge the dead letter naming the new job
+/// (its `resentAs`; the new job's `resentFrom`), both in one transaction or neither.
+#[utoipa::path(
+    post,
+    path = "/queue/{name}/{id}/_resend",
+    tag = "jobs",
+    params(
+        ("name" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "The dead letter's job id", format = "uuid"),
+    ),
+    request_body(content = Object, description = "The new job: any JSON object, at most \
+        `HOOKQ_MAX_JOB_BYTES` bytes (the dead letter's payload as edited)"),
+    responses(
+        (status = 201, description = "Stored as a new job (its id), the dead letter acknowledged", body = IdBody),
+        (status = 400, description = "Malformed JSON", body = ApiErrorBody),
+        (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
+        (status = 404, description = "No such queue, or no such dead letter in it", body = ApiErrorBody),
+        (status = 408, description = "The body did not arrive within `HOOKQ_BODY_TIMEOUT` (default 30 s)", body = ApiErrorBody),
+        (status = 409, description = "The dead letter is not pending (replayed or acknowledged already): nothing stored", body = ApiErrorBody),
+        (status = 413, description = "Larger than `HOOKQ_MAX_JOB_BYTES`", body = ApiErrorBody),
+        (status = 422, description = "Not a JSON object", body = ApiErrorBody),
+        (status = 429, description = "Too many enqueues waiting for the disk: nothing stored; retry after `Retry-After` seconds", body = ApiErrorBody),
+        (status = 500, description = "Internal error", body = ApiErrorBody),
+        (status = 503, description = "Shutting down", body = ApiErrorBody),
+        (status = 507, description = "The disk is full: nothing stored", body = ApiErrorBody),
+    ),
+)]
+async fn resend_job(
+    State(state): State<AppState>,
+    actor: Actor,
+    JobPath { queue, id }: JobPath,
+    JobBody(payload): JobBody,
+) -> ApiResult<(StatusCode, Json<IdBody>)> {
+    let (record, _) = state.store.get_job(queue.name.clone(), id).await?;
+    if record.state != JobState::Dead {
+        return Err(ApiError::Conflict(
+            "job is not in ERROR: only dead-lettered jobs can be resent".into(),
+        ));
+    }
+    let now = now_millis();
+    let job = NewJob {
+        id: JobId::new(),
+        payload,
+        created_at: now,
+        not_before: None,
+        idempotency: None,
+        priority: record.priority,
+        ordering_key: record.ordering_key,
+        trace: None,
+        message: None,
+    };
+    let resent_as = job.id;
+    let entry = actor.entry(
+        "dlq.resend",
+        Some(queue.name.as_str()),
+        &format!("dead letter {id}"),
+        format!("resent as job {resent_as}"),
+    );
+    state
+        .store
+        .audited(entry)
+        .resend(queue.name.clone(), id, job, now)
+        .await?;
+    state.wakeups.mark_due(&queue.name, now);
+    telemetry::job_enqueued(&queue.name);
+    Ok((StatusCode::CREATED, Json(IdBody::new(resent_as))))
 }

@@ -15,6 +15,7 @@ pub mod extract;
 pub mod find;
 pub mod forq;
 pub mod health;
+pub mod job_life;
 pub mod jobs;
 pub mod keys;
 pub mod leases;

@@ -59,7 +59,12 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         ) => Admin,
         // jobs
         ("GET", "/queue/{name}/{id}") => Queue(JOB_STATUS),
-        ("POST", "/queue/{name}/{id}/_cancel" | "/queue/{name}/{id}/_retry") => Admin,
+        (
+            "POST",
+            "/queue/{name}/{id}/_cancel"
+            | "/queue/{name}/{id}/_retry"
+            | "/queue/{name}/{id}/_resend",
+        ) => Admin,
         // many waiting jobs at once (run now, cancel, priority): admin, as one job's cancel
         ("POST", "/queue/{name}/_jobs/bulk") => Admin,
         // pull consumers

@@ -30,6 +30,7 @@ impl Attempt {
         let lease = job.lease();
         let keyed = job.ordering_key.is_some();
         let timeout = self.pool.timeout_of(&queue);
+        let keep = self.pool.keeps_delivered(&queue);
         let (span, trace) = otel::attempt(&queue.name, &job);
         let result = self
             .pool
@@ -47,13 +48,14 @@ impl Attempt {
                 },
                 timeout,
                 now_millis(),
+                keep,
             )
             .await;
         if span.is_some() {
             let (status, latency_ms, error) = match &result {
-                AttemptResult::Delivered { status, latency_ms } => {
-                    (Some(*status), *latency_ms, None)
-                }
+                AttemptResult::Delivered {
+                    status, latency_ms, ..
+                } => (Some(*status), *latency_ms, None),
                 AttemptResult::Failed {
                     status,
                     latency_ms,
@@ -108,13 +110,7 @@ impl Attempt {
             std::time::Instant::now(),
         );
         record_attempt_metrics(&queue.name, &result, job.created_at, now);
-        let outcome = outcome_of(
-            &self.pool.retry_of(&queue),
-            result,
-            job.attempt,
-            now,
-            self.pool.keeps_delivered(&queue),
-        );
+        let outcome = outcome_of(&self.pool.retry_of(&queue), result, job.attempt, now, keep);
         match &outcome {
             Outcome::Delivered { .. } => tracing::debug!("delivered"),
             Outcome::Retry { run_at, failure } => {
@@ -262,11 +258,16 @@ pub fn outcome_of(
     keep: bool,
 ) -> Outcome {
     match result {
-        AttemptResult::Delivered { status, latency_ms } => Outcome::Delivered {
+        AttemptResult::Delivered {
+            status,
+            latency_ms,
+            answer,
+        } => Outcome::Delivered {
             delivery: Delivery {
                 at: now,
                 status,
                 latency_ms,
+                answer,
             },
             keep,
         },
@@ -275,6 +276,7 @@ pub fn outcome_of(
             status,
             retry_after,
             latency_ms,
+            headers,
             ..
         } => {
             let failure = Failure {
@@ -282,6 +284,7 @@ pub fn outcome_of(
                 status,
                 latency_ms,
                 at: now,
+                headers,
             };
             // 410 Gone is the worker saying "stop": no attempt left would be answered
             // differently (the Standard Webhooks guidance).

@@ -14,6 +14,7 @@
 
 pub mod activity;
 pub mod adaptive;
+pub mod answer;
 pub mod attempt;
 pub mod breaker;
 pub mod claimer;

@@ -9,13 +9,14 @@ use reqwest::header::{HeaderValue, LOCATION, RETRY_AFTER};
 
 use std::sync::Arc;
 
+use super::answer;
 use super::guard::{AddressPolicy, GuardedResolver};
 use crate::humanize::error_chain;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, Target, UnixMillis};
 use crate::redact;
 use crate::signing::{self, Signatures, SigningKeys};
-use crate::store::{MessageRef, Queue, ScheduleTick};
+use crate::store::{MessageRef, Queue, ScheduleTick, WorkerAnswer};
 use crate::trace_context::{TRACEPARENT, TRACESTATE, TraceContext};
 
 /// The most of a worker's response body kept as the error text.
@@ -109,14 +110,20 @@ pub fn delivery_headers(
 /// What one attempt ended in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AttemptResult {
-    /// The worker answered 2xx.
-    Delivered { status: u16, latency_ms: u64 },
+    /// The worker answered 2xx. `answer`: its headers and body, when asked to keep them.
+    Delivered {
+        status: u16,
+        latency_ms: u64,
+        answer: WorkerAnswer,
+    },
     /// Anything else: a non-2xx answer (its body as `error`) or a transport failure.
     Failed {
         /// The attempt ran out of time (the worker was too slow, or unreachable in time).
         timed_out: bool,
         error: String,
         status: Option<u16>,
+        /// The answer's headers as [`answer::headers_json`] keeps them; `None` without one.
+        headers: Option<String>,
         /// The worker's `Retry-After`, when it sent one with a 429 or 503.
         retry_after: Option<Duration>,
         latency_ms: u64,
@@ -180,13 +187,16 @@ impl WebhookClient {
     }
 
     /// POST one job. Its payload is the bytes signed and sent; `timeout` bounds the whole
-    /// attempt (its queue's); `now` stamps the signature.
+    /// attempt (its queue's); `now` stamps the signature. With `keep_answer` (a queue that
+    /// keeps its deliveries), a 2xx answer's headers and body come back with it; a failed
+    /// answer's headers always do.
     pub async fn post(
         &self,
         queue: &Queue,
         job: Outgoing<'_>,
         timeout: Duration,
         now: UnixMillis,
+        keep_answer: bool,
     ) -> AttemptResult {
         let Some(target) = &queue.target else {
             // The dispatcher never pushes a pull queue's jobs; a queue made pull while its
@@ -195,6 +205,7 @@ impl WebhookClient {
                 timed_out: false,
                 error: "the queue has no target (it is a pull queue)".into(),
                 status: None,
+                headers: None,
                 retry_after: None,
                 latency_ms: 0,
             };
@@ -204,6 +215,7 @@ impl WebhookClient {
                 timed_out: false,
                 error,
                 status: None,
+                headers: None,
                 retry_after: None,
                 latency_ms: 0,
             };
@@ -228,12 +240,26 @@ impl WebhookClient {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
+        let keep_headers = keep_answer || !status.is_success();
+        let headers = keep_headers.then(|| answer::headers_json(response.headers()));
         let body = read_capped(response, MAX_ERROR_BODY).await;
         let latency_ms = elapsed_ms(started);
         if status.is_success() {
+            let answer = match (keep_answer, &body) {
+                (true, Ok(body)) => WorkerAnswer {
+                    headers,
+                    body: answer::kept_body(body),
+                },
+                (true, Err(_)) => WorkerAnswer {
+                    headers,
+                    body: None,
+                },
+                (false, _) => WorkerAnswer::default(),
+            };
             return AttemptResult::Delivered {
                 status: status.as_u16(),
                 latency_ms,
+                answer,
             };
         }
         let mut error = match body {
@@ -256,6 +282,7 @@ impl WebhookClient {
             timed_out: false,
             error,
             status: Some(status.as_u16()),
+            headers,
             retry_after: retry_after.filter(|_| status.as_u16() == 429 || status.as_u16() == 503),
             latency_ms,
         }
@@ -285,6 +312,7 @@ fn transport_failure(mut err: reqwest::Error, started: Instant) -> AttemptResult
         timed_out: err.is_timeout(),
         error,
         status: None,
+        headers: None,
         retry_after: None,
         latency_ms: elapsed_ms(started),
     }

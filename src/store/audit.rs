@@ -56,9 +56,9 @@ const PRUNE_CHUNK: usize = 5_000;
 
 impl Store {
     /// This store, writing `entry` in the transaction of the one action called on it next
-    /// (create, change or delete a queue; acknowledge or delete dead letters; create or
-    /// revoke a key; create or delete a topic; subscribe or unsubscribe), and only if that
-    /// action succeeds. Actions that span transactions (a replay) write theirs with
+    /// (create, change or delete a queue; acknowledge, delete or resend dead letters; cancel
+    /// a job; create or revoke a key; create or delete a topic; subscribe or unsubscribe),
+    /// and only if that action succeeds. Actions that span transactions (a replay) write theirs with
     /// [`Store::record_audit`] once done.
     pub fn audited(&self, entry: AuditEntry) -> Store {
         Store {

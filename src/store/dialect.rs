@@ -8,7 +8,7 @@
 //! the network; on SQLite they run on the writer (or a reader) thread and never wait, so
 //! [`run_now`] drives a decision to its end in one poll there.
 //!
-//! Primitives take many rows where a caller has many (`insert_jobs`, `drop_history`): the
+//! Primitives take many rows where a caller has many (`insert_jobs`, `drop_unreferenced_history`): the
 //! PostgreSQL backend can then send one statement for a batch.
 
 // Crate-private traits: the backends' futures are checked where the decisions use them.
@@ -382,8 +382,6 @@ pub trait HistoryRows {
     async fn record_attempt(&self, id: JobId, attempt: u32, failure: &Failure) -> StoreResult<()>;
     /// The failed attempts of job `id`, oldest first.
     async fn history(&self, id: JobId) -> StoreResult<Vec<AttemptRecord>>;
-    /// Drop the history of jobs `ids`.
-    async fn drop_history(&self, ids: &[JobId]) -> StoreResult<()>;
     /// Drop the history of the jobs of `ids` that no live job, dead letter or delivery log
     /// record shows any more.
     async fn drop_unreferenced_history(&self, ids: &[JobId]) -> StoreResult<()>;
@@ -478,6 +476,16 @@ pub trait DeadLetterRows {
     ) -> StoreResult<DlqStats>;
     /// Dismiss the pending dead letters of `selection` (`pending → acknowledged`); how many.
     async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize>;
+    /// Dismiss pending dead letter `id` as resent as job `resent_as` (`pending →
+    /// acknowledged`, the new job named). Whether it was pending.
+    async fn acknowledge_as_resent(
+        &self,
+        id: JobId,
+        resent_as: JobId,
+        now: UnixMillis,
+    ) -> StoreResult<bool>;
+    /// The dead letter job `id` was resent from, if an edit-and-resend stored it.
+    async fn resent_from(&self, id: JobId) -> StoreResult<Option<JobId>>;
     /// Lease the oldest free pending dead letter of `queue` until `until` (a consumer of
     /// `{queue}-dlq`): its id and payload.
     async fn lease_dead_letter(

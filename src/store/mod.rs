@@ -68,7 +68,7 @@ pub use records::{
     Outcome, PageRequest, Position, PreviousSecret, Queue, QueueCounts, ReplayReport, ReplayWalk,
     Saved, Schedule, ScheduleTick, SchedulerRound, Selection, SharedLimits, TextMatch,
 };
-pub use records::{FoundJob, HeldLease, JobPlace, LeaseHolder, ReplayFates};
+pub use records::{FoundJob, HeldLease, JobLife, JobPlace, LeaseHolder, ReplayFates, WorkerAnswer};
 pub use records::{MessageRef, Published, Routed, Subscribed, Subscription, Topic, TopicRow};
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};
@@ -718,10 +718,13 @@ impl Store {
     }
 
     /// Remove a READY job that is not being delivered, at `now` (the next job of its
-    /// ordering key goes next).
+    /// ordering key goes next), with the audit entry of an [`audited`](Store::audited)
+    /// store.
     pub async fn cancel(&self, queue: QueueName, id: JobId, now: UnixMillis) -> StoreResult<()> {
+        let audit = self.audit_entry();
         in_write!(self, Durability::Durable, |tx| {
-            decisions::outcomes::cancel(tx, &queue, id, now).await
+            decisions::outcomes::cancel(tx, &queue, id, now).await?;
+            audit::write_pending(tx, audit.as_ref(), None).await
         })
     }
 
@@ -898,6 +901,12 @@ impl Store {
         in_snapshot!(self, |tx| decisions::reads::get_job(tx, &queue, id).await)
     }
 
+    /// Job `id` of `queue` with everything known of its life (see [`JobLife`]), read in one
+    /// snapshot.
+    pub async fn job_life(&self, queue: QueueName, id: JobId) -> StoreResult<JobLife> {
+        in_snapshot!(self, |tx| decisions::reads::job_life(tx, &queue, id).await)
+    }
+
     /// Up to `limit` places of the jobs whose ids start with `prefix`, whichever queue holds
     /// them (see [`FoundJob`]), by id.
     pub async fn find_jobs(
@@ -1003,6 +1012,30 @@ impl Store {
             audit::write_pending(tx, audit.as_ref(), Some(acknowledged)).await?;
             Ok::<_, StoreError>(acknowledged)
         })
+    }
+
+    /// Edit and resend pending dead letter `letter` of `queue`: store `job` and acknowledge
+    /// the letter naming it, in one durable transaction (with the audit entry of an
+    /// [`audited`](Store::audited) store). Other nodes hear of the new job.
+    pub async fn resend(
+        &self,
+        queue: QueueName,
+        letter: JobId,
+        job: NewJob,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        let _admitted = self.admit_enqueue()?;
+        let audit = self.audit_entry();
+        let announce = self.cluster().is_shared().then(|| queue.clone());
+        in_write!(self, Durability::Durable, |tx| {
+            decisions::dead_letters::resend(tx, &queue, letter, &job, now).await?;
+            audit::write_pending(tx, audit.as_ref(), None).await?;
+            Ok::<_, StoreError>(())
+        })?;
+        if let Some(queue) = announce {
+            self.cluster().announce_due(&queue);
+        }
+        Ok(())
     }
 
     /// Delete dead letters for good, whatever their state.

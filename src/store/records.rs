@@ -635,6 +635,9 @@ pub struct Failure {
     pub status: Option<u16>,
     pub latency_ms: u64,
     pub at: UnixMillis,
+    /// The headers of the worker's answer, as `dispatch::answer` keeps them (JSON); `None`
+    /// without an answer (a transport failure, a pull worker's nack).
+    pub headers: Option<String>,
 }
 
 /// An operational event waiting in the outbox.
@@ -660,11 +663,22 @@ pub struct Outbox {
 }
 
 /// The worker's 2xx answer that acknowledged a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     pub at: UnixMillis,
     pub status: u16,
     pub latency_ms: u64,
+    /// What the delivering answer said, kept with a job its queue keeps (empty otherwise).
+    pub answer: WorkerAnswer,
+}
+
+/// A delivering answer's headers and body, as `dispatch::answer` keeps them. Both `None`
+/// for a pull worker's ack, for a delivery not kept, and for one kept before schema 25.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerAnswer {
+    /// JSON `[[name, value], …]`.
+    pub headers: Option<String>,
+    pub body: Option<String>,
 }
 
 /// What a delivery attempt ended in, and when (a failure carries its time).
@@ -709,6 +723,7 @@ impl Outcome {
             status: None,
             latency_ms: 0,
             at: now,
+            headers: None,
         };
         if lease.attempt >= max_attempts {
             Self::Dead { failure }
@@ -732,10 +747,24 @@ impl Outcome {
                 at,
                 status: 200,
                 latency_ms: 0,
+                answer: WorkerAnswer::default(),
             },
             keep: false,
         }
     }
+}
+
+/// Everything kept of one job's life (see `decisions::reads::job_life`).
+#[derive(Debug, Clone)]
+pub struct JobLife {
+    /// Where it is now (live, kept after delivery, or a dead letter).
+    pub record: JobRecord,
+    /// Its failed attempts, in the order made (a replay restarts their numbers).
+    pub history: Vec<AttemptRecord>,
+    /// Its dead-letter record, in any state (a replayed one included).
+    pub letter: Option<DeadLetter>,
+    /// The dead letter an edit-and-resend stored it from.
+    pub resent_from: Option<JobId>,
 }
 
 /// One failed attempt, as the job's history keeps it.
@@ -746,6 +775,8 @@ pub struct AttemptRecord {
     pub status: Option<u16>,
     pub latency_ms: u64,
     pub error: String,
+    /// The answer's headers (JSON, see [`Failure::headers`]).
+    pub headers: Option<String>,
 }
 
 /// Why a job was dead-lettered.
@@ -864,6 +895,8 @@ pub struct DeadLetter {
     pub schedule: Option<ScheduleTick>,
     /// The topic message it delivered, if a publish stored it.
     pub message: Option<MessageRef>,
+    /// The job an edit-and-resend stored from it (the record then `acknowledged`).
+    pub resent_as: Option<JobId>,
 }
 
 impl DeadLetter {

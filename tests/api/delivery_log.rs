@@ -209,6 +209,7 @@ fn delivered_at(at: i64) -> Outcome {
             at,
             status: 204,
             latency_ms: 7,
+            answer: Default::default(),
         },
         keep: true,
     }
@@ -263,6 +264,7 @@ async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_the
         status: Some(503),
         latency_ms: 2,
         at: t0,
+        headers: None,
     };
     fx.store
         .record_outcome(
@@ -293,7 +295,8 @@ async fn the_sweep_deletes_each_queues_records_past_its_keep_in_batches_with_the
         Some(Delivery {
             at: t0,
             status: 204,
-            latency_ms: 7
+            latency_ms: 7,
+            answer: Default::default(),
         })
     );
     assert_eq!(history.len(), 1);

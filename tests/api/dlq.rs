@@ -91,7 +91,13 @@ async fn a_job_that_failed_twice_shows_both_attempts_oldest_first_until_it_is_de
         assert!(entry["latencyMs"].is_u64(), "{entry}");
         let at = entry["at"].as_i64().expect("at is unix ms");
         assert!((before..=now_millis()).contains(&at), "{entry}");
-        assert_eq!(entry.as_object().unwrap().len(), 5, "{entry}");
+        // The worker's answer headers, as it sent them.
+        let headers = entry["responseHeaders"].as_array().expect("answer headers");
+        assert!(
+            headers.contains(&json!(["content-length", error.len().to_string()])),
+            "{entry}"
+        );
+        assert_eq!(entry.as_object().unwrap().len(), 6, "{entry}");
     }
     assert!(history[0]["at"].as_i64() <= history[1]["at"].as_i64());
     assert_eq!(

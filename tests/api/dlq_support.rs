@@ -310,6 +310,7 @@ impl StoreFixture {
                                 status: Some(500),
                                 latency_ms: 3,
                                 at: now,
+                                headers: None,
                             },
                         },
                     )

@@ -1019,11 +1019,19 @@ pub fn refused_url() -> String {
 }
 
 /// A job as `GET /queue/{name}/{id}` shows it, minus what only that route adds (`history`,
-/// `requestHeaders`): what the listing shows.
+/// `requestHeaders`, `answer`, `resentFrom`, `resentAs`, `life`): what the listing shows.
 pub fn as_listed(mut job: Value) -> Value {
     if let Some(object) = job.as_object_mut() {
-        object.remove("history");
-        object.remove("requestHeaders");
+        for single_job_only in [
+            "history",
+            "requestHeaders",
+            "answer",
+            "resentFrom",
+            "resentAs",
+            "life",
+        ] {
+            object.remove(single_job_only);
+        }
     }
     job
 }

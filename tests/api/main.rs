@@ -28,6 +28,7 @@ mod first_hour;
 mod forq;
 mod helpers;
 mod idempotency;
+mod job_life;
 mod jobs;
 mod keys;
 mod leases_view;

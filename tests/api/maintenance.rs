@@ -58,6 +58,7 @@ fn failure(at: UnixMillis) -> Failure {
         status: Some(502),
         latency_ms: 1,
         at,
+        headers: None,
     }
 }
 

@@ -39,6 +39,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("GET", "/queue/{name}/{id}"),
     ("POST", "/queue/{name}/{id}/_cancel"),
     ("POST", "/queue/{name}/{id}/_retry"),
+    ("POST", "/queue/{name}/{id}/_resend"),
     ("POST", "/queue/{name}/_jobs/bulk"),
     ("POST", "/queue/{name}/_lease"),
     ("POST", "/queue/{name}/{id}/_ack"),

@@ -366,6 +366,7 @@ pub fn failure(at: i64) -> Failure {
         status: Some(500),
         latency_ms: 3,
         at,
+        headers: None,
     }
 }
 
@@ -665,6 +666,7 @@ async fn postgres_outcomes_are_fenced_by_the_lease_and_stale_leases_recovered_by
             at: t0 + 4_000,
             status: 204,
             latency_ms: 12,
+            answer: Default::default(),
         },
         keep: true,
     };
@@ -1927,6 +1929,7 @@ async fn postgres_deliveries_arriving_together_complete_as_one_group() {
             at: t0 + 1_000,
             status: 200,
             latency_ms: 3,
+            answer: Default::default(),
         },
         keep: false,
     };

@@ -932,6 +932,7 @@ async fn postgres_admin_get_job_finds_a_job_live_delivered_or_dead_with_its_hist
             at: t0 + 200,
             status: 204,
             latency_ms: 12,
+            answer: Default::default(),
         },
         keep: true,
     };
@@ -949,7 +950,8 @@ async fn postgres_admin_get_job_finds_a_job_live_delivered_or_dead_with_its_hist
         Some(Delivery {
             at: t0 + 200,
             status: 204,
-            latency_ms: 12
+            latency_ms: 12,
+            answer: Default::default(),
         })
     );
     assert_eq!((record.attempts, record.last_status), (2, Some(204)));
@@ -1057,6 +1059,7 @@ async fn postgres_admin_get_job_finds_a_job_live_delivered_or_dead_with_its_hist
                 at: t0 + [1, 2, 2, 3, 4, 5, 6, 7, 8, 9][i],
                 status: 200,
                 latency_ms: 1,
+                answer: Default::default(),
             },
             keep: true,
         };

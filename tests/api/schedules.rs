@@ -342,6 +342,7 @@ async fn a_scheduled_job_keeps_its_schedule_tick_through_the_dead_letters_and_a_
         status: Some(503),
         latency_ms: 1,
         at: T1 + 1,
+        headers: None,
     };
     let lease = claimed[0].lease();
     assert!(

@@ -481,6 +481,7 @@ fn failure(now: UnixMillis) -> Failure {
         status: Some(500),
         latency_ms: 1,
         at: now,
+        headers: None,
     }
 }
 

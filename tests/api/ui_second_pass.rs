@@ -506,7 +506,7 @@ async fn find(browser: &Browser, text: &str) {
 /// Issue 44, defects 3 and 6: a job replayed from the dead letters and delivered since is
 /// still found, by its id pasted with spaces and in upper case, or by a unique start of it:
 /// its page shows its dead-letter record and its fate; digits that start several ids say
-/// so; a resent job links to the letter it came from.
+/// so; a resent job links to the letter it came from, and the letter to it.
 #[tokio::test]
 async fn ui_browser_a_replayed_job_is_found_as_pasted_with_its_dead_letter() {
     let Some(browser) = Browser::start("ui_browser_find_replayed").await else {
@@ -597,6 +597,25 @@ async fn ui_browser_a_replayed_job_is_found_as_pasted_with_its_dead_letter() {
         from.attr("href").await.unwrap().as_deref(),
         Some(&*format!("/ui/queue/q/job/{dead}"))
     );
+    let resent = browser.current_path().await;
+    let resent = resent.rsplit('/').next().unwrap_or_default().to_owned();
+    // And the letter links to the job it was resent as, for good (stored, not in a URL).
+    browser
+        .goto(&app.url(&format!("/ui/queue/q/job/{dead}")))
+        .await;
+    let to = browser.wait_for("#resent-as a").await;
+    assert_eq!(
+        to.attr("href").await.unwrap().as_deref(),
+        Some(&*format!("/ui/queue/q/job/{resent}"))
+    );
+    assert!(
+        browser
+            .text_of("#job-life")
+            .await
+            .contains("resent as a new job"),
+        "{}",
+        browser.text_of("#job-life").await
+    );
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
@@ -670,4 +689,120 @@ async fn ui_browser_the_dashboard_shows_each_queues_schedules_and_next_tick() {
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
     browser.close().await;
+}
+
+/// Issue 44, a job's whole life: a job that failed (the worker's answer headers behind each
+/// attempt), died, was replayed and then delivered on a queue keeping its deliveries tells
+/// it in order on its page, with the delivering answer's headers and body; nothing scrolls
+/// sideways on a phone.
+async fn a_jobs_life_is_told(test: &str, size: (u32, u32), shot: &str) {
+    let Some(browser) = Browser::start(test).await else {
+        return;
+    };
+    let (shots, _temp) = screenshot_dir();
+    let answering = |status: u16, body: &str| Reply::Respond {
+        status,
+        body: body.to_owned(),
+        headers: vec![
+            (
+                "x-request-id",
+                format!("req-{status}-7f3a9c2e-4b1d-4e8a-9c0f-2d6b8e1a5c3f"),
+            ),
+            ("set-cookie", "session=abc".to_owned()),
+        ],
+    };
+    let receiver = TestReceiver::scripted(
+        vec![answering(503, "the ledger is locked, try later")],
+        answering(200, r#"{"received":true,"ledgerEntry":"le_0193c1d2"}"#),
+    )
+    .await;
+    let app = spawn_app(|c| c.delivery.defaults.max_attempts = 1).await;
+    app.put_queue(
+        "payments",
+        &json!({"target": receiver.url, "keepDelivered": "1h"}),
+    )
+    .await
+    .expect(201);
+    let id = app
+        .enqueue_ok("payments", &json!({ "invoice": "in_0193", "amount": 4200 }))
+        .await;
+    app.wait_until_error("payments", &id).await;
+    let body = json!({ "ids": [id] }).to_string();
+    app.call(
+        reqwest::Method::POST,
+        "/admin/dlq/replay",
+        Some(body.as_bytes()),
+    )
+    .await
+    .expect(200);
+    app.wait_for_job("payments", &id, "delivered", |r| {
+        r.status == 200 && r.json()["status"] == "DELIVERED"
+    })
+    .await;
+    resize(&browser, size).await;
+    browser
+        .goto(&app.url(&format!("/ui/queue/payments/job/{id}")))
+        .await;
+    browser.wait_for("#job-life").await;
+    let events = run(
+        &browser,
+        "return [...document.querySelectorAll('#job-life li')].map((li) => li.dataset.event);",
+        vec![],
+    )
+    .await;
+    assert_eq!(
+        events,
+        json!([
+            "enqueued",
+            "attempt_failed",
+            "dead_lettered",
+            "replayed",
+            "delivered"
+        ])
+    );
+    let life = browser.text_of("#job-life").await;
+    assert!(
+        life.contains("Attempt 1 failed: HTTP 503")
+            && life.contains("Delivered by attempt 1: HTTP 200"),
+        "{life}"
+    );
+    // The failed attempt's answer headers, one click away; a cookie masked.
+    browser.click("details.answer-headers summary").await;
+    let headers = browser.text_of("#history details.answer-headers").await;
+    assert!(
+        headers.contains("req-503-") && headers.contains("(masked, 11 bytes)"),
+        "{headers}"
+    );
+    // The delivering answer.
+    assert!(
+        browser
+            .text_of("#answer-headers")
+            .await
+            .contains("req-200-")
+    );
+    assert!(
+        browser
+            .text_of("#answer-body")
+            .await
+            .contains("le_0193c1d2")
+    );
+    assert!(
+        overflow(&browser).await <= 0,
+        "a job's life fits the window: {}",
+        too_wide(&browser).await
+    );
+    browser.screenshot(&shots.join(shot)).await;
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn ui_browser_a_jobs_life_is_told_with_each_answer_on_a_desktop() {
+    a_jobs_life_is_told("ui_browser_job_life_desktop", DESKTOP, "job-life.png").await;
+}
+
+#[tokio::test]
+async fn ui_browser_a_jobs_life_is_told_with_each_answer_on_a_phone() {
+    a_jobs_life_is_told("ui_browser_job_life_phone", PHONE, "phone-job-life.png").await;
 }

@@ -99,7 +99,7 @@ pub async fn act_chunk(
             }
         }
         if !changed.is_empty() {
-            tx.drop_history(&changed_ids.iter().copied().collect::<Vec<_>>())
+            tx.drop_unreferenced_history(&changed_ids.iter().copied().collect::<Vec<_>>())
                 .await?;
         }
     }

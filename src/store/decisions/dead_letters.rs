@@ -5,7 +5,7 @@
 use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::dialect::Tx;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::records::{ReplayReport, Selection};
+use crate::store::records::{DlqState, NewJob, ReplayReport, Selection};
 
 /// Put claimed records back on their queues as READY jobs with fresh attempts, due at
 /// `run_at`, and mark them `replayed`. Each record is its own savepoint: one that fails is
@@ -97,3 +97,30 @@ pub async fn replay_chunk(
     let report = replay_claimed(tx, &claimed, now, run_at).await?;
     Ok((claimed.len(), report))
 }
+
+/// Edit and resend pending dead letter `letter` of `queue`: store `job` (a new job of the
+/// queue, its payload as edited) and acknowledge the letter naming that job, both or
+/// neither. `JobNotFound` without such a letter; a conflict when it is not pending.
+pub async fn resend(
+    tx: &impl Tx,
+    queue: &QueueName,
+    letter: JobId,
+    job: &NewJob,
+    now: UnixMillis,
+) -> StoreResult<()> {
+    let Some(record) = tx.dead_letter(queue, letter).await? else {
+        return Err(StoreError::JobNotFound);
+    };
+    if record.status != DlqState::Pending {
+        return Err(StoreError::JobConflict(NOT_PENDING));
+    }
+    tx.insert_jobs(queue, std::slice::from_ref(job)).await?;
+    if !tx.acknowledge_as_resent(letter, job.id, now).await? {
+        // Acted on meanwhile (a replay or an acknowledge between the read and now): the
+        // caller's transaction rolls the new job back with this error.
+        return Err(StoreError::JobConflict(NOT_PENDING));
+    }
+    Ok(())
+}
+
+const NOT_PENDING: &str = "the dead letter is not pending (already replayed or acknowledged)";

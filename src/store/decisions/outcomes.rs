@@ -30,9 +30,10 @@ pub async fn record_outcome(
             };
             hand_over_key(tx, &left, delivery.at).await?;
             // Only a job that failed before has history to drop: a first-time success
-            // writes nothing beyond its claim and this delete.
+            // writes nothing beyond its claim and this delete. A replayed job's dead-letter
+            // record still shows its history: kept until that record goes.
             if left.had_failures && !keep {
-                tx.drop_history(&[id]).await?;
+                tx.drop_unreferenced_history(&[id]).await?;
             }
             Ok(true)
         }
@@ -106,7 +107,7 @@ pub async fn cancel(
             if let Some(left) = tx.delete_job(id).await? {
                 hand_over_key(tx, &left, now).await?;
             }
-            tx.drop_history(&[id]).await
+            tx.drop_unreferenced_history(&[id]).await
         }
         Some(JobStatus::Dead) | None => Err(if tx.dead_letter_is_open(queue, id).await? {
             StoreError::JobConflict(

@@ -7,7 +7,8 @@ use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::dialect::Tx;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, DlqState, FoundJob, JobPlace, JobRecord, QueueCounts, ReplayFates,
+    AttemptRecord, DeadLetter, DlqState, FoundJob, JobLife, JobPlace, JobRecord, QueueCounts,
+    ReplayFates,
 };
 
 /// Job `id` of `queue`, wherever it is: live, delivered and kept, or dead-lettered, with
@@ -32,6 +33,20 @@ pub async fn get_job(
         },
     };
     Ok((record, tx.history(id).await?))
+}
+
+/// Job `id` of `queue` with everything known of its life: [`get_job`]'s record and
+/// attempts, its dead-letter record in any state (a replayed job's shows when it died and
+/// was put back), and the dead letter it was resent from.
+pub async fn job_life(tx: &impl Tx, queue: &QueueName, id: JobId) -> StoreResult<JobLife> {
+    let (record, history) = get_job(tx, queue, id).await?;
+    let letter: Option<DeadLetter> = tx.dead_letter(queue, id).await?;
+    Ok(JobLife {
+        record,
+        history,
+        letter,
+        resent_from: tx.resent_from(id).await?,
+    })
 }
 
 /// Up to `limit` places of the jobs whose ids lie from `first` to `last`, whichever queue

@@ -81,7 +81,7 @@ fn columns() -> &'static str {
     sql_once!(
         "id, queue, target, created_at, failed_at, attempts, failure_reason, last_error,
          last_status, state, replay_count, replayed_at, acknowledged_at, priority,
-         ordering_key, schedule, schedule_tick, message_id, {MESSAGE_TOPIC}"
+         ordering_key, schedule, schedule_tick, message_id, {MESSAGE_TOPIC}, resent_as"
     )
 }
 
@@ -107,7 +107,8 @@ fn from_row(row: &Row, payload: bool) -> StoreResult<DeadLetter> {
         ordering_key: row.get(14),
         schedule: ScheduleTick::from_columns(row.get(15), row.get(16)),
         message: MessageRef::from_columns(row.get::<_, Option<Uuid>>(17).map(job_id), row.get(18)),
-        payload: payload.then(|| CanonicalJson::from_stored(row.get(19))),
+        resent_as: row.get::<_, Option<Uuid>>(19).map(job_id),
+        payload: payload.then(|| CanonicalJson::from_stored(row.get(20))),
     })
 }
 
@@ -688,6 +689,35 @@ impl DeadLetterRows for PgTx<'_> {
         )
         .await?;
         Ok(changed == 1)
+    }
+
+    async fn acknowledge_as_resent(
+        &self,
+        id: JobId,
+        resent_as: JobId,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
+        let changed = self
+            .tx
+            .execute(
+                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = $3,
+                        updated_at = $3, resent_as = $2
+                 WHERE id = $1 AND state = 'pending'",
+                &[&uuid(id), &uuid(resent_as), &now],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    async fn resent_from(&self, id: JobId) -> StoreResult<Option<JobId>> {
+        Ok(self
+            .tx
+            .query_opt(
+                "SELECT id FROM dead_letters WHERE resent_as = $1",
+                &[&uuid(id)],
+            )
+            .await?
+            .map(|row| job_id(row.get(0))))
     }
 
     async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize> {

@@ -15,7 +15,7 @@ use crate::store::error::StoreResult;
 use crate::store::postgres::jobs::{attempt_param, prepared};
 use crate::store::records::{
     Delivery, JobRecord, JobState, JobsPage, Lease, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
-    Position, ScheduleTick,
+    Position, ScheduleTick, WorkerAnswer,
 };
 use crate::store::status::codes::IN_FLIGHT;
 
@@ -55,12 +55,14 @@ fn delivered_from_row(row: &Row) -> JobRecord {
             at: delivered_at,
             status: status.unwrap_or_default(),
             latency_ms: u64::try_from(row.get::<_, i64>(12)).unwrap_or(0),
+            answer: WorkerAnswer::default(),
         }),
         dead: None,
     }
 }
 
-/// A delivered job of `queue` still in the log.
+/// A delivered job of `queue` still in the log, with its delivering answer (which listings
+/// leave out: up to 16 KiB a row).
 pub(super) async fn get(
     tx: &Transaction<'_>,
     queue: &QueueName,
@@ -69,14 +71,23 @@ pub(super) async fn get(
     Ok(tx
         .query_opt(
             &format!(
-                "SELECT {} FROM delivered WHERE id = $1 AND queue = $2",
+                "SELECT {}, response_headers, response_body FROM delivered
+                 WHERE id = $1 AND queue = $2",
                 delivered_columns()
             ),
             &[&uuid(id), &queue.as_str()],
         )
         .await?
-        .as_ref()
-        .map(delivered_from_row))
+        .map(|row| {
+            let mut record = delivered_from_row(&row);
+            if let Some(delivery) = &mut record.delivery {
+                delivery.answer = WorkerAnswer {
+                    headers: row.get(15),
+                    body: row.get(16),
+                };
+            }
+            record
+        }))
 }
 
 impl DeliveryRows for PgTx<'_> {
@@ -91,17 +102,20 @@ impl DeliveryRows for PgTx<'_> {
             sql_once!(
                 "INSERT INTO delivered (id, queue, payload, attempts, created_at, not_before,
                         priority, ordering_key, schedule, schedule_tick, delivered_at,
-                        response_status, latency_ms, message_id)
+                        response_status, latency_ms, message_id, response_headers,
+                        response_body)
                  SELECT id, queue, payload, attempts, created_at, not_before, priority,
                         ordering_key, schedule, schedule_tick, $4::bigint, $5::integer,
-                        $6::bigint, message_id
+                        $6::bigint, message_id, $7::text, $8::text
                  FROM jobs WHERE id = $1 AND status = {IN_FLIGHT} AND attempts = $2
                              AND coalesce(lease_id, leased_until) = $3
                  ON CONFLICT (id) DO UPDATE SET
                      queue = excluded.queue, payload = excluded.payload,
                      attempts = excluded.attempts, delivered_at = excluded.delivered_at,
                      response_status = excluded.response_status,
-                     latency_ms = excluded.latency_ms, message_id = excluded.message_id"
+                     latency_ms = excluded.latency_ms, message_id = excluded.message_id,
+                     response_headers = excluded.response_headers,
+                     response_body = excluded.response_body"
             ),
             &[
                 &uuid(id),
@@ -110,6 +124,8 @@ impl DeliveryRows for PgTx<'_> {
                 &delivery.at,
                 &i32::from(delivery.status),
                 &i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX),
+                &delivery.answer.headers,
+                &delivery.answer.body,
             ],
         )
         .await?;

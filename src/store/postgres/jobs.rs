@@ -422,8 +422,10 @@ pub mod hot {
                              AND j.ordering_key IS NULL
                              AND (SELECT count(*) FROM sizes) >= 0
                            RETURNING j.id, j.last_error IS NOT NULL AS failed_before),
-                  history AS (DELETE FROM job_attempts
-                              WHERE job_id IN (SELECT id FROM gone WHERE failed_before))
+                  history AS (DELETE FROM job_attempts a
+                              WHERE job_id IN (SELECT id FROM gone WHERE failed_before)
+                                AND NOT EXISTS (SELECT 1 FROM dead_letters d
+                                                WHERE d.id = a.job_id))
              SELECT id FROM gone"
         )
     }
@@ -1300,8 +1302,10 @@ impl HistoryRows for PgTx<'_> {
     async fn record_attempt(&self, id: JobId, attempt: u32, failure: &Failure) -> StoreResult<()> {
         prepared::execute(
             self.tx,
-            "INSERT INTO job_attempts (job_id, queue, attempt, at, status, latency_ms, error)
-             SELECT id, queue, $2::integer, $3::bigint, $4::integer, $5::bigint, $6::text
+            "INSERT INTO job_attempts (job_id, queue, attempt, at, status, latency_ms, error,
+                                       response_headers)
+             SELECT id, queue, $2::integer, $3::bigint, $4::integer, $5::bigint, $6::text,
+                    $7::text
              FROM jobs WHERE id = $1",
             &[
                 &uuid(id),
@@ -1310,6 +1314,7 @@ impl HistoryRows for PgTx<'_> {
                 &failure.status.map(i32::from),
                 &i64::try_from(failure.latency_ms).unwrap_or(i64::MAX),
                 &failure.error,
+                &failure.headers,
             ],
         )
         .await?;
@@ -1322,7 +1327,7 @@ impl HistoryRows for PgTx<'_> {
     async fn history(&self, id: JobId) -> StoreResult<Vec<AttemptRecord>> {
         Ok(prepared::query(
             self.tx,
-            "SELECT attempt, at, status, latency_ms, error FROM job_attempts
+            "SELECT attempt, at, status, latency_ms, error, response_headers FROM job_attempts
                  WHERE job_id = $1 ORDER BY at, attempt",
             &[&uuid(id)],
         )
@@ -1334,19 +1339,9 @@ impl HistoryRows for PgTx<'_> {
             status: super::dead_letters::status_of(row.get(2)),
             latency_ms: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
             error: row.get(4),
+            headers: row.get(5),
         })
         .collect())
-    }
-
-    async fn drop_history(&self, ids: &[JobId]) -> StoreResult<()> {
-        let ids: Vec<Uuid> = ids.iter().map(|id| uuid(*id)).collect();
-        prepared::execute(
-            self.tx,
-            "DELETE FROM job_attempts WHERE job_id = ANY($1)",
-            &[&ids],
-        )
-        .await?;
-        Ok(())
     }
 
     async fn drop_unreferenced_history(&self, ids: &[JobId]) -> StoreResult<()> {

@@ -132,6 +132,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "lease holders",
         sql: include_str!("../../../migrations/postgres/0022_lease_holders.sql"),
     },
+    Migration {
+        version: 23,
+        name: "worker answers",
+        sql: include_str!("../../../migrations/postgres/0023_worker_answers.sql"),
+    },
 ];
 
 /// What [`migrate`] found and left.

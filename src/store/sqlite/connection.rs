@@ -107,6 +107,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0024_lease_holders",
         include_str!("../../../migrations/0024_lease_holders.sql"),
     ),
+    (
+        "0025_worker_answers",
+        include_str!("../../../migrations/0025_worker_answers.sql"),
+    ),
 ];
 
 /// The schema version this binary expects.

@@ -5,7 +5,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
-use super::jobs::{id_from_row, message_id_from_row};
+use super::jobs::{id_from_row, optional_id_from_row};
 use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
@@ -61,7 +61,7 @@ fn columns() -> &'static str {
     sql_once!(
         "id, queue, target, created_at, failed_at, attempts, failure_reason, last_error,
          last_status, state, replay_count, replayed_at, acknowledged_at, priority,
-         ordering_key, schedule, schedule_tick, message_id, {MESSAGE_TOPIC}"
+         ordering_key, schedule, schedule_tick, message_id, {MESSAGE_TOPIC}, resent_as"
     )
 }
 
@@ -99,9 +99,10 @@ fn from_row(row: &Row<'_>, payload: bool) -> rusqlite::Result<DeadLetter> {
         priority: row.get(13)?,
         ordering_key: row.get(14)?,
         schedule: ScheduleTick::from_columns(row.get(15)?, row.get(16)?),
-        message: MessageRef::from_columns(message_id_from_row(row, 17)?, row.get(18)?),
+        message: MessageRef::from_columns(optional_id_from_row(row, 17)?, row.get(18)?),
+        resent_as: optional_id_from_row(row, 19)?,
         payload: if payload {
-            Some(CanonicalJson::from_stored(row.get(19)?))
+            Some(CanonicalJson::from_stored(row.get(20)?))
         } else {
             None
         },
@@ -647,6 +648,35 @@ impl DeadLetterRows for SqliteTx<'_> {
                 now
             ])?;
         Ok(changed == 1)
+    }
+
+    async fn acknowledge_as_resent(
+        &self,
+        id: JobId,
+        resent_as: JobId,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
+        let changed = self
+            .0
+            .prepare_cached(
+                "UPDATE dead_letters SET state = 'acknowledged', acknowledged_at = ?3,
+                        updated_at = ?3, resent_as = ?2
+                 WHERE id = ?1 AND state = 'pending'",
+            )?
+            .execute(params![&id.as_bytes()[..], &resent_as.as_bytes()[..], now])?;
+        Ok(changed == 1)
+    }
+
+    async fn resent_from(&self, id: JobId) -> StoreResult<Option<JobId>> {
+        let from = self
+            .0
+            .prepare_cached(
+                "SELECT id FROM dead_letters INDEXED BY dead_letters_by_resent_as
+                 WHERE resent_as = ?1",
+            )?
+            .query_row([&id.as_bytes()[..]], |row| id_from_row(row, 0))
+            .optional()?;
+        Ok(from)
     }
 
     async fn acknowledge(&self, selection: &Selection, now: UnixMillis) -> StoreResult<usize> {

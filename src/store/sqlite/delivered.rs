@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::jobs::{id_from_row, message_id_from_row};
+use super::jobs::{id_from_row, optional_id_from_row};
 use super::tx::SqliteTx;
 use crate::json::CanonicalJson;
 use crate::model::{JobId, QueueName, UnixMillis};
@@ -12,7 +12,7 @@ use crate::store::dialect::DeliveryRows;
 use crate::store::error::StoreResult;
 use crate::store::records::{
     Delivery, JobRecord, JobState, JobsPage, Lease, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
-    Position, ScheduleTick,
+    Position, ScheduleTick, WorkerAnswer,
 };
 
 /// The columns of a record, in the order [`record_from_row`] reads them.
@@ -42,24 +42,36 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         schedule: ScheduleTick::from_columns(row.get(8)?, row.get(9)?),
         lease_expires_at: None,
         trace: None,
-        message: MessageRef::from_columns(message_id_from_row(row, 13)?, row.get(14)?),
+        message: MessageRef::from_columns(optional_id_from_row(row, 13)?, row.get(14)?),
         delivery: Some(Delivery {
             at: delivered_at,
             status: row.get(11)?,
             latency_ms: row.get::<_, i64>(12)?.max(0) as u64,
+            answer: WorkerAnswer::default(),
         }),
         dead: None,
     })
 }
 
-/// A delivered job of `queue` still in the log.
+/// A delivered job of `queue` still in the log, with its delivering answer (which listings
+/// leave out: up to 16 KiB a row).
 pub fn get(conn: &Connection, queue: &QueueName, id: JobId) -> StoreResult<Option<JobRecord>> {
     Ok(conn
         .prepare_cached(&format!(
-            "SELECT {columns} FROM delivered WHERE id = ?1 AND queue = ?2",
+            "SELECT {columns}, response_headers, response_body FROM delivered
+             WHERE id = ?1 AND queue = ?2",
             columns = columns()
         ))?
-        .query_row(params![&id.as_bytes()[..], queue.as_str()], record_from_row)
+        .query_row(params![&id.as_bytes()[..], queue.as_str()], |row| {
+            let mut record = record_from_row(row)?;
+            if let Some(delivery) = &mut record.delivery {
+                delivery.answer = WorkerAnswer {
+                    headers: row.get(15)?,
+                    body: row.get(16)?,
+                };
+            }
+            Ok(record)
+        })
         .optional()?)
 }
 
@@ -76,9 +88,9 @@ impl DeliveryRows for SqliteTx<'_> {
             .prepare_cached(crate::sql_once!(
 "INSERT INTO delivered(id, queue, payload, attempts, created_at,
                         not_before, priority, ordering_key, schedule, schedule_tick, delivered_at,
-                        response_status, latency_ms, message_id)
+                        response_status, latency_ms, message_id, response_headers, response_body)
                  SELECT id, queue, payload, attempts, created_at, not_before, priority,
-                        ordering_key, schedule, schedule_tick, ?4, ?5, ?6, message_id
+                        ordering_key, schedule, schedule_tick, ?4, ?5, ?6, message_id, ?7, ?8
                  FROM jobs
                  WHERE id = ?1 AND status = {IN_FLIGHT} AND attempts = ?2 AND coalesce(lease_id, leased_until) = ?3
                  ON CONFLICT(id) DO UPDATE SET
@@ -88,7 +100,9 @@ impl DeliveryRows for SqliteTx<'_> {
                      ordering_key = excluded.ordering_key, schedule = excluded.schedule,
                      schedule_tick = excluded.schedule_tick, delivered_at = excluded.delivered_at,
                      response_status = excluded.response_status,
-                     latency_ms = excluded.latency_ms, message_id = excluded.message_id",
+                     latency_ms = excluded.latency_ms, message_id = excluded.message_id,
+                     response_headers = excluded.response_headers,
+                     response_body = excluded.response_body",
                 IN_FLIGHT = crate::store::status::codes::IN_FLIGHT,
             ))?
             .execute(params![
@@ -97,7 +111,9 @@ impl DeliveryRows for SqliteTx<'_> {
                 lease.until,
                 delivery.at,
                 delivery.status,
-                i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX)
+                i64::try_from(delivery.latency_ms).unwrap_or(i64::MAX),
+                delivery.answer.headers,
+                delivery.answer.body
             ])?;
         Ok(kept == 1)
     }

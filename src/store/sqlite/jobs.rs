@@ -43,8 +43,8 @@ pub(super) fn entry_status(queue: &str, key: Option<&str>, due: &str, now: &str)
     format!("CASE {behind_key} WHEN {due} > {now} THEN {SCHEDULED} ELSE {READY} END")
 }
 
-/// A nullable id column (`message_id`).
-pub(super) fn message_id_from_row(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<JobId>> {
+/// A nullable id column (`message_id`, `resent_as`).
+pub(super) fn optional_id_from_row(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<JobId>> {
     match row.get_ref(index)? {
         rusqlite::types::ValueRef::Null => Ok(None),
         _ => id_from_row(row, index).map(Some),
@@ -371,7 +371,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         schedule: ScheduleTick::from_columns(row.get(12)?, row.get(13)?),
         lease_expires_at: row.get(14)?,
         trace: TraceContext::from_columns(row.get(15)?, row.get(16)?),
-        message: MessageRef::from_columns(message_id_from_row(row, 17)?, row.get(18)?),
+        message: MessageRef::from_columns(optional_id_from_row(row, 17)?, row.get(18)?),
         delivery: None,
         dead: None,
     })
@@ -1024,8 +1024,9 @@ impl HistoryRows for SqliteTx<'_> {
     async fn record_attempt(&self, id: JobId, attempt: u32, failure: &Failure) -> StoreResult<()> {
         self.0
             .prepare_cached(
-                "INSERT INTO job_attempts(job_id, queue, attempt, at, status, latency_ms, error)
-             SELECT id, queue, ?2, ?3, ?4, ?5, ?6 FROM jobs WHERE id = ?1",
+                "INSERT INTO job_attempts(job_id, queue, attempt, at, status, latency_ms, error,
+                                      response_headers)
+             SELECT id, queue, ?2, ?3, ?4, ?5, ?6, ?7 FROM jobs WHERE id = ?1",
             )?
             .execute(params![
                 &id.as_bytes()[..],
@@ -1033,14 +1034,15 @@ impl HistoryRows for SqliteTx<'_> {
                 failure.at,
                 failure.status,
                 failure.latency_ms as i64,
-                failure.error
+                failure.error,
+                failure.headers
             ])?;
         Ok(())
     }
 
     async fn history(&self, id: JobId) -> StoreResult<Vec<AttemptRecord>> {
         let mut stmt = self.0.prepare_cached(
-            "SELECT attempt, at, status, latency_ms, error FROM job_attempts
+            "SELECT attempt, at, status, latency_ms, error, response_headers FROM job_attempts
              WHERE job_id = ?1 ORDER BY rowid",
         )?;
         let rows = stmt.query_map([&id.as_bytes()[..]], |row| {
@@ -1050,19 +1052,10 @@ impl HistoryRows for SqliteTx<'_> {
                 status: row.get(2)?,
                 latency_ms: row.get::<_, i64>(3)?.max(0) as u64,
                 error: row.get(4)?,
+                headers: row.get(5)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    async fn drop_history(&self, ids: &[JobId]) -> StoreResult<()> {
-        let mut stmt = self
-            .0
-            .prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?;
-        for id in ids {
-            stmt.execute([&id.as_bytes()[..]])?;
-        }
-        Ok(())
     }
 
     /// Drop the history of the jobs of `ids` that no live job, dead letter or delivery log
@@ -1316,6 +1309,7 @@ mod tests {
             status: Some(500),
             latency_ms: 1,
             at: now,
+            headers: None,
         };
         assert!(
             run_now(tx.reschedule_leased(ids[2], lease_of(&claimed, ids[2]), now, &failure))

@@ -70,6 +70,7 @@ mod tests {
             status: Some(500),
             latency_ms: 1,
             at,
+            headers: None,
         }
     }
 

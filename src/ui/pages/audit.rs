@@ -12,9 +12,10 @@ use crate::ui::{Ctx, UiResult, format};
 /// Entries per page.
 const PAGE: usize = 50;
 /// The actions a filter offers (every action the log writes).
-const ACTIONS: [&str; 18] = [
+const ACTIONS: [&str; 19] = [
     "dlq.replay",
     "dlq.acknowledge",
+    "dlq.resend",
     "dlq.delete",
     "jobs.run_now",
     "jobs.cancel",

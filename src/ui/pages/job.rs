@@ -11,13 +11,13 @@ use axum::extract::{Path, Query};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
 use maud::{Markup, html};
-use serde_json::{Value, json};
 
 use super::dashboard::REFRESH;
-use super::queue::{Hold, enqueue_typed, queue_name, queue_url};
+use super::queue::{Hold, queue_name, queue_url};
 use crate::api::dlq::{DeadLetterMessage, DlqStateName, FailureReasonName};
 use crate::api::find::{FoundJobs, JobPlaceName};
-use crate::api::jobs::{JobStatusName, JobView};
+use crate::api::job_life::{LifeEventName, LifeEventView};
+use crate::api::jobs::{AnswerView, JobStatusName, JobView};
 use crate::api::openapi::IdBody;
 use crate::api::queue_stats::QueueStats;
 use crate::model::{JobId, JobIdPrefix, QueueName, now_millis};
@@ -64,13 +64,6 @@ pub async fn page(
         p { a href=(queue_url(&name)) { "← Queue " (name) } }
         h1 { "Job " span class="mono" id="job-id" { (id) } }
         p { (copy_button("copy-id", "Copy id", Copy::Text(&id.to_string()))) }
-        @if let Some(from) = seen.from.as_deref().and_then(|raw| JobId::parse(raw).ok()) {
-            p id="resent-from" {
-                "Resent from dead letter "
-                a class="mono" href=(job_url(&name, &from)) { (from) }
-                " (acknowledged), with its payload as edited."
-            }
-        }
         (live_part(job.as_ref(), left.as_ref(), hold, Gone::of(&seen), &ctx.current, &name, &id))
         @if let Some(job) = &job {
             (payload_section(job, &name, &id))
@@ -155,7 +148,8 @@ const RESEND_FORM: &str = "resend";
 const RESEND_RESULT_ID: &str = "resend-result";
 
 /// Edit and resend a dead letter: its payload in a box to change, sent as a new job of the
-/// queue (with the dead job's priority and ordering key), the dead letter then acknowledged.
+/// queue (with the dead job's priority and ordering key) and the dead letter acknowledged,
+/// in one transaction (`POST /queue/{name}/{id}/_resend`).
 fn resend_section(
     current: &Current,
     job: &JobView,
@@ -172,7 +166,7 @@ fn resend_section(
             h2 id="resend-title" { "Edit and resend" }
             p class="muted" {
                 "Sends this payload, as edited, as a new job of " (queue)
-                " (same priority and ordering key), then acknowledges this dead letter."
+                " (same priority and ordering key) and acknowledges this dead letter, which then links to it."
             }
             form method="post" action={ (job_url(queue, id)) "/resend" }
                 data-confirm={ "Send the edited payload as a new job and acknowledge dead letter " (id) "?" } {
@@ -188,9 +182,10 @@ fn resend_section(
     }
 }
 
-/// `POST /ui/queue/{name}/job/{id}/resend`: enqueue the edited payload as a new job (with the
-/// dead job's priority and ordering key), then acknowledge the dead letter; the new job's
-/// page. A refused payload comes back as typed, and the dead letter stays pending.
+/// `POST /ui/queue/{name}/job/{id}/resend`: the edited payload as a new job (with the dead
+/// job's priority and ordering key) and the dead letter acknowledged naming it, in one
+/// transaction; the new job's page. A refused payload comes back as typed, and the dead
+/// letter stays pending.
 pub async fn resend(
     ctx: Ctx,
     Path((name, id)): Path<(String, String)>,
@@ -215,47 +210,27 @@ pub async fn resend(
             "Only a dead letter (ERROR) can be resent.".into(),
         ));
     }
-    let mut options = Vec::new();
-    if dead.priority != 0 {
-        options.push(("priority", dead.priority.to_string()));
-    }
-    if let Some(key) = &dead.ordering_key {
-        options.push(("orderingKey", key.clone()));
-    }
     let payload = form.raw("payload").unwrap_or_default().as_bytes().to_vec();
-    let sent: IdBody = match enqueue_typed(ctx.api(), &name, payload, &options).await {
-        Ok(sent) => sent,
-        Err(answer) => {
-            return Ok(refused(
-                &ctx,
-                format!(
-                    "Not sent, the dead letter stays pending: {}",
-                    answer.message
-                ),
-            ));
-        }
-    };
-    let acknowledged: ApiAnswer<Value> = ctx
+    let sent: ApiAnswer<IdBody> = ctx
         .api()
-        .post(
-            "/admin/dlq/acknowledge",
-            Some(json!({ "ids": [id.to_string()] }).to_string().into_bytes()),
-        )
+        .post(&format!("/queue/{name}/{id}/_resend"), Some(payload))
         .await;
-    let said = match acknowledged {
-        Ok(_) => Flash::notice(format!(
-            "Sent as job {}; dead letter {id} acknowledged.",
-            sent.id
+    match sent {
+        Ok(sent) => Ok(ctx.done(
+            Flash::notice(format!(
+                "Sent as job {}; dead letter {id} acknowledged.",
+                sent.id
+            )),
+            &job_url(&name, &JobId::parse(&sent.id).map_err(|_| no_such_job())?),
         )),
-        Err(answer) => Flash::error(format!(
-            "Sent as job {}, but dead letter {id} was not acknowledged: {}",
-            sent.id, answer.message
+        Err(answer) => Ok(refused(
+            &ctx,
+            format!(
+                "Not sent, the dead letter stays pending: {}",
+                answer.message
+            ),
         )),
-    };
-    Ok(ctx.done(
-        said,
-        &format!("{}/job/{}?from={id}", queue_url(&name), sent.id),
-    ))
+    }
 }
 
 /// `GET /ui/queue/{name}/job/{id}/_details`: the live part alone, the element the page's
@@ -285,8 +260,6 @@ pub async fn details(
 #[derive(serde::Deserialize)]
 pub struct Seen {
     was: Option<String>,
-    /// `?from=…`: the dead letter this job was resent from (the resend's answer).
-    from: Option<String>,
 }
 
 const WAS_IN_FLIGHT: &str = "in-flight";
@@ -575,6 +548,26 @@ fn live_part(
             },
         ));
     }
+    if let Some(from) = job.resent_from.as_deref() {
+        facts.push((
+            "Resent from",
+            html! {
+                span id="resent-from" {
+                    "dead letter " a class="mono" href={ (queue_url(queue)) "/job/" (from) } { (from) }
+                }
+            },
+        ));
+    }
+    if let Some(resent) = job.resent_as.as_deref() {
+        facts.push((
+            "Resent as",
+            html! {
+                span id="resent-as" {
+                    "job " a class="mono" href={ (queue_url(queue)) "/job/" (resent) } { (resent) }
+                }
+            },
+        ));
+    }
     if let Some(at) = job.delivered_at {
         facts.push(("Delivered", format::when(at)));
     }
@@ -626,6 +619,7 @@ fn live_part(
                     }
                 }
             }
+            (life_section(job, queue))
             section aria-labelledby="history-title" {
                 h2 id="history-title" { "Failed attempts" }
                 @if history.is_empty() {
@@ -645,7 +639,15 @@ fn live_part(
                                         td { (format::when(attempt.at)) }
                                         td { @if let Some(s) = attempt.status { "HTTP " (s) } @else { "no answer" } }
                                         td class="num" { (attempt.latency_ms) " ms" }
-                                        td { pre class="error" { (attempt.error) } }
+                                        td {
+                                            pre class="error" { (attempt.error) }
+                                            @if let Some(headers) = &attempt.response_headers {
+                                                details class="answer-headers" {
+                                                    summary { "Answer headers (" (headers.len()) ")" }
+                                                    (headers_table(headers, None))
+                                                }
+                                            }
+                                        }
                                     }
                                 }
                             }
@@ -657,6 +659,9 @@ fn live_part(
                     pre class="error" { (error) }
                 }
             }
+            @if let Some(answer) = &job.answer {
+                (answer_section(answer))
+            }
             @if let Some(sent) = &job.request_headers {
                 section aria-labelledby="headers-title" {
                     h2 id="headers-title" { "Request headers of attempt " (sent.attempt) }
@@ -664,20 +669,115 @@ fn live_part(
                         "As the queue's current settings send them: signatures masked; a "
                         code { "webhook-timestamp" } " reads when the attempt ended."
                     }
-                    div class="table-wrap" {
-                        table id="request-headers" {
-                            tbody {
-                                @for [name, value] in &sent.headers {
-                                    tr {
-                                        th scope="row" class="mono" { (name) }
-                                        td class="mono" { (value) }
-                                    }
-                                }
+                    (headers_table(&sent.headers, Some("request-headers")))
+                }
+            }
+        }
+    }
+}
+
+/// Headers as `name: value` rows, in a frame that scrolls rather than widen a phone's page.
+fn headers_table(headers: &[[String; 2]], id: Option<&str>) -> Markup {
+    html! {
+        div class="table-wrap" {
+            table id=[id] {
+                tbody {
+                    @for [name, value] in headers {
+                        tr {
+                            th scope="row" class="mono" { (name) }
+                            td class="mono" { (value) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The answer that delivered a job its queue keeps: its headers and body.
+fn answer_section(answer: &AnswerView) -> Markup {
+    html! {
+        section aria-labelledby="answer-title" {
+            h2 id="answer-title" { "Delivering answer" }
+            p class="muted" {
+                "As the worker sent it: up to 32 headers (credentials masked) and the first 16 KiB of the body."
+            }
+            (headers_table(&answer.headers, Some("answer-headers")))
+            @match &answer.body {
+                Some(body) => pre id="answer-body" { (body) },
+                None => p id="answer-body" class="muted" { "An empty body." },
+            }
+        }
+    }
+}
+
+/// The job's life, oldest first: each event with its time, and the job it links to (a
+/// resend's other end).
+fn life_section(job: &JobView, queue: &QueueName) -> Markup {
+    let events = job.life.as_deref().unwrap_or_default();
+    html! {
+        section aria-labelledby="life-title" {
+            h2 id="life-title" { "Life" }
+            @if events.is_empty() {
+                p class="muted" { "Nothing recorded yet." }
+            } @else {
+                ol id="job-life" class="life" {
+                    @for event in events {
+                        li data-event=(life_event_key(event.event)) {
+                            (format::when(event.at)) " · "
+                            strong { (life_event_said(event)) }
+                            @if let Some(other) = &event.job {
+                                " · "
+                                a class="mono" href={ (queue_url(queue)) "/job/" (other) } { (other) }
+                            }
+                            @if let Some(detail) = &event.detail {
+                                " · " span class="muted" { (detail) }
                             }
                         }
                     }
                 }
             }
+        }
+    }
+}
+
+/// The event's name as the API writes it, for tests and styles.
+fn life_event_key(event: LifeEventName) -> &'static str {
+    match event {
+        LifeEventName::Enqueued => "enqueued",
+        LifeEventName::AttemptFailed => "attempt_failed",
+        LifeEventName::DeadLettered => "dead_lettered",
+        LifeEventName::Replayed => "replayed",
+        LifeEventName::Acknowledged => "acknowledged",
+        LifeEventName::Resent => "resent",
+        LifeEventName::Delivered => "delivered",
+    }
+}
+
+/// What an event says, in words.
+fn life_event_said(event: &LifeEventView) -> String {
+    let answer = |status: Option<u16>| match status {
+        Some(status) => format!("HTTP {status}"),
+        None => "no answer".to_owned(),
+    };
+    let took = event
+        .latency_ms
+        .map_or_else(String::new, |ms| format!(" in {ms} ms"));
+    let attempt = event.attempt.unwrap_or_default();
+    match event.event {
+        LifeEventName::Enqueued => "Enqueued".to_owned(),
+        LifeEventName::AttemptFailed => {
+            format!("Attempt {attempt} failed: {}{took}", answer(event.status))
+        }
+        LifeEventName::DeadLettered => format!("Dead-lettered after attempt {attempt}"),
+        LifeEventName::Replayed => "Replayed".to_owned(),
+        LifeEventName::Acknowledged => "Dead letter acknowledged".to_owned(),
+        LifeEventName::Resent => "Dead letter resent as a new job".to_owned(),
+        LifeEventName::Delivered => {
+            format!(
+                "Delivered by attempt {attempt}: {}{took}",
+                answer(event.status)
+            )
         }
     }
 }
