@@ -384,7 +384,7 @@ async fn consume(
     let deadline = tokio::time::Instant::now() + CONSUME_WAIT;
     if let Some(queue) = dead_letters_of(&state, &name).await? {
         allowed_on(&caller, CONSUMING, &queue)?;
-        return consume_dead_letter(&state, &queue, deadline).await;
+        return consume_dead_letter(&state, &queue, deadline, holder).await;
     }
     // The auth layer let a key covering `x` pass for `x-dlq`: this is that very queue.
     allowed_on(&caller, CONSUMING, &name)?;
@@ -456,6 +456,7 @@ async fn consume_dead_letter(
     state: &AppState,
     queue: &QueueName,
     deadline: tokio::time::Instant,
+    holder: LeaseHolder,
 ) -> ForqResult<Response> {
     let waiters = state.wakeups.lease_waiters(queue);
     let mut seat = None;
@@ -467,7 +468,7 @@ async fn consume_dead_letter(
         let until = now + VISIBILITY.as_millis() as i64;
         if let Some((id, payload)) = state
             .store
-            .lease_dead_letter(queue.clone(), now, until)
+            .lease_dead_letter(queue.clone(), now, until, holder.clone())
             .await?
         {
             let lease = Lease { attempt: 0, until };

@@ -61,6 +61,11 @@ pub struct HeldLeaseView {
     pub holder_name: String,
     /// Whether the worker extended the lease (`_extend`).
     pub extended: bool,
+    /// Present (and `true`) for a dead letter of `queue` leased through Forq's
+    /// `{queue}-dlq`, not a live job.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schema(required = false)]
+    pub dead_letter: bool,
 }
 
 impl From<HeldLease> for HeldLeaseView {
@@ -71,6 +76,7 @@ impl From<HeldLease> for HeldLeaseView {
             attempt: lease.attempt,
             leased_at: lease.leased_at,
             leased_until: lease.leased_until,
+            dead_letter: lease.dead_letter,
             holder: lease.holder.id,
             holder_name: lease.holder.name,
             extended: lease.extended,
@@ -162,7 +168,7 @@ async fn leases_page(
     };
     let mut leases = state
         .store
-        .held_leases(queue.clone(), after, limit + 1)
+        .held_leases(queue.clone(), after, limit + 1, now_millis())
         .await?;
     let next_cursor = (leases.len() > limit)
         .then(|| {

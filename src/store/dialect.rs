@@ -22,9 +22,9 @@ use super::error::{StoreError, StoreResult};
 use super::records::{
     ActivityHour, ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage,
     Delivery, DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, HeldLease,
-    IdempotencyKey, JobAction, JobPlace, JobRecord, JobsPage, Lease, LiveFilter, NewJob,
-    NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch, RetainedMessage,
-    Schedule, ScheduleTick, Selection, Subscribed, Subscription, TopicRow,
+    IdempotencyKey, JobAction, JobPlace, JobRecord, JobsPage, Lease, LeaseHolder, LiveFilter,
+    NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch,
+    RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed, Subscription, TopicRow,
 };
 use super::search::{SearchChunk, SearchQuery, SearchTable};
 use super::status::JobStatus;
@@ -486,14 +486,24 @@ pub trait DeadLetterRows {
     ) -> StoreResult<bool>;
     /// The dead letter job `id` was resent from, if an edit-and-resend stored it.
     async fn resent_from(&self, id: JobId) -> StoreResult<Option<JobId>>;
-    /// Lease the oldest free pending dead letter of `queue` until `until` (a consumer of
-    /// `{queue}-dlq`): its id and payload.
+    /// Lease the oldest free pending dead letter of `queue` until `until` to `holder` (a
+    /// consumer of `{queue}-dlq`): its id and payload.
     async fn lease_dead_letter(
         &self,
         queue: &QueueName,
         now: UnixMillis,
         until: UnixMillis,
+        holder: &LeaseHolder,
     ) -> StoreResult<Option<(JobId, CanonicalJson)>>;
+    /// Up to `limit` dead letters leased at `now` (through `{queue}-dlq`), of `queue` or of
+    /// every queue, soonest expiry first, after `after` (expiry, id).
+    async fn held_dead_letter_leases(
+        &self,
+        queue: Option<&QueueName>,
+        after: Position,
+        limit: usize,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<HeldLease>>;
     /// Answer a leased dead letter of `queue`: `hide_until: None` acknowledges it, a time
     /// hides it until then (a nack). Fenced by `lease` (its `leased_until`); without one,
     /// any pending record. Whether it changed.

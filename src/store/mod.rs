@@ -616,17 +616,24 @@ impl Store {
         }
     }
 
-    /// Up to `limit` pull leases held now, of `queue` or of every queue, soonest expiry
-    /// first, after `after` (the previous page's last expiry and id).
+    /// Up to `limit` pull leases held at `now` (of jobs, and of dead letters leased through
+    /// `{queue}-dlq`), of `queue` or of every queue, soonest expiry first, after `after`
+    /// (the previous page's last expiry and id).
     pub async fn held_leases(
         &self,
         queue: Option<QueueName>,
         after: Position,
         limit: usize,
+        now: UnixMillis,
     ) -> StoreResult<Vec<HeldLease>> {
-        in_snapshot!(self, |tx| tx
-            .held_leases(queue.as_ref(), after, limit)
-            .await)
+        in_snapshot!(self, |tx| decisions::reads::held_leases(
+            tx,
+            queue.as_ref(),
+            after,
+            limit,
+            now
+        )
+        .await)
     }
 
     /// A pull worker's ack or nack of job `id` of `queue`, leased under `lease`: recorded
@@ -668,16 +675,17 @@ impl Store {
         })
     }
 
-    /// Lease the oldest free pending dead letter of `queue` until `until`, for a consumer
-    /// of its dead letters (Forq's `{queue}-dlq`): its id and payload.
+    /// Lease the oldest free pending dead letter of `queue` until `until` to `holder`, a
+    /// consumer of its dead letters (Forq's `{queue}-dlq`): its id and payload.
     pub async fn lease_dead_letter(
         &self,
         queue: QueueName,
         now: UnixMillis,
         until: UnixMillis,
+        holder: LeaseHolder,
     ) -> StoreResult<Option<(JobId, crate::json::CanonicalJson)>> {
         in_write!(self, Durability::Relaxed, one_statement = true, |tx| {
-            tx.lease_dead_letter(&queue, now, until).await
+            tx.lease_dead_letter(&queue, now, until, &holder).await
         })
     }
 

@@ -527,6 +527,8 @@ pub struct HeldLease {
     pub holder: LeaseHolder,
     /// Whether the worker extended it.
     pub extended: bool,
+    /// A dead letter leased through Forq's `{queue}-dlq`, not a live job.
+    pub dead_letter: bool,
 }
 
 /// What a claim leased, and, when a shared limit held jobs back, when to ask again.

@@ -415,12 +415,21 @@ async fn a_queues_dead_letters_are_consumed_as_its_dlq_queue() {
     let dead = forq.consume_one("q-dlq").await;
     assert_eq!(dead["id"], message["id"]);
     assert_eq!(dead["content"], "poison");
+    // The Workers view lists it as a dead letter held, with who holds it and until when.
+    let page = app.get("/admin/leases?queue=q").await.expect(200);
+    let held = &page["leases"][0];
+    assert_eq!(held["id"], message["id"], "{page}");
+    assert_eq!(held["deadLetter"], true, "{page}");
+    assert_eq!(held["holder"], "open", "{page}");
+    assert!(held["leasedAt"].as_i64().unwrap() <= held["leasedUntil"].as_i64().unwrap());
     // A nack offers it again later; the receipt it held is spent.
     no_content(
         &forq
             .answer("q-dlq", &dead, "nack", dead["receipt"].as_str())
             .await,
     );
+    let page = app.get("/admin/leases").await.expect(200);
+    assert_eq!(page["leases"], json!([]), "a hidden letter is not held: {page}");
     forq_error(&forq.ack("q-dlq", &dead).await, 404, "not_found.message");
     let job = app.get_job("q", id).await.expect(200);
     assert_eq!(job["deadLetter"]["state"], "pending", "{job}");

@@ -7,8 +7,8 @@ use crate::model::{JobId, QueueName, UnixMillis};
 use crate::store::dialect::Tx;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    AttemptRecord, DeadLetter, DlqState, FoundJob, JobLife, JobPlace, JobRecord, QueueCounts,
-    ReplayFates,
+    AttemptRecord, DeadLetter, DlqState, FoundJob, HeldLease, JobLife, JobPlace, JobRecord,
+    Position, QueueCounts, ReplayFates,
 };
 
 /// Job `id` of `queue`, wherever it is: live, delivered and kept, or dead-lettered, with
@@ -47,6 +47,23 @@ pub async fn job_life(tx: &impl Tx, queue: &QueueName, id: JobId) -> StoreResult
         letter,
         resent_from: tx.resent_from(id).await?,
     })
+}
+
+/// Up to `limit` leases held at `now`, of jobs and of dead letters (Forq's `{queue}-dlq`),
+/// of `queue` or of every queue, soonest expiry first after `after`: each table's first
+/// `limit`, merged. Ids are unique across both, so one (expiry, id) cursor pages them.
+pub async fn held_leases(
+    tx: &impl Tx,
+    queue: Option<&QueueName>,
+    after: Position,
+    limit: usize,
+    now: UnixMillis,
+) -> StoreResult<Vec<HeldLease>> {
+    let mut held = tx.held_leases(queue, after, limit).await?;
+    held.extend(tx.held_dead_letter_leases(queue, after, limit, now).await?);
+    held.sort_by_key(|lease| (lease.leased_until, lease.id));
+    held.truncate(limit);
+    Ok(held)
 }
 
 /// Up to `limit` places of the jobs whose ids lie from `first` to `last`, whichever queue

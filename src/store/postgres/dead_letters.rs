@@ -25,8 +25,9 @@ use crate::store::error::{StoreError, StoreResult};
 use crate::store::postgres::jobs::prepared;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
-    ErrorGroupCount, FailureReason, Filter, Last24h, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
-    PageRequest, Recent, ScheduleTick, Selection, contains_pattern, payload_or_error_like,
+    ErrorGroupCount, FailureReason, Filter, HeldLease, Last24h, LeaseHolder, MESSAGE_PAYLOAD,
+    MESSAGE_TOPIC, MessageRef, PageRequest, Position, Recent, ScheduleTick, Selection,
+    contains_pattern, payload_or_error_like,
 };
 use crate::store::status::codes;
 
@@ -651,11 +652,13 @@ impl DeadLetterRows for PgTx<'_> {
         queue: &QueueName,
         now: UnixMillis,
         until: UnixMillis,
+        holder: &LeaseHolder,
     ) -> StoreResult<Option<(JobId, CanonicalJson)>> {
         Ok(prepared::query_opt(
             self.tx,
             sql_once!(
-                "UPDATE dead_letters SET leased_until = $3
+                "UPDATE dead_letters SET leased_until = $3, leased_at = $2, lease_holder = $4,
+                                         lease_holder_name = $5
                  WHERE id = (SELECT id FROM dead_letters
                              WHERE queue = $1 AND state = 'pending'
                                AND (leased_until IS NULL OR leased_until <= $2)
@@ -663,10 +666,60 @@ impl DeadLetterRows for PgTx<'_> {
                              FOR UPDATE SKIP LOCKED)
                  RETURNING id, {MESSAGE_PAYLOAD}"
             ),
-            &[&queue.as_str(), &now, &until],
+            &[
+                &queue.as_str(),
+                &now,
+                &until,
+                &holder.id.as_str(),
+                &holder.name.as_str(),
+            ],
         )
         .await?
         .map(|row| (job_id(row.get(0)), CanonicalJson::from_stored(row.get(1)))))
+    }
+
+    /// Planned for its own values, as the held jobs' listing.
+    async fn held_dead_letter_leases(
+        &self,
+        queue: Option<&QueueName>,
+        after: Position,
+        limit: usize,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<HeldLease>> {
+        let rows = self
+            .tx
+            .query(
+                "SELECT id, queue, attempts, leased_at, leased_until, lease_holder,
+                        lease_holder_name
+                 FROM dead_letters
+                 WHERE lease_holder IS NOT NULL AND state = 'pending' AND leased_until > $5
+                   AND ($1::text IS NULL OR queue = $1) AND (leased_until, id) > ($2, $3)
+                 ORDER BY leased_until, id LIMIT $4",
+                &[
+                    &queue.map(QueueName::as_str),
+                    &after.at,
+                    &uuid(after.id),
+                    &i64::try_from(limit).unwrap_or(i64::MAX),
+                    &now,
+                ],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|row| HeldLease {
+                id: job_id(row.get(0)),
+                queue: QueueName::from_stored(row.get(1)),
+                attempt: attempt_of(row.get(2)),
+                leased_at: row.get(3),
+                leased_until: row.get(4),
+                holder: LeaseHolder {
+                    id: row.get(5),
+                    name: row.get::<_, Option<String>>(6).unwrap_or_default(),
+                },
+                extended: false,
+                dead_letter: true,
+            })
+            .collect())
     }
 
     async fn answer_dead_letter(
@@ -682,7 +735,8 @@ impl DeadLetterRows for PgTx<'_> {
             "UPDATE dead_letters
              SET state = CASE WHEN $4::bigint IS NULL THEN 'acknowledged' ELSE state END,
                  acknowledged_at = CASE WHEN $4::bigint IS NULL THEN $5 ELSE acknowledged_at END,
-                 updated_at = $5, leased_until = $4
+                 updated_at = $5, leased_until = $4, lease_holder = NULL,
+                 lease_holder_name = NULL
              WHERE id = $1 AND queue = $2 AND state = 'pending'
                AND ($3::bigint IS NULL OR leased_until = $3)",
             &[&uuid(id), &queue.as_str(), &lease, &hide_until, &now],

@@ -674,6 +674,7 @@ impl JobRows for PgTx<'_> {
                     name: row.get::<_, Option<String>>(6).unwrap_or_default(),
                 },
                 extended: row.get(7),
+                dead_letter: false,
             })
             .collect())
     }

@@ -14,8 +14,9 @@ use crate::store::dialect::{Buried, DeadLetterRows};
 use crate::store::error::StoreResult;
 use crate::store::records::{
     CountOf, DeadLetter, DeadLetterPage, DlqState, DlqStats, ERROR_LINE_CHARS, ErrorGroup,
-    ErrorGroupCount, FailureReason, Filter, Last24h, MESSAGE_PAYLOAD, MESSAGE_TOPIC, MessageRef,
-    PageRequest, Recent, ScheduleTick, Selection, contains_pattern, payload_or_error_like,
+    ErrorGroupCount, FailureReason, Filter, HeldLease, Last24h, LeaseHolder, MESSAGE_PAYLOAD,
+    MESSAGE_TOPIC, MessageRef, PageRequest, Position, Recent, ScheduleTick, Selection,
+    contains_pattern, payload_or_error_like,
 };
 
 /// A dead letter's error line ([`ErrorGroup`]): the first line of its last error, a trailing
@@ -602,24 +603,71 @@ impl DeadLetterRows for SqliteTx<'_> {
         queue: &QueueName,
         now: UnixMillis,
         until: UnixMillis,
+        holder: &LeaseHolder,
     ) -> StoreResult<Option<(JobId, CanonicalJson)>> {
         Ok(self
             .0
             .prepare_cached(sql_once!(
-                "UPDATE dead_letters SET leased_until = ?3
+                "UPDATE dead_letters SET leased_until = ?3, leased_at = ?2, lease_holder = ?4,
+                                         lease_holder_name = ?5
                  WHERE rowid = (SELECT rowid FROM dead_letters
                                 WHERE queue = ?1 AND state = 'pending'
                                   AND (leased_until IS NULL OR leased_until <= ?2)
                                 ORDER BY failed_at, id LIMIT 1)
                  RETURNING id, {MESSAGE_PAYLOAD}"
             ))?
-            .query_row(params![queue.as_str(), now, until], |row| {
-                Ok((
-                    id_from_row(row, 0)?,
-                    CanonicalJson::from_stored(row.get(1)?),
-                ))
-            })
+            .query_row(
+                params![queue.as_str(), now, until, holder.id, holder.name],
+                |row| {
+                    Ok((
+                        id_from_row(row, 0)?,
+                        CanonicalJson::from_stored(row.get(1)?),
+                    ))
+                },
+            )
             .optional()?)
+    }
+
+    async fn held_dead_letter_leases(
+        &self,
+        queue: Option<&QueueName>,
+        after: Position,
+        limit: usize,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<HeldLease>> {
+        let mut stmt = self.0.prepare_cached(
+            "SELECT id, queue, attempts, leased_at, leased_until, lease_holder,
+                    lease_holder_name
+             FROM dead_letters INDEXED BY dead_letters_leased
+             WHERE lease_holder IS NOT NULL AND state = 'pending' AND leased_until > ?5
+               AND (?1 IS NULL OR queue = ?1) AND (leased_until, id) > (?2, ?3)
+             ORDER BY leased_until, id LIMIT ?4",
+        )?;
+        let rows = stmt.query_map(
+            params![
+                queue.map(QueueName::as_str),
+                after.at,
+                &after.id.as_bytes()[..],
+                i64::try_from(limit).unwrap_or(i64::MAX),
+                now
+            ],
+            |row| {
+                Ok(HeldLease {
+                    id: id_from_row(row, 0)?,
+                    queue: QueueName::from_stored(row.get(1)?),
+                    attempt: row.get(2)?,
+                    leased_at: row.get(3)?,
+                    leased_until: row.get(4)?,
+                    holder: LeaseHolder {
+                        id: row.get(5)?,
+                        name: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                    },
+                    extended: false,
+                    dead_letter: true,
+                })
+            },
+        )?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
     async fn answer_dead_letter(
@@ -636,7 +684,8 @@ impl DeadLetterRows for SqliteTx<'_> {
                 "UPDATE dead_letters
                  SET state = CASE WHEN ?4 IS NULL THEN 'acknowledged' ELSE state END,
                      acknowledged_at = CASE WHEN ?4 IS NULL THEN ?5 ELSE acknowledged_at END,
-                     updated_at = ?5, leased_until = ?4
+                     updated_at = ?5, leased_until = ?4, lease_holder = NULL,
+                     lease_holder_name = NULL
                  WHERE id = ?1 AND queue = ?2 AND state = 'pending'
                    AND (?3 IS NULL OR leased_until = ?3)",
             )?

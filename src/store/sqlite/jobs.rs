@@ -453,6 +453,7 @@ impl JobRows for SqliteTx<'_> {
                         name: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
                     },
                     extended: row.get(7)?,
+                    dead_letter: false,
                 })
             },
         )?;

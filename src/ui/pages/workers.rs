@@ -1,7 +1,8 @@
 //! The pull workers in view (`GET /admin/leases`): the lease requests waiting per node and
 //! queue, and the leases held (which job, since when, until when, by which key, extended
-//! or not), soonest expiry first; every queue's, or one queue's (`?queue=`, linked from a
-//! pull queue's page). Refreshed every 2 s.
+//! or not; a dead letter leased through Forq's `{queue}-dlq` marked so), soonest expiry
+//! first; every queue's, or one queue's (`?queue=`, linked from a pull queue's page).
+//! Refreshed every 2 s.
 
 use axum::extract::Query;
 use maud::{Markup, html};
@@ -127,6 +128,9 @@ async fn panel(api: &ApiClient, queue: Option<&QueueName>) -> ApiAnswer<Markup> 
                                             a class="mono" title=(lease.id)
                                                 href={ "/ui/queue/" (lease.queue) "/job/" (lease.id) } {
                                                 (short_id(&lease.id))
+                                            }
+                                            @if lease.dead_letter {
+                                                " " span class="badge bad dead-letter-lease" title={ "A dead letter, leased through Forq's " (lease.queue) "-dlq" } { "dead letter" }
                                             }
                                         }
                                         td class="wide" { a href={ "/ui/queue/" (lease.queue) } { (lease.queue) } }
