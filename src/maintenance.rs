@@ -19,7 +19,7 @@ use crate::events::Events;
 use crate::model::{QueueName, UnixMillis, now_millis};
 use crate::policy::Defaults;
 use crate::store::records::ACTIVITY_MINUTES;
-use crate::store::{ActivityFigures, ActivityMinute, LeaseExpiry, Store};
+use crate::store::{ActivityBucket, ActivityFigures, LeaseExpiry, Store};
 use crate::telemetry;
 
 const TTL_INTERVAL: Duration = Duration::from_secs(60);
@@ -498,12 +498,12 @@ fn last_complete_minute(
     queue: &QueueName,
     figures: &ActivityFigures,
     now: UnixMillis,
-) -> ActivityMinute {
+) -> ActivityBucket {
     // The hour's last entry is the current minute; the one before it is complete.
     let last_complete = ACTIVITY_MINUTES - 2;
-    ActivityMinute {
+    ActivityBucket {
         queue: queue.clone(),
-        minute: now - now.rem_euclid(MINUTE_MS) - MINUTE_MS,
+        start: now - now.rem_euclid(MINUTE_MS) - MINUTE_MS,
         delivered: figures.hour_delivered[last_complete],
         failed: figures.hour_failed[last_complete],
         latency: figures.latency[0],
@@ -526,9 +526,9 @@ mod tests {
         let now = 10 * MINUTE_MS + 42_000;
         assert_eq!(
             last_complete_minute(&queue, &figures, now),
-            ActivityMinute {
+            ActivityBucket {
                 queue,
-                minute: 9 * MINUTE_MS,
+                start: 9 * MINUTE_MS,
                 delivered: 7,
                 failed: 3,
                 latency: figures.latency[0],

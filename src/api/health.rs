@@ -18,7 +18,7 @@ use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::ApiQuery;
 use crate::latency::LatencyHistogram;
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::{HISTORY_HOURS_KEPT_MS, HISTORY_KEPT_MS, HOUR_MS, MINUTE_MS};
+use crate::store::{ActivityWidth, HISTORY_HOURS_KEPT_MS, HISTORY_KEPT_MS, HOUR_MS, MINUTE_MS};
 
 /// The range when none is asked for.
 const DEFAULT_RANGE: Duration = Duration::from_secs(3600);
@@ -137,18 +137,26 @@ async fn queue_health(
         }
     };
     if by_hours {
-        for hour in state.store.activity_hours_since(from, None).await? {
+        for hour in state
+            .store
+            .activity_since(ActivityWidth::Hour, from, None)
+            .await?
+        {
             add(
                 &hour.queue,
-                hour.hour,
+                hour.start,
                 Attempts(hour.delivered, hour.failed, &hour.latency),
             );
         }
     } else {
-        for minute in state.store.activity_since(from, None).await? {
+        for minute in state
+            .store
+            .activity_since(ActivityWidth::Minute, from, None)
+            .await?
+        {
             add(
                 &minute.queue,
-                minute.minute,
+                minute.start,
                 Attempts(minute.delivered, minute.failed, &minute.latency),
             );
         }

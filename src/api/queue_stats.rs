@@ -18,7 +18,7 @@ use super::error::{ApiErrorBody, ApiResult};
 use super::extract::{ApiQuery, KnownQueue, flag};
 use crate::dispatch::{BreakerState, LastMinute};
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::{ActivityFigures, ActivityMinute, HISTORY_KEPT_MS, MINUTE_MS};
+use crate::store::{ActivityBucket, ActivityFigures, ActivityWidth, HISTORY_KEPT_MS, MINUTE_MS};
 use crate::store::{Queue, QueueCounts, StoreError};
 use crate::telemetry::{self, QueueFigures};
 
@@ -141,13 +141,13 @@ const HOUR_MS: i64 = 3_600_000;
 
 /// Every queue's stored minutes of the last day, added up per hour before `now`.
 fn last_day_by_queue(
-    minutes: &[ActivityMinute],
+    minutes: &[ActivityBucket],
     now: UnixMillis,
 ) -> HashMap<QueueName, LastDayView> {
     let mut by_queue: HashMap<QueueName, LastDayView> = HashMap::new();
     for minute in minutes {
         let hours_ago =
-            usize::try_from((now - minute.minute).max(0) / HOUR_MS).unwrap_or(usize::MAX);
+            usize::try_from((now - minute.start).max(0) / HOUR_MS).unwrap_or(usize::MAX);
         let Some(index) = (DAY_HOURS - 1).checked_sub(hours_ago) else {
             continue; // a day old or more
         };
@@ -177,7 +177,7 @@ async fn all_queue_stats(State(state): State<AppState>) -> ApiResult<Json<AllQue
     let now = now_millis();
     let day = state.store.activity_last_day(now, None).await?;
     let mut last_day = last_day_by_queue(&day, now);
-    let mut day_by_queue: HashMap<&QueueName, Vec<&ActivityMinute>> = HashMap::new();
+    let mut day_by_queue: HashMap<&QueueName, Vec<&ActivityBucket>> = HashMap::new();
     for minute in &day {
         day_by_queue.entry(&minute.queue).or_default().push(minute);
     }
@@ -265,7 +265,7 @@ async fn queue_stats(
     };
     let minutes = state
         .store
-        .activity_since(since, Some(queue.name.clone()))
+        .activity_since(ActivityWidth::Minute, since, Some(queue.name.clone()))
         .await?;
     fill_hour_from_history(&mut stats, &minutes, now);
     if with_last_day {
@@ -312,13 +312,13 @@ fn add_activity(
 /// memory, a minute late), so per minute the larger is the truer.
 fn fill_hour_from_history<'m>(
     stats: &mut QueueStats,
-    minutes: impl IntoIterator<Item = &'m ActivityMinute>,
+    minutes: impl IntoIterator<Item = &'m ActivityBucket>,
     now: UnixMillis,
 ) {
     let this_minute = now - now.rem_euclid(MINUTE_MS);
     let hour = &mut stats.last_hour;
     for minute in minutes {
-        let ago = (this_minute - minute.minute).div_euclid(MINUTE_MS);
+        let ago = (this_minute - minute.start).div_euclid(MINUTE_MS);
         let Some(index) = usize::try_from(ago)
             .ok()
             .and_then(|ago| hour.delivered.len().checked_sub(ago + 1))

@@ -17,7 +17,7 @@ use super::error::{ApiErrorBody, ApiResult};
 use super::extract::{ApiQuery, queue_name};
 use crate::latency::LatencyHistogram;
 use crate::model::{QueueName, UnixMillis, now_millis};
-use crate::store::{HOUR_MS, MINUTE_MS};
+use crate::store::{ActivityWidth, HOUR_MS, MINUTE_MS};
 
 /// The routes behind the admin key (a reader of every queue, or of the one asked for).
 pub fn admin_router() -> OpenApiRouter<AppState> {
@@ -289,12 +289,12 @@ async fn queue_series(
     if range.reads_hours() {
         for hour in state
             .store
-            .activity_hours_since(window.from, queue.clone())
+            .activity_since(ActivityWidth::Hour, window.from, queue.clone())
             .await?
         {
             add(
                 &hour.queue,
-                hour.hour,
+                hour.start,
                 hour.delivered,
                 hour.failed,
                 &hour.latency,
@@ -303,12 +303,12 @@ async fn queue_series(
     } else {
         for minute in state
             .store
-            .activity_since(window.from, queue.clone())
+            .activity_since(ActivityWidth::Minute, window.from, queue.clone())
             .await?
         {
             add(
                 &minute.queue,
-                minute.minute,
+                minute.start,
                 minute.delivered,
                 minute.failed,
                 &minute.latency,

@@ -20,7 +20,7 @@ use std::future::Future;
 use super::audit::{AuditEntry, AuditFilter, AuditRecord};
 use super::error::{StoreError, StoreResult};
 use super::records::{
-    ActivityHour, ActivityMinute, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage,
+    ActivityBucket, ActivityWidth, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage,
     Delivery, DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, HeldLease,
     IdempotencyKey, JobAction, JobPlace, JobRecord, JobsPage, Lease, LeaseHolder, LiveFilter,
     NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch,
@@ -126,32 +126,21 @@ impl<
 }
 
 /// `activity_minutes` and `activity_hours`: each queue's attempts per minute over the last
-/// day, and per hour over the last 7 days.
+/// day, and per hour over the last 7 days, one table per [`ActivityWidth`].
 pub trait ActivityRows {
-    /// Write each row, replacing what its queue's minute held (a queue deleted meanwhile is
-    /// skipped).
-    async fn put_activity_minutes(&self, rows: &[ActivityMinute]) -> StoreResult<()>;
-    /// Delete the minutes starting before `before`; how many went.
-    async fn purge_activity_before(&self, before: UnixMillis) -> StoreResult<usize>;
-    /// The minutes of `queue` (or of every queue) starting at or after `since`, by queue
-    /// then minute.
-    async fn activity_minutes_since(
+    /// Write each bucket of `width`, replacing what its queue's bucket held (a queue deleted
+    /// meanwhile is skipped).
+    async fn put_activity(&self, width: ActivityWidth, rows: &[ActivityBucket]) -> StoreResult<()>;
+    /// Delete the buckets of `width` starting before `before`; how many went.
+    async fn purge_activity(&self, width: ActivityWidth, before: UnixMillis) -> StoreResult<usize>;
+    /// The buckets of `width` of `queue` (or of every queue) starting at or after `since`,
+    /// by queue then start.
+    async fn activity_since(
         &self,
+        width: ActivityWidth,
         since: UnixMillis,
         queue: Option<&QueueName>,
-    ) -> StoreResult<Vec<ActivityMinute>>;
-    /// Write each hour, replacing what its queue's hour held (a queue deleted meanwhile is
-    /// skipped).
-    async fn put_activity_hours(&self, rows: &[ActivityHour]) -> StoreResult<()>;
-    /// Delete the hours starting before `before`; how many went.
-    async fn purge_activity_hours_before(&self, before: UnixMillis) -> StoreResult<usize>;
-    /// The hours of `queue` (or of every queue) starting at or after `since`, by queue then
-    /// hour.
-    async fn activity_hours_since(
-        &self,
-        since: UnixMillis,
-        queue: Option<&QueueName>,
-    ) -> StoreResult<Vec<ActivityHour>>;
+    ) -> StoreResult<Vec<ActivityBucket>>;
 }
 
 /// Finding jobs by id across every queue: live jobs, the delivery log and dead letters.

@@ -60,7 +60,7 @@ pub use decisions::activity::{HOUR_MS, HOURS_KEPT_MS as HISTORY_HOURS_KEPT_MS};
 pub use decisions::activity::{KEPT_MS as HISTORY_KEPT_MS, MINUTE_MS};
 pub use error::{StoreError, StoreResult};
 pub use records::{
-    ActivityFigures, ActivityHour, ActivityMinute, AttemptRecord, BatchEnqueued, BatchKey,
+    ActivityBucket, ActivityFigures, ActivityWidth, AttemptRecord, BatchEnqueued, BatchKey,
     BulkReport, Caps, Claimed, ClaimedJob, CountOf, DeadLetter, DeadLetterPage, Delivery, DlqState,
     DlqStats, ERROR_LINE_CHARS, Enqueued, ErrorGroup, ErrorGroupCount, Failure, FailureReason,
     Filter, FiredTick, IdempotencyKey, JobAction, JobRecord, JobState, JobsPage, Last24h, Lease,
@@ -77,8 +77,8 @@ use crate::event::Event;
 use crate::model::{EventId, JobId, QueueName, ScheduleName, UnixMillis};
 use crate::policy::QueueChange;
 use dialect::{
-    DeadLetterRows as _, DeliveryRows as _, Durability, JobRows as _, KeyRows as _,
-    OutboxRows as _, QueueRows as _, ScheduleRows as _,
+    ActivityRows as _, DeadLetterRows as _, DeliveryRows as _, Durability, JobRows as _,
+    KeyRows as _, OutboxRows as _, QueueRows as _, ScheduleRows as _,
 };
 use postgres::PgStore;
 use sqlite::{SqliteStore, Synchronous};
@@ -448,7 +448,7 @@ impl Store {
     /// moments to a power cut only loses a chart's minute.
     pub async fn record_activity(
         &self,
-        rows: Vec<ActivityMinute>,
+        rows: Vec<ActivityBucket>,
         now: UnixMillis,
     ) -> StoreResult<usize> {
         in_write!(self, Durability::Relaxed, |tx| {
@@ -462,30 +462,21 @@ impl Store {
         &self,
         now: UnixMillis,
         queue: Option<QueueName>,
-    ) -> StoreResult<Vec<ActivityMinute>> {
-        self.activity_since(now - HISTORY_KEPT_MS + 1, queue).await
+    ) -> StoreResult<Vec<ActivityBucket>> {
+        self.activity_since(ActivityWidth::Minute, now - HISTORY_KEPT_MS + 1, queue)
+            .await
     }
 
-    /// The recorded attempts per minute from `since` on of `queue` (or of every queue).
+    /// The recorded attempts per minute (kept a day) or per hour (the minutes' roll-up,
+    /// kept 7 days) from `since` on of `queue` (or of every queue), by queue then start.
     pub async fn activity_since(
         &self,
+        width: ActivityWidth,
         since: UnixMillis,
         queue: Option<QueueName>,
-    ) -> StoreResult<Vec<ActivityMinute>> {
+    ) -> StoreResult<Vec<ActivityBucket>> {
         in_snapshot!(self, |tx| {
-            decisions::activity::since(tx, since, queue.as_ref()).await
-        })
-    }
-
-    /// The recorded attempts per hour (the minutes' roll-up, kept 7 days) from `since` on of
-    /// `queue` (or of every queue).
-    pub async fn activity_hours_since(
-        &self,
-        since: UnixMillis,
-        queue: Option<QueueName>,
-    ) -> StoreResult<Vec<ActivityHour>> {
-        in_snapshot!(self, |tx| {
-            decisions::activity::hours_since(tx, since, queue.as_ref()).await
+            tx.activity_since(width, since, queue.as_ref()).await
         })
     }
 

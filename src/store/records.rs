@@ -1509,28 +1509,42 @@ pub struct SchedulerRound {
     pub next_due: Option<UnixMillis>,
 }
 
-/// One queue's attempts in one minute, as `activity_minutes` keeps them for a day.
+/// How wide an [`ActivityBucket`] is, and so which table keeps it: a minute
+/// (`activity_minutes`, kept a day) or an hour (`activity_hours`, kept 7 days: the sum of
+/// its minutes, `decisions::activity::roll_up`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActivityWidth {
+    Minute,
+    Hour,
+}
+
+impl ActivityWidth {
+    /// The table that keeps buckets of this width.
+    pub fn table(self) -> &'static str {
+        match self {
+            Self::Minute => "activity_minutes",
+            Self::Hour => "activity_hours",
+        }
+    }
+
+    /// The table's column holding a bucket's start.
+    pub fn start_column(self) -> &'static str {
+        match self {
+            Self::Minute => "minute",
+            Self::Hour => "hour",
+        }
+    }
+}
+
+/// One queue's attempts in one minute or one hour (see [`ActivityWidth`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActivityMinute {
+pub struct ActivityBucket {
     pub queue: QueueName,
-    /// The minute's start (unix ms, a multiple of 60 000).
-    pub minute: UnixMillis,
+    /// The bucket's start (unix ms, a multiple of its width).
+    pub start: UnixMillis,
     pub delivered: u64,
     pub failed: u64,
     /// How long its attempts took.
-    pub latency: LatencyHistogram,
-}
-
-/// One queue's attempts in one hour, as `activity_hours` keeps them for 7 days: the sum of
-/// its minutes (`decisions::activity::roll_up`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActivityHour {
-    pub queue: QueueName,
-    /// The hour's start (unix ms, a multiple of 3 600 000).
-    pub hour: UnixMillis,
-    pub delivered: u64,
-    pub failed: u64,
-    /// How long its attempts took: its minutes' histograms merged.
     pub latency: LatencyHistogram,
 }
 

@@ -4,7 +4,7 @@
 
 use hookq::latency::LatencyHistogram;
 use hookq::model::QueueName;
-use hookq::store::ActivityMinute;
+use hookq::store::ActivityBucket;
 use serde_json::Value;
 
 use crate::helpers::*;
@@ -12,10 +12,10 @@ use crate::helpers::*;
 const MINUTE: i64 = 60_000;
 const DAY: i64 = 24 * 60 * MINUTE;
 
-fn row(queue: &str, minute: i64, delivered: u64, failed: u64) -> ActivityMinute {
-    ActivityMinute {
+fn row(queue: &str, minute: i64, delivered: u64, failed: u64) -> ActivityBucket {
+    ActivityBucket {
         queue: QueueName::parse(queue).expect("a valid queue name"),
-        minute,
+        start: minute,
         delivered,
         failed,
         latency: LatencyHistogram::default(),
@@ -29,7 +29,7 @@ fn timed_row(
     delivered: u64,
     failed: u64,
     latencies: &[u64],
-) -> ActivityMinute {
+) -> ActivityBucket {
     let mut row = row(queue, minute, delivered, failed);
     for &ms in latencies {
         row.latency.record(ms);

@@ -429,7 +429,11 @@ async fn a_queues_dead_letters_are_consumed_as_its_dlq_queue() {
             .await,
     );
     let page = app.get("/admin/leases").await.expect(200);
-    assert_eq!(page["leases"], json!([]), "a hidden letter is not held: {page}");
+    assert_eq!(
+        page["leases"],
+        json!([]),
+        "a hidden letter is not held: {page}"
+    );
     forq_error(&forq.ack("q-dlq", &dead).await, 404, "not_found.message");
     let job = app.get_job("q", id).await.expect(200);
     assert_eq!(job["deadLetter"]["state"], "pending", "{job}");

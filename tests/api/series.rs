@@ -4,7 +4,7 @@
 
 use hookq::latency::LatencyHistogram;
 use hookq::model::{QueueName, now_millis};
-use hookq::store::ActivityMinute;
+use hookq::store::{ActivityBucket, ActivityWidth};
 use serde_json::Value;
 
 use crate::helpers::*;
@@ -14,14 +14,14 @@ const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
 
 /// `queue`'s attempts in the minute starting at `minute`, each of `latencies` (ms) timed.
-fn row(queue: &str, minute: i64, delivered: u64, failed: u64, latencies: &[u64]) -> ActivityMinute {
+fn row(queue: &str, minute: i64, delivered: u64, failed: u64, latencies: &[u64]) -> ActivityBucket {
     let mut latency = LatencyHistogram::default();
     for &ms in latencies {
         latency.record(ms);
     }
-    ActivityMinute {
+    ActivityBucket {
         queue: QueueName::parse(queue).expect("a valid queue name"),
-        minute,
+        start: minute,
         delivered,
         failed,
         latency,
@@ -284,7 +284,10 @@ async fn the_hourly_roll_up_outlives_the_minutes_and_goes_after_7_days() {
         )
         .await
         .unwrap();
-    let hours = store.activity_hours_since(0, None).await.unwrap();
+    let hours = store
+        .activity_since(ActivityWidth::Hour, 0, None)
+        .await
+        .unwrap();
     assert_eq!(hours.len(), 2, "{hours:?}");
 
     // Today's sweep: the minutes of three days ago are past the day kept, the hour of eight
@@ -302,15 +305,21 @@ async fn the_hourly_roll_up_outlives_the_minutes_and_goes_after_7_days() {
         )
         .await
         .unwrap();
-    let minutes = store.activity_since(0, None).await.unwrap();
+    let minutes = store
+        .activity_since(ActivityWidth::Minute, 0, None)
+        .await
+        .unwrap();
     assert_eq!(minutes.len(), 1, "only today's minute: {minutes:?}");
-    let hours = store.activity_hours_since(0, None).await.unwrap();
+    let hours = store
+        .activity_since(ActivityWidth::Hour, 0, None)
+        .await
+        .unwrap();
     let alpha: Vec<_> = hours
         .iter()
         .filter(|h| h.queue.as_str() == "alpha")
         .collect();
     assert_eq!(alpha.len(), 1, "{hours:?}");
-    assert_eq!(alpha[0].hour, three_days_ago);
+    assert_eq!(alpha[0].start, three_days_ago);
     assert_eq!(
         (alpha[0].delivered, alpha[0].failed),
         (7, 1),
@@ -322,7 +331,7 @@ async fn the_hourly_roll_up_outlives_the_minutes_and_goes_after_7_days() {
         "the minutes' histograms, the rewrite replacing"
     );
     assert!(
-        hours.iter().all(|h| h.hour > eight_days_ago),
+        hours.iter().all(|h| h.start > eight_days_ago),
         "eight days ago is gone: {hours:?}"
     );
 
@@ -351,7 +360,11 @@ async fn the_hourly_roll_up_outlives_the_minutes_and_goes_after_7_days() {
         "alpha's 7 and beta's 1"
     );
     app.delete_queue("alpha").await.expect(200);
-    let hours = app.store().activity_hours_since(0, None).await.unwrap();
+    let hours = app
+        .store()
+        .activity_since(ActivityWidth::Hour, 0, None)
+        .await
+        .unwrap();
     assert!(
         hours.iter().all(|h| h.queue.as_str() == "beta"),
         "{hours:?}"

@@ -619,9 +619,9 @@ async fn ui_browser_every_page_fits_a_phone() {
             for n in 0..40 {
                 latency.record(if n < 38 { 8 + n % 30 } else { 4_500 });
             }
-            hookq::store::ActivityMinute {
+            hookq::store::ActivityBucket {
                 queue: hookq::model::QueueName::parse("orders").unwrap(),
-                minute: now - now.rem_euclid(minute) - ago * minute,
+                start: now - now.rem_euclid(minute) - ago * minute,
                 delivered: 38,
                 failed: 2,
                 latency,

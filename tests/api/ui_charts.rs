@@ -6,7 +6,7 @@
 
 use hookq::latency::LatencyHistogram;
 use hookq::model::{QueueName, now_millis};
-use hookq::store::ActivityMinute;
+use hookq::store::ActivityBucket;
 use serde_json::{Value, json};
 
 use crate::browser::Browser;
@@ -20,7 +20,7 @@ const DAY: i64 = 24 * HOUR;
 
 /// A minute of `queue` at `minute`: `delivered` fast attempts (8–37 ms) and `failed` slow
 /// ones (`slow` ms).
-fn minute_of(queue: &str, minute: i64, delivered: u64, failed: u64, slow: u64) -> ActivityMinute {
+fn minute_of(queue: &str, minute: i64, delivered: u64, failed: u64, slow: u64) -> ActivityBucket {
     let mut latency = LatencyHistogram::default();
     for n in 0..delivered {
         latency.record(8 + n % 30);
@@ -28,9 +28,9 @@ fn minute_of(queue: &str, minute: i64, delivered: u64, failed: u64, slow: u64) -
     for _ in 0..failed {
         latency.record(slow);
     }
-    ActivityMinute {
+    ActivityBucket {
         queue: QueueName::parse(queue).expect("a valid queue name"),
-        minute,
+        start: minute,
         delivered,
         failed,
         latency,

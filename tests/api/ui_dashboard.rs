@@ -47,9 +47,9 @@ async fn the_dashboard_refresh_at_200_queues_is_measured() {
     let this_minute = now - now.rem_euclid(60_000);
     let rows = (0..MANY_QUEUES)
         .flat_map(|n| {
-            (1..=60).map(move |ago| hookq::store::ActivityMinute {
+            (1..=60).map(move |ago| hookq::store::ActivityBucket {
                 queue: hookq::model::QueueName::parse(&format!("q{n:03}")).unwrap(),
-                minute: this_minute - ago * 60_000,
+                start: this_minute - ago * 60_000,
                 delivered: 10 + n as u64,
                 failed: 1,
                 latency: hookq::latency::LatencyHistogram::default(),

@@ -53,9 +53,9 @@ async fn an_hour_of_history(app: &TestApp, queue: &str) {
             for n in 0..40 {
                 latency.record(if n < 38 { 8 + n % 30 } else { 4_500 });
             }
-            hookq::store::ActivityMinute {
+            hookq::store::ActivityBucket {
                 queue: hookq::model::QueueName::parse(queue).unwrap(),
-                minute: now - now.rem_euclid(minute) - ago * minute,
+                start: now - now.rem_euclid(minute) - ago * minute,
                 delivered: 38,
                 failed: 2,
                 latency,

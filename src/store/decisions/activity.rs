@@ -13,7 +13,8 @@ use crate::latency::LatencyHistogram;
 use crate::model::{QueueName, UnixMillis};
 use crate::store::dialect::Tx;
 use crate::store::error::StoreResult;
-use crate::store::records::{ActivityHour, ActivityMinute};
+use crate::store::records::ActivityBucket;
+use crate::store::records::ActivityWidth::{Hour, Minute};
 
 /// How long a minute is kept: the last day.
 pub const KEPT_MS: UnixMillis = 24 * 60 * 60 * 1000;
@@ -31,34 +32,34 @@ pub const HOUR_MS: UnixMillis = 60 * MINUTE_MS;
 /// the minutes that started a day or more before `now` and the hours that started 7 days or
 /// more before it; how many rows were forgotten. Rows without an attempt are not written: a
 /// missing minute reads as a quiet one, and quiet queues cost no rows.
-pub async fn record(tx: &impl Tx, rows: &[ActivityMinute], now: UnixMillis) -> StoreResult<usize> {
-    let busy: Vec<ActivityMinute> = rows
+pub async fn record(tx: &impl Tx, rows: &[ActivityBucket], now: UnixMillis) -> StoreResult<usize> {
+    let busy: Vec<ActivityBucket> = rows
         .iter()
         .filter(|row| row.delivered + row.failed > 0)
-        .map(|row| ActivityMinute {
-            minute: row.minute - row.minute.rem_euclid(MINUTE_MS),
+        .map(|row| ActivityBucket {
+            start: row.start - row.start.rem_euclid(MINUTE_MS),
             ..row.clone()
         })
         .collect();
     if !busy.is_empty() {
-        tx.put_activity_minutes(&busy).await?;
+        tx.put_activity(Minute, &busy).await?;
         // Each touched hour summed again from its minutes, in one read of them all.
         let touched: BTreeSet<(QueueName, UnixMillis)> = busy
             .iter()
-            .map(|row| (row.queue.clone(), hour_of(row.minute)))
+            .map(|row| (row.queue.clone(), hour_of(row.start)))
             .collect();
         let earliest = touched.iter().map(|(_, hour)| *hour).min().unwrap_or(now);
-        let minutes = tx.activity_minutes_since(earliest, None).await?;
-        let hours: Vec<ActivityHour> = roll_up(&minutes)
+        let minutes = tx.activity_since(Minute, earliest, None).await?;
+        let hours: Vec<ActivityBucket> = roll_up(&minutes)
             .into_iter()
-            .filter(|hour| touched.contains(&(hour.queue.clone(), hour.hour)))
+            .filter(|hour| touched.contains(&(hour.queue.clone(), hour.start)))
             .collect();
         if !hours.is_empty() {
-            tx.put_activity_hours(&hours).await?;
+            tx.put_activity(Hour, &hours).await?;
         }
     }
-    let minutes = tx.purge_activity_before(now - KEPT_MS).await?;
-    let hours = tx.purge_activity_hours_before(now - HOURS_KEPT_MS).await?;
+    let minutes = tx.purge_activity(Minute, now - KEPT_MS).await?;
+    let hours = tx.purge_activity(Hour, now - HOURS_KEPT_MS).await?;
     Ok(minutes + hours)
 }
 
@@ -69,15 +70,15 @@ pub fn hour_of(at: UnixMillis) -> UnixMillis {
 
 /// `minutes` summed per queue and hour (their latency histograms merged), by queue then
 /// hour.
-pub fn roll_up(minutes: &[ActivityMinute]) -> Vec<ActivityHour> {
-    let mut hours: BTreeMap<(QueueName, UnixMillis), ActivityHour> = BTreeMap::new();
+pub fn roll_up(minutes: &[ActivityBucket]) -> Vec<ActivityBucket> {
+    let mut hours: BTreeMap<(QueueName, UnixMillis), ActivityBucket> = BTreeMap::new();
     for minute in minutes {
-        let hour = hour_of(minute.minute);
+        let hour = hour_of(minute.start);
         let sum = hours
             .entry((minute.queue.clone(), hour))
-            .or_insert_with(|| ActivityHour {
+            .or_insert_with(|| ActivityBucket {
                 queue: minute.queue.clone(),
-                hour,
+                start: hour,
                 delivered: 0,
                 failed: 0,
                 latency: LatencyHistogram::default(),
@@ -87,26 +88,6 @@ pub fn roll_up(minutes: &[ActivityMinute]) -> Vec<ActivityHour> {
         sum.latency.add(&minute.latency);
     }
     hours.into_values().collect()
-}
-
-/// The recorded minutes from `since` on (at most the day kept) of `queue` (or of every
-/// queue), by queue then minute.
-pub async fn since(
-    tx: &impl Tx,
-    since: UnixMillis,
-    queue: Option<&QueueName>,
-) -> StoreResult<Vec<ActivityMinute>> {
-    tx.activity_minutes_since(since, queue).await
-}
-
-/// The recorded hours from `since` on (at most the 7 days kept) of `queue` (or of every
-/// queue), by queue then hour.
-pub async fn hours_since(
-    tx: &impl Tx,
-    since: UnixMillis,
-    queue: Option<&QueueName>,
-) -> StoreResult<Vec<ActivityHour>> {
-    tx.activity_hours_since(since, queue).await
 }
 
 #[cfg(test)]
@@ -119,14 +100,14 @@ mod tests {
         delivered: u64,
         failed: u64,
         ms: &[u64],
-    ) -> ActivityMinute {
+    ) -> ActivityBucket {
         let mut latency = LatencyHistogram::default();
         for &ms in ms {
             latency.record(ms);
         }
-        ActivityMinute {
+        ActivityBucket {
             queue: QueueName::parse(queue).expect("a valid name"),
-            minute: at,
+            start: at,
             delivered,
             failed,
             latency,
@@ -144,16 +125,16 @@ mod tests {
         ]);
         assert_eq!(rolled.len(), 3);
         let first = &rolled[0];
-        assert_eq!((first.hour, first.delivered, first.failed), (h, 5, 1));
+        assert_eq!((first.start, first.delivered, first.failed), (h, 5, 1));
         assert_eq!(first.latency.count(), 6);
         let mut merged = LatencyHistogram::default();
         for ms in [4, 4, 4, 900, 40, 40] {
             merged.record(ms);
         }
         assert_eq!(first.latency, merged, "the minutes' histograms merged");
-        assert_eq!((rolled[1].hour, rolled[1].delivered), (h + HOUR_MS, 7));
+        assert_eq!((rolled[1].start, rolled[1].delivered), (h + HOUR_MS, 7));
         assert_eq!(
-            (rolled[2].queue.as_str(), rolled[2].hour, rolled[2].failed),
+            (rolled[2].queue.as_str(), rolled[2].start, rolled[2].failed),
             ("b", h, 5)
         );
         assert!(roll_up(&[]).is_empty());
