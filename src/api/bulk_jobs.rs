@@ -1,7 +1,7 @@
 //! `POST /queue/{name}/_jobs/bulk`: one action (run now, cancel, change priority) on many
-//! of a queue's waiting jobs, named by id (at most [`MAX_IDS`]) or found by the READY
-//! listing's search, however many; a job in flight is left alone and said so. Admin, like
-//! a single job's cancel; audited with the count of jobs changed.
+//! of a queue's waiting jobs, named by id (at most [`MAX_IDS`](super::extract::MAX_IDS))
+//! or found by the READY listing's search, however many; a job in flight is left alone and
+//! said so. Admin, like a single job's cancel; audited with the count of jobs changed.
 
 use axum::Json;
 use axum::extract::State;
@@ -13,16 +13,15 @@ use utoipa_axum::routes;
 use super::AppState;
 use super::audit::Actor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
-use super::extract::{ApiJson, KnownQueue, check_priority, search_text};
-use crate::model::{JobId, now_millis};
+use super::extract::{ApiJson, KnownQueue, check_priority, job_ids, search_text};
+use crate::model::now_millis;
 use crate::store::{BulkReport, JobAction, LiveFilter, LiveSelection};
 
-/// Most ids one request may name.
-pub const MAX_IDS: usize = 1000;
 /// Most skipped jobs an answer names one by one (all are counted).
 pub const MAX_SKIPPED_LISTED: usize = 100;
 
-/// Ids are 36 characters; a request naming [`MAX_IDS`] of them fits with room to spare.
+/// Ids are 36 characters; a request naming [`MAX_IDS`](super::extract::MAX_IDS) of them
+/// fits with room to spare.
 const MAX_BODY: usize = 64 * 1024;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -111,7 +110,7 @@ impl BulkJobsBody {
         };
         let filtered = self.search.is_some() || self.status.is_some();
         let selection = match (&self.ids, self.all) {
-            (Some(ids), false) if !filtered => LiveSelection::Ids(parse_ids(ids)?),
+            (Some(ids), false) if !filtered => LiveSelection::Ids(job_ids(ids, "job ids")?),
             (None, true) => {
                 let text = search_text(self.search.as_deref())?;
                 if self.search.is_some() && text.is_none() {
@@ -135,24 +134,6 @@ impl BulkJobsBody {
         };
         Ok((action, selection))
     }
-}
-
-/// 1 to [`MAX_IDS`] job ids, each a UUID, sorted without repeats.
-fn parse_ids(raw: &[String]) -> ApiResult<Vec<JobId>> {
-    if raw.is_empty() || raw.len() > MAX_IDS {
-        return Err(ApiError::Unprocessable(format!(
-            "ids must list 1 to {MAX_IDS} job ids"
-        )));
-    }
-    let mut ids = raw
-        .iter()
-        .map(|id| {
-            JobId::parse(id).map_err(|_| ApiError::Unprocessable(format!("`{id}` is not a job id")))
-        })
-        .collect::<ApiResult<Vec<_>>>()?;
-    ids.sort();
-    ids.dedup();
-    Ok(ids)
 }
 
 /// Why a selected job was left alone.

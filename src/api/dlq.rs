@@ -17,11 +17,11 @@ use super::audit::Actor;
 use super::cursor::Cursor;
 use super::error::{ApiError, ApiErrorBody, ApiResult};
 use super::extract::{
-    ApiJson, ApiQuery, DeadLetterId, ListOrder, flag, newest_first, page_size, queue_name,
+    ApiJson, ApiQuery, DeadLetterId, ListOrder, flag, job_ids, newest_first, page_size, queue_name,
     required, search_text,
 };
 use crate::maintenance::REPEAT_FAILURE_REPLAYS;
-use crate::model::{JobId, QueueName, now_millis};
+use crate::model::{QueueName, now_millis};
 use crate::store::{
     DeadLetter, DeadLetterPage, DlqState, DlqStats, ErrorGroup, ErrorGroupCount, FailureReason,
     Filter, PageRequest, Selection, TextMatch,
@@ -29,8 +29,6 @@ use crate::store::{
 
 pub const DEFAULT_PAGE: usize = 50;
 pub const MAX_PAGE: usize = 100;
-/// Most ids one replay or acknowledge request may name.
-pub const MAX_IDS: usize = 1000;
 /// The longest a replay may be delayed.
 pub const MAX_DELAY_SECONDS: u64 = 7 * 24 * 3600;
 
@@ -498,24 +496,7 @@ impl SelectionBody {
             };
         }
         match (&self.ids, queue, self.all, &self.group) {
-            (Some(ids), None, false, None) => {
-                if ids.is_empty() || ids.len() > MAX_IDS {
-                    return Err(ApiError::Unprocessable(format!(
-                        "ids must list 1 to {MAX_IDS} dead-letter ids"
-                    )));
-                }
-                let mut parsed = ids
-                    .iter()
-                    .map(|raw| {
-                        JobId::parse(raw).map_err(|_| {
-                            ApiError::Unprocessable(format!("`{raw}` is not a job id"))
-                        })
-                    })
-                    .collect::<ApiResult<Vec<_>>>()?;
-                parsed.sort();
-                parsed.dedup();
-                Ok(Selection::Ids(parsed))
-            }
+            (Some(ids), None, false, None) => Ok(Selection::Ids(job_ids(ids, "dead-letter ids")?)),
             (None, Some(queue), true, None) => Ok(Selection::Queue(queue)),
             (None, queue, false, Some(group)) => Ok(Selection::Group(ErrorGroup {
                 queue,
@@ -886,21 +867,7 @@ async fn replayed(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<ReplayedBody, MAX_ADMIN_BODY>,
 ) -> ApiResult<Json<ReplayFatesView>> {
-    if request.ids.is_empty() || request.ids.len() > MAX_IDS {
-        return Err(ApiError::Unprocessable(format!(
-            "ids must list 1 to {MAX_IDS} job ids"
-        )));
-    }
-    let mut ids = request
-        .ids
-        .iter()
-        .map(|raw| {
-            JobId::parse(raw)
-                .map_err(|_| ApiError::Unprocessable(format!("`{raw}` is not a job id")))
-        })
-        .collect::<ApiResult<Vec<_>>>()?;
-    ids.sort();
-    ids.dedup();
+    let ids = job_ids(&request.ids, "job ids")?;
     let asked = ids.len() as u64;
     let fates = state.store.replay_fates(ids).await?;
     Ok(Json(ReplayFatesView {

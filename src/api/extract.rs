@@ -431,6 +431,29 @@ pub fn newest_first(order: Option<&str>, newest_by_default: bool) -> ApiResult<b
 /// The longest text a listing searches for.
 const MAX_SEARCH_CHARS: usize = 200;
 
+/// The most job ids one request may name (a selection of dead letters or of waiting jobs,
+/// the replayed jobs whose fate to tell).
+pub const MAX_IDS: usize = 1000;
+
+/// The job ids a request names: 1 to [`MAX_IDS`] of them, each a job id, sorted without
+/// repeats; 422 otherwise, naming them as `what` ("job ids", "dead-letter ids").
+pub fn job_ids(raw: &[String], what: &str) -> ApiResult<Vec<JobId>> {
+    if raw.is_empty() || raw.len() > MAX_IDS {
+        return Err(ApiError::Unprocessable(format!(
+            "ids must list 1 to {MAX_IDS} {what}"
+        )));
+    }
+    let mut ids = raw
+        .iter()
+        .map(|id| {
+            JobId::parse(id).map_err(|_| ApiError::Unprocessable(format!("`{id}` is not a job id")))
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
 /// The `search` of a listing or a selection: trimmed, `None` when empty; 422 when too long
 /// or holding a control character (a NUL ends the pattern early in SQLite's `instr`, so it
 /// would match every row, and select every dead letter for a replay).
