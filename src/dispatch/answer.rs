@@ -5,6 +5,8 @@
 
 use reqwest::header::HeaderMap;
 
+use crate::redact;
+
 /// The most headers of one answer kept; the rest are counted in a last `…` entry.
 pub const MOST_HEADERS: usize = 32;
 /// The most bytes of one header's value kept.
@@ -18,21 +20,22 @@ pub const LEFT_OUT: &str = "…";
 
 /// `headers` as stored: JSON `[[name, value], …]` in the order received, at most
 /// [`MOST_HEADERS`], each value cut at [`MOST_HEADER_VALUE`] bytes and, for a header that
-/// carries credentials ([`is_secret`]), masked as `(masked, N bytes)`.
+/// carries credentials ([`is_secret`]), masked as `(masked, N bytes)`; a redirect's
+/// `Location` as its error shows it ([`redact::location`]: no query, no userinfo).
 pub fn headers_json(headers: &HeaderMap) -> String {
     let mut kept: Vec<[String; 2]> = headers
         .iter()
         .take(MOST_HEADERS)
         .map(|(name, value)| {
             let name = name.as_str();
+            let text = String::from_utf8_lossy(value.as_bytes());
             let value = if is_secret(name) {
                 format!("(masked, {} bytes)", value.len())
+            } else if name == "location" {
+                // As the redirect's error shows it: tokens ride in a URL's query.
+                cut(&redact::location(&text), MOST_HEADER_VALUE).to_owned()
             } else {
-                cut(
-                    &String::from_utf8_lossy(value.as_bytes()),
-                    MOST_HEADER_VALUE,
-                )
-                .to_owned()
+                cut(&text, MOST_HEADER_VALUE).to_owned()
             };
             [name.to_owned(), value]
         })
@@ -125,6 +128,20 @@ mod tests {
                 ["x-request-id".to_owned(), "r-1".to_owned()],
             ]
         );
+    }
+
+    #[test]
+    fn a_redirects_location_keeps_no_token() {
+        let stored = headers_json(&map(&[(
+            "location",
+            "https://user:pw@example.com/next?token=s3cret",
+        )]));
+        let kept = headers_from_json(&stored);
+        assert!(
+            !kept[0][1].contains("s3cret") && !kept[0][1].contains("pw"),
+            "{kept:?}"
+        );
+        assert!(kept[0][1].contains("example.com/next"), "{kept:?}");
     }
 
     #[test]
