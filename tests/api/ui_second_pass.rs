@@ -806,3 +806,40 @@ async fn ui_browser_a_jobs_life_is_told_with_each_answer_on_a_desktop() {
 async fn ui_browser_a_jobs_life_is_told_with_each_answer_on_a_phone() {
     a_jobs_life_is_told("ui_browser_job_life_phone", PHONE, "phone-job-life.png").await;
 }
+
+/// A job its paused queue holds says so on its page, and on a phone the words wrap rather
+/// than widen the page (the "held" line did not wrap, 32 px too wide at 390 px).
+#[tokio::test]
+async fn ui_browser_a_held_jobs_page_fits_a_phone() {
+    let Some(browser) = Browser::start("ui_browser_held_job_phone").await else {
+        return;
+    };
+    let app = spawn_app(|_| {}).await;
+    app.create_queue_ok("notifications-transactional", "http://127.0.0.1:9/", None)
+        .await;
+    app.call(
+        reqwest::Method::POST,
+        "/queue/notifications-transactional/_pause",
+        None,
+    )
+    .await
+    .expect(200);
+    let id = app
+        .enqueue_ok("notifications-transactional", &json!({ "n": 1 }))
+        .await;
+    resize(&browser, PHONE).await;
+    browser
+        .goto(&app.url(&format!("/ui/queue/notifications-transactional/job/{id}")))
+        .await;
+    let held = browser.wait_for(".figures .held").await;
+    assert!(
+        held.text().await.unwrap_or_default().contains("paused"),
+        "the page says why the job waits"
+    );
+    assert!(
+        overflow(&browser).await <= 0,
+        "a held job's page fits a phone: {}",
+        too_wide(&browser).await
+    );
+    browser.close().await;
+}
