@@ -832,7 +832,8 @@ pub async fn publish(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiRe
     // changed a little.
     let mut outcome = FormOutcome {
         form: PUBLISH_FORM,
-        typed: form.typed(&[]),
+        // `PUBLISHED_ID` is the server's to set, never the form's.
+        typed: form.typed(&[PUBLISHED_ID]),
         invalid: Vec::new(),
     };
     let message_kept = outcome.typed("message").is_some();
