@@ -30,6 +30,7 @@ pub mod search;
 pub mod series;
 pub mod settings;
 pub mod system;
+pub mod topic_messages;
 pub mod topics;
 
 use std::sync::Arc;
@@ -97,6 +98,7 @@ pub fn router(state: AppState) -> Router {
         .merge(bulk_jobs::router())
         .merge(pull::router())
         .merge(topics::router())
+        .merge(topic_messages::router())
         .route_layer(auth::Authorize::queues(state.clone()));
     let admin = dlq::router()
         .merge(queue_stats::admin_router())

@@ -102,6 +102,9 @@ pub fn rule(method: &Method, route: &str) -> Option<Need> {
         // topics, subscriptions and replays is admin
         ("GET", "/topics") => AllQueues(READER),
         ("GET", "/topic/{name}") => Queue(READER),
+        // what became of one message in every subscriber: a reader of the topic, as the
+        // topic's page names its subscribers
+        ("GET", "/topic/{name}/messages/{id}") => Queue(READER),
         ("GET", "/queue/{name}/_subscriptions") => Queue(READER),
         ("POST", "/topic/{name}" | "/topic/{name}/_batch") => Queue(PRODUCER),
         ("PUT" | "PATCH" | "DELETE", "/topic/{name}") => Admin,
@@ -198,6 +201,7 @@ mod tests {
             .merge(super::super::audit::admin_router())
             .merge(super::super::leases::admin_router())
             .merge(super::super::topics::router())
+            .merge(super::super::topic_messages::router())
             .split_for_parts();
         let mut seen = 0;
         for (method, path, _) in super::super::openapi::operations(&document) {

@@ -23,8 +23,9 @@ use super::records::{
     ActivityBucket, ActivityWidth, AttemptRecord, BatchKey, ClaimedJob, DeadLetter, DeadLetterPage,
     Delivery, DlqState, DlqStats, ErrorGroupCount, Failure, FailureReason, Filter, HeldLease,
     IdempotencyKey, JobAction, JobPlace, JobRecord, JobsPage, Lease, LeaseHolder, LiveFilter,
-    NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts, RecordedBatch,
-    RetainedMessage, Schedule, ScheduleTick, Selection, Subscribed, Subscription, TopicRow,
+    MessageJob, NewJob, NewSchedule, OutboxEvent, PageRequest, Position, QueueCounts,
+    RecordedBatch, RetainedMessage, Schedule, ScheduleTick, Selection, StoredMessage, Subscribed,
+    Subscription, TopicRow,
 };
 use super::search::{SearchChunk, SearchQuery, SearchTable};
 use super::status::JobStatus;
@@ -159,6 +160,9 @@ pub trait LookupRows {
         &self,
         ids: &[JobId],
     ) -> StoreResult<Vec<(JobId, JobPlace, Option<DlqState>)>>;
+    /// Up to `limit` jobs of message `id` in the three tables, each read on its partial
+    /// index on `message_id`, by queue then id (then table: live, delivered, dead letter).
+    async fn jobs_of_message(&self, id: MessageId, limit: usize) -> StoreResult<Vec<MessageJob>>;
     /// Up to `rows` rows of `table` whose id lies from `from` to `upper`, newest first, as
     /// [`search_sql`](super::search::search_sql) reads them: the hits among them, how many
     /// were read and the lowest id read.
@@ -711,6 +715,8 @@ pub trait TopicRows {
     ) -> StoreResult<Vec<RetainedMessage>>;
     /// How many messages of `topic` are kept for replays at `now`.
     async fn retained_count(&self, topic: &TopicName, now: UnixMillis) -> StoreResult<u64>;
+    /// Message `id`'s row, while it is kept.
+    async fn message(&self, id: MessageId) -> StoreResult<Option<StoredMessage>>;
     /// Add each count to its topic's `published` (a topic deleted meanwhile is skipped).
     async fn add_published(&self, counts: &[(TopicName, u64)]) -> StoreResult<()>;
     /// Delete up to `limit` messages no row refers to any more and no longer kept for

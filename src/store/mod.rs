@@ -69,6 +69,7 @@ pub use records::{
     Saved, Schedule, ScheduleTick, SchedulerRound, Selection, SharedLimits, TextMatch,
 };
 pub use records::{FoundJob, HeldLease, JobLife, JobPlace, LeaseHolder, ReplayFates, WorkerAnswer};
+pub use records::{MessageFate, MessageJob, MessageJobState, StoredMessage};
 pub use records::{MessageRef, Published, Routed, Subscribed, Subscription, Topic, TopicRow};
 pub use registry::Registry;
 pub use sealing::{MasterKey, Sealing};

@@ -15,6 +15,8 @@ use crate::model::{
 use crate::policy::{QueueChange, QueuePolicy, Rate};
 use crate::trace_context::TraceContext;
 
+use super::status::JobStatus;
+
 /// A queue as the dispatcher needs it.
 #[derive(Debug, Clone)]
 pub struct Queue {
@@ -1629,6 +1631,82 @@ pub struct RetainedMessage {
     pub priority: i32,
     pub ordering_key: Option<String>,
     pub trace: Option<TraceContext>,
+}
+
+/// A published message as `topic_messages` keeps it (while a job refers to it, and until
+/// its retention ends).
+#[derive(Debug, Clone)]
+pub struct StoredMessage {
+    pub id: MessageId,
+    pub topic: TopicName,
+    pub payload: CanonicalJson,
+    pub published_at: UnixMillis,
+    /// Kept for replays until then (`published_at` itself for a topic that retains nothing).
+    pub retain_until: UnixMillis,
+    pub priority: i32,
+    pub ordering_key: Option<String>,
+}
+
+/// Where one subscriber's job of a message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageJobState {
+    /// Live and not in flight: waiting, scheduled (a delay or a retry's backoff) or blocked
+    /// behind its ordering key.
+    Waiting,
+    /// Live, an attempt running.
+    InFlight,
+    /// In the delivery log (a queue that keeps its deliveries), delivered at this time.
+    Delivered { at: UnixMillis },
+    /// A dead-letter record, in this state (a `replayed` one's job may be live again).
+    DeadLetter(DlqState),
+}
+
+impl MessageJobState {
+    /// From the columns a message's job listing reads (`lookup.rs`, both dialects): the
+    /// table as [`JobPlace::from_column`] numbers it, a live job's `status`, a dead letter's
+    /// `state`, a delivered job's `delivered_at`. `None` for a row those do not describe.
+    pub(crate) fn from_columns(
+        place: i64,
+        status: Option<i64>,
+        letter_state: Option<&str>,
+        delivered_at: Option<UnixMillis>,
+    ) -> Option<Self> {
+        Some(match JobPlace::from_column(place) {
+            JobPlace::Live => match JobStatus::from_code(status?)?.state() {
+                JobState::InFlight => Self::InFlight,
+                JobState::Ready | JobState::Dead | JobState::Delivered => Self::Waiting,
+            },
+            JobPlace::Delivered => Self::Delivered { at: delivered_at? },
+            JobPlace::DeadLetter => Self::DeadLetter(DlqState::parse(letter_state?)?),
+        })
+    }
+}
+
+/// One job of a published message, wherever its queue keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageJob {
+    pub id: JobId,
+    pub queue: QueueName,
+    pub state: MessageJobState,
+    pub attempts: u32,
+    /// The worker's last answer (the 2xx one for a delivered job).
+    pub last_status: Option<u16>,
+    /// The start of its last error, at most [`MESSAGE_JOB_ERROR_CHARS`] characters.
+    pub last_error: Option<String>,
+    pub created_at: UnixMillis,
+}
+
+/// The most of a job's last error a message's listing carries.
+pub const MESSAGE_JOB_ERROR_CHARS: usize = 200;
+
+/// What became of one published message: its row, while it is kept, and its subscribers'
+/// jobs by queue then id (a job replayed from a dead letter is listed twice: its record and
+/// the job live again).
+#[derive(Debug, Clone)]
+pub struct MessageFate {
+    /// `None` once nothing keeps the message row.
+    pub message: Option<StoredMessage>,
+    pub jobs: Vec<MessageJob>,
 }
 
 /// What a bulk action on a queue's waiting jobs does to each job it selects. A job in

@@ -2,11 +2,12 @@
 //! replayed, each in one transaction of the backend (the decisions are in
 //! `decisions::topics`, the in-memory state in `topics`).
 
+use super::decisions;
 use super::decisions::topics::{self as decide, Caution, PublishKey, ReplayRange};
 use super::dialect::{Durability, TopicRows as _};
-use super::records::{NewJob, Published, Subscribed, Subscription, Topic, TopicRow};
+use super::records::{MessageFate, NewJob, Published, Subscribed, Subscription, Topic, TopicRow};
 use super::{Backend, Store, StoreError, StoreResult, audit, dialect, sqlite};
-use crate::model::{QueueName, TopicName, UnixMillis};
+use crate::model::{MessageId, QueueName, TopicName, UnixMillis};
 use crate::pattern::Pattern;
 use crate::store::records::IdempotencyKey;
 
@@ -98,6 +99,14 @@ impl Store {
             row.published += self.published.pending(&row.name);
         }
         Ok(rows)
+    }
+
+    /// What became of message `id`, read in one snapshot: its row while it is kept, and up
+    /// to `limit` of its subscribers' jobs (live, delivered and kept, dead-lettered), by
+    /// queue then id.
+    pub async fn message_fate(&self, id: MessageId, limit: usize) -> StoreResult<MessageFate> {
+        in_snapshot!(self, |tx| decisions::reads::message_fate(tx, id, limit)
+            .await)
     }
 
     /// Subscribe `queue` to `topic`, with `filter` (replacing its subscription if it has one).

@@ -112,11 +112,37 @@ pub fn page(
 
 /// A message box: a notice is a status, an error an alert.
 fn flash_box(flash: &Flash) -> Markup {
+    flash_frame(flash, html! { (flash.text) })
+}
+
+/// A message's box, around `body` (its text, or its text with a link).
+fn flash_frame(flash: &Flash, body: Markup) -> Markup {
     html! {
         @match flash.kind {
-            FlashKind::Notice => div class="flash notice" role="status" { (flash.text) },
-            FlashKind::Error => div class="flash error" role="alert" { (flash.text) },
+            FlashKind::Notice => div class="flash notice" role="status" { (body) },
+            FlashKind::Error => div class="flash error" role="alert" { (body) },
         }
+    }
+}
+
+/// [`form_result`] of an answer whose text names something with a page of its own (a
+/// message just published): the first mention of `word` is a link to `href`, `link_id` its
+/// id. Such an answer has no invalid fields.
+pub fn form_result_linking(
+    id: &str,
+    flash: &Flash,
+    word: &str,
+    href: &str,
+    link_id: &str,
+) -> Markup {
+    let body = match flash.text.split_once(word) {
+        Some((before, after)) => html! {
+            (before) a id=(link_id) class="mono" href=(href) { (word) } (after)
+        },
+        None => html! { (flash.text) },
+    };
+    html! {
+        div id=(id) class="form-result" { (flash_frame(flash, body)) }
     }
 }
 

@@ -6,8 +6,9 @@
 //! - [`guard`]: the middleware in front of every page: session or login, CSRF on every
 //!   state-changing request, and the security headers (strict CSP) on every response.
 //! - [`api_client`]: pages read and act through the JSON API itself, in process.
-//! - [`pages`]: dashboard, queue, job, topics, dead letters, API keys, audit, login; [`layout`],
-//!   [`format`], [`chart`] (bars), [`timeseries`] (the history's charts): how they are drawn.
+//! - [`pages`]: dashboard, queue, job, topics and a topic's message, dead letters, API keys,
+//!   audit, login; [`layout`], [`format`], [`chart`] (bars), [`timeseries`] (the history's
+//!   charts): how they are drawn.
 
 pub mod api_client;
 mod assets;
@@ -120,7 +121,7 @@ pub fn with_ui(api: Router, config: &Config) -> Site {
 fn router(state: UiState) -> Router {
     use pages::{
         audit, bulk_jobs, dashboard, dead_letters, health, job, keys, login, queue, queue_settings,
-        schedules, search, topics, workers,
+        schedules, search, topic_message, topics, workers,
     };
     let pages = Router::new()
         .route("/", get(dashboard::page))
@@ -175,6 +176,7 @@ fn router(state: UiState) -> Router {
         .route("/topics/{name}/subscribe", post(topics::subscribe))
         .route("/topics/{name}/publish", post(topics::publish))
         .route("/topics/{name}/delete", post(topics::delete))
+        .route("/topics/{name}/messages/{id}", get(topic_message::page))
         .route(
             "/topics/{name}/subscriptions/{queue}/replay",
             post(topics::replay),

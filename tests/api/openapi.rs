@@ -78,6 +78,7 @@ const DOCUMENTED_ROUTES: &[(&str, &str)] = &[
     ("PUT", "/topic/{name}/_subscriptions/{queue}"),
     ("DELETE", "/topic/{name}/_subscriptions/{queue}"),
     ("POST", "/topic/{name}/_subscriptions/{queue}/_replay"),
+    ("GET", "/topic/{name}/messages/{id}"),
 ];
 
 const METHODS: &[&str] = &[
@@ -559,6 +560,40 @@ async fn real_responses_match_the_documented_schemas() {
     assert_conforms(&doc, "DELETE", "/admin/dlq", &deleted);
     let enqueued = app.enqueue("q", &payload(3)).await;
     assert_conforms(&doc, "POST", "/queue/{name}", &enqueued);
+
+    // A topic's message, and the jobs of it (one READY on the quiet server).
+    for (method, path, body) in [
+        (Method::PUT, "/topic/t", json!({"retain": "1h"})),
+        (Method::PUT, "/topic/t/_subscriptions/idle", json!({})),
+    ] {
+        quiet
+            .call(method, path, Some(body.to_string().as_bytes()))
+            .await
+            .expect(201);
+    }
+    let published = quiet
+        .call(
+            Method::POST,
+            "/topic/t",
+            Some(br#"{"kind":"a"}"#.as_slice()),
+        )
+        .await
+        .expect(201);
+    let message_path = format!("/topic/t/messages/{}", published["id"].as_str().unwrap());
+    let message = quiet.get(&message_path).await;
+    assert_eq!(message.json()["jobs"][0]["status"], "READY");
+    assert_conforms(&doc, "GET", "/topic/{name}/messages/{id}", &message);
+    for path in [
+        "/topic/t/messages/01936c2e-1f0a-7c3e-9d4b-8a1f2e3d4c5b",
+        "/topic/t/messages/not-an-id",
+    ] {
+        assert_conforms(
+            &doc,
+            "GET",
+            "/topic/{name}/messages/{id}",
+            &quiet.get(path).await,
+        );
+    }
 
     // Failures: the one error shape, at a documented status.
     assert_conforms(

@@ -1725,6 +1725,26 @@ async fn postgres_admin_listings_and_sweeps_read_their_indexes() {
             "jobs_ttl_from",
         ),
         (
+            "a message's live jobs",
+            "SELECT id FROM jobs WHERE message_id = '80000000-0000-0000-0000-000000000000'"
+                .to_owned(),
+            "jobs_by_message",
+        ),
+        (
+            "a message's delivered jobs",
+            "SELECT id FROM delivered
+             WHERE message_id = '80000000-0000-0000-0000-000000000000'"
+                .to_owned(),
+            "delivered_by_message",
+        ),
+        (
+            "a message's dead letters",
+            "SELECT id FROM dead_letters
+             WHERE message_id = '80000000-0000-0000-0000-000000000000'"
+                .to_owned(),
+            "dead_letters_by_message",
+        ),
+        (
             "due schedules",
             "SELECT queue, name FROM schedules WHERE NOT paused AND next_run_at <= 500
              ORDER BY next_run_at LIMIT 101 FOR UPDATE SKIP LOCKED"

@@ -799,3 +799,189 @@ async fn a_subscribers_dead_letter_keeps_its_message_until_it_is_gone() {
     assert_eq!(last.header("x-hookq-message-id"), message.as_str());
     assert_eq!(last.body_text(), r#"{"order":7}"#);
 }
+
+/// The jobs of `message` as `GET /topic/{topic}/messages/{id}` lists them once `settled`
+/// holds for them (polled: deliveries and dead-lettering happen on the server's time).
+async fn message_once(
+    app: &ApiClient,
+    topic: &str,
+    message: &str,
+    what: &str,
+    settled: impl Fn(&[Value]) -> bool,
+) -> Value {
+    eventually(what, || async {
+        let answer = app
+            .get(&format!("/topic/{topic}/messages/{message}"))
+            .await
+            .expect(200);
+        let jobs = answer["jobs"].as_array().cloned().unwrap_or_default();
+        settled(&jobs).then_some(answer)
+    })
+    .await
+}
+
+/// One message, three subscribers that match it and one whose filter does not: the
+/// message's answer lists the delivered job (kept by `keepDelivered`), the dead letter and
+/// the job still waiting, by queue, and nothing of the subscriber it did not match.
+#[tokio::test]
+async fn a_messages_answer_lists_its_job_in_every_subscriber_that_got_one() {
+    let worker = TestReceiver::always(Reply::ok()).await;
+    let failing = TestReceiver::always(Reply::with_body(500, "the ledger is down")).await;
+    let app = spawn_app(|_| {}).await;
+    app.put_queue(
+        "analytics",
+        &json!({"target": worker.url, "keepDelivered": "1h"}),
+    )
+    .await
+    .expect(201);
+    app.put_queue("billing", &json!({"target": failing.url, "maxAttempts": 1}))
+        .await
+        .expect(201);
+    app.create_queue_ok("search", &worker.url, None).await;
+    app.call(Method::POST, "/queue/search/_pause", None)
+        .await
+        .expect(200);
+    app.create_queue_ok("refunds", &worker.url, None).await;
+    put(&app, "/topic/orders", json!({"retain": "1h"}))
+        .await
+        .expect(201);
+    for queue in ["analytics", "billing", "search"] {
+        subscribe(&app, "orders", queue, None).await;
+    }
+    subscribe(&app, "orders", "refunds", Some(json!({"kind": ["refund"]}))).await;
+
+    let published = publish(&app, "orders", json!({"kind": "paid", "amount": 12})).await;
+    assert_eq!(published["queues"], 3);
+    let id = published["id"].as_str().unwrap().to_owned();
+    let answer = message_once(
+        &app,
+        "orders",
+        &id,
+        "a delivery and a dead letter",
+        |jobs| {
+            jobs.len() == 3 && jobs[0]["place"] == "delivered" && jobs[1]["place"] == "dead_letter"
+        },
+    )
+    .await;
+
+    assert_eq!(answer["ok"], true);
+    assert_eq!(answer["has_more"], false);
+    let message = &answer["message"];
+    assert_eq!(message["id"], id.as_str());
+    assert_eq!(message["topic"], "orders");
+    assert_eq!(message["kept"], true);
+    assert_eq!(message["payload"], json!({"kind": "paid", "amount": 12}));
+    assert_eq!(message["priority"], 0);
+    let published_at = message["publishedAt"].as_i64().unwrap();
+    assert_eq!(
+        message["retainUntil"].as_i64(),
+        Some(published_at + 3_600_000)
+    );
+
+    let jobs = answer["jobs"].as_array().unwrap();
+    let queues: Vec<&str> = jobs.iter().map(|j| j["queue"].as_str().unwrap()).collect();
+    assert_eq!(queues, ["analytics", "billing", "search"]);
+    let delivered = &jobs[0];
+    assert_eq!(delivered["status"], "DELIVERED");
+    assert_eq!(delivered["attempts"], 1);
+    assert_eq!(delivered["lastStatus"], 200);
+    assert!(delivered["deliveredAt"].as_i64().unwrap() >= published_at);
+    assert_eq!(
+        delivered["id"],
+        worker.received()[0].job_id(),
+        "the job the worker got"
+    );
+    let dead = &jobs[1];
+    assert_eq!(dead["status"], "ERROR");
+    assert_eq!(dead["deadLetterState"], "pending");
+    assert_eq!(dead["attempts"], 1);
+    assert_eq!(dead["lastStatus"], 500);
+    let error = dead["lastError"].as_str().unwrap();
+    assert!(error.contains("the ledger is down"), "{error}");
+    assert!(error.chars().count() <= 200, "{error}");
+    let waiting = &jobs[2];
+    assert_eq!(waiting["place"], "live");
+    assert_eq!(waiting["status"], "READY");
+    assert_eq!(waiting["attempts"], 0);
+    let listed = app.list("search", "READY").await;
+    assert_eq!(waiting["id"], listed[0]["id"]);
+    for job in jobs {
+        assert!(job["createdAt"].as_i64().unwrap() >= published_at - 1000);
+    }
+}
+
+/// An id nothing refers to is a 404, one that is not a UUID a 422, and a message asked
+/// under another topic's name a 404; a message whose row is gone while jobs of it remain
+/// still answers, with what is known.
+#[tokio::test]
+async fn a_message_is_found_by_its_id_under_its_own_topic_only() {
+    let app = spawn_app(|c| c.dispatch = false).await;
+    app.create_queue_ok("q", "http://127.0.0.1:9/hook", None)
+        .await;
+    put(&app, "/topic/t", json!({})).await.expect(201);
+    put(&app, "/topic/other", json!({})).await.expect(201);
+    subscribe(&app, "t", "q", None).await;
+    let id = publish(&app, "t", json!({"n": 1})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answer = app
+        .get(&format!("/topic/t/messages/{id}"))
+        .await
+        .expect(200);
+    assert_eq!(answer["message"]["retainUntil"], Value::Null, "retains 0s");
+    assert_eq!(answer["jobs"][0]["status"], "READY");
+
+    let unknown = "01936c2e-1f0a-7c3e-9d4b-8a1f2e3d4c5b";
+    let msg = app
+        .get(&format!("/topic/t/messages/{unknown}"))
+        .await
+        .expect_error(404);
+    assert!(msg.contains("message not found"), "{msg}");
+    app.get(&format!("/topic/other/messages/{id}"))
+        .await
+        .expect_error(404);
+    let msg = app
+        .get("/topic/t/messages/not-a-uuid")
+        .await
+        .expect_error(422);
+    assert!(msg.contains("not a message id"), "{msg}");
+
+    inspector(&app).await.delete_messages().await.unwrap();
+    let answer = app
+        .get(&format!("/topic/t/messages/{id}"))
+        .await
+        .expect(200);
+    assert_eq!(
+        answer["message"],
+        json!({"id": id, "topic": "t", "kept": false, "retainUntil": null})
+    );
+    assert_eq!(answer["jobs"].as_array().unwrap().len(), 1);
+}
+
+/// A reader key of the topic reads its messages; a reader of another topic may not.
+#[tokio::test]
+async fn a_message_is_read_by_a_reader_of_its_topic_only() {
+    let app = spawn_app(|c| {
+        c.api_key = Some(hookq::config::ApiKey::new("the-key".into()));
+        c.dispatch = false;
+    })
+    .await;
+    app.create_queue_ok("billing", "https://worker.example.com/jobs", None)
+        .await;
+    put(&app, "/topic/orders", json!({})).await.expect(201);
+    subscribe(&app, "orders", "billing", None).await;
+    let id = publish(&app, "orders", json!({"n": 1})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/topic/orders/messages/{id}");
+    let (_, ours) = create_key(&app, "dashboard", "reader", Some(&["orders"])).await;
+    let (_, theirs) = create_key(&app, "elsewhere", "reader", Some(&["payments"])).await;
+    let mut client = app.api.clone();
+    client.api_key = Some(ours);
+    let answer = client.get(&path).await.expect(200);
+    assert_eq!(answer["jobs"][0]["queue"], "billing");
+    client.api_key = Some(theirs);
+    client.get(&path).await.expect_error(403);
+}

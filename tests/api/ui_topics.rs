@@ -1,9 +1,10 @@
 //! The UI's topic pages: the list and its create form, a topic's page (retention,
 //! subscriptions with their filters and lag, subscribe with a filter refused in place as
 //! typed, a test message whose answer names the queues that got a job, a replay per
-//! subscription, unsubscribe, delete), the topics a queue subscribes to on its page and the
-//! topic a job came from on its page. Over plain HTTP (CSRF, 404, each form through the
-//! API), then end to end in headless Chromium at a desktop's and a phone's width.
+//! subscription, unsubscribe, delete), the topics a queue subscribes to on its page, the
+//! topic a job came from on its page, and a message's page (its job in every subscriber,
+//! linked from the publish answer and from each job). Over plain HTTP (CSRF, 404, each form
+//! through the API), then end to end in headless Chromium at a desktop's and a phone's width.
 //!
 //! `HOOKQ_SCREENSHOTS=docs/ui cargo test --test api ui_topics` refreshes the screenshots
 //! docs/ui.md shows (without it they go to a temporary directory).
@@ -248,6 +249,13 @@ async fn ui_topics_pages_create_subscribe_publish_replay_and_delete_through_the_
         "{answer}"
     );
     let big = message_id_in(&answer);
+    let message_link = format!(r#"href="/ui/topics/payments/messages/{big}""#);
+    assert!(
+        page.body.contains(&format!(
+            r#"id="published-message" class="mono" {message_link}"#
+        )),
+        "the message id links to its page: {answer}"
+    );
     let orders_jobs = app.list("orders", "READY").await;
     assert_eq!(orders_jobs.len(), 1);
     assert_eq!(orders_jobs[0]["messageId"], json!(big));
@@ -305,6 +313,36 @@ async fn ui_topics_pages_create_subscribe_publish_replay_and_delete_through_the_
     let job = visitor.get(&format!("/ui/queue/orders/job/{job_id}")).await;
     assert_eq!(text_at(&job.body, r#"id="job-topic""#), "payments");
     assert_eq!(text_at(&job.body, r#"id="job-message""#), big);
+    assert!(
+        job.body.contains(&message_link),
+        "the job links to its message"
+    );
+
+    // The message's page: the message, and its job in each subscriber.
+    let message = visitor
+        .get(&format!("/ui/topics/payments/messages/{big}"))
+        .await;
+    assert_eq!(message.status, StatusCode::OK, "{}", message.body);
+    assert_eq!(text_at(&message.body, r#"id="message-id""#), big);
+    assert_eq!(text_at(&message.body, r#"id="message-topic""#), "payments");
+    assert!(
+        message.body.contains("&quot;amount&quot;: 250"),
+        "the payload"
+    );
+    for queue in ["audit", "orders"] {
+        assert!(
+            message
+                .body
+                .contains(&format!(r#"data-queue="{queue}" data-status="READY""#)),
+            "{queue}: {}",
+            message.body
+        );
+    }
+    assert!(
+        message
+            .body
+            .contains(&format!(r#"href="/ui/queue/orders/job/{job_id}""#))
+    );
     let queue = visitor.get("/ui/queue/orders").await;
     assert!(!queue.body.contains(r#"id="no-topics""#));
 
@@ -440,6 +478,18 @@ async fn ui_topics_an_unknown_topic_is_a_404_and_its_forms_say_so() {
     let invalid = visitor.get("/ui/topics/no%20pe").await;
     assert_eq!(invalid.status, StatusCode::NOT_FOUND);
     assert!(invalid.body.contains("No such topic."));
+    let unknown = visitor
+        .get("/ui/topics/nope/messages/01936c2e-1f0a-7c3e-9d4b-8a1f2e3d4c5b")
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert!(
+        unknown.body.contains("message not found"),
+        "{}",
+        unknown.body
+    );
+    let malformed = visitor.get("/ui/topics/nope/messages/not-an-id").await;
+    assert_eq!(malformed.status, StatusCode::NOT_FOUND);
+    assert!(malformed.body.contains("No such message."));
     // A form of a topic deleted meanwhile: answered with the API's reason, not an error page.
     let published = submit_and_follow(
         &mut visitor,
@@ -765,4 +815,159 @@ async fn ui_topics_browser_an_operator_works_a_topic_on_a_desktop() {
 #[tokio::test]
 async fn ui_topics_browser_an_operator_works_a_topic_on_a_phone() {
     an_operator_works_a_topic("ui_topics_browser_phone", 390, 844, "phone-").await;
+}
+
+/// The rows of `#message-jobs` as `[queue, status]` pairs, in page order.
+async fn message_job_rows(browser: &Browser) -> Value {
+    browser
+        .client()
+        .execute(
+            "return Array.from(document.querySelectorAll('#message-jobs tbody tr'))\
+               .map(row => [row.dataset.queue, row.dataset.status]);",
+            vec![],
+        )
+        .await
+        .unwrap()
+}
+
+/// An operator, at `width` × `height`, publishes a test message to a topic with four
+/// subscribers (one delivers it and keeps it, one dead-letters it, one is paused, one's
+/// filter does not match), follows the answer's link to the message's page, sees each
+/// subscriber's job with its status, opens one job and comes back through the job page's
+/// link; no page scrolls sideways, no console error.
+async fn an_operator_follows_a_message(test: &str, width: u32, height: u32, shots_prefix: &str) {
+    let Some(browser) = Browser::start(test).await else {
+        return;
+    };
+    let (shots, _temp) = screenshot_dir();
+    browser
+        .client()
+        .set_window_size(width, height)
+        .await
+        .unwrap();
+    let worker = TestReceiver::always(Reply::ok()).await;
+    let failing =
+        TestReceiver::always(Reply::with_body(500, "the ledger service is unavailable")).await;
+    let app = spawn_app(|_| {}).await;
+    app.put_queue(
+        "analytics",
+        &json!({"target": worker.url, "keepDelivered": "1h"}),
+    )
+    .await
+    .expect(201);
+    app.put_queue(
+        "billing-invoices-eu",
+        &json!({"target": failing.url, "maxAttempts": 1}),
+    )
+    .await
+    .expect(201);
+    app.create_queue_ok("search", &worker.url, None).await;
+    app.call(reqwest::Method::POST, "/queue/search/_pause", None)
+        .await
+        .expect(200);
+    app.create_queue_ok("refunds", &worker.url, None).await;
+    api_put(&app, "/topic/orders", json!({"retain": "1h"}))
+        .await
+        .expect(201);
+    for (queue, body) in [
+        ("analytics", json!({})),
+        ("billing-invoices-eu", json!({})),
+        ("search", json!({})),
+        ("refunds", json!({"filter": {"kind": ["refund"]}})),
+    ] {
+        api_put(&app, &format!("/topic/orders/_subscriptions/{queue}"), body)
+            .await
+            .expect(201);
+    }
+
+    // A test message from the topic's page; its answer links to the message.
+    browser.goto(&app.url("/ui/topics/orders")).await;
+    browser
+        .fill("#publish-message", r#"{"kind": "paid", "amount": 250}"#)
+        .await;
+    submit(&browser, "#publish").await;
+    let message = browser.text_of("#published-message").await;
+    assert!(
+        browser
+            .text_of("#publish-result")
+            .await
+            .contains("3 queues got a job of it"),
+    );
+    // Deliveries run on the server's time: wait until the two that end have ended.
+    let path = format!("/topic/orders/messages/{message}");
+    eventually("a delivery and a dead letter", || async {
+        let answer = app.get(&path).await.expect(200);
+        let places: Vec<String> = answer["jobs"]
+            .as_array()?
+            .iter()
+            .map(|job| job["place"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        (places == ["delivered", "dead_letter", "live"]).then_some(())
+    })
+    .await;
+
+    browser.click("#published-message").await;
+    browser
+        .wait_for_path_with(&format!("/ui/topics/orders/messages/{message}"))
+        .await;
+    browser.wait_for("#message-jobs").await;
+    assert_eq!(browser.text_of("#message-id").await, message);
+    assert_eq!(
+        message_job_rows(&browser).await,
+        json!([
+            ["analytics", "DELIVERED"],
+            ["billing-invoices-eu", "ERROR"],
+            ["search", "READY"]
+        ])
+    );
+    assert_eq!(
+        browser
+            .text_of(r#"#message-jobs tr[data-queue="billing-invoices-eu"] .dead-letter-state"#)
+            .await,
+        "pending"
+    );
+    assert!(
+        browser
+            .text_of(r#"#message-jobs tr[data-queue="billing-invoices-eu"] .last-answer"#)
+            .await
+            .contains("HTTP 500")
+    );
+    assert!(
+        browser
+            .text_of("#payload")
+            .await
+            .contains("\"amount\": 250")
+    );
+    assert_no_sideways_scroll(&browser).await;
+    browser
+        .screenshot(&shots.join(format!("{shots_prefix}topic-message.png")))
+        .await;
+
+    // A subscriber's job, and back to the message from the job's page.
+    browser
+        .click(r#"#message-jobs tr[data-queue="analytics"] .job-link"#)
+        .await;
+    browser.wait_for_path_with("/ui/queue/analytics/job/").await;
+    assert_eq!(browser.text_of("#job-message").await, message);
+    assert_no_sideways_scroll(&browser).await;
+    browser.click("#job-message").await;
+    browser
+        .wait_for_path_with(&format!("/ui/topics/orders/messages/{message}"))
+        .await;
+    browser.wait_for("#message-jobs").await;
+    assert_no_sideways_scroll(&browser).await;
+
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn ui_topics_browser_an_operator_follows_a_message_on_a_desktop() {
+    an_operator_follows_a_message("ui_topics_browser_message_desktop", 1366, 900, "").await;
+}
+
+#[tokio::test]
+async fn ui_topics_browser_an_operator_follows_a_message_on_a_phone() {
+    an_operator_follows_a_message("ui_topics_browser_message_phone", 390, 844, "phone-").await;
 }

@@ -3,12 +3,12 @@
 
 use std::collections::HashMap;
 
-use crate::model::{JobId, QueueName, UnixMillis};
+use crate::model::{JobId, MessageId, QueueName, UnixMillis};
 use crate::store::dialect::Tx;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
     AttemptRecord, DeadLetter, DlqState, FoundJob, HeldLease, JobLife, JobPlace, JobRecord,
-    Position, QueueCounts, ReplayFates,
+    MessageFate, Position, QueueCounts, ReplayFates,
 };
 
 /// Job `id` of `queue`, wherever it is: live, delivered and kept, or dead-lettered, with
@@ -89,6 +89,15 @@ pub async fn find_jobs(
         });
     }
     Ok(found)
+}
+
+/// What became of message `id`: its row while it is kept, and up to `limit` of its jobs in
+/// every subscriber queue, by queue then id.
+pub async fn message_fate(tx: &impl Tx, id: MessageId, limit: usize) -> StoreResult<MessageFate> {
+    Ok(MessageFate {
+        message: tx.message(id).await?,
+        jobs: tx.jobs_of_message(id, limit).await?,
+    })
 }
 
 /// What became of replayed jobs (`ids`, each once), read from where each is kept: live

@@ -5,10 +5,13 @@ use super::jobs::{job_id, prepared, uuid};
 use tokio_postgres::types::{ToSql, Type};
 
 use super::tx::PgTx;
-use crate::model::{JobId, QueueName};
+use crate::model::{JobId, MessageId, QueueName};
+use crate::sql_once;
 use crate::store::dialect::LookupRows;
-use crate::store::error::StoreResult;
-use crate::store::records::{DlqState, JobPlace, contains_pattern};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::records::{
+    DlqState, JobPlace, MESSAGE_JOB_ERROR_CHARS, MessageJob, MessageJobState, contains_pattern,
+};
 use crate::store::search::{
     SearchChunk, SearchDialect, SearchHit, SearchParam, SearchQuery, SearchTable, hit_state,
     search_sql,
@@ -70,6 +73,55 @@ impl LookupRows for PgTx<'_> {
                 )
             })
             .collect())
+    }
+
+    /// One statement: each table's rows of the message through its `*_by_message` partial
+    /// index, sorted (a message has a job per subscriber, and per replay: few rows).
+    async fn jobs_of_message(&self, id: MessageId, limit: usize) -> StoreResult<Vec<MessageJob>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = prepared::query(
+            self.tx,
+            sql_once!(
+                "SELECT id, queue, 0, status::bigint, NULL::text, attempts, last_status,
+                        substr(last_error, 1, {MESSAGE_JOB_ERROR_CHARS}), created_at,
+                        NULL::bigint
+                   FROM jobs WHERE message_id = $1
+                 UNION ALL
+                 SELECT id, queue, 1, NULL, NULL, attempts, response_status, NULL, created_at,
+                        delivered_at
+                   FROM delivered WHERE message_id = $1
+                 UNION ALL
+                 SELECT id, queue, 2, NULL, state, attempts, last_status,
+                        substr(last_error, 1, {MESSAGE_JOB_ERROR_CHARS}), created_at, NULL
+                   FROM dead_letters WHERE message_id = $1
+                 ORDER BY 2, 1, 3 LIMIT $2"
+            ),
+            &[&uuid(id), &limit],
+        )
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let place = i64::from(row.get::<_, i32>(2));
+                let state =
+                    MessageJobState::from_columns(place, row.get(3), row.get(4), row.get(9))
+                        .ok_or_else(|| {
+                            StoreError::from(anyhow::anyhow!(
+                                "a job of message {id} has a state this hookq does not know"
+                            ))
+                        })?;
+                Ok(MessageJob {
+                    id: job_id(row.get(0)),
+                    queue: QueueName::from_stored(row.get(1)),
+                    state,
+                    attempts: u32::try_from(row.get::<_, i32>(5)).unwrap_or(0),
+                    last_status: row
+                        .get::<_, Option<i32>>(6)
+                        .and_then(|s| u16::try_from(s).ok()),
+                    last_error: row.get(7),
+                    created_at: row.get(8),
+                })
+            })
+            .collect()
     }
 
     /// Sent unprepared (`query_typed`): planned for its own values each time, so a search

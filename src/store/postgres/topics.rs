@@ -14,8 +14,8 @@ use crate::sql_once;
 use crate::store::dialect::TopicRows;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::records::{
-    IdempotencyKey, MAX_RECHECK_MS, NewJob, RecordedBatch, RetainedMessage, Subscribed,
-    Subscription, TopicRow, unreferenced,
+    IdempotencyKey, MAX_RECHECK_MS, NewJob, RecordedBatch, RetainedMessage, StoredMessage,
+    Subscribed, Subscription, TopicRow, unreferenced,
 };
 use crate::trace_context::TraceContext;
 
@@ -351,6 +351,25 @@ impl TopicRows for PgTx<'_> {
         .await?
         .get(0);
         Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    async fn message(&self, id: MessageId) -> StoreResult<Option<StoredMessage>> {
+        let row = prepared::query_opt(
+            self.tx,
+            "SELECT id, topic, payload, published_at, retain_until, priority, ordering_key
+             FROM topic_messages WHERE id = $1",
+            &[&uuid(id)],
+        )
+        .await?;
+        Ok(row.map(|row| StoredMessage {
+            id: job_id(row.get(0)),
+            topic: TopicName::from_stored(row.get(1)),
+            payload: CanonicalJson::from_stored(row.get(2)),
+            published_at: row.get(3),
+            retain_until: row.get(4),
+            priority: row.get(5),
+            ordering_key: row.get(6),
+        }))
     }
 
     async fn add_published(&self, counts: &[(TopicName, u64)]) -> StoreResult<()> {

@@ -4,15 +4,38 @@
 
 use rusqlite::params;
 
+use super::jobs::id_from_row;
 use super::tx::SqliteTx;
-use crate::model::{JobId, QueueName};
+use crate::model::{JobId, MessageId, QueueName};
+use crate::sql_once;
 use crate::store::dialect::LookupRows;
 use crate::store::error::StoreResult;
-use crate::store::records::{DlqState, JobPlace, contains_pattern};
+use crate::store::records::{
+    DlqState, JobPlace, MESSAGE_JOB_ERROR_CHARS, MessageJob, MessageJobState, contains_pattern,
+};
 use crate::store::search::{
     SearchChunk, SearchDialect, SearchHit, SearchParam, SearchQuery, SearchTable, hit_state,
     search_sql,
 };
+
+/// The jobs of message `?1`, at most `?2`: id, queue, table (0 live, 1 delivered, 2 dead
+/// letter), a live job's status, a dead letter's state, attempts, last answer, the start of
+/// the last error, creation and delivery times.
+fn jobs_of_message_sql() -> &'static str {
+    sql_once!(
+        "SELECT id, queue, 0, status, NULL, attempts, last_status,
+            substr(last_error, 1, {MESSAGE_JOB_ERROR_CHARS}), created_at, NULL
+       FROM jobs WHERE message_id = ?1
+     UNION ALL
+     SELECT id, queue, 1, NULL, NULL, attempts, response_status, NULL, created_at, delivered_at
+       FROM delivered WHERE message_id = ?1
+     UNION ALL
+     SELECT id, queue, 2, NULL, state, attempts, last_status,
+            substr(last_error, 1, {MESSAGE_JOB_ERROR_CHARS}), created_at, NULL
+       FROM dead_letters WHERE message_id = ?1
+     ORDER BY 2, 1, 3 LIMIT ?2"
+    )
+}
 
 impl LookupRows for SqliteTx<'_> {
     async fn jobs_with_ids_between(
@@ -70,6 +93,38 @@ impl LookupRows for SqliteTx<'_> {
             }
         }
         Ok(places)
+    }
+
+    /// One statement: each table's rows of the message through its `*_by_message` partial
+    /// index, sorted (a message has a job per subscriber, and per replay: few rows).
+    async fn jobs_of_message(&self, id: MessageId, limit: usize) -> StoreResult<Vec<MessageJob>> {
+        let mut stmt = self.0.prepare_cached(jobs_of_message_sql())?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![&id.as_bytes()[..], limit], |row| {
+            let place: i64 = row.get(2)?;
+            let letter_state: Option<String> = row.get(4)?;
+            let state = MessageJobState::from_columns(
+                place,
+                row.get(3)?,
+                letter_state.as_deref(),
+                row.get(9)?,
+            )
+            .ok_or(rusqlite::Error::InvalidColumnType(
+                2,
+                "place".into(),
+                rusqlite::types::Type::Integer,
+            ))?;
+            Ok(MessageJob {
+                id: id_from_row(row, 0)?,
+                queue: QueueName::from_stored(row.get(1)?),
+                state,
+                attempts: row.get(5)?,
+                last_status: row.get(6)?,
+                last_error: row.get(7)?,
+                created_at: row.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// One statement, cached per shape (table and which filters are given).
@@ -150,6 +205,24 @@ mod tests {
             lines.push(row.get::<_, String>(3).unwrap());
         }
         lines.join("\n")
+    }
+
+    /// A message's jobs are read through each table's partial index on `message_id`, never
+    /// a scan of a table.
+    #[test]
+    fn a_messages_jobs_are_read_on_their_partial_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open_writer(&dir.path().join("p.db"), Synchronous::Normal).unwrap();
+        migrate(&mut conn).unwrap();
+        let p = plan(&conn, jobs_of_message_sql());
+        for index in [
+            "jobs USING INDEX jobs_by_message (message_id=?)",
+            "delivered USING INDEX delivered_by_message (message_id=?)",
+            "dead_letters USING INDEX dead_letters_by_message (message_id=?)",
+        ] {
+            assert!(p.contains(index), "{index}: {p}");
+        }
+        assert!(!p.contains("SCAN"), "{p}");
     }
 
     /// Each search reads the index its filters name, never a whole table, and sorts only

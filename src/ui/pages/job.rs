@@ -519,7 +519,8 @@ fn live_part(
             html! {
                 a id="job-topic" href={ "/ui/topics/" (topic) } { (topic) }
                 @if let Some(message) = &job.message_id {
-                    br; span class="muted" { "message " } span id="job-message" class="mono" { (message) }
+                    br; span class="muted" { "message " }
+                    a id="job-message" class="mono" href={ "/ui/topics/" (topic) "/messages/" (message) } { (message) }
                 }
             },
         ));

@@ -12,5 +12,6 @@ pub mod queue;
 pub mod queue_settings;
 pub mod schedules;
 pub mod search;
+pub mod topic_message;
 pub mod topics;
 pub mod workers;

@@ -3,7 +3,8 @@
 //! retention (editable) and figures, its subscriptions with each filter and each subscriber
 //! queue's lag, a replay form and an unsubscribe button per subscription, a form that
 //! subscribes a queue with a filter (the API's refusal shown beside the filter, as typed), a
-//! form that publishes a test message and names the queues that got a job of it, and a
+//! form that publishes a test message and names the queues that got a job of it (the
+//! message id a link to its page, `topic_message`), and a
 //! button that deletes the topic. Everything goes through the API's topic routes.
 
 use axum::extract::{Path, Query};
@@ -13,16 +14,17 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::topic_message::message_url;
 use crate::api::openapi::OkBody;
 use crate::api::queue_stats::QueueStats;
 use crate::api::queues::QueueList;
 use crate::api::topics::{
     PublishedBody, ReplayedBody, SubscriptionView, TopicList, TopicSummary, TopicView,
 };
-use crate::model::{QueueName, TopicName};
+use crate::model::{MessageId, QueueName, TopicName};
 use crate::pattern::Pattern;
 use crate::ui::api_client::{ApiAnswer, ApiClient, ApiFailure};
-use crate::ui::layout::{Section, csrf_field, figures, form_result};
+use crate::ui::layout::{Section, csrf_field, figures, form_result, form_result_linking};
 use crate::ui::session::{Flash, FormOutcome, InvalidField};
 use crate::ui::{Ctx, FormData, UiError, UiResult, format};
 
@@ -46,6 +48,10 @@ const NEW_TOPIC_RESULT_ID: &str = "new-topic-result";
 const RETAIN_RESULT_ID: &str = "retain-result";
 const SUBSCRIBE_RESULT_ID: &str = "subscribe-result";
 const PUBLISH_RESULT_ID: &str = "publish-result";
+
+/// Kept beside the publish form's answer (not a field of the form): the id of the message
+/// just published, whose page the answer links to.
+const PUBLISHED_ID: &str = "published-id";
 
 /// What a new subscription's filter box shows before anything is typed.
 const FILTER_EXAMPLE: &str = r#"{"type": ["order.created"], "amount": [{"numeric": [">", 100]}]}"#;
@@ -540,6 +546,10 @@ fn subscribe_form(
 /// The test-message form; its answer names the queues that got a job of the message.
 fn publish_form(ctx: &Ctx, topic: &TopicView, answer: Option<&Flash>) -> Markup {
     let typed = answer.and_then(|flash| flash.typed("message"));
+    let published = answer
+        .and_then(|flash| flash.typed(PUBLISHED_ID))
+        .and_then(|id| MessageId::parse(id).ok())
+        .map(|id| id.to_string());
     html! {
         section aria-labelledby="publish-title" {
             h2 id="publish-title" { "Publish a test message" }
@@ -552,7 +562,16 @@ fn publish_form(ctx: &Ctx, topic: &TopicView, answer: Option<&Flash>) -> Markup 
                     }
                 }
                 button type="submit" id="publish" { "Publish" }
-                (form_result(PUBLISH_RESULT_ID, answer, |field| format!("publish-{field}")))
+                @match answer.zip(published) {
+                    Some((answer, id)) => (form_result_linking(
+                        PUBLISH_RESULT_ID,
+                        answer,
+                        &id,
+                        &message_url(&topic.name, &id),
+                        "published-message",
+                    )),
+                    None => (form_result(PUBLISH_RESULT_ID, answer, |field| format!("publish-{field}"))),
+                }
             }
         }
     }
@@ -811,14 +830,16 @@ pub async fn publish(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiRe
     let api = ctx.api();
     // What was typed stays in the box either way: a test message is often sent again,
     // changed a little.
-    let outcome = FormOutcome {
+    let mut outcome = FormOutcome {
         form: PUBLISH_FORM,
-        typed: form.typed(&[]),
+        // `PUBLISHED_ID` is the server's to set, never the form's.
+        typed: form.typed(&[PUBLISHED_ID]),
         invalid: Vec::new(),
     };
+    let message_kept = outcome.typed("message").is_some();
     let refused = |failure: ApiFailure| {
         let mut said = format!("Nothing was published: {}", failure.message);
-        if outcome.typed("message").is_none() {
+        if !message_kept {
             said.push_str(" (The message is too large to keep here: paste it again.)");
         }
         Flash::error(said)
@@ -834,7 +855,12 @@ pub async fn publish(ctx: Ctx, Path(name): Path<String>, form: FormData) -> UiRe
                 )
                 .await;
             match published {
-                Ok(published) => Flash::notice(published_text(&published, &topic, &message)),
+                Ok(published) => {
+                    outcome
+                        .typed
+                        .push((PUBLISHED_ID.to_owned(), published.id.clone()));
+                    Flash::notice(published_text(&published, &topic, &message))
+                }
                 Err(failure) => refused(failure),
             }
         }
