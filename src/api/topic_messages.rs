@@ -25,8 +25,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(message_fate))
 }
 
-/// `{name}/messages/{id}`: 404 when no topic can have the name, 422 when the id is not a
-/// message id (a UUID), as a body's or a query's job id is refused.
+/// `{name}/messages/{id}`: 404 when no topic can have the name or the id is not a message
+/// id (a UUID), as a job's path answers for an id that is not one.
 pub struct MessagePath {
     pub topic: TopicName,
     pub id: MessageId,
@@ -40,8 +40,7 @@ impl FromRequestParts<AppState> for MessagePath {
             .await
             .map_err(|_| message_not_found())?;
         let topic = TopicName::parse(&topic).map_err(|_| message_not_found())?;
-        let id = MessageId::parse(&id)
-            .map_err(|_| ApiError::Unprocessable(format!("`{id}` is not a message id")))?;
+        let id = MessageId::parse(&id).map_err(|_| message_not_found())?;
         Ok(Self { topic, id })
     }
 }
@@ -226,7 +225,6 @@ pub struct MessageFateBody {
         (status = 401, description = "Missing or wrong credentials", body = ApiErrorBody),
         (status = 403, description = "A key without the reader role on this topic", body = ApiErrorBody),
         (status = 404, description = "No message of this topic with this id, nor any job of it", body = ApiErrorBody),
-        (status = 422, description = "The id is not a message id (a UUID)", body = ApiErrorBody),
         (status = 503, description = "Shutting down, or the database cannot be reached", body = ApiErrorBody),
     ),
 )]
