@@ -690,7 +690,7 @@ impl DeadLetterRows for PgTx<'_> {
             .tx
             .query(
                 "SELECT id, queue, attempts, leased_at, leased_until, lease_holder,
-                        lease_holder_name
+                        lease_holder_name, false
                  FROM dead_letters
                  WHERE lease_holder IS NOT NULL AND state = 'pending' AND leased_until > $5
                    AND ($1::text IS NULL OR queue = $1) AND (leased_until, id) > ($2, $3)
@@ -706,19 +706,7 @@ impl DeadLetterRows for PgTx<'_> {
             .await?;
         Ok(rows
             .iter()
-            .map(|row| HeldLease {
-                id: job_id(row.get(0)),
-                queue: QueueName::from_stored(row.get(1)),
-                attempt: attempt_of(row.get(2)),
-                leased_at: row.get(3),
-                leased_until: row.get(4),
-                holder: LeaseHolder {
-                    id: row.get(5),
-                    name: row.get::<_, Option<String>>(6).unwrap_or_default(),
-                },
-                extended: false,
-                dead_letter: true,
-            })
+            .map(|row| super::jobs::held_lease(row, true))
             .collect())
     }
 

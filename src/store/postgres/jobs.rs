@@ -661,22 +661,7 @@ impl JobRows for PgTx<'_> {
                 ],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|row| HeldLease {
-                id: job_id(row.get(0)),
-                queue: QueueName::from_stored(row.get(1)),
-                attempt: attempt_of(row.get(2)),
-                leased_at: row.get(3),
-                leased_until: row.get(4),
-                holder: LeaseHolder {
-                    id: row.get(5),
-                    name: row.get::<_, Option<String>>(6).unwrap_or_default(),
-                },
-                extended: row.get(7),
-                dead_letter: false,
-            })
-            .collect())
+        Ok(rows.iter().map(|row| held_lease(row, false)).collect())
     }
 
     /// One statement for every queue: [`insert_unkeyed`]'s.
@@ -1296,6 +1281,24 @@ impl JobRows for PgTx<'_> {
             }
         }
         Ok(counts)
+    }
+}
+
+/// A held lease as both listings read it: `id, queue, attempts, leased_at, leased_until,
+/// lease_holder, lease_holder_name, extended` (a job's, or with `dead_letter` a letter's).
+pub(super) fn held_lease(row: &Row, dead_letter: bool) -> HeldLease {
+    HeldLease {
+        id: job_id(row.get(0)),
+        queue: QueueName::from_stored(row.get(1)),
+        attempt: attempt_of(row.get(2)),
+        leased_at: row.get(3),
+        leased_until: row.get(4),
+        holder: LeaseHolder {
+            id: row.get(5),
+            name: row.get::<_, Option<String>>(6).unwrap_or_default(),
+        },
+        extended: row.get(7),
+        dead_letter,
     }
 }
 

@@ -637,7 +637,7 @@ impl DeadLetterRows for SqliteTx<'_> {
     ) -> StoreResult<Vec<HeldLease>> {
         let mut stmt = self.0.prepare_cached(
             "SELECT id, queue, attempts, leased_at, leased_until, lease_holder,
-                    lease_holder_name
+                    lease_holder_name, false
              FROM dead_letters INDEXED BY dead_letters_leased
              WHERE lease_holder IS NOT NULL AND state = 'pending' AND leased_until > ?5
                AND (?1 IS NULL OR queue = ?1) AND (leased_until, id) > (?2, ?3)
@@ -651,21 +651,7 @@ impl DeadLetterRows for SqliteTx<'_> {
                 i64::try_from(limit).unwrap_or(i64::MAX),
                 now
             ],
-            |row| {
-                Ok(HeldLease {
-                    id: id_from_row(row, 0)?,
-                    queue: QueueName::from_stored(row.get(1)?),
-                    attempt: row.get(2)?,
-                    leased_at: row.get(3)?,
-                    leased_until: row.get(4)?,
-                    holder: LeaseHolder {
-                        id: row.get(5)?,
-                        name: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
-                    },
-                    extended: false,
-                    dead_letter: true,
-                })
-            },
+            |row| super::jobs::held_lease(row, true),
         )?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }

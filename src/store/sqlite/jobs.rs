@@ -419,6 +419,24 @@ pub fn release_push_leases(conn: &Connection, now: UnixMillis) -> StoreResult<us
     )?)
 }
 
+/// A held lease as both listings read it: `id, queue, attempts, leased_at, leased_until,
+/// lease_holder, lease_holder_name, extended` (a job's, or with `dead_letter` a letter's).
+pub(super) fn held_lease(row: &Row<'_>, dead_letter: bool) -> rusqlite::Result<HeldLease> {
+    Ok(HeldLease {
+        id: id_from_row(row, 0)?,
+        queue: QueueName::from_stored(row.get(1)?),
+        attempt: row.get(2)?,
+        leased_at: row.get(3)?,
+        leased_until: row.get(4)?,
+        holder: LeaseHolder {
+            id: row.get(5)?,
+            name: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
+        },
+        extended: row.get(7)?,
+        dead_letter,
+    })
+}
+
 impl JobRows for SqliteTx<'_> {
     async fn held_leases(
         &self,
@@ -441,21 +459,7 @@ impl JobRows for SqliteTx<'_> {
                 &after.id.as_bytes()[..],
                 i64::try_from(limit).unwrap_or(i64::MAX)
             ],
-            |row| {
-                Ok(HeldLease {
-                    id: id_from_row(row, 0)?,
-                    queue: QueueName::from_stored(row.get(1)?),
-                    attempt: row.get(2)?,
-                    leased_at: row.get(3)?,
-                    leased_until: row.get(4)?,
-                    holder: LeaseHolder {
-                        id: row.get(5)?,
-                        name: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
-                    },
-                    extended: row.get(7)?,
-                    dead_letter: false,
-                })
-            },
+            |row| held_lease(row, false),
         )?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
