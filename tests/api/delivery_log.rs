@@ -9,7 +9,7 @@ use hookq::model::JobId;
 use hookq::policy::QueueChange;
 use hookq::store::testing::Stored;
 use hookq::store::{Delivery, Failure, JobState, Outcome};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::dlq_support::{HOUR_MS, StoreFixture, count_stored, count_stored_in};
 use crate::helpers::{Reply, TestApp, TestReceiver, spawn_app};
@@ -22,14 +22,6 @@ async fn app_keeping(receiver: &TestReceiver, keep: &str) -> TestApp {
     app
 }
 
-async fn wait_until_delivered(app: &TestApp, id: &str) -> Value {
-    app.wait_for_job("q", id, &format!("job {id} to be DELIVERED"), |r| {
-        r.status == 200 && r.json()["status"] == "DELIVERED"
-    })
-    .await
-    .json()
-}
-
 #[tokio::test]
 async fn a_kept_job_shows_its_answer_latency_and_failed_attempts() {
     let receiver =
@@ -38,7 +30,7 @@ async fn a_kept_job_shows_its_answer_latency_and_failed_attempts() {
     let id = app.enqueue_ok("q", &json!({"n": 1})).await;
     receiver.wait_for(2).await;
 
-    let job = wait_until_delivered(&app, &id).await;
+    let job = app.wait_until_delivered("q", &id).await;
     assert_eq!(job["job"], json!({"n": 1}));
     assert_eq!(job["attempts"], 2);
     assert_eq!(job["lastStatus"], 202, "the status that acknowledged it");
@@ -62,7 +54,7 @@ async fn the_delivered_listing_is_newest_first_and_pages_with_its_cursor() {
     for n in 0..5 {
         // One at a time, so the delivery order is the enqueue order.
         let id = app.enqueue_ok("q", &json!({ "n": n })).await;
-        wait_until_delivered(&app, &id).await;
+        app.wait_until_delivered("q", &id).await;
         ids.push(id);
     }
     let mut listed = Vec::new();
@@ -116,10 +108,7 @@ async fn without_keep_delivered_nothing_is_kept_and_the_listing_is_empty() {
     assert_eq!(count_stored(&app.database(), Stored::DeliveryLog).await, 0);
 
     let kept = app.enqueue_ok("kept", &json!({"n": 2})).await;
-    app.wait_for_job("kept", &kept, "the job kept by the server's setting", |r| {
-        r.status == 200 && r.json()["status"] == "DELIVERED"
-    })
-    .await;
+    app.wait_until_delivered("kept", &kept).await;
     let settings = app.get("/queue/kept/_settings").await.expect(200);
     assert_eq!(settings["keepDelivered"], "1h");
     assert_eq!(settings["overrides"], json!([]));
@@ -178,7 +167,7 @@ async fn a_replayed_dead_letter_delivered_later_shows_as_delivered() {
     app.wait_until_error("q", &id).await;
     receiver.set_default(Reply::ok());
     app.retry("q", &id).await.expect(201);
-    let job = wait_until_delivered(&app, &id).await;
+    let job = app.wait_until_delivered("q", &id).await;
     assert_eq!(job["lastStatus"], 200);
     assert_eq!(job["attempts"], 1, "fresh attempts after the replay");
     assert_eq!(app.list("q", "DELIVERED").await.len(), 1);
@@ -190,7 +179,7 @@ async fn deleting_a_queue_deletes_its_delivery_log() {
     let receiver = TestReceiver::always(Reply::ok()).await;
     let app = app_keeping(&receiver, "1h").await;
     let id = app.enqueue_ok("q", &json!({"n": 1})).await;
-    wait_until_delivered(&app, &id).await;
+    app.wait_until_delivered("q", &id).await;
     assert_eq!(
         count_stored_in(&app.database(), Stored::DeliveryLog, "q").await,
         1

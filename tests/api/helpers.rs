@@ -372,6 +372,15 @@ impl ApiClient {
         .json()
     }
 
+    /// Wait until the job is DELIVERED, kept by its queue's delivery log; returns it.
+    pub async fn wait_until_delivered(&self, queue: &str, id: &str) -> Value {
+        self.wait_for_job(queue, id, &format!("job {id} to be DELIVERED"), |r| {
+            r.status == 200 && r.json()["status"] == "DELIVERED"
+        })
+        .await
+        .json()
+    }
+
     /// Wait until the job is gone (delivered: the API answers 404).
     pub async fn wait_until_gone(&self, queue: &str, id: &str) {
         self.wait_for_job(queue, id, &format!("job {id} to be delivered"), |r| {

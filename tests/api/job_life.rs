@@ -31,14 +31,6 @@ async fn app_dying_at_once(receiver: &TestReceiver, keep: &str) -> TestApp {
     app
 }
 
-async fn wait_until_delivered(app: &TestApp, id: &str) -> Value {
-    app.wait_for_job("q", id, &format!("job {id} to be DELIVERED"), |r| {
-        r.status == 200 && r.json()["status"] == "DELIVERED"
-    })
-    .await
-    .json()
-}
-
 async fn replay(app: &TestApp, id: &str) {
     let body = json!({ "ids": [id] }).to_string();
     let replayed = app
@@ -89,7 +81,7 @@ async fn each_answer_keeps_its_headers_and_a_kept_delivery_its_body() {
         .await
         .expect(201);
     let id = app.enqueue_ok("q", &json!({ "n": 1 })).await;
-    let job = wait_until_delivered(&app, &id).await;
+    let job = app.wait_until_delivered("q", &id).await;
 
     let failed = &job["history"][0];
     assert_eq!(failed["error"], "busy", "{job}");
@@ -122,7 +114,7 @@ async fn a_replayed_then_delivered_job_tells_its_life_in_order() {
     let id = app.enqueue_ok("q", &json!({ "n": 1 })).await;
     app.wait_until_error("q", &id).await;
     replay(&app, &id).await;
-    let job = wait_until_delivered(&app, &id).await;
+    let job = app.wait_until_delivered("q", &id).await;
 
     assert_eq!(
         told(&job),
@@ -216,7 +208,7 @@ async fn a_resent_dead_letter_and_its_new_job_link_to_each_other() {
     assert_eq!(last["event"], "resent", "{letter}");
     assert_eq!(last["job"], new_id.as_str());
 
-    let job = wait_until_delivered(&app, &new_id).await;
+    let job = app.wait_until_delivered("q", &new_id).await;
     assert_eq!(job["job"], json!({ "n": 1, "fixed": true }));
     assert_eq!(job["priority"], 7, "the dead job's priority: {job}");
     assert_eq!(job["resentFrom"], id.as_str(), "{job}");

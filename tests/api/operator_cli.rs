@@ -453,10 +453,7 @@ async fn jobs_lists_the_delivery_log_with_when_each_job_was_delivered() {
         .await
         .expect(201);
     let id = app.enqueue_ok("q", &payload(1)).await;
-    app.wait_for_job("q", &id, "the job delivered and kept", |r| {
-        r.status == 200 && r.json()["status"] == "DELIVERED"
-    })
-    .await;
+    app.wait_until_delivered("q", &id).await;
     let table = at(&app, &["jobs", "q", "--status", "delivered"]).await;
     let rows = lines_with(table.ok(), &id);
     assert_eq!(rows.len(), 1, "{table:?}");

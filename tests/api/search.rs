@@ -89,10 +89,7 @@ async fn customer_jobs(app: &TestApp) -> (String, String, String) {
     )
     .await;
     wait_for_pending(&app.api, "dead", 1).await;
-    app.wait_for_job("kept", &kept, "the kept job delivered", |r| {
-        r.status == 200 && r.json()["status"] == "DELIVERED"
-    })
-    .await;
+    app.wait_until_delivered("kept", &kept).await;
     (live, dead, kept)
 }
 

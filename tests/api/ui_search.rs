@@ -62,10 +62,7 @@ async fn ui_browser_one_search_finds_a_customer_in_every_queue() {
         .enqueue_ok("receipts", &json!({"customer": "cus_8812", "sent": true}))
         .await;
     wait_for_pending(&app.api, "payments", 1).await;
-    app.wait_for_job("receipts", &kept, "the receipt delivered", |r| {
-        r.status == 200 && r.json()["status"] == "DELIVERED"
-    })
-    .await;
+    app.wait_until_delivered("receipts", &kept).await;
 
     resize(&browser, DESKTOP).await;
     browser.goto(&app.url("/ui")).await;

@@ -735,10 +735,7 @@ async fn a_jobs_life_is_told(test: &str, size: (u32, u32), shot: &str) {
     )
     .await
     .expect(200);
-    app.wait_for_job("payments", &id, "delivered", |r| {
-        r.status == 200 && r.json()["status"] == "DELIVERED"
-    })
-    .await;
+    app.wait_until_delivered("payments", &id).await;
     resize(&browser, size).await;
     browser
         .goto(&app.url(&format!("/ui/queue/payments/job/{id}")))
